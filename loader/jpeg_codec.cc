@@ -1,0 +1,252 @@
+// libjpeg-turbo decode (scaled, cropped, CMYK-aware), TurboJPEG encode, libpng decode.
+#include "loader/jpeg_codec.h"
+
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <algorithm>
+#include <cmath>
+
+#include <jpeglib.h>
+#include <png.h>
+#include <turbojpeg.h>
+
+namespace shardkit {
+
+struct JpegDecoder::State {
+  jpeg_decompress_struct cinfo;
+  struct ErrorMgr {
+    jpeg_error_mgr pub;
+    jmp_buf jump;
+    char message[JMSG_LENGTH_MAX] = {0};
+    int warnings = 0;
+    char first_warning[JMSG_LENGTH_MAX] = {0};
+  } err;
+  std::vector<uint8_t> row;  // CMYK scanline
+
+  static void ErrorExit(j_common_ptr c) {
+    auto* e = reinterpret_cast<ErrorMgr*>(c->err);
+    (*c->err->format_message)(c, e->message);
+    longjmp(e->jump, 1);
+  }
+  static void EmitMessage(j_common_ptr c, int level) {
+    auto* e = reinterpret_cast<ErrorMgr*>(c->err);
+    if (level < 0) {  // a warning: corrupt data, premature end of data...
+      if (e->warnings++ == 0) (*c->err->format_message)(c, e->first_warning);
+    }
+  }
+};
+
+JpegDecoder::JpegDecoder() : state_(new State) {
+  state_->cinfo.err = jpeg_std_error(&state_->err.pub);
+  state_->err.pub.error_exit = &State::ErrorExit;
+  state_->err.pub.emit_message = &State::EmitMessage;
+  jpeg_create_decompress(&state_->cinfo);
+}
+
+JpegDecoder::~JpegDecoder() { jpeg_destroy_decompress(&state_->cinfo); }
+
+Status JpegDecoder::ReadHeader(const uint8_t* data, size_t size, JpegInfo* info) {
+  jpeg_decompress_struct& cinfo = state_->cinfo;
+  state_->err.warnings = 0;
+  if (setjmp(state_->err.jump)) {
+    jpeg_abort_decompress(&cinfo);
+    return Status::Corruption(std::string("JPEG header: ") + state_->err.message);
+  }
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  info->width = static_cast<int>(cinfo.image_width);
+  info->height = static_cast<int>(cinfo.image_height);
+  info->components = cinfo.num_components;
+  info->cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  info->progressive = cinfo.progressive_mode != 0;
+  jpeg_abort_decompress(&cinfo);
+  return Status::OK();
+}
+
+Status JpegDecoder::Decode(const uint8_t* data, size_t size, const DecodeRequest& req,
+                           DecodedRegion* out) {
+  jpeg_decompress_struct& cinfo = state_->cinfo;
+  State::ErrorMgr& err = state_->err;
+  err.warnings = 0;
+  if (setjmp(err.jump)) {
+    jpeg_abort_decompress(&cinfo);
+    return Status::Corruption(std::string("JPEG: ") + err.message);
+  }
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  const int iw = static_cast<int>(cinfo.image_width), ih = static_cast<int>(cinfo.image_height);
+  if (iw <= 0 || ih <= 0 || iw > kMaxImageSide || ih > kMaxImageSide) {
+    jpeg_abort_decompress(&cinfo);
+    return Status::Corruption("JPEG declares " + std::to_string(iw) + "x" + std::to_string(ih) +
+                              " pixels, over the " + std::to_string(kMaxImageSide) + " per side limit");
+  }
+  RectF crop = req.crop;
+  if (crop.w <= 0 || crop.h <= 0) crop = RectF{0, 0, double(iw), double(ih)};
+  crop.x = std::clamp(crop.x, 0.0, double(iw));
+  crop.y = std::clamp(crop.y, 0.0, double(ih));
+  crop.w = std::clamp(crop.w, 1e-3, double(iw) - crop.x);
+  crop.h = std::clamp(crop.h, 1e-3, double(ih) - crop.y);
+  // Smallest N/8 that keeps the crop at least the requested size.
+  int num = 8;
+  if (req.min_width > 0 && req.min_height > 0) {
+    for (int n = 1; n <= 8; ++n) {
+      if (crop.w * n / 8 >= req.min_width && crop.h * n / 8 >= req.min_height) {
+        num = n;
+        break;
+      }
+    }
+  }
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  cinfo.scale_num = static_cast<unsigned>(num);
+  cinfo.scale_denom = 8;
+  cinfo.dct_method = JDCT_ISLOW;
+  jpeg_calc_output_dimensions(&cinfo);
+  const double sx = double(cinfo.output_width) / iw, sy = double(cinfo.output_height) / ih;
+  // The crop in output coordinates, and the whole rows/columns covering it
+  // (one pixel of margin for the resampling filter).
+  int ox0 = std::max(0, int(std::floor(crop.x * sx)) - 1);
+  int oy0 = std::max(0, int(std::floor(crop.y * sy)) - 1);
+  int ox1 = std::min<int>(cinfo.output_width, int(std::ceil((crop.x + crop.w) * sx)) + 1);
+  int oy1 = std::min<int>(cinfo.output_height, int(std::ceil((crop.y + crop.h) * sy)) + 1);
+  const uint64_t bytes = uint64_t(ox1 - ox0) * (oy1 - oy0) * (cmyk ? 4 : 3);
+  if (bytes > kMaxDecodedBytes) {
+    jpeg_abort_decompress(&cinfo);
+    return Status::Corruption("JPEG crop would decode to " + std::to_string(bytes) + " bytes, over the limit");
+  }
+  jpeg_start_decompress(&cinfo);
+  JDIMENSION xoff = static_cast<JDIMENSION>(ox0), cw = static_cast<JDIMENSION>(ox1 - ox0);
+  if (xoff != 0 || cw != cinfo.output_width) jpeg_crop_scanline(&cinfo, &xoff, &cw);
+  const int width = static_cast<int>(cinfo.output_width);  // after cropping: cw
+  const int rows = oy1 - oy0;
+  out->image.Resize(width, rows, 3);
+  out->scale_num = num;
+  out->crop = RectF{crop.x * sx - xoff, crop.y * sy - oy0, crop.w * sx, crop.h * sy};
+  if (oy0 > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(oy0));
+  if (cmyk) state_->row.resize(static_cast<size_t>(width) * 4);
+  const bool inverted = cinfo.saw_Adobe_marker;  // Adobe writes CMYK inverted
+  for (int r = 0; r < rows; ++r) {
+    uint8_t* dst = out->image.pixels.data() + static_cast<size_t>(r) * width * 3;
+    JSAMPROW rowp = cmyk ? state_->row.data() : dst;
+    if (jpeg_read_scanlines(&cinfo, &rowp, 1) != 1) {
+      jpeg_abort_decompress(&cinfo);
+      return Status::Corruption("JPEG: decoder returned no scanline");
+    }
+    if (cmyk) {
+      const uint8_t* s = state_->row.data();
+      for (int x = 0; x < width; ++x, s += 4) {
+        int c = s[0], m = s[1], y = s[2], k = s[3];
+        if (!inverted) { c = 255 - c; m = 255 - m; y = 255 - y; k = 255 - k; }
+        dst[3 * x] = static_cast<uint8_t>(c * k / 255);
+        dst[3 * x + 1] = static_cast<uint8_t>(m * k / 255);
+        dst[3 * x + 2] = static_cast<uint8_t>(y * k / 255);
+      }
+    }
+  }
+  if (req.strict && cinfo.output_scanline < cinfo.output_height) {
+    // Decode the rest so corrupt data further down is noticed too.
+    jpeg_skip_scanlines(&cinfo, cinfo.output_height - cinfo.output_scanline);
+  }
+  if (req.strict && err.warnings == 0 && cinfo.output_scanline >= cinfo.output_height) {
+    jpeg_finish_decompress(&cinfo);  // reads to EOI: reports trailing corruption
+  } else {
+    jpeg_abort_decompress(&cinfo);
+  }
+  if (req.strict && err.warnings > 0) {
+    return Status::Corruption(std::string("JPEG: ") + err.first_warning);
+  }
+  return Status::OK();
+}
+
+Status EncodeJpeg(const Image& image, int quality, std::string* out) {
+  if (image.channels != 3 && image.channels != 1) return Status::InvalidArgument("EncodeJpeg: 1 or 3 channels");
+  tjhandle tj = tjInitCompress();
+  if (tj == nullptr) return Status::IOError("TurboJPEG: cannot create a compressor");
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  int rc = tjCompress2(tj, image.pixels.data(), image.width, 0, image.height,
+                       image.channels == 3 ? TJPF_RGB : TJPF_GRAY, &buf, &size,
+                       image.channels == 3 ? TJSAMP_420 : TJSAMP_GRAY, quality, TJFLAG_ACCURATEDCT);
+  Status s;
+  if (rc != 0) {
+    s = Status::IOError(std::string("TurboJPEG encode: ") + tjGetErrorStr2(tj));
+  } else {
+    out->assign(reinterpret_cast<const char*>(buf), size);
+  }
+  tjFree(buf);
+  tjDestroy(tj);
+  return s;
+}
+
+namespace {
+
+struct PngReadState {
+  const uint8_t* data;
+  size_t size;
+  size_t pos;
+  char error[256];
+};
+
+void PngRead(png_structp png, png_bytep out, png_size_t n) {
+  auto* st = static_cast<PngReadState*>(png_get_io_ptr(png));
+  if (n > st->size - st->pos) png_error(png, "unexpected end of PNG data");
+  std::memcpy(out, st->data + st->pos, n);
+  st->pos += n;
+}
+
+void PngError(png_structp png, png_const_charp msg) {
+  auto* st = static_cast<PngReadState*>(png_get_error_ptr(png));
+  std::snprintf(st->error, sizeof(st->error), "%s", msg);
+  png_longjmp(png, 1);
+}
+
+void PngWarning(png_structp, png_const_charp) {}
+
+}  // namespace
+
+Status DecodePng(const uint8_t* data, size_t size, Image* out) {
+  PngReadState st{data, size, 0, {0}};
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &st, PngError, PngWarning);
+  if (png == nullptr) return Status::IOError("libpng: cannot create a reader");
+  png_infop info = png_create_info_struct(png);
+  std::vector<png_bytep> rows;
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return Status::Corruption(std::string("PNG: ") + st.error);
+  }
+  png_set_read_fn(png, &st, PngRead);
+  png_read_info(png, info);
+  png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+  if (w == 0 || h == 0 || w > kMaxImageSide || h > kMaxImageSide) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return Status::Corruption("PNG declares " + std::to_string(w) + "x" + std::to_string(h) +
+                              " pixels, over the limit");
+  }
+  png_set_expand(png);
+  png_set_strip_16(png);
+  png_set_strip_alpha(png);
+  png_set_gray_to_rgb(png);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  if (png_get_channels(png, info) != 3) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return Status::Unsupported("PNG: could not convert to RGB");
+  }
+  out->Resize(static_cast<int>(w), static_cast<int>(h), 3);
+  rows.resize(h);
+  for (png_uint_32 y = 0; y < h; ++y) rows[y] = out->pixels.data() + static_cast<size_t>(y) * w * 3;
+  png_read_image(png, rows.data());
+  png_read_end(png, nullptr);
+  png_destroy_read_struct(&png, &info, nullptr);
+  return Status::OK();
+}
+
+ImageFormat SniffImageFormat(const uint8_t* data, size_t size) {
+  if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return ImageFormat::kJpeg;
+  static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  if (size >= 8 && std::memcmp(data, kPng, 8) == 0) return ImageFormat::kPng;
+  return ImageFormat::kUnknown;
+}
+
+}  // namespace shardkit

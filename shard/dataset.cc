@@ -1,0 +1,161 @@
+// Dataset::Open and VerifyDataset.
+#include "shard/dataset.h"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "shard/file_io.h"
+
+namespace shardkit {
+
+Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir) {
+  auto ds = std::unique_ptr<Dataset>(new Dataset());
+  ds->dir_ = dir;
+  SK_ASSIGN_OR_RETURN(ds->manifest_, ReadManifest(dir));
+  ds->first_record_.push_back(0);
+  for (const ShardInfo& info : ds->manifest_.shards) {
+    const std::string path = JoinPath(dir, info.file);
+    if (!FileExists(path)) {
+      return Status::NotFound(path + ": shard named in the manifest is missing");
+    }
+    SK_ASSIGN_OR_RETURN(auto reader, ShardReader::Open(path));
+    if (reader->file_size() != info.bytes) {
+      return Status::Corruption(path + ": file is " + std::to_string(reader->file_size()) +
+                                " bytes, the manifest says " + std::to_string(info.bytes));
+    }
+    if (reader->num_records() != info.records) {
+      return Status::Corruption(path + ": holds " + std::to_string(reader->num_records()) +
+                                " records, the manifest says " + std::to_string(info.records));
+    }
+    ds->first_record_.push_back(ds->first_record_.back() + reader->num_records());
+    ds->shards_.push_back(std::move(reader));
+  }
+  return ds;
+}
+
+std::pair<uint32_t, uint32_t> Dataset::Locate(uint64_t global) const {
+  auto it = std::upper_bound(first_record_.begin(), first_record_.end(), global);
+  const size_t s = static_cast<size_t>(it - first_record_.begin()) - 1;
+  return {static_cast<uint32_t>(s), static_cast<uint32_t>(global - first_record_[s])};
+}
+
+namespace {
+
+// Checks one shard; returns the number of bad records (all of them when the
+// shard cannot be opened) and whether the shard itself is bad.
+void VerifyShard(const std::string& dir, const Manifest& m, const ShardInfo& info,
+                 const std::function<void(const std::string&)>& report, VerifyReport* r) {
+  const std::string path = JoinPath(dir, info.file);
+  auto fail_shard = [&](const std::string& msg) {
+    report(msg);
+    r->shards_bad++;
+    r->records_bad += info.records;
+  };
+  if (!FileExists(path)) return fail_shard(path + ": missing (named in the manifest)");
+  auto size = FileSize(path);
+  if (!size.ok()) return fail_shard(size.status().message());
+  r->bytes += *size;
+  if (*size != info.bytes) {
+    return fail_shard(path + ": size " + std::to_string(*size) + " bytes, manifest says " +
+                      std::to_string(info.bytes));
+  }
+  auto crc = FileCrc32c(path);
+  if (!crc.ok()) return fail_shard(crc.status().message());
+  bool file_crc_ok = *crc == info.crc32c;
+  if (!file_crc_ok) {
+    report(path + ": file checksum " + Crc32cHex(*crc) + " differs from the manifest's " +
+           Crc32cHex(info.crc32c) + " (checking records to locate the damage)");
+  }
+  auto reader = ShardReader::Open(path);
+  if (!reader.ok()) return fail_shard(reader.status().message());
+  const ShardReader& sr = **reader;
+  if (sr.num_records() != info.records) {
+    return fail_shard(path + ": holds " + std::to_string(sr.num_records()) + " records, manifest says " +
+                      std::to_string(info.records));
+  }
+  const uint64_t raw_size = m.record.raw_record_size();
+  ReadScratch scratch;
+  uint64_t bad = 0;
+  for (uint32_t b = 0; b < sr.num_blocks(); ++b) {
+    const format::BlockEntry& be = sr.block(b);
+    std::string_view raw;
+    Status s = sr.ReadBlock(b, &scratch, &raw);
+    if (!s.ok()) {
+      // A stored block can still be checked record by record; report each.
+      if (be.codec == static_cast<uint32_t>(format::Codec::kStored)) {
+        for (uint32_t i = be.first_record; i < be.first_record + be.num_records; ++i) {
+          std::string_view p;
+          Status rs = sr.ReadRecord(i, &scratch, &p);
+          if (!rs.ok()) {
+            report(rs.message());
+            ++bad;
+          }
+        }
+        if (bad == 0) report(s.message());  // damage outside any record
+      } else {
+        report(s.message() + " (" + std::to_string(be.num_records) + " records lost)");
+        bad += be.num_records;
+      }
+      continue;
+    }
+    for (uint32_t i = be.first_record; i < be.first_record + be.num_records; ++i) {
+      std::string_view p;
+      Status rs = sr.RecordFromBlock(i, raw, &p);
+      if (!rs.ok()) {
+        report(rs.message());
+        ++bad;
+        continue;
+      }
+      if (raw_size != 0 && p.size() != raw_size) {
+        report(sr.Where(i) + ": " + std::to_string(p.size()) + " bytes, the record shape needs " +
+               std::to_string(raw_size));
+        ++bad;
+        continue;
+      }
+      const int32_t label = sr.record(i).label;
+      if (!m.classes.empty() && (label < -1 || label >= static_cast<int32_t>(m.classes.size()))) {
+        report(sr.Where(i) + ": label " + std::to_string(label) + " outside the " +
+               std::to_string(m.classes.size()) + " classes");
+        ++bad;
+      }
+    }
+  }
+  r->records_bad += bad;
+  if (bad > 0 || !file_crc_ok) r->shards_bad++;
+}
+
+}  // namespace
+
+Status VerifyDataset(const std::string& dir, int threads,
+                     const std::function<void(const std::string&)>& report, VerifyReport* out) {
+  SK_ASSIGN_OR_RETURN(Manifest m, ReadManifest(dir));
+  *out = VerifyReport();
+  out->shards = m.shards.size();
+  out->records = m.records();
+  std::mutex mu;
+  auto locked_report = [&](const std::string& msg) {
+    std::lock_guard<std::mutex> lock(mu);
+    report(msg);
+  };
+  std::atomic<size_t> next{0};
+  auto work = [&]() {
+    for (size_t i; (i = next.fetch_add(1)) < m.shards.size();) {
+      VerifyReport r;
+      VerifyShard(dir, m, m.shards[i], locked_report, &r);
+      std::lock_guard<std::mutex> lock(mu);
+      out->shards_bad += r.shards_bad;
+      out->records_bad += r.records_bad;
+      out->bytes += r.bytes;
+    }
+  };
+  threads = std::max(1, std::min<int>(threads, static_cast<int>(m.shards.size())));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  return Status::OK();
+}
+
+}  // namespace shardkit

@@ -1,0 +1,59 @@
+// Dataset: a dataset directory opened for reading (manifest plus one
+// ShardReader per shard), and VerifyDataset, the full integrity check.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shard/manifest.h"
+#include "shard/shard_reader.h"
+#include "shard/status.h"
+
+namespace shardkit {
+
+// Immutable after Open(); safe to read from many threads (see ShardReader).
+class Dataset {
+ public:
+  // Reads the manifest and opens every shard, checking that each exists, has
+  // the size and record count the manifest says, and has a valid header,
+  // trailer and index. Does not read payloads (VerifyDataset does).
+  static Result<std::unique_ptr<Dataset>> Open(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  const Manifest& manifest() const { return manifest_; }
+  size_t num_shards() const { return shards_.size(); }
+  const ShardReader& shard(size_t i) const { return *shards_[i]; }
+  uint64_t num_records() const { return first_record_.back(); }
+  uint64_t shard_first_record(size_t i) const { return first_record_[i]; }
+  // Global record number -> (shard, record within the shard). global < num_records().
+  std::pair<uint32_t, uint32_t> Locate(uint64_t global) const;
+
+ private:
+  std::string dir_;
+  Manifest manifest_;
+  std::vector<std::unique_ptr<ShardReader>> shards_;
+  std::vector<uint64_t> first_record_;  // size num_shards + 1
+};
+
+struct VerifyReport {
+  uint64_t shards = 0, shards_bad = 0;
+  uint64_t records = 0, records_bad = 0;
+  uint64_t bytes = 0;
+  bool ok() const { return shards_bad == 0 && records_bad == 0; }
+};
+
+// Checks every shard against the manifest (presence, size, whole-file CRC32C,
+// record count), then every block and record checksum, the record sizes of
+// raw_u8 datasets and labels against the class list. Each problem is passed
+// to `report` (called from one thread at a time) with the shard and record it
+// concerns. Returns an error only when the dataset cannot be checked at all
+// (no readable manifest); a dataset with problems returns OK and a report
+// whose ok() is false.
+Status VerifyDataset(const std::string& dir, int threads,
+                     const std::function<void(const std::string&)>& report, VerifyReport* out);
+
+}  // namespace shardkit

@@ -1,0 +1,117 @@
+// DatasetWriter and the directory-level publish protocol.
+#include "shard/dataset_writer.h"
+
+#include <cstdio>
+
+#include "shard/file_io.h"
+
+namespace shardkit {
+
+std::string ShardFileName(uint64_t index) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "shard-%05llu.sks", static_cast<unsigned long long>(index));
+  return buf;
+}
+
+std::string TempShardFileName(uint64_t index) { return "." + ShardFileName(index) + ".tmp"; }
+
+namespace {
+
+bool IsOurs(const std::string& name) {
+  auto ends_with = [&](const char* suffix) {
+    std::string s(suffix);
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  const bool shard = name.rfind("shard-", 0) == 0 && ends_with(".sks");
+  const bool temp = name.rfind(".shard-", 0) == 0 && ends_with(".sks.tmp");
+  return shard || temp || name == std::string(kManifestName) + ".tmp";
+}
+
+}  // namespace
+
+Status PrepareOutputDir(const std::string& dir, bool overwrite) {
+  SK_RETURN_IF_ERROR(CreateDirs(dir));
+  const std::string manifest = JoinPath(dir, kManifestName);
+  if (FileExists(manifest)) {
+    if (!overwrite) {
+      return Status::InvalidArgument(dir + " already holds a dataset (" + kManifestName +
+                                     " exists); pass --force to replace it");
+    }
+    SK_RETURN_IF_ERROR(RemoveFile(manifest));
+    SK_RETURN_IF_ERROR(SyncDir(dir));
+  }
+  SK_ASSIGN_OR_RETURN(auto names, ListDir(dir));
+  for (const auto& name : names) {
+    if (IsOurs(name)) SK_RETURN_IF_ERROR(RemoveFile(JoinPath(dir, name)));
+  }
+  return Status::OK();
+}
+
+Status PublishShard(const std::string& dir, uint64_t index) {
+  return RenameFile(JoinPath(dir, TempShardFileName(index)), JoinPath(dir, ShardFileName(index)));
+}
+
+Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& dir,
+                                                             const DatasetWriterOptions& options) {
+  if (options.shard_size < 4096) return Status::InvalidArgument("shard size must be at least 4096 bytes");
+  SK_RETURN_IF_ERROR(PrepareOutputDir(dir, options.overwrite));
+  return std::unique_ptr<DatasetWriter>(new DatasetWriter(dir, options));
+}
+
+DatasetWriter::~DatasetWriter() {
+  if (!finished_ && current_ != nullptr) {
+    const std::string tmp = current_->path();
+    current_.reset();
+    RemoveFile(tmp).IgnoreError();
+  }
+}
+
+uint64_t DatasetWriter::bytes_written() const {
+  return finished_bytes_ + (current_ ? current_->estimated_size() : 0);
+}
+
+Status DatasetWriter::Add(std::string_view payload, int32_t label, std::string_view key) {
+  if (finished_) return Status::InvalidArgument(dir_ + ": Add after Finish");
+  if (current_ != nullptr && current_->records() > 0 &&
+      current_->estimated_size() + payload.size() > options_.shard_size) {
+    SK_RETURN_IF_ERROR(CloseShard());
+  }
+  if (current_ == nullptr) {
+    SK_ASSIGN_OR_RETURN(current_,
+                        ShardWriter::Create(JoinPath(dir_, TempShardFileName(shards_.size())), options_.shard));
+  }
+  SK_RETURN_IF_ERROR(current_->Add(payload, label, key));
+  ++records_;
+  return Status::OK();
+}
+
+Status DatasetWriter::CloseShard() {
+  ShardSummary summary;
+  Status s = current_->Finish(&summary);
+  if (!s.ok()) return s;  // the destructor removes the temporary file
+  current_.reset();
+  SK_RETURN_IF_ERROR(PublishShard(dir_, shards_.size()));
+  ShardInfo info;
+  info.file = ShardFileName(shards_.size());
+  info.records = summary.records;
+  info.bytes = summary.bytes;
+  info.raw_bytes = summary.raw_bytes;
+  info.crc32c = summary.crc32c;
+  shards_.push_back(info);
+  finished_bytes_ += summary.bytes;
+  return Status::OK();
+}
+
+Status DatasetWriter::Finish(Manifest manifest) {
+  if (finished_) return Status::InvalidArgument(dir_ + ": Finish called twice");
+  if (!manifest.shards.empty()) return Status::InvalidArgument("manifest.shards must be empty");
+  if (current_ != nullptr) SK_RETURN_IF_ERROR(CloseShard());
+  SK_RETURN_IF_ERROR(SyncDir(dir_));
+  manifest.shards = shards_;
+  if (manifest.created_at.empty()) manifest.created_at = UtcNow();
+  SK_RETURN_IF_ERROR(WriteManifest(dir_, manifest));
+  finished_ = true;
+  return Status::OK();
+}
+
+}  // namespace shardkit

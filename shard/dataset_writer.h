@@ -1,0 +1,69 @@
+// DatasetWriter: appends records to a dataset directory, rolling over to a new
+// shard at a size target, and publishes the manifest last. Every shard is
+// written under a temporary name and renamed only once complete, so a crash
+// never leaves a file, or a directory, that looks complete and is not.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "shard/manifest.h"
+#include "shard/shard_writer.h"
+#include "shard/status.h"
+
+namespace shardkit {
+
+struct DatasetWriterOptions {
+  uint64_t shard_size = 256ull << 20;  // target bytes per shard file
+  ShardWriterOptions shard;
+  bool overwrite = false;  // replace an existing dataset in the directory
+};
+
+// Shard i of a dataset is named "shard-%05d.sks".
+std::string ShardFileName(uint64_t index);
+// The temporary name a shard is written under before it is published.
+std::string TempShardFileName(uint64_t index);
+
+// Makes `dir` ready for a new dataset: creates it; refuses a directory that
+// holds a dataset (manifest.json) unless `overwrite`, in which case the
+// manifest is removed first so the directory stops being a dataset before any
+// shard is touched; removes shard files and temporaries left by an interrupted
+// run. Other files are left alone.
+Status PrepareOutputDir(const std::string& dir, bool overwrite);
+
+// Renames the finished temporary file of shard `index` to its final name.
+Status PublishShard(const std::string& dir, uint64_t index);
+
+// Not thread-safe.
+class DatasetWriter {
+ public:
+  static Result<std::unique_ptr<DatasetWriter>> Create(const std::string& dir,
+                                                       const DatasetWriterOptions& options);
+  // Deletes the unfinished shard's temporary file if Finish() was not reached.
+  ~DatasetWriter();
+
+  Status Add(std::string_view payload, int32_t label, std::string_view key);
+  // Closes the last shard and writes the manifest; `manifest.shards` is filled
+  // in here and must be empty on entry.
+  Status Finish(Manifest manifest);
+
+  uint64_t records() const { return records_; }
+  uint64_t bytes_written() const;  // finished shards plus the open one's estimate
+
+ private:
+  DatasetWriter(std::string dir, const DatasetWriterOptions& options)
+      : dir_(std::move(dir)), options_(options) {}
+  Status CloseShard();
+
+  std::string dir_;
+  DatasetWriterOptions options_;
+  std::unique_ptr<ShardWriter> current_;
+  std::vector<ShardInfo> shards_;
+  uint64_t records_ = 0;
+  uint64_t finished_bytes_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace shardkit

@@ -1,0 +1,247 @@
+// POSIX implementations of the file helpers.
+#include "shard/file_io.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "shard/crc32c.h"
+
+namespace shardkit {
+namespace {
+
+constexpr size_t kWriteBuffer = 1 << 20;
+
+Status Errno(const std::string& what, const std::string& path, int err) {
+  std::string msg = path + ": " + what + ": " + std::strerror(err);
+  if (err == ENOENT) return Status::NotFound(msg);
+  return Status::IOError(msg);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<WritableFile>> WritableFile::Create(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno("cannot create", path, errno);
+  auto f = std::unique_ptr<WritableFile>(new WritableFile(path, fd));
+  f->buf_.reserve(kWriteBuffer);
+  return f;
+}
+
+WritableFile::~WritableFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status WritableFile::Append(const void* data, size_t n) {
+  if (fd_ < 0) return Status::IOError(path_ + ": append after close");
+  crc_ = crc32c::Extend(crc_, data, n);
+  size_ += n;
+  const char* p = static_cast<const char*>(data);
+  if (buf_.size() + n <= kWriteBuffer) {
+    buf_.insert(buf_.end(), p, p + n);
+    return Status::OK();
+  }
+  SK_RETURN_IF_ERROR(FlushBuffer());
+  if (n >= kWriteBuffer) {  // large write: bypass the buffer
+    while (n > 0) {
+      ssize_t w = ::write(fd_, p, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return Errno("write failed", path_, errno);
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    return Status::OK();
+  }
+  buf_.insert(buf_.end(), p, p + n);
+  return Status::OK();
+}
+
+Status WritableFile::FlushBuffer() {
+  const char* p = buf_.data();
+  size_t n = buf_.size();
+  while (n > 0) {
+    ssize_t w = ::write(fd_, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return Errno("write failed", path_, errno);
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  buf_.clear();
+  return Status::OK();
+}
+
+Status WritableFile::Sync() {
+  SK_RETURN_IF_ERROR(FlushBuffer());
+  if (::fsync(fd_) != 0) return Errno("fsync failed", path_, errno);
+  return Status::OK();
+}
+
+Status WritableFile::Close() {
+  if (fd_ < 0) return Status::OK();
+  Status s = FlushBuffer();
+  if (::close(fd_) != 0 && s.ok()) s = Errno("close failed", path_, errno);
+  fd_ = -1;
+  return s;
+}
+
+Result<std::unique_ptr<RandomAccessFile>> RandomAccessFile::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Errno("cannot open", path, errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return Errno("cannot stat", path, err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument(path + ": not a regular file");
+  }
+  return std::unique_ptr<RandomAccessFile>(
+      new RandomAccessFile(path, fd, static_cast<uint64_t>(st.st_size)));
+}
+
+RandomAccessFile::~RandomAccessFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status RandomAccessFile::Read(uint64_t offset, size_t n, void* dst) const {
+  if (offset > size_ || n > size_ - offset) {
+    return Status::Corruption(path_ + ": read of " + std::to_string(n) + " bytes at offset " +
+                              std::to_string(offset) + " past end of file (" +
+                              std::to_string(size_) + " bytes)");
+  }
+  char* p = static_cast<char*>(dst);
+  while (n > 0) {
+    ssize_t r = ::pread(fd_, p, n, static_cast<off_t>(offset));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return Errno("read failed at offset " + std::to_string(offset), path_, errno);
+    }
+    if (r == 0) {
+      return Status::Corruption(path_ + ": unexpected end of file at offset " +
+                                std::to_string(offset));
+    }
+    p += r;
+    n -= static_cast<size_t>(r);
+    offset += static_cast<uint64_t>(r);
+  }
+  return Status::OK();
+}
+
+Result<std::string> ReadFileToString(const std::string& path, uint64_t max_size) {
+  SK_ASSIGN_OR_RETURN(auto file, RandomAccessFile::Open(path));
+  if (file->size() > max_size) {
+    return Status::InvalidArgument(path + ": file is " + std::to_string(file->size()) +
+                                   " bytes, more than the limit of " + std::to_string(max_size));
+  }
+  std::string data(file->size(), '\0');
+  SK_RETURN_IF_ERROR(file->Read(0, data.size(), data.data()));
+  return data;
+}
+
+Status WriteFileAtomic(const std::string& path, std::string_view data) {
+  const std::string tmp = path + ".tmp";
+  {
+    SK_ASSIGN_OR_RETURN(auto f, WritableFile::Create(tmp));
+    Status s = f->Append(data);
+    if (s.ok()) s = f->Sync();
+    if (s.ok()) s = f->Close();
+    if (!s.ok()) {
+      RemoveFile(tmp).IgnoreError();
+      return s;
+    }
+  }
+  SK_RETURN_IF_ERROR(RenameFile(tmp, path));
+  std::string dir = ".";
+  if (auto slash = path.rfind('/'); slash != std::string::npos) dir = path.substr(0, slash + 1);
+  return SyncDir(dir);
+}
+
+Status RenameFile(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) return Errno("cannot rename to " + to, from, errno);
+  return Status::OK();
+}
+
+Status RemoveFile(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("cannot remove", path, errno);
+  return Status::OK();
+}
+
+Status SyncDir(const std::string& dir) {
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Errno("cannot open directory", dir, errno);
+  Status s;
+  if (::fsync(fd) != 0 && errno != EINVAL) s = Errno("fsync of directory failed", dir, errno);
+  ::close(fd);
+  return s;
+}
+
+Status CreateDirs(const std::string& dir) {
+  if (dir.empty() || IsDirectory(dir)) return Status::OK();
+  auto slash = dir.find_last_of('/', dir.size() > 1 ? dir.size() - 2 : 0);
+  if (slash != std::string::npos && slash > 0) SK_RETURN_IF_ERROR(CreateDirs(dir.substr(0, slash)));
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return Errno("cannot create directory", dir, errno);
+  }
+  return Status::OK();
+}
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+Result<uint64_t> FileSize(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Errno("cannot stat", path, errno);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+Result<std::vector<std::string>> ListDir(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return Errno("cannot list directory", dir, errno);
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(std::move(name));
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string JoinPath(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (a.back() == '/') return a + b;
+  return a + "/" + b;
+}
+
+Result<uint32_t> FileCrc32c(const std::string& path) {
+  SK_ASSIGN_OR_RETURN(auto f, RandomAccessFile::Open(path));
+  std::vector<char> buf(4 << 20);
+  uint32_t crc = 0;
+  for (uint64_t off = 0; off < f->size();) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), f->size() - off));
+    SK_RETURN_IF_ERROR(f->Read(off, n, buf.data()));
+    crc = crc32c::Extend(crc, buf.data(), n);
+    off += n;
+  }
+  return crc;
+}
+
+}  // namespace shardkit

@@ -1,0 +1,79 @@
+// POSIX file helpers with Status errors that name the path: a buffered writable
+// file that checksums what it writes, a pread-based random access file, and the
+// atomic-publish primitives (fsync, rename, directory sync) datasets rely on.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shard/status.h"
+
+namespace shardkit {
+
+// Append-only file. Not thread-safe. Keeps a CRC32C of every byte appended.
+class WritableFile {
+ public:
+  static Result<std::unique_ptr<WritableFile>> Create(const std::string& path);
+  ~WritableFile();
+  WritableFile(const WritableFile&) = delete;
+  WritableFile& operator=(const WritableFile&) = delete;
+
+  Status Append(const void* data, size_t n);
+  Status Append(std::string_view s) { return Append(s.data(), s.size()); }
+  Status Sync();   // flush buffer and fsync
+  Status Close();  // flush and close; idempotent
+  uint64_t size() const { return size_; }
+  uint32_t crc32c() const { return crc_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  WritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  Status FlushBuffer();
+  std::string path_;
+  int fd_ = -1;
+  std::vector<char> buf_;
+  uint64_t size_ = 0;
+  uint32_t crc_ = 0;
+};
+
+// Read-only file for positioned reads. Thread-safe: Read uses pread.
+class RandomAccessFile {
+ public:
+  static Result<std::unique_ptr<RandomAccessFile>> Open(const std::string& path);
+  ~RandomAccessFile();
+  RandomAccessFile(const RandomAccessFile&) = delete;
+  RandomAccessFile& operator=(const RandomAccessFile&) = delete;
+
+  // Reads exactly n bytes at offset into dst; a short read is a Corruption error.
+  Status Read(uint64_t offset, size_t n, void* dst) const;
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  RandomAccessFile(std::string path, int fd, uint64_t size)
+      : path_(std::move(path)), fd_(fd), size_(size) {}
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+Result<std::string> ReadFileToString(const std::string& path, uint64_t max_size);
+// Writes `data` to path.tmp, fsyncs, renames over path, then fsyncs the directory.
+Status WriteFileAtomic(const std::string& path, std::string_view data);
+Status RenameFile(const std::string& from, const std::string& to);
+Status RemoveFile(const std::string& path);  // NotFound is not an error
+Status SyncDir(const std::string& dir);
+Status CreateDirs(const std::string& dir);
+bool FileExists(const std::string& path);
+bool IsDirectory(const std::string& path);
+Result<uint64_t> FileSize(const std::string& path);
+// Names (not paths) of the entries of dir, sorted.
+Result<std::vector<std::string>> ListDir(const std::string& dir);
+std::string JoinPath(const std::string& a, const std::string& b);
+// Streams a file's bytes through CRC32C.
+Result<uint32_t> FileCrc32c(const std::string& path);
+
+}  // namespace shardkit

@@ -1,0 +1,158 @@
+// Manifest (de)serialisation with nlohmann::json; every field is checked on read.
+#include "shard/manifest.h"
+
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "shard/file_io.h"
+
+namespace shardkit {
+
+using nlohmann::json;
+
+uint64_t RecordFormat::raw_record_size() const {
+  if (kind != format::RecordKind::kRawU8 || shape.empty()) return 0;
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+uint64_t Manifest::records() const {
+  uint64_t n = 0;
+  for (const auto& s : shards) n += s.records;
+  return n;
+}
+uint64_t Manifest::bytes() const {
+  uint64_t n = 0;
+  for (const auto& s : shards) n += s.bytes;
+  return n;
+}
+uint64_t Manifest::raw_bytes() const {
+  uint64_t n = 0;
+  for (const auto& s : shards) n += s.raw_bytes;
+  return n;
+}
+
+const char* RecordKindName(format::RecordKind kind) {
+  switch (kind) {
+    case format::RecordKind::kJpeg: return "jpeg";
+    case format::RecordKind::kRawU8: return "raw_u8";
+    case format::RecordKind::kBytes: break;
+  }
+  return "bytes";
+}
+
+std::string Crc32cHex(uint32_t crc) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%08x", crc);
+  return buf;
+}
+
+std::string UtcNow() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm;
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string ManifestToJson(const Manifest& m) {
+  json j;
+  j["format"] = "shardkit-dataset";
+  j["version"] = kManifestVersion;
+  json rec;
+  rec["kind"] = RecordKindName(m.record.kind);
+  if (!m.record.shape.empty()) rec["shape"] = m.record.shape;
+  j["record"] = rec;
+  j["records"] = m.records();
+  j["bytes"] = m.bytes();
+  j["raw_bytes"] = m.raw_bytes();
+  j["classes"] = m.classes;
+  json shards = json::array();
+  for (const auto& s : m.shards) {
+    shards.push_back({{"file", s.file},
+                      {"records", s.records},
+                      {"bytes", s.bytes},
+                      {"raw_bytes", s.raw_bytes},
+                      {"crc32c", Crc32cHex(s.crc32c)}});
+  }
+  j["shards"] = shards;
+  j["created_by"] = json::parse(m.created_by.empty() ? "{}" : m.created_by);
+  j["created_at"] = m.created_at;
+  return j.dump(1) + "\n";
+}
+
+Result<Manifest> ParseManifest(std::string_view text, const std::string& where) {
+  auto bad = [&](const std::string& what) { return Status::Corruption(where + ": " + what); };
+  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return bad("not valid JSON");
+  if (!j.is_object()) return bad("not a JSON object");
+  try {
+    if (j.value("format", "") != "shardkit-dataset") return bad("\"format\" is not \"shardkit-dataset\"");
+    const int version = j.at("version").get<int>();
+    if (version > kManifestVersion) {
+      return Status::Unsupported(where + ": manifest version " + std::to_string(version) +
+                                 " is newer than this build reads; upgrade shardkit");
+    }
+    Manifest m;
+    const json& rec = j.at("record");
+    const std::string kind = rec.at("kind").get<std::string>();
+    if (kind == "jpeg") {
+      m.record.kind = format::RecordKind::kJpeg;
+    } else if (kind == "raw_u8") {
+      m.record.kind = format::RecordKind::kRawU8;
+      m.record.shape = rec.at("shape").get<std::vector<int64_t>>();
+      if (m.record.shape.size() != 3) return bad("raw_u8 shape must be [H, W, C]");
+      for (int64_t d : m.record.shape) {
+        if (d < 1 || d > 65536) return bad("raw_u8 shape has a dimension out of range");
+      }
+      if (m.record.raw_record_size() > format::kMaxRecordSize) return bad("raw_u8 shape too large");
+    } else if (kind == "bytes") {
+      m.record.kind = format::RecordKind::kBytes;
+    } else {
+      return bad("unknown record kind \"" + kind + "\"");
+    }
+    m.classes = j.at("classes").get<std::vector<std::string>>();
+    for (const json& s : j.at("shards")) {
+      ShardInfo info;
+      info.file = s.at("file").get<std::string>();
+      if (info.file.empty() || info.file.find('/') != std::string::npos || info.file[0] == '.') {
+        return bad("shard file name \"" + info.file + "\" is not a plain file name");
+      }
+      info.records = s.at("records").get<uint64_t>();
+      info.bytes = s.at("bytes").get<uint64_t>();
+      info.raw_bytes = s.value("raw_bytes", uint64_t{0});
+      const std::string crc = s.at("crc32c").get<std::string>();
+      char* end = nullptr;
+      unsigned long v = std::strtoul(crc.c_str(), &end, 16);
+      if (crc.size() != 8 || *end != '\0') return bad("shard " + info.file + ": bad crc32c \"" + crc + "\"");
+      info.crc32c = static_cast<uint32_t>(v);
+      m.shards.push_back(std::move(info));
+    }
+    if (j.contains("records") && j["records"].get<uint64_t>() != m.records()) {
+      return bad("\"records\" (" + std::to_string(j["records"].get<uint64_t>()) +
+                 ") disagrees with the sum over shards (" + std::to_string(m.records()) + ")");
+    }
+    if (j.contains("created_by")) m.created_by = j["created_by"].dump();
+    m.created_at = j.value("created_at", "");
+    return m;
+  } catch (const json::exception& e) {
+    return bad(std::string("malformed manifest: ") + e.what());
+  }
+}
+
+Result<Manifest> ReadManifest(const std::string& dir) {
+  const std::string path = JoinPath(dir, kManifestName);
+  if (!FileExists(path)) {
+    return Status::NotFound(dir + ": no " + kManifestName + " (not a shardkit dataset, or packing did not finish)");
+  }
+  SK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, 256ull << 20));
+  return ParseManifest(text, path);
+}
+
+Status WriteManifest(const std::string& dir, const Manifest& m) {
+  return WriteFileAtomic(JoinPath(dir, kManifestName), ManifestToJson(m));
+}
+
+}  // namespace shardkit

@@ -1,0 +1,54 @@
+// Manifest: the manifest.json that makes a directory of shards a dataset. It is
+// written last and atomically; a directory without one is not a dataset.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shard/shard_format.h"
+#include "shard/status.h"
+
+namespace shardkit {
+
+inline constexpr char kManifestName[] = "manifest.json";
+inline constexpr int kManifestVersion = 1;
+
+struct RecordFormat {
+  format::RecordKind kind = format::RecordKind::kBytes;
+  std::vector<int64_t> shape;  // raw_u8 only: {H, W, C}
+  uint64_t raw_record_size() const;  // product of shape (raw_u8), else 0
+};
+
+struct ShardInfo {
+  std::string file;  // a plain file name inside the dataset directory
+  uint64_t records = 0;
+  uint64_t bytes = 0;      // file size
+  uint64_t raw_bytes = 0;  // sum of payload sizes
+  uint32_t crc32c = 0;     // of the whole file
+};
+
+struct Manifest {
+  RecordFormat record;
+  std::vector<std::string> classes;  // label i is classes[i]; may be empty
+  std::vector<ShardInfo> shards;
+  std::string created_by = "{}";  // JSON object: tool, argv, options
+  std::string created_at;         // UTC, ISO 8601
+
+  uint64_t records() const;
+  uint64_t bytes() const;
+  uint64_t raw_bytes() const;
+};
+
+const char* RecordKindName(format::RecordKind kind);
+std::string ManifestToJson(const Manifest& m);
+// `where` names the source in error messages.
+Result<Manifest> ParseManifest(std::string_view json, const std::string& where);
+Result<Manifest> ReadManifest(const std::string& dir);
+// Atomic: temporary file, fsync, rename, directory fsync.
+Status WriteManifest(const std::string& dir, const Manifest& m);
+std::string UtcNow();
+std::string Crc32cHex(uint32_t crc);
+
+}  // namespace shardkit

@@ -1,0 +1,54 @@
+// Counter-based random numbers: a stream is keyed by a tuple of integers
+// (seed, epoch, sample...), so a value depends only on its key, never on which
+// thread drew it or in what order. Mixing is SplitMix64; streams are
+// xoshiro-free on purpose: each draw is Mix(key, counter).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace shardkit {
+
+inline uint64_t Mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// A reproducible stream of random numbers for one key.
+class KeyedRng {
+ public:
+  KeyedRng(uint64_t a, uint64_t b = 0, uint64_t c = 0, uint64_t d = 0)
+      : key_(Mix64(Mix64(Mix64(Mix64(a) ^ b) ^ c) ^ d)) {}
+  uint64_t Next() { return Mix64(key_ + 0x632BE59BD9B4E019ull * ++counter_); }
+  // Uniform in [0, 1).
+  double Uniform() { return (Next() >> 11) * 0x1.0p-53; }
+  double Uniform(double lo, double hi) { return lo + (hi - lo) * Uniform(); }
+  // Uniform integer in [0, n), n > 0 (Lemire's multiply-shift, unbiased enough for n < 2^32).
+  uint64_t Below(uint64_t n) {
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(Next()) * n) >> 64);
+  }
+  // Standard normal (Box-Muller).
+  double Normal() {
+    double u1 = Uniform(), u2 = Uniform();
+    if (u1 < 1e-300) u1 = 1e-300;
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+
+ private:
+  uint64_t key_;
+  uint64_t counter_ = 0;
+};
+
+// Fisher-Yates shuffle driven by a KeyedRng: the same key gives the same order on every platform.
+template <typename T>
+void KeyedShuffle(std::vector<T>* v, KeyedRng rng) {
+  for (size_t i = v->size(); i > 1; --i) {
+    size_t j = static_cast<size_t>(rng.Below(i));
+    std::swap((*v)[i - 1], (*v)[j]);
+  }
+}
+
+}  // namespace shardkit

@@ -1,0 +1,219 @@
+// ShardReader: up-front validation of the header, trailer and index, then
+// checksummed, bounded reads of blocks and records.
+#include "shard/shard_reader.h"
+
+#include <zstd.h>
+
+#include "shard/crc32c.h"
+
+namespace shardkit {
+
+using format::BlockEntry;
+using format::RecordEntry;
+
+namespace {
+
+std::string Hex(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "0x%08x", v);
+  return buf;
+}
+
+}  // namespace
+
+ReadScratch::~ReadScratch() {
+  if (dctx != nullptr) ZSTD_freeDCtx(dctx);
+}
+
+Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path) {
+  SK_ASSIGN_OR_RETURN(auto file, RandomAccessFile::Open(path));
+  const uint64_t size = file->size();
+  auto corrupt = [&](const std::string& what) { return Status::Corruption(path + ": " + what); };
+  if (size < format::kHeaderSize + format::kTrailerSize) {
+    return corrupt("file is " + std::to_string(size) + " bytes, too short to be a shard (truncated?)");
+  }
+  char header[format::kHeaderSize];
+  SK_RETURN_IF_ERROR(file->Read(0, sizeof(header), header));
+  if (std::memcmp(header, format::kHeaderMagic, 8) != 0) return corrupt("bad header magic: not a shardkit shard");
+  const uint32_t version = format::GetU32(header + 8);
+  if (version > format::kVersion) {
+    return Status::Unsupported(path + ": shard format version " + std::to_string(version) +
+                               " is newer than this build reads (" + std::to_string(format::kVersion) +
+                               "); upgrade shardkit");
+  }
+  if (version == 0) return corrupt("bad format version 0");
+  if (crc32c::Value(header, 28) != format::GetU32(header + 28)) return corrupt("header checksum mismatch");
+  if (format::GetU32(header + 12) != format::kHeaderSize) return corrupt("bad header size");
+
+  char trailer[format::kTrailerSize];
+  SK_RETURN_IF_ERROR(file->Read(size - format::kTrailerSize, sizeof(trailer), trailer));
+  if (std::memcmp(trailer + 24, format::kTrailerMagic, 8) != 0) {
+    return corrupt("bad trailer magic (file truncated or not finished)");
+  }
+  if (format::GetU32(trailer + 20) != version) return corrupt("trailer version differs from header");
+  const uint64_t index_offset = format::GetU64(trailer);
+  const uint64_t index_size = format::GetU64(trailer + 8);
+  const uint64_t index_end = size - format::kTrailerSize;
+  if (index_offset < format::kHeaderSize || index_offset > index_end ||
+      index_size != index_end - index_offset) {
+    return corrupt("index at offset " + std::to_string(index_offset) + " size " +
+                   std::to_string(index_size) + " does not fit the file (" + std::to_string(size) +
+                   " bytes)");
+  }
+  if (index_size > format::kMaxIndexSize || index_size < format::kIndexHeaderSize) {
+    return corrupt("implausible index size " + std::to_string(index_size));
+  }
+  std::string index(index_size, '\0');
+  SK_RETURN_IF_ERROR(file->Read(index_offset, index_size, index.data()));
+  const uint32_t want = format::GetU32(trailer + 16);
+  if (crc32c::Value(index.data(), index.size()) != want) return corrupt("index checksum mismatch");
+
+  auto reader = std::unique_ptr<ShardReader>(new ShardReader(std::move(file)));
+  reader->kind_ = static_cast<format::RecordKind>(format::GetU32(header + 16));
+  SK_RETURN_IF_ERROR(reader->ParseIndex(index, index_offset));
+  return reader;
+}
+
+Status ShardReader::ParseIndex(const std::string& index, uint64_t index_offset) {
+  auto corrupt = [&](const std::string& what) { return Status::Corruption(path() + ": index: " + what); };
+  const char* p = index.data();
+  const uint64_t nblocks = format::GetU32(p);
+  const uint64_t nrecords = format::GetU32(p + 4);
+  const uint64_t keys_size = format::GetU64(p + 8);
+  const uint64_t need = format::kIndexHeaderSize + nblocks * format::kBlockEntrySize +
+                        nrecords * format::kRecordEntrySize;
+  if (keys_size > index.size() || need != index.size() - keys_size) {
+    return corrupt("counts (" + std::to_string(nblocks) + " blocks, " + std::to_string(nrecords) +
+                   " records, " + std::to_string(keys_size) + " key bytes) disagree with its size " +
+                   std::to_string(index.size()));
+  }
+  p += format::kIndexHeaderSize;
+  blocks_.resize(nblocks);
+  uint64_t next_offset = format::kHeaderSize;
+  uint32_t next_record = 0;
+  for (uint64_t b = 0; b < nblocks; ++b, p += format::kBlockEntrySize) {
+    BlockEntry e = format::DecodeBlock(p);
+    std::string where = "block " + std::to_string(b) + ": ";
+    if (e.offset != next_offset) return corrupt(where + "offset " + std::to_string(e.offset) + " out of place");
+    if (e.stored_size > index_offset - e.offset) return corrupt(where + "extends past the index");
+    if (e.raw_size > format::kMaxBlockRawSize) return corrupt(where + "declared raw size over the limit");
+    if (e.codec > static_cast<uint32_t>(format::Codec::kZstd)) return corrupt(where + "unknown codec");
+    if (e.codec == static_cast<uint32_t>(format::Codec::kStored) && e.stored_size != e.raw_size) {
+      return corrupt(where + "stored block with raw size != stored size");
+    }
+    if (e.first_record != next_record || e.num_records == 0 || e.num_records > nrecords - e.first_record) {
+      return corrupt(where + "record range out of place");
+    }
+    next_offset = e.offset + e.stored_size;
+    next_record = e.first_record + e.num_records;
+    blocks_[b] = e;
+  }
+  if (next_offset != index_offset) return corrupt("blocks do not end where the index starts");
+  if (next_record != nrecords) return corrupt("blocks do not cover every record");
+  records_.resize(nrecords);
+  for (uint64_t i = 0; i < nrecords; ++i, p += format::kRecordEntrySize) {
+    RecordEntry r = format::DecodeRecord(p);
+    if (r.block >= nblocks) return corrupt("record " + std::to_string(i) + ": block out of range");
+    const BlockEntry& b = blocks_[r.block];
+    if (i < b.first_record || i >= uint64_t{b.first_record} + b.num_records) {
+      return corrupt("record " + std::to_string(i) + ": not inside its block");
+    }
+    if (uint64_t{r.offset} + r.length > b.raw_size) {
+      return corrupt("record " + std::to_string(i) + ": offset " + std::to_string(r.offset) +
+                     " + length " + std::to_string(r.length) + " past its block's " +
+                     std::to_string(b.raw_size) + " bytes");
+    }
+    if (r.key_length > format::kMaxKeySize || uint64_t{r.key_offset} + r.key_length > keys_size) {
+      return corrupt("record " + std::to_string(i) + ": key out of range");
+    }
+    records_[i] = r;
+  }
+  keys_.assign(p, keys_size);
+  return Status::OK();
+}
+
+std::string ShardReader::Where(uint32_t i) const {
+  std::string s = path() + ": record " + std::to_string(i);
+  if (i < records_.size()) {
+    s += " (block " + std::to_string(records_[i].block) + ", offset " +
+         std::to_string(records_[i].offset) + ")";
+  }
+  return s;
+}
+
+Status ShardReader::ReadBlock(uint32_t b, ReadScratch* scratch, std::string_view* raw) const {
+  if (b >= blocks_.size()) return Status::InvalidArgument(path() + ": no block " + std::to_string(b));
+  const BlockEntry& e = blocks_[b];
+  const std::string where = path() + ": block " + std::to_string(b) + " at offset " + std::to_string(e.offset);
+  if (e.codec == static_cast<uint32_t>(format::Codec::kStored)) {
+    scratch->raw.resize(e.raw_size);
+    SK_RETURN_IF_ERROR(file_->Read(e.offset, e.stored_size, scratch->raw.data()));
+    if (crc32c::Value(scratch->raw.data(), e.stored_size) != e.crc32c) {
+      return Status::Corruption(where + ": checksum mismatch");
+    }
+    *raw = std::string_view(scratch->raw.data(), e.raw_size);
+    return Status::OK();
+  }
+  scratch->stored.resize(e.stored_size);
+  SK_RETURN_IF_ERROR(file_->Read(e.offset, e.stored_size, scratch->stored.data()));
+  const uint32_t got = crc32c::Value(scratch->stored.data(), e.stored_size);
+  if (got != e.crc32c) {
+    return Status::Corruption(where + ": checksum mismatch (expected " + Hex(e.crc32c) + ", got " + Hex(got) + ")");
+  }
+  if (scratch->dctx == nullptr) scratch->dctx = ZSTD_createDCtx();
+  scratch->raw.resize(e.raw_size);
+  // The output buffer is exactly the declared size: a frame that expands past
+  // it fails with dstSize_tooSmall instead of allocating.
+  size_t n = ZSTD_decompressDCtx(scratch->dctx, scratch->raw.data(), e.raw_size,
+                                 scratch->stored.data(), e.stored_size);
+  if (ZSTD_isError(n)) {
+    return Status::Corruption(where + ": zstd: " + ZSTD_getErrorName(n));
+  }
+  if (n != e.raw_size) {
+    return Status::Corruption(where + ": decompressed to " + std::to_string(n) + " bytes, expected " +
+                              std::to_string(e.raw_size));
+  }
+  *raw = std::string_view(scratch->raw.data(), e.raw_size);
+  return Status::OK();
+}
+
+Status ShardReader::RecordFromBlock(uint32_t i, std::string_view block_raw,
+                                    std::string_view* payload) const {
+  const RecordEntry& r = records_[i];
+  if (uint64_t{r.offset} + r.length > block_raw.size()) {
+    return Status::Corruption(Where(i) + ": past the end of its block");
+  }
+  std::string_view p = block_raw.substr(r.offset, r.length);
+  const uint32_t got = crc32c::Value(p.data(), p.size());
+  if (got != r.crc32c) {
+    return Status::Corruption(Where(i) + ": checksum mismatch (expected " + Hex(r.crc32c) + ", got " +
+                              Hex(got) + ")");
+  }
+  *payload = p;
+  return Status::OK();
+}
+
+Status ShardReader::ReadRecord(uint32_t i, ReadScratch* scratch, std::string_view* payload) const {
+  if (i >= records_.size()) {
+    return Status::InvalidArgument(path() + ": no record " + std::to_string(i) + " (shard has " +
+                                   std::to_string(records_.size()) + ")");
+  }
+  const RecordEntry& r = records_[i];
+  const BlockEntry& b = blocks_[r.block];
+  if (b.codec == static_cast<uint32_t>(format::Codec::kStored)) {
+    scratch->raw.resize(r.length);
+    SK_RETURN_IF_ERROR(file_->Read(b.offset + r.offset, r.length, scratch->raw.data()).WithContext(Where(i)));
+    const uint32_t got = crc32c::Value(scratch->raw.data(), r.length);
+    if (got != r.crc32c) {
+      return Status::Corruption(Where(i) + ": checksum mismatch (expected " + Hex(r.crc32c) +
+                                ", got " + Hex(got) + ")");
+    }
+    *payload = std::string_view(scratch->raw.data(), r.length);
+    return Status::OK();
+  }
+  std::string_view raw;
+  SK_RETURN_IF_ERROR(ReadBlock(r.block, scratch, &raw));
+  return RecordFromBlock(i, raw, payload);
+}
+
+}  // namespace shardkit

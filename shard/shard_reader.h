@@ -1,0 +1,71 @@
+// ShardReader: random access to the records of one shard file. Open() validates
+// the header, trailer and the whole index before returning; every read checks a
+// checksum. Immutable after Open(): reads are thread-safe when each thread uses
+// its own ReadScratch.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shard/file_io.h"
+#include "shard/shard_format.h"
+#include "shard/status.h"
+
+typedef struct ZSTD_DCtx_s ZSTD_DCtx;
+
+namespace shardkit {
+
+// Per-thread buffers and zstd context for reads. Not shareable between threads.
+struct ReadScratch {
+  ReadScratch() = default;
+  ~ReadScratch();
+  ReadScratch(const ReadScratch&) = delete;
+  ReadScratch& operator=(const ReadScratch&) = delete;
+  ZSTD_DCtx* dctx = nullptr;
+  std::vector<char> stored;
+  std::vector<char> raw;
+};
+
+class ShardReader {
+ public:
+  static Result<std::unique_ptr<ShardReader>> Open(const std::string& path);
+
+  uint32_t num_records() const { return static_cast<uint32_t>(records_.size()); }
+  uint32_t num_blocks() const { return static_cast<uint32_t>(blocks_.size()); }
+  const format::RecordEntry& record(uint32_t i) const { return records_[i]; }
+  const format::BlockEntry& block(uint32_t b) const { return blocks_[b]; }
+  std::string_view key(uint32_t i) const {
+    return std::string_view(keys_).substr(records_[i].key_offset, records_[i].key_length);
+  }
+  format::RecordKind kind() const { return kind_; }
+  uint64_t file_size() const { return file_->size(); }
+  const std::string& path() const { return file_->path(); }
+
+  // Reads block b, checks the CRC of its stored bytes and decompresses it (never
+  // past its declared raw size). *raw points into scratch and stays valid until
+  // the next read with the same scratch.
+  Status ReadBlock(uint32_t b, ReadScratch* scratch, std::string_view* raw) const;
+  // Reads record i and checks its CRC. For a stored block only the record's
+  // bytes are read; for a compressed one the whole block is decompressed.
+  Status ReadRecord(uint32_t i, ReadScratch* scratch, std::string_view* payload) const;
+  // Slices record i out of its block's raw bytes (from ReadBlock) and checks its CRC.
+  Status RecordFromBlock(uint32_t i, std::string_view block_raw, std::string_view* payload) const;
+
+  // "shard-00001.sks: record 7 (block 0, offset 5488)", for error messages.
+  std::string Where(uint32_t record) const;
+
+ private:
+  explicit ShardReader(std::unique_ptr<RandomAccessFile> file) : file_(std::move(file)) {}
+  Status ParseIndex(const std::string& index, uint64_t index_offset);
+
+  std::unique_ptr<RandomAccessFile> file_;
+  format::RecordKind kind_ = format::RecordKind::kBytes;
+  std::vector<format::BlockEntry> blocks_;
+  std::vector<format::RecordEntry> records_;
+  std::string keys_;
+};
+
+}  // namespace shardkit

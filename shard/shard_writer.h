@@ -1,0 +1,75 @@
+// ShardWriter: writes one shard file (see docs/shard_format.md). Records are
+// appended in order, grouped into blocks that are zstd-compressed or stored.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shard/file_io.h"
+#include "shard/shard_format.h"
+#include "shard/status.h"
+
+typedef struct ZSTD_CCtx_s ZSTD_CCtx;
+
+namespace shardkit {
+
+enum class CompressionMode {
+  kStore,  // never compress (JPEG: already compressed)
+  kZstd,   // compress every block with zstd
+  kAuto,   // compress, but store a block whose compressed form saves less than 3%
+};
+
+struct ShardWriterOptions {
+  CompressionMode compression = CompressionMode::kAuto;
+  int zstd_level = 3;
+  uint32_t block_size = 1 << 20;  // target raw bytes per block
+  format::RecordKind kind = format::RecordKind::kBytes;
+};
+
+// What a finished shard holds, for the manifest.
+struct ShardSummary {
+  uint64_t records = 0;
+  uint64_t bytes = 0;        // file size
+  uint64_t raw_bytes = 0;    // sum of payload sizes
+  uint32_t crc32c = 0;       // of the whole file
+};
+
+// Not thread-safe. The file is complete only after Finish() returns OK; a
+// writer destroyed before that closes the file and leaves it for the caller
+// (who wrote it under a temporary name) to delete.
+class ShardWriter {
+ public:
+  static Result<std::unique_ptr<ShardWriter>> Create(const std::string& path,
+                                                     const ShardWriterOptions& options);
+  ~ShardWriter();
+
+  Status Add(std::string_view payload, int32_t label, std::string_view key);
+  // Writes the last block, the index and the trailer, fsyncs and closes.
+  Status Finish(ShardSummary* summary);
+
+  uint64_t records() const { return records_.size(); }
+  // Bytes the file would have if finished now, roughly (pending block uncompressed).
+  uint64_t estimated_size() const;
+  const std::string& path() const { return file_->path(); }
+
+ private:
+  ShardWriter(std::unique_ptr<WritableFile> file, const ShardWriterOptions& options);
+  Status FlushBlock();
+
+  ShardWriterOptions options_;
+  std::unique_ptr<WritableFile> file_;
+  ZSTD_CCtx* cctx_ = nullptr;
+  std::string pending_;        // raw bytes of the open block
+  uint32_t pending_first_ = 0; // first record of the open block
+  std::vector<char> compressed_;
+  std::vector<format::BlockEntry> blocks_;
+  std::vector<format::RecordEntry> records_;
+  std::string keys_;
+  uint64_t raw_bytes_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace shardkit

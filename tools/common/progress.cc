@@ -1,0 +1,105 @@
+// Progress line and formatting helpers.
+#include "tools/common/progress.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+namespace shardkit {
+
+Progress::Progress(std::string label, uint64_t total, std::string unit)
+    : label_(std::move(label)), unit_(std::move(unit)), total_(total), tty_(isatty(2) != 0) {
+  start_ = last_draw_ = std::chrono::steady_clock::now();
+}
+
+double Progress::elapsed_seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void Progress::Update(uint64_t items_done, uint64_t bytes_done) {
+  std::lock_guard<std::mutex> lock(mu_);
+  items_ = items_done;
+  bytes_ = bytes_done;
+  auto now = std::chrono::steady_clock::now();
+  const double since = std::chrono::duration<double>(now - last_draw_).count();
+  if (since < (tty_ ? 0.25 : 10.0)) return;
+  last_draw_ = now;
+  Draw(false);
+}
+
+void Progress::Finish() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Draw(true);
+}
+
+void Progress::Draw(bool final) {
+  const double t = elapsed_seconds();
+  const double rate = t > 0 ? items_ / t : 0;
+  std::string line = label_ + ": " + FormatCount(items_);
+  if (total_ > 0) line += "/" + FormatCount(total_);
+  line += " " + unit_;
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "  %s %s/s  %s/s", FormatCount(rate).c_str(), unit_.c_str(),
+                FormatBytes(t > 0 ? bytes_ / t : 0).c_str());
+  line += buf;
+  if (final) {
+    line += "  done in " + FormatDuration(t);
+  } else if (total_ > 0 && rate > 0 && items_ <= total_) {
+    line += "  ETA " + FormatDuration((total_ - items_) / rate);
+  }
+  if (tty_) {
+    std::fprintf(stderr, "\r\033[K%s%s", line.c_str(), final ? "\n" : "");
+  } else {
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  std::fflush(stderr);
+}
+
+std::string FormatDuration(double seconds) {
+  if (seconds < 0) seconds = 0;
+  long s = static_cast<long>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof(buf), "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+  } else if (seconds >= 10) {
+    std::snprintf(buf, sizeof(buf), "%ld:%02ld", s / 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.2fs", seconds);
+  }
+  return buf;
+}
+
+std::string FormatBytes(double b) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000 && u < 4) {
+    b /= 1000;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", b, units[u]);
+  return buf;
+}
+
+std::string FormatCount(double n) {
+  char buf[32];
+  if (n >= 1e9) {
+    std::snprintf(buf, sizeof(buf), "%.2fG", n / 1e9);
+  } else if (n >= 1e6) {
+    std::snprintf(buf, sizeof(buf), "%.2fM", n / 1e6);
+  } else if (n >= 1e4) {
+    std::snprintf(buf, sizeof(buf), "%.1fk", n / 1e3);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.0f", n);
+  }
+  return buf;
+}
+
+std::string ArgvJson(int argc, char** argv) {
+  nlohmann::json a = nlohmann::json::array();
+  for (int i = 0; i < argc; ++i) a.push_back(argv[i]);
+  return a.dump();
+}
+
+}  // namespace shardkit

@@ -1,0 +1,46 @@
+// PackHdf5: uint8 image arrays (N x H x W [x C]) and integer labels (N) from an
+// HDF5 file into a raw_u8 dataset, read in slabs so the file never has to fit
+// in memory. Also the HDF5 writer shardkit-augment uses for --format hdf5.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shard/status.h"
+
+namespace shardkit {
+
+struct Hdf5PackOptions {
+  std::string file, out;
+  std::string images = "/images", labels = "/labels";
+  std::vector<std::string> class_names;
+  uint64_t shard_size = 256ull << 20;
+  bool force = false;
+  std::string created_by;  // JSON for the manifest
+  bool quiet = false;
+};
+
+Status PackHdf5(const Hdf5PackOptions& options);
+
+// Streams images (uint8, N x H x W) and labels (int32, N) into a new HDF5
+// file: chunked, deflate-compressed /images and /labels. Written to path.tmp
+// and renamed on Close(), so a partial file never has the final name.
+class Hdf5ImageWriter {
+ public:
+  static Result<std::unique_ptr<Hdf5ImageWriter>> Create(const std::string& path, uint64_t count, int height,
+                                                         int width);
+  ~Hdf5ImageWriter();
+  // Writes `n` consecutive items starting at `first`.
+  Status Write(uint64_t first, uint64_t n, const uint8_t* images, const int32_t* labels);
+  Status Close();
+
+ private:
+  Hdf5ImageWriter() = default;
+  std::string path_;
+  int64_t file_ = -1, images_ = -1, labels_ = -1;
+  int height_ = 0, width_ = 0;
+};
+
+}  // namespace shardkit

@@ -1,0 +1,34 @@
+// IdxFile: MNIST-style IDX files (plain or gzip), as MNIST and Fashion-MNIST
+// ship them. Only unsigned-byte data (type 0x08) is accepted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shard/status.h"
+
+namespace shardkit {
+
+struct IdxArray {
+  std::vector<uint32_t> dims;  // dims[0] is the item count
+  std::vector<uint8_t> data;   // row-major, dims product bytes
+  uint64_t item_size() const;  // product of dims[1..]
+};
+
+// Parses IDX bytes (already decompressed). `where` names the source in errors.
+Result<IdxArray> ParseIdx(std::string_view bytes, const std::string& where);
+// Reads an IDX file, gunzipping it if it starts with the gzip magic. Refuses
+// a file whose header declares more than `max_bytes` of data.
+Result<IdxArray> ReadIdxFile(const std::string& path, uint64_t max_bytes = 64ull << 30);
+
+// Images (N x H x W, or N x H x W x C) and their labels (N), checked against each other.
+struct IdxDataset {
+  IdxArray images, labels;
+  int height = 0, width = 0, channels = 1;
+  uint64_t count() const { return images.dims.empty() ? 0 : images.dims[0]; }
+};
+Result<IdxDataset> ReadIdxDataset(const std::string& images_path, const std::string& labels_path);
+
+}  // namespace shardkit

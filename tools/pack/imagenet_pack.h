@@ -1,0 +1,53 @@
+// PackImageNet: an ImageNet-layout folder (class folders, or a flat folder plus
+// a LOC_val_solution.csv) into a JPEG dataset. Files are recognised by
+// content; CMYK JPEGs and PNGs are converted to RGB JPEG so the loader can
+// decode every record; corrupt files are reported and counted.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "shard/status.h"
+
+namespace shardkit {
+
+struct ImageNetPackOptions {
+  std::string src, out;
+  std::string val_labels;      // CSV (ImageId,PredictionString); empty: class-folder layout
+  std::string classes_from;    // a dataset dir whose class list to reuse (e.g. train for val)
+  uint64_t shard_size = 256ull << 20;
+  int resize_short = 0;        // 0: keep original bytes
+  int quality = 90;            // for re-encoded images
+  int threads = 0;             // 0: all cores
+  uint64_t seed = 0;
+  bool strict = false;         // any bad file or empty class is fatal
+  bool force = false;          // replace an existing dataset
+  std::string created_by;      // JSON for the manifest
+};
+
+struct ImageNetPackSummary {
+  uint64_t files_seen = 0, packed = 0, bad = 0, converted_cmyk = 0, converted_png = 0,
+           reencoded = 0, empty_classes = 0, classes = 0, shards = 0;
+  uint64_t bytes_in = 0, bytes_out = 0;
+  double seconds = 0;
+};
+
+// Problems (bad files, empty class folders) go to `report` as they are found.
+Status PackImageNet(const ImageNetPackOptions& options,
+                    const std::function<void(const std::string&)>& report, ImageNetPackSummary* summary);
+
+// One source image made ready to store: what the packer does to each file.
+struct PreparedImage {
+  std::string jpeg;
+  enum class Change { kNone, kCmyk, kPng, kResized } change = Change::kNone;
+};
+// Recognises `bytes` by content, validates it with a full (1/8-scale) strict
+// decode, and converts it to an RGB-decodable JPEG when needed.
+Status PrepareImage(const std::string& bytes, int resize_short, int quality, PreparedImage* out);
+
+// Parses LOC_val_solution.csv: ImageId -> synset (the first token of PredictionString).
+Result<std::vector<std::pair<std::string, std::string>>> ReadValLabels(const std::string& csv_path);
+
+}  // namespace shardkit
