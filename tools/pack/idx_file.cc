@@ -80,6 +80,9 @@ Result<IdxArray> ReadIdxFile(const std::string& path, uint64_t max_bytes) {
   int got = gzread(gz, head, 4);
   if (got < 0) return close_with(Status::Corruption(path + ": gzip data is corrupt"));
   if (got < 4) return close_with(Status::Corruption(path + ": too short for an IDX header"));
+  if (head[0] != 0 || head[1] != 0) {
+    return close_with(Status::Corruption(path + ": bad IDX magic (first two bytes must be zero; is this an IDX file?)"));
+  }
   const int ndims = head[3];
   size_t want = 4 + 4 * static_cast<size_t>(ndims >= 1 && ndims <= 4 ? ndims : 0);
   if (want > 4) {

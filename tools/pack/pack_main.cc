@@ -291,6 +291,17 @@ int main(int argc, char** argv) {
   extract->add_option("INDEX", index, "record number (0-based, over the whole dataset)")->required();
   extract->add_option("FILE", file, "output file")->required();
 
+  auto known = [&](const char* name) {
+    for (const auto* sub : app.get_subcommands({})) {
+      if (sub->get_name() == name) return true;
+    }
+    return false;
+  };
+  if (argc > 1 && argv[1][0] != '-' && !known(argv[1])) {
+    std::fprintf(stderr, "shardkit-pack: error: unknown command '%s'\nhint: commands are imagenet, idx, hdf5, "
+                 "verify, inspect, extract; see shardkit-pack --help\n", argv[1]);
+    return kExitError;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,35 @@
+# Sourced by scripts/test.sh and scripts/demo.sh: installs the Debian 12
+# packages shardkit needs, only those that are missing.
+# Usage: shardkit_install_deps [extra packages...]
+
+SHARDKIT_DEPS=(
+  build-essential cmake pkg-config
+  libzstd-dev zstd libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
+  libhdf5-dev libcli11-dev libgtest-dev nlohmann-json3-dev
+  libtorch-dev libgloo-dev
+  dataset-fashion-mnist
+  python3 python3-torch python3-torchvision python3-numpy python3-pil
+)
+
+shardkit_install_deps() {
+  local want=("${SHARDKIT_DEPS[@]}" "$@") missing=() p
+  for p in "${want[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    return 0
+  fi
+  echo "installing: ${missing[*]}"
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+shardkit_build() {
+  local dir=$1; shift
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+  cmake --build "$dir" -j"$(nproc)"
+}

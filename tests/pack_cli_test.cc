@@ -1,0 +1,124 @@
+// shardkit-pack as a user runs it: exit codes and the messages they see.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "shard/shard.h"
+#include "tests/test_util.h"
+
+namespace shardkit {
+namespace {
+
+using testing::RunCommand;
+using testing::TempDir;
+using testing::WriteFile;
+
+const std::string kFashion = "/usr/share/datasets/fashion-mnist";
+
+std::string Pack() { return testing::PackTool(); }
+
+// A small IDX pair: n images of 6x5 and labels 0..2.
+void WriteTinyIdx(const TempDir& dir, int n) {
+  std::string img = {0, 0, 8, 3, 0, 0, 0, static_cast<char>(n), 0, 0, 0, 6, 0, 0, 0, 5};
+  for (int i = 0; i < n * 30; ++i) img.push_back(static_cast<char>(i * 7));
+  std::string lab = {0, 0, 8, 1, 0, 0, 0, static_cast<char>(n)};
+  for (int i = 0; i < n; ++i) lab.push_back(static_cast<char>(i % 3));
+  WriteFile(dir / "img.idx", img);
+  WriteFile(dir / "lab.idx", lab);
+}
+
+TEST(PackCli, IdxPackVerifyInspectExtract) {
+  TempDir dir;
+  WriteTinyIdx(dir, 50);
+  auto r = RunCommand(Pack() + " idx --images " + dir / "img.idx" + " --labels " + dir / "lab.idx" + " " + dir / "ds");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("packed 50 records (6x5x1, 3 classes)"), std::string::npos) << r.out;
+  r = RunCommand(Pack() + " verify " + dir / "ds");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("OK"), std::string::npos);
+  r = RunCommand(Pack() + " inspect --json " + dir / "ds" + " 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["records"], 50);
+  EXPECT_EQ(j["classes"], 3);
+  EXPECT_EQ(j["shards"], 1);
+  EXPECT_EQ(j["class_histogram"]["0"], 17);
+  r = RunCommand(Pack() + " extract " + dir / "ds" + " 7 " + dir / "rec7");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::string rec = testing::ReadFile(dir / "rec7");
+  ASSERT_EQ(rec.size(), 30u);
+  EXPECT_EQ(static_cast<uint8_t>(rec[0]), static_cast<uint8_t>(7 * 30 * 7));
+}
+
+TEST(PackCli, RepackingRequiresForce) {
+  TempDir dir;
+  WriteTinyIdx(dir, 10);
+  const std::string cmd = Pack() + " idx --images " + dir / "img.idx" + " --labels " + dir / "lab.idx" + " " + dir / "ds";
+  ASSERT_EQ(RunCommand(cmd).exit_code, 0);
+  auto r = RunCommand(cmd);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("already holds a dataset"), std::string::npos) << r.out;
+  EXPECT_EQ(RunCommand(cmd + " --force").exit_code, 0);
+}
+
+TEST(PackCli, VerifyExitsOneAndNamesEachCorruption) {
+  TempDir dir;
+  WriteTinyIdx(dir, 50);
+  ASSERT_EQ(RunCommand(Pack() + " idx --images " + dir / "img.idx" + " --labels " + dir / "lab.idx" + " " + dir / "ds").exit_code, 0);
+  std::string shard = dir / "ds/shard-00000.sks";
+  std::string b = testing::ReadFile(shard);
+  b[40] ^= 1;
+  WriteFile(shard, b);
+  auto r = RunCommand(Pack() + " verify " + dir / "ds");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("shard-00000.sks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("FAILED"), std::string::npos) << r.out;
+}
+
+TEST(PackCli, ClearErrorsForBadInput) {
+  TempDir dir;
+  WriteFile(dir / "junk", "hello world, not idx");
+  struct Case {
+    std::string args, expect;
+    int code;
+  } cases[] = {
+      {"idx --images " + dir / "missing" + " --labels " + dir / "junk" + " " + dir / "o", "missing: no such file", 2},
+      {"idx --images " + dir / "junk" + " --labels " + dir / "junk" + " " + dir / "o", "bad IDX magic", 2},
+      {"verify " + dir.path(), "no manifest.json", 2},
+      {"inspect " + dir / "nope", "no manifest.json", 2},
+      {"imagenet " + dir / "nope" + " " + dir / "o", "not a directory", 2},
+      {"hdf5 " + dir / "junk" + " " + dir / "o --images /x --labels /y", "not an HDF5 file", 2},
+      {"frobnicate", "frobnicate", 2},
+  };
+  for (const auto& c : cases) {
+    auto r = RunCommand(Pack() + " " + c.args);
+    EXPECT_EQ(r.exit_code, c.code) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.args << "\n" << r.out;
+  }
+}
+
+TEST(PackCli, ExtractOutOfRange) {
+  TempDir dir;
+  WriteTinyIdx(dir, 5);
+  ASSERT_EQ(RunCommand(Pack() + " idx --images " + dir / "img.idx" + " --labels " + dir / "lab.idx" + " " + dir / "ds").exit_code, 0);
+  auto r = RunCommand(Pack() + " extract " + dir / "ds" + " 5 " + dir / "x");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("record 5 out of range"), std::string::npos) << r.out;
+}
+
+TEST(PackCli, FashionMnistPacksAndVerifies) {
+  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  TempDir dir;
+  auto r = RunCommand(Pack() + " idx --images " + kFashion + "/train-images-idx3-ubyte.gz --labels " + kFashion +
+               "/train-labels-idx1-ubyte.gz " + dir / "fm");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  r = RunCommand(Pack() + " verify " + dir / "fm");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  r = RunCommand(Pack() + " inspect --json " + dir / "fm" + " 2>/dev/null");
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["records"], 60000);
+  EXPECT_EQ(j["classes"], 10);
+}
+
+}  // namespace
+}  // namespace shardkit

@@ -1,0 +1,457 @@
+// Scenario tests for the shard format: round trips across sizes and block
+// boundaries, and every kind of damage the reader and verify must catch.
+#include <gtest/gtest.h>
+#include <zstd.h>
+
+#include <string>
+#include <vector>
+
+#include "shard/shard.h"
+#include "tests/test_util.h"
+
+namespace shardkit {
+namespace {
+
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WriteFile;
+
+std::string Payload(size_t n, uint64_t seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 31 + seed * 7) % 251 ^ (i >> 5));
+  return s;
+}
+
+struct Written {
+  std::vector<std::string> payloads;
+};
+
+Written WriteShard(const std::string& path, const std::vector<size_t>& sizes, CompressionMode mode,
+                   uint32_t block_size) {
+  ShardWriterOptions o;
+  o.compression = mode;
+  o.block_size = block_size;
+  auto w = ShardWriter::Create(path, o);
+  EXPECT_TRUE(w.ok()) << w.status().ToString();
+  Written out;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    out.payloads.push_back(Payload(sizes[i], i));
+    EXPECT_TRUE((*w)->Add(out.payloads.back(), static_cast<int32_t>(i % 7), "key" + std::to_string(i)).ok());
+  }
+  ShardSummary sum;
+  Status s = (*w)->Finish(&sum);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(sum.records, sizes.size());
+  return out;
+}
+
+void ExpectRoundTrip(const std::string& path, const Written& w) {
+  auto r = ShardReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ((*r)->num_records(), w.payloads.size());
+  ReadScratch scratch;
+  for (uint32_t i = 0; i < w.payloads.size(); ++i) {
+    std::string_view p;
+    Status s = (*r)->ReadRecord(i, &scratch, &p);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(p, w.payloads[i]) << "record " << i;
+    EXPECT_EQ((*r)->record(i).label, static_cast<int32_t>(i % 7));
+    EXPECT_EQ((*r)->key(i), "key" + std::to_string(i));
+  }
+}
+
+TEST(ShardRoundTrip, ManySizesIncludingEmptyAcrossBlockBoundaries) {
+  TempDir dir;
+  std::vector<size_t> sizes = {0, 1, 2, 63, 64, 65, 0, 1000, 4095, 4096, 4097, 0, 10000, 3, 70000, 0};
+  for (CompressionMode mode : {CompressionMode::kStore, CompressionMode::kZstd, CompressionMode::kAuto}) {
+    for (uint32_t block : {1u, 64u, 4096u, 1u << 20}) {
+      std::string path = dir / ("s" + std::to_string(int(mode)) + "_" + std::to_string(block));
+      Written w = WriteShard(path, sizes, mode, block);
+      ExpectRoundTrip(path, w);
+    }
+  }
+}
+
+TEST(ShardRoundTrip, EmptyShard) {
+  TempDir dir;
+  Written w = WriteShard(dir / "empty", {}, CompressionMode::kZstd, 4096);
+  auto r = ShardReader::Open(dir / "empty");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->num_records(), 0u);
+}
+
+TEST(ShardRoundTrip, BlockReadsMatchRecordReads) {
+  TempDir dir;
+  std::vector<size_t> sizes(200, 784);
+  Written w = WriteShard(dir / "s", sizes, CompressionMode::kZstd, 8192);
+  auto r = ShardReader::Open(dir / "s");
+  ASSERT_TRUE(r.ok());
+  EXPECT_GT((*r)->num_blocks(), 10u);
+  ReadScratch scratch;
+  for (uint32_t b = 0; b < (*r)->num_blocks(); ++b) {
+    std::string_view raw;
+    ASSERT_TRUE((*r)->ReadBlock(b, &scratch, &raw).ok());
+    const auto& be = (*r)->block(b);
+    for (uint32_t i = be.first_record; i < be.first_record + be.num_records; ++i) {
+      std::string_view p;
+      ASSERT_TRUE((*r)->RecordFromBlock(i, raw, &p).ok());
+      EXPECT_EQ(p, w.payloads[i]);
+    }
+  }
+}
+
+// --- damage -----------------------------------------------------------------
+
+class DamagedShard : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = dir_ / "shard";
+    std::vector<size_t> sizes(50, 300);
+    written_ = WriteShard(path_, sizes, CompressionMode::kZstd, 2048);
+    bytes_ = ReadFile(path_);
+  }
+  void Save(const std::string& bytes) { WriteFile(path_, bytes); }
+  uint64_t IndexOffset() const { return format::GetU64(bytes_.data() + bytes_.size() - 32); }
+  // Rewrites the index with `edit` applied and a correct index checksum, so that
+  // the checks behind the checksum are what gets tested.
+  template <typename F>
+  void EditIndex(F edit) {
+    const uint64_t off = IndexOffset();
+    const uint64_t size = format::GetU64(bytes_.data() + bytes_.size() - 32 + 8);
+    std::string index = bytes_.substr(off, size);
+    edit(&index);
+    std::string out = bytes_.substr(0, off) + index + bytes_.substr(bytes_.size() - 32);
+    format::PutU64(out.data() + out.size() - 32 + 8, index.size());
+    format::PutU32(out.data() + out.size() - 32 + 16, crc32c::Value(index.data(), index.size()));
+    Save(out);
+  }
+  Status OpenStatus() { return ShardReader::Open(path_).status(); }
+
+  TempDir dir_;
+  std::string path_;
+  Written written_;
+  std::string bytes_;
+};
+
+TEST_F(DamagedShard, TruncatedShardIsRejectedAtOpen) {
+  for (size_t keep : {size_t{0}, size_t{10}, size_t{40}, bytes_.size() / 2, bytes_.size() - 1}) {
+    Save(bytes_.substr(0, keep));
+    Status s = OpenStatus();
+    EXPECT_TRUE(s.IsCorruption()) << keep << ": " << s.ToString();
+    EXPECT_NE(s.message().find(path_), std::string::npos) << "error must name the file";
+  }
+}
+
+TEST_F(DamagedShard, FlippedBitInPayloadFailsThatRecordOnly) {
+  // Use a stored shard so a payload bit maps to exactly one record.
+  std::vector<size_t> sizes(20, 100);
+  Written w = WriteShard(path_, sizes, CompressionMode::kStore, 1 << 20);
+  std::string b = ReadFile(path_);
+  b[format::kHeaderSize + 5 * 100 + 17] ^= 0x10;  // record 5
+  Save(b);
+  auto r = ShardReader::Open(path_);
+  ASSERT_TRUE(r.ok()) << "payload damage is found on read, not open";
+  ReadScratch scratch;
+  for (uint32_t i = 0; i < 20; ++i) {
+    std::string_view p;
+    Status s = (*r)->ReadRecord(i, &scratch, &p);
+    if (i == 5) {
+      EXPECT_TRUE(s.IsCorruption());
+      EXPECT_NE(s.message().find("record 5"), std::string::npos) << s.message();
+      EXPECT_NE(s.message().find("checksum"), std::string::npos) << s.message();
+    } else {
+      EXPECT_TRUE(s.ok()) << i << ": " << s.ToString();
+    }
+  }
+}
+
+TEST_F(DamagedShard, FlippedBitInCompressedBlockIsCaughtByBlockChecksum) {
+  bytes_[format::kHeaderSize + 20] ^= 0x01;
+  Save(bytes_);
+  auto r = ShardReader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  ReadScratch scratch;
+  std::string_view p;
+  Status s = (*r)->ReadRecord(0, &scratch, &p);
+  EXPECT_TRUE(s.IsCorruption());
+  EXPECT_NE(s.message().find("block 0"), std::string::npos) << s.message();
+}
+
+TEST_F(DamagedShard, FlippedBitInIndex) {
+  bytes_[IndexOffset() + 20] ^= 0x04;
+  Save(bytes_);
+  Status s = OpenStatus();
+  EXPECT_TRUE(s.IsCorruption());
+  EXPECT_NE(s.message().find("index checksum"), std::string::npos) << s.message();
+}
+
+TEST_F(DamagedShard, FlippedBitInTrailer) {
+  for (size_t pos : {size_t{1}, size_t{9}, size_t{17}, size_t{21}, size_t{26}}) {
+    std::string b = bytes_;
+    b[b.size() - 32 + pos] ^= 0x02;
+    Save(b);
+    Status s = OpenStatus();
+    EXPECT_FALSE(s.ok()) << "trailer byte " << pos;
+  }
+}
+
+TEST_F(DamagedShard, BadMagic) {
+  bytes_[0] = 'X';
+  Save(bytes_);
+  Status s = OpenStatus();
+  EXPECT_TRUE(s.IsCorruption());
+  EXPECT_NE(s.message().find("magic"), std::string::npos);
+}
+
+TEST_F(DamagedShard, NewerVersionIsUnsupportedWithAHint) {
+  format::PutU32(bytes_.data() + 8, format::kVersion + 1);
+  format::PutU32(bytes_.data() + 28, crc32c::Value(bytes_.data(), 28));
+  Save(bytes_);
+  Status s = OpenStatus();
+  EXPECT_TRUE(s.IsUnsupported()) << s.ToString();
+  EXPECT_NE(s.message().find("upgrade"), std::string::npos);
+}
+
+TEST_F(DamagedShard, IndexPointingPastTheEnd) {
+  format::PutU64(bytes_.data() + bytes_.size() - 32, bytes_.size() + 100);
+  Save(bytes_);
+  Status s = OpenStatus();
+  EXPECT_TRUE(s.IsCorruption());
+  EXPECT_NE(s.message().find("does not fit"), std::string::npos) << s.message();
+}
+
+TEST_F(DamagedShard, BlockExtendingPastTheIndex) {
+  EditIndex([](std::string* index) {
+    format::PutU32(index->data() + format::kIndexHeaderSize + 8, 1u << 30);  // block 0 stored size
+  });
+  Status s = OpenStatus();
+  EXPECT_TRUE(s.IsCorruption());
+  EXPECT_NE(s.message().find("block 0"), std::string::npos) << s.message();
+}
+
+TEST_F(DamagedShard, HugeDeclaredRecordLengthIsRefusedBeforeAllocation) {
+  EditIndex([](std::string* index) {
+    const uint32_t nblocks = format::GetU32(index->data());
+    char* rec0 = index->data() + format::kIndexHeaderSize + nblocks * format::kBlockEntrySize;
+    format::PutU32(rec0 + 8, 0xFFFFFFF0u);  // length
+  });
+  Status s = OpenStatus();
+  EXPECT_TRUE(s.IsCorruption());
+  EXPECT_NE(s.message().find("record 0"), std::string::npos) << s.message();
+}
+
+TEST_F(DamagedShard, HugeDeclaredBlockSizeIsRefused) {
+  EditIndex([](std::string* index) {
+    format::PutU32(index->data() + format::kIndexHeaderSize + 12, 0xFFFFFFFFu);  // raw size
+  });
+  Status s = OpenStatus();
+  EXPECT_TRUE(s.IsCorruption());
+  EXPECT_NE(s.message().find("over the limit"), std::string::npos) << s.message();
+}
+
+TEST_F(DamagedShard, ImplausibleRecordCountIsRefused) {
+  EditIndex([](std::string* index) { format::PutU32(index->data() + 4, 0xFFFFFFFFu); });
+  EXPECT_TRUE(OpenStatus().IsCorruption());
+}
+
+TEST_F(DamagedShard, ZstdFrameExpandingPastItsCapIsRefused) {
+  // Replace block 0 by a frame that decompresses to far more than its declared raw size.
+  std::string big(1 << 20, 'a');
+  std::string frame(ZSTD_compressBound(big.size()), '\0');
+  frame.resize(ZSTD_compress(frame.data(), frame.size(), big.data(), big.size(), 1));
+  ShardWriterOptions o;
+  o.compression = CompressionMode::kStore;
+  auto w = ShardWriter::Create(path_, o);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->Add(frame, 0, "bomb").ok());
+  ASSERT_TRUE((*w)->Finish(nullptr).ok());
+  std::string b = ReadFile(path_);
+  bytes_ = b;
+  EditIndex([&](std::string* index) {
+    char* blk = index->data() + format::kIndexHeaderSize;
+    format::PutU32(blk + 12, 1000);  // raw size: 1000 bytes
+    format::PutU32(blk + 16, static_cast<uint32_t>(format::Codec::kZstd));
+    char* rec = blk + format::kBlockEntrySize;
+    format::PutU32(rec + 8, 1000);
+  });
+  auto r = ShardReader::Open(path_);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ReadScratch scratch;
+  std::string_view p;
+  Status s = (*r)->ReadRecord(0, &scratch, &p);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_LE(scratch.raw.capacity(), 1u << 16) << "must not allocate the bomb's size";
+}
+
+// --- datasets -----------------------------------------------------------------
+
+Status WriteDataset(const std::string& dir, int records, uint64_t shard_size) {
+  DatasetWriterOptions o;
+  o.shard_size = shard_size;
+  o.shard.kind = format::RecordKind::kRawU8;
+  o.shard.block_size = 1024;
+  SK_ASSIGN_OR_RETURN(auto w, DatasetWriter::Create(dir, o));
+  for (int i = 0; i < records; ++i) {
+    SK_RETURN_IF_ERROR(w->Add(Payload(64, i), i % 3, std::to_string(i)));
+  }
+  Manifest m;
+  m.record.kind = format::RecordKind::kRawU8;
+  m.record.shape = {8, 8, 1};
+  m.classes = {"a", "b", "c"};
+  return w->Finish(m);
+}
+
+std::vector<std::string> VerifyProblems(const std::string& dir, VerifyReport* r) {
+  std::vector<std::string> problems;
+  Status s = VerifyDataset(dir, 2, [&](const std::string& m) { problems.push_back(m); }, r);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return problems;
+}
+
+TEST(DatasetTest, WriterRollsShardsAndVerifyPasses) {
+  TempDir dir;
+  ASSERT_TRUE(WriteDataset(dir.path(), 1000, 8192).ok());
+  auto ds = Dataset::Open(dir.path());
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  EXPECT_GT((*ds)->num_shards(), 3u);
+  EXPECT_EQ((*ds)->num_records(), 1000u);
+  auto [s, l] = (*ds)->Locate(999);
+  EXPECT_EQ(s, (*ds)->num_shards() - 1);
+  EXPECT_EQ((*ds)->shard_first_record(s) + l, 999u);
+  VerifyReport r;
+  EXPECT_TRUE(VerifyProblems(dir.path(), &r).empty());
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.records, 1000u);
+}
+
+TEST(DatasetTest, NoTemporaryFilesRemainAfterFinish) {
+  TempDir dir;
+  ASSERT_TRUE(WriteDataset(dir.path(), 300, 8192).ok());
+  for (const auto& name : *ListDir(dir.path())) {
+    EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
+  }
+}
+
+TEST(DatasetTest, DirectoryWithoutManifestIsNotADataset) {
+  TempDir dir;
+  {
+    DatasetWriterOptions o;
+    auto w = DatasetWriter::Create(dir.path(), o);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Add("abc", 0, "k").ok());
+    // destroyed without Finish: an interrupted pack
+  }
+  auto ds = Dataset::Open(dir.path());
+  EXPECT_TRUE(ds.status().IsNotFound());
+  EXPECT_NE(ds.status().message().find("manifest.json"), std::string::npos);
+  EXPECT_TRUE(ListDir(dir.path())->empty()) << "the unfinished shard's temporary file must be gone";
+}
+
+TEST(DatasetTest, RefusesToOverwriteADatasetUnlessAsked) {
+  TempDir dir;
+  ASSERT_TRUE(WriteDataset(dir.path(), 10, 8192).ok());
+  Status s = WriteDataset(dir.path(), 10, 8192);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("--force"), std::string::npos);
+}
+
+TEST(DatasetTest, RestartAfterInterruptionRemovesLeftovers) {
+  TempDir dir;
+  WriteFile(dir / "shard-00007.sks", "stale");
+  WriteFile(dir / ".shard-00008.sks.tmp", "stale");
+  WriteFile(dir / "notes.txt", "user file");
+  ASSERT_TRUE(WriteDataset(dir.path(), 10, 1 << 20).ok());
+  EXPECT_FALSE(FileExists(dir / "shard-00007.sks"));
+  EXPECT_FALSE(FileExists(dir / ".shard-00008.sks.tmp"));
+  EXPECT_TRUE(FileExists(dir / "notes.txt"));
+}
+
+TEST(DatasetTest, MissingShard) {
+  TempDir dir;
+  ASSERT_TRUE(WriteDataset(dir.path(), 1000, 8192).ok());
+  ASSERT_TRUE(RemoveFile(dir / "shard-00001.sks").ok());
+  auto ds = Dataset::Open(dir.path());
+  EXPECT_TRUE(ds.status().IsNotFound());
+  EXPECT_NE(ds.status().message().find("shard-00001.sks"), std::string::npos);
+  VerifyReport r;
+  auto problems = VerifyProblems(dir.path(), &r);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("shard-00001.sks: missing"), std::string::npos) << problems[0];
+  EXPECT_EQ(r.shards_bad, 1u);
+}
+
+TEST(DatasetTest, ManifestThatDisagreesWithItsShards) {
+  TempDir dir;
+  ASSERT_TRUE(WriteDataset(dir.path(), 1000, 8192).ok());
+  auto m = ReadManifest(dir.path());
+  ASSERT_TRUE(m.ok());
+  m->shards[0].records += 1;
+  m->shards[1].bytes -= 1;
+  m->shards[2].crc32c ^= 1;
+  ASSERT_TRUE(WriteManifest(dir.path(), *m).ok());
+  EXPECT_TRUE(Dataset::Open(dir.path()).status().IsCorruption());
+  VerifyReport r;
+  auto problems = VerifyProblems(dir.path(), &r);
+  EXPECT_EQ(r.shards_bad, 3u);
+  std::string all;
+  for (auto& p : problems) all += p + "\n";
+  EXPECT_NE(all.find("shard-00000.sks: holds"), std::string::npos) << all;
+  EXPECT_NE(all.find("shard-00001.sks: size"), std::string::npos) << all;
+  EXPECT_NE(all.find("shard-00002.sks: file checksum"), std::string::npos) << all;
+}
+
+TEST(DatasetTest, VerifyNamesTheDamagedRecord) {
+  TempDir dir;
+  DatasetWriterOptions o;
+  o.shard.compression = CompressionMode::kStore;
+  auto w = DatasetWriter::Create(dir.path(), o);
+  ASSERT_TRUE(w.ok());
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE((*w)->Add(Payload(100, i), 0, std::to_string(i)).ok());
+  Manifest m;
+  ASSERT_TRUE((*w)->Finish(m).ok());
+  std::string b = ReadFile(dir / "shard-00000.sks");
+  b[format::kHeaderSize + 3 * 100 + 50] ^= 0x40;
+  WriteFile(dir / "shard-00000.sks", b);
+  VerifyReport r;
+  auto problems = VerifyProblems(dir.path(), &r);
+  EXPECT_EQ(r.records_bad, 1u);
+  std::string all;
+  for (auto& p : problems) all += p + "\n";
+  EXPECT_NE(all.find("shard-00000.sks: record 3"), std::string::npos) << all;
+}
+
+TEST(ManifestTest, RejectsMalformedAndUnsafeManifests) {
+  const std::string ok_shard = R"({"file":"shard-00000.sks","records":1,"bytes":10,"crc32c":"0000abcd"})";
+  auto parse = [](const std::string& s) { return ParseManifest(s, "m.json").status(); };
+  EXPECT_TRUE(parse("not json").IsCorruption());
+  EXPECT_TRUE(parse("[]").IsCorruption());
+  EXPECT_TRUE(parse(R"({"format":"other","version":1})").IsCorruption());
+  EXPECT_TRUE(parse(R"({"format":"shardkit-dataset","version":99,"record":{"kind":"jpeg"},"classes":[],"shards":[]})")
+                  .IsUnsupported());
+  EXPECT_TRUE(parse(R"({"format":"shardkit-dataset","version":1,"record":{"kind":"jpeg"},"classes":[],"shards":[)" +
+                    std::string(R"({"file":"../etc/passwd","records":1,"bytes":1,"crc32c":"00000000"}]})"))
+                  .IsCorruption());
+  EXPECT_TRUE(parse(R"({"format":"shardkit-dataset","version":1,"record":{"kind":"raw_u8","shape":[0,1,1]},"classes":[],"shards":[]})")
+                  .IsCorruption());
+  EXPECT_TRUE(parse(R"({"format":"shardkit-dataset","version":1,"record":{"kind":"jpeg"},"classes":[],"records":5,"shards":[)" +
+                    ok_shard + "]}")
+                  .IsCorruption());
+  auto good = ParseManifest(
+      R"({"format":"shardkit-dataset","version":1,"record":{"kind":"jpeg"},"classes":["x"],"shards":[)" + ok_shard + "]}",
+      "m.json");
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ(good->shards[0].crc32c, 0xabcdu);
+}
+
+TEST(Crc32cTest, KnownVectors) {
+  // RFC 3720 test vectors.
+  std::string zeros(32, '\0');
+  EXPECT_EQ(crc32c::Value(zeros.data(), zeros.size()), 0x8A9136AAu);
+  std::string ones(32, '\xff');
+  EXPECT_EQ(crc32c::Value(ones.data(), ones.size()), 0x62A8AB43u);
+  EXPECT_EQ(crc32c::Value("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(crc32c::Extend(crc32c::Value("1234", 4), "56789", 5), 0xE3069283u);
+}
+
+}  // namespace
+}  // namespace shardkit

@@ -1,0 +1,172 @@
+// Test helpers: temp dirs, synthetic JPEG/PNG files, running commands.
+#include "tests/test_util.h"
+
+#include <jpeglib.h>
+#include <png.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "shard/random.h"
+
+namespace shardkit::testing {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base ? base : "/tmp") + "/shardkit-test-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (mkdtemp(buf.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+Image SyntheticImage(int width, int height, int channels, uint64_t seed) {
+  Image img;
+  img.Resize(width, height, channels);
+  KeyedRng rng(seed, 77);
+  double cx[4], cy[4], r[4], col[4][3];
+  for (int k = 0; k < 4; ++k) {
+    cx[k] = rng.Uniform(0, width);
+    cy[k] = rng.Uniform(0, height);
+    r[k] = rng.Uniform(0.1, 0.4) * std::min(width, height);
+    for (int c = 0; c < 3; ++c) col[k][c] = rng.Uniform(0, 255);
+  }
+  const double gx = rng.Uniform(-1, 1), gy = rng.Uniform(-1, 1);
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      double v[3];
+      for (int c = 0; c < 3; ++c) v[c] = 128 + 60 * (gx * x / width + gy * y / height) + 20 * std::sin(0.05 * (x + c * 7) + 0.03 * y);
+      for (int k = 0; k < 4; ++k) {
+        double d = std::hypot(x - cx[k], y - cy[k]);
+        if (d < r[k]) {
+          double a = 1 - d / r[k];
+          for (int c = 0; c < 3; ++c) v[c] = v[c] * (1 - a) + col[k][c] * a;
+        }
+      }
+      for (int c = 0; c < channels; ++c) {
+        double val = channels == 1 ? (v[0] + v[1] + v[2]) / 3 : v[c];
+        img.pixels[(static_cast<size_t>(y) * width + x) * channels + c] =
+            static_cast<uint8_t>(std::clamp(val, 0.0, 255.0));
+      }
+    }
+  }
+  return img;
+}
+
+std::string MakeJpeg(const Image& rgb, JpegFlavor flavor, int quality) {
+  jpeg_compress_struct cinfo;
+  jpeg_error_mgr jerr;
+  cinfo.err = jpeg_std_error(&jerr);
+  jpeg_create_compress(&cinfo);
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&cinfo, &buf, &size);
+  cinfo.image_width = rgb.width;
+  cinfo.image_height = rgb.height;
+  const bool cmyk = flavor == JpegFlavor::kCmyk || flavor == JpegFlavor::kCmykAdobe;
+  std::vector<uint8_t> pixels;
+  if (flavor == JpegFlavor::kGray) {
+    cinfo.input_components = 1;
+    cinfo.in_color_space = JCS_GRAYSCALE;
+    for (size_t p = 0; p < rgb.pixels.size() / 3; ++p) {
+      pixels.push_back((rgb.pixels[3 * p] + rgb.pixels[3 * p + 1] + rgb.pixels[3 * p + 2]) / 3);
+    }
+  } else if (cmyk) {
+    cinfo.input_components = 4;
+    cinfo.in_color_space = JCS_CMYK;
+    for (size_t p = 0; p < rgb.pixels.size() / 3; ++p) {
+      // K = 0 (255 in inverted form): C = 255 - R, ...; Adobe stores inverted.
+      for (int c = 0; c < 3; ++c) {
+        uint8_t v = 255 - rgb.pixels[3 * p + c];
+        pixels.push_back(flavor == JpegFlavor::kCmykAdobe ? 255 - v : v);
+      }
+      pixels.push_back(flavor == JpegFlavor::kCmykAdobe ? 255 : 0);
+    }
+  } else {
+    cinfo.input_components = 3;
+    cinfo.in_color_space = JCS_RGB;
+    pixels = rgb.pixels;
+  }
+  jpeg_set_defaults(&cinfo);
+  if (cmyk) jpeg_set_colorspace(&cinfo, JCS_CMYK);
+  cinfo.write_Adobe_marker = flavor == JpegFlavor::kCmykAdobe ? TRUE : FALSE;
+  jpeg_set_quality(&cinfo, quality, TRUE);
+  if (flavor == JpegFlavor::kProgressive) jpeg_simple_progression(&cinfo);
+  jpeg_start_compress(&cinfo, TRUE);
+  const int stride = rgb.width * cinfo.input_components;
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW row = pixels.data() + static_cast<size_t>(cinfo.next_scanline) * stride;
+    jpeg_write_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  jpeg_destroy_compress(&cinfo);
+  std::string out(reinterpret_cast<char*>(buf), size);
+  free(buf);
+  return out;
+}
+
+namespace {
+void PngWrite(png_structp png, png_bytep data, png_size_t n) {
+  static_cast<std::string*>(png_get_io_ptr(png))->append(reinterpret_cast<char*>(data), n);
+}
+void PngFlush(png_structp) {}
+}  // namespace
+
+std::string MakePng(const Image& rgb) {
+  std::string out;
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png_create_info_struct(png);
+  png_set_write_fn(png, &out, PngWrite, PngFlush);
+  png_set_IHDR(png, info, rgb.width, rgb.height, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_write_info(png, info);
+  for (int y = 0; y < rgb.height; ++y) {
+    png_write_row(png, const_cast<png_bytep>(rgb.pixels.data() + static_cast<size_t>(y) * rgb.width * 3));
+  }
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  return out;
+}
+
+void WriteFile(const std::string& path, const std::string& data) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(data.data(), static_cast<std::streamsize>(data.size()));
+  if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void MakeDirs(const std::string& path) { std::filesystem::create_directories(path); }
+
+CommandResult RunCommand(const std::string& command) {
+  CommandResult r;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string PackTool() { return SHARDKIT_PACK_TOOL; }
+
+}  // namespace shardkit::testing

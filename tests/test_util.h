@@ -1,0 +1,46 @@
+// Helpers for tests: temporary directories, synthetic images in every flavour
+// ImageNet contains (gray, RGB, CMYK, progressive JPEG; PNG), running the CLIs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loader/image.h"
+
+namespace shardkit::testing {
+
+// A fresh empty directory under $TMPDIR, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// A smooth synthetic "photo" (gradients, discs), deterministic in seed.
+Image SyntheticImage(int width, int height, int channels, uint64_t seed);
+
+enum class JpegFlavor { kRgb, kGray, kCmyk, kCmykAdobe, kProgressive };
+std::string MakeJpeg(const Image& rgb, JpegFlavor flavor, int quality = 90);
+std::string MakePng(const Image& rgb);
+
+void WriteFile(const std::string& path, const std::string& data);
+std::string ReadFile(const std::string& path);
+void MakeDirs(const std::string& path);
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+// Runs a shell command line, capturing its output.
+CommandResult RunCommand(const std::string& command);
+
+// Absolute paths of the built tools (from compile definitions).
+std::string PackTool();
+
+}  // namespace shardkit::testing
