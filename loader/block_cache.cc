@@ -1,0 +1,56 @@
+// BlockCache: an LRU map of decompressed blocks with one-time loading.
+#include "loader/block_cache.h"
+
+namespace shardkit {
+
+std::shared_ptr<BlockCache::Block> BlockCache::Get(uint32_t shard, uint32_t block, ReadScratch* scratch,
+                                                   bool* decompressed) {
+  const Key key = MakeKey(shard, block);
+  std::shared_ptr<Block> b;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it != map_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+      b = it->second.block;
+    } else {
+      b = std::make_shared<Block>();
+      lru_.push_front(key);
+      const uint64_t size = dataset_->shard(shard).block(block).raw_size;
+      map_.emplace(key, Entry{b, lru_.begin(), size});
+      bytes_ += size;
+      // Evict least recently used blocks beyond capacity (never the new one).
+      while (bytes_ > capacity_ && lru_.size() > 1) {
+        auto victim = map_.find(lru_.back());
+        bytes_ -= victim->second.bytes;
+        map_.erase(victim);
+        lru_.pop_back();
+      }
+    }
+  }
+  *decompressed = false;
+  std::call_once(b->once, [&] {
+    std::string_view raw;
+    b->status = dataset_->shard(shard).ReadBlock(block, scratch, &raw);
+    if (b->status.ok()) b->raw.swap(scratch->raw);  // raw spans all of scratch->raw
+    *decompressed = true;
+  });
+  if (!b->status.ok()) {
+    // Do not keep a failed block: a later read may succeed (transient I/O error).
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it != map_.end() && it->second.block == b) {
+      bytes_ -= it->second.bytes;
+      lru_.erase(it->second.lru);
+      map_.erase(it);
+    }
+  }
+  return b;
+}
+
+uint64_t BlockCache::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+}  // namespace shardkit

@@ -1,0 +1,54 @@
+// BlockCache: decompressed blocks of a dataset shared by the loader's workers,
+// bounded in bytes (least recently used evicted). A block is decompressed by
+// the first worker that needs it; others needing it meanwhile wait for that
+// one instead of decompressing it again. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "shard/dataset.h"
+#include "shard/status.h"
+
+namespace shardkit {
+
+class BlockCache {
+ public:
+  struct Block {
+    std::once_flag once;
+    Status status;
+    std::vector<char> raw;
+    std::string_view view() const { return std::string_view(raw.data(), raw.size()); }
+  };
+  using Key = uint64_t;  // shard << 32 | block
+  static Key MakeKey(uint32_t shard, uint32_t block) { return (uint64_t{shard} << 32) | block; }
+
+  BlockCache(const Dataset* dataset, uint64_t capacity_bytes) : dataset_(dataset), capacity_(capacity_bytes) {}
+
+  // Returns the block, decompressing it with `scratch` (the caller's) if it is
+  // not cached; *decompressed tells whether this call did the work. The
+  // returned block stays valid while the pointer is held, even if evicted.
+  std::shared_ptr<Block> Get(uint32_t shard, uint32_t block, ReadScratch* scratch, bool* decompressed);
+
+  uint64_t bytes() const;
+
+ private:
+  const Dataset* dataset_;
+  const uint64_t capacity_;
+  mutable std::mutex mu_;
+  struct Entry {
+    std::shared_ptr<Block> block;
+    std::list<Key>::iterator lru;
+    uint64_t bytes;
+  };
+  std::unordered_map<Key, Entry> map_;
+  std::list<Key> lru_;  // front: most recent
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace shardkit

@@ -1,0 +1,441 @@
+// Loader: producer thread + OpenMP team filling a ring of batch slots.
+#include "loader/loader.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "loader/block_cache.h"
+
+namespace shardkit {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+inline uint64_t NowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
+
+constexpr size_t kMemoSlots = 32;
+constexpr size_t kMaxCorruptMessages = 10;
+constexpr uint64_t kReplacementStride = 7919;  // a prime: replacements spread over the rank's samples
+
+// Everything one worker thread owns: decoder handles, buffers, counters.
+struct WorkerContext {
+  JpegDecoder jpeg;
+  ReadScratch scratch;
+  ResampleScratch resample;
+  DecodedRegion region;
+  std::vector<uint8_t> hwc;
+  struct Memo {
+    uint64_t key = ~uint64_t{0};
+    std::shared_ptr<BlockCache::Block> block;
+  } memo[kMemoSlots];
+  std::atomic<uint64_t> read_ns{0}, decompress_ns{0}, decode_ns{0}, transform_ns{0}, bytes{0};
+};
+
+struct Slot {
+  enum class State { kFree, kFilling, kReady };
+  State state = State::kFree;
+  uint64_t index = 0;
+  Status status;
+  std::vector<uint8_t> data;
+  std::vector<int32_t> labels;
+  std::vector<uint64_t> ids;
+  std::vector<Status> sample_status;
+  Batch batch;
+};
+
+}  // namespace
+
+struct Loader::Impl {
+  LoaderOptions opt;
+  std::unique_ptr<Dataset> ds;
+  std::vector<uint32_t> block_sizes;
+  uint32_t window = 1;
+  ShuffleMode mode = ShuffleMode::kFull;
+  Partition part;
+  int channels = 0, height = 0, width = 0;
+  size_t sample_bytes = 0;
+  bool jpeg = false;
+  std::unique_ptr<BlockCache> cache;
+  std::vector<std::unique_ptr<WorkerContext>> ctx;
+
+  // Epoch state. `sampler` and `epoch` are written only while no producer runs.
+  uint64_t epoch = 0;
+  std::unique_ptr<EpochSampler> sampler;
+
+  std::mutex mu;
+  std::condition_variable producer_cv, consumer_cv;
+  std::vector<Slot> slots;
+  std::thread producer;
+  std::atomic<bool> stop{false};
+  uint64_t next_batch = 0;   // the consumer's next batch
+  Slot* held = nullptr;      // the slot the consumer is reading
+  Status error;              // sticky until StartEpoch
+  bool started = false;
+
+  // Counters.
+  std::atomic<uint64_t> wait_ns{0}, samples{0}, batches{0}, skipped{0};
+  std::mutex msg_mu;
+  std::vector<std::string> messages;
+
+  void StopProducer() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    producer_cv.notify_all();
+    consumer_cv.notify_all();
+    if (producer.joinable()) producer.join();
+    stop = false;
+  }
+
+  void ProducerLoop(uint64_t first) {
+    for (uint64_t k = first; k < part.batches; ++k) {
+      Slot& slot = slots[k % slots.size()];
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        producer_cv.wait(lock, [&] { return stop || slot.state == Slot::State::kFree; });
+        if (stop) return;
+        slot.state = Slot::State::kFilling;
+      }
+      Fill(&slot, k);
+      bool failed = !slot.status.ok();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (stop) return;
+        slot.index = k;
+        slot.state = Slot::State::kReady;
+      }
+      consumer_cv.notify_all();
+      if (failed) return;  // the consumer gets the error at this batch
+    }
+  }
+
+  // Fetches record `rec`'s payload into *payload (checksum verified).
+  Status Fetch(WorkerContext& c, uint32_t shard, uint32_t local, std::string_view* payload) {
+    const ShardReader& r = ds->shard(shard);
+    const format::RecordEntry& e = r.record(local);
+    const format::BlockEntry& b = r.block(e.block);
+    if (b.codec == static_cast<uint32_t>(format::Codec::kStored)) {
+      const uint64_t t0 = NowNs();
+      Status s = r.ReadRecord(local, &c.scratch, payload);
+      c.read_ns.fetch_add(NowNs() - t0, std::memory_order_relaxed);
+      c.bytes.fetch_add(e.length, std::memory_order_relaxed);
+      return s;
+    }
+    const uint64_t key = BlockCache::MakeKey(shard, e.block);
+    WorkerContext::Memo& m = c.memo[(key ^ (key >> 29)) % kMemoSlots];
+    if (m.key != key || !m.block) {
+      bool decompressed = false;
+      const uint64_t t0 = NowNs();
+      m.block = cache->Get(shard, e.block, &c.scratch, &decompressed);
+      m.key = key;
+      if (decompressed) {
+        c.decompress_ns.fetch_add(NowNs() - t0, std::memory_order_relaxed);
+        c.bytes.fetch_add(b.stored_size, std::memory_order_relaxed);
+      }
+    }
+    if (!m.block->status.ok()) {
+      Status s = m.block->status;
+      m.block.reset();
+      m.key = ~uint64_t{0};
+      return s;
+    }
+    return r.RecordFromBlock(local, m.block->view(), payload);
+  }
+
+  Status DecodeJpeg(WorkerContext& c, std::string_view payload, uint64_t position, uint8_t* out) {
+    const auto* p = reinterpret_cast<const uint8_t*>(payload.data());
+    uint64_t t0 = NowNs();
+    JpegInfo info;
+    SK_RETURN_IF_ERROR(c.jpeg.ReadHeader(p, payload.size(), &info));
+    const TransformParams& tp = opt.transform;
+    CropDecision crop;
+    if (tp.kind == TransformKind::kTrain) {
+      KeyedRng rng(opt.seed, epoch, position, 0xA06);
+      crop = RandomResizedCrop(info.width, info.height, tp, &rng);
+    } else if (tp.kind == TransformKind::kVal) {
+      crop = CenterCrop(info.width, info.height, tp);
+    } else {
+      crop.rect = RectF{0, 0, double(info.width), double(info.height)};
+    }
+    DecodeRequest req;
+    req.crop = crop.rect;
+    req.min_width = req.min_height = tp.size;
+    SK_RETURN_IF_ERROR(c.jpeg.Decode(p, payload.size(), req, &c.region));
+    uint64_t t1 = NowNs();
+    c.decode_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
+    if (opt.layout == Layout::kNHWC) {
+      Resample(c.region.image, c.region.crop, tp.size, tp.size, crop.flip, out, &c.resample);
+    } else {
+      c.hwc.resize(sample_bytes);
+      Resample(c.region.image, c.region.crop, tp.size, tp.size, crop.flip, c.hwc.data(), &c.resample);
+      HwcToChw(c.hwc.data(), tp.size, tp.size, 3, out);
+    }
+    c.transform_ns.fetch_add(NowNs() - t1, std::memory_order_relaxed);
+    return Status::OK();
+  }
+
+  // Loads the rank's `local_index`-th sample of the epoch into sample slot i.
+  Status LoadSample(WorkerContext& c, uint64_t local_index, Slot* slot, int i) {
+    const uint64_t position = part.Position(local_index);
+    const uint64_t rec = sampler->RecordAt(position);
+    auto [shard, local] = ds->Locate(rec);
+    std::string_view payload;
+    SK_RETURN_IF_ERROR(Fetch(c, shard, local, &payload));
+    uint8_t* out = slot->data.data() + static_cast<size_t>(i) * sample_bytes;
+    const ShardReader& r = ds->shard(shard);
+    if (jpeg) {
+      Status s = DecodeJpeg(c, payload, position, out);
+      if (!s.ok()) return Status::Corruption(r.Where(local) + ": " + s.message());
+    } else {
+      if (payload.size() != sample_bytes) {
+        return Status::Corruption(r.Where(local) + ": " + std::to_string(payload.size()) +
+                                  " bytes, the record shape needs " + std::to_string(sample_bytes));
+      }
+      if (opt.layout == Layout::kNCHW && channels > 1) {
+        HwcToChw(reinterpret_cast<const uint8_t*>(payload.data()), width, height, channels, out);
+      } else {
+        std::memcpy(out, payload.data(), sample_bytes);
+      }
+    }
+    slot->labels[i] = r.record(local).label;
+    slot->ids[i] = rec;
+    return Status::OK();
+  }
+
+  void NoteSkip(const Status& s) {
+    skipped.fetch_add(1);
+    std::lock_guard<std::mutex> lock(msg_mu);
+    if (messages.size() < kMaxCorruptMessages) messages.push_back(s.message());
+  }
+
+  void Fill(Slot* slot, uint64_t k) {
+    const int n = static_cast<int>(part.BatchLength(k));
+    const uint64_t base = k * part.batch_size;
+    slot->status = Status::OK();
+    slot->sample_status.assign(n, Status::OK());
+#pragma omp parallel for num_threads(opt.workers) schedule(dynamic, 1)
+    for (int i = 0; i < n; ++i) {
+      if (stop.load(std::memory_order_relaxed)) {
+        slot->sample_status[i] = Status::Aborted("loader stopped");
+        continue;
+      }
+      WorkerContext& c = *ctx[omp_get_thread_num()];
+      try {
+        slot->sample_status[i] = LoadSample(c, base + i, slot, i);
+      } catch (const std::exception& e) {  // nothing may leave an OpenMP region
+        slot->sample_status[i] = Status::IOError(std::string("loader worker: ") + e.what());
+      }
+    }
+    // Combine after the region: fail, or replace corrupt samples and count them.
+    for (int i = 0; i < n; ++i) {
+      Status s = slot->sample_status[i];
+      for (uint64_t attempt = 1; !s.ok(); ++attempt) {
+        if (stop || s.IsAborted()) {
+          slot->status = Status::Aborted("loader stopped");
+          return;
+        }
+        if (opt.corrupt_policy == CorruptPolicy::kFail || !s.IsCorruption()) {
+          slot->status = s;
+          return;
+        }
+        NoteSkip(s);
+        if (skipped.load() > opt.skip_budget) {
+          slot->status = Status::Corruption("more than " + std::to_string(opt.skip_budget) +
+                                            " corrupt samples skipped (the skip budget); last: " + s.message());
+          return;
+        }
+        const uint64_t replacement = (base + i + attempt * kReplacementStride) % part.per_rank;
+        s = LoadSample(*ctx[0], replacement, slot, i);
+      }
+    }
+    slot->batch.epoch = epoch;
+    slot->batch.index = k;
+    slot->batch.size = n;
+    samples.fetch_add(n);
+    batches.fetch_add(1);
+  }
+};
+
+Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Loader::~Loader() { impl_->StopProducer(); }
+
+Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const LoaderOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  Impl& d = *impl;
+  d.opt = options;
+  if (options.workers < 1) return Status::InvalidArgument("workers must be at least 1");
+  if (options.prefetch < 1) return Status::InvalidArgument("prefetch must be at least 1");
+  SK_ASSIGN_OR_RETURN(d.ds, Dataset::Open(dir));
+  const Manifest& m = d.ds->manifest();
+  bool compressed = false;
+  uint64_t max_block = 1;
+  for (size_t s = 0; s < d.ds->num_shards(); ++s) {
+    const ShardReader& r = d.ds->shard(s);
+    for (uint32_t b = 0; b < r.num_blocks(); ++b) {
+      d.block_sizes.push_back(r.block(b).num_records);
+      compressed |= r.block(b).codec != static_cast<uint32_t>(format::Codec::kStored);
+      max_block = std::max<uint64_t>(max_block, r.block(b).raw_size);
+    }
+  }
+  // A block-local window must fit the cache twice over (the window being read
+  // and the next), or blocks would be decompressed more than once per epoch.
+  d.window = static_cast<uint32_t>(std::clamp<uint64_t>(options.block_cache_bytes / (2 * max_block), 1,
+                                                        std::max<uint32_t>(1, options.block_window)));
+  switch (m.record.kind) {
+    case format::RecordKind::kJpeg:
+      if (options.transform.size < 1 || options.transform.size > 4096) {
+        return Status::InvalidArgument("transform size must be in 1..4096");
+      }
+      d.jpeg = true;
+      d.channels = 3;
+      d.height = d.width = options.transform.size;
+      break;
+    case format::RecordKind::kRawU8:
+      d.height = static_cast<int>(m.record.shape[0]);
+      d.width = static_cast<int>(m.record.shape[1]);
+      d.channels = static_cast<int>(m.record.shape[2]);
+      break;
+    case format::RecordKind::kBytes:
+      return Status::Unsupported(dir + ": records of kind 'bytes' have no image shape to load");
+  }
+  d.sample_bytes = static_cast<size_t>(d.channels) * d.height * d.width;
+  switch (options.shuffle) {
+    case ShuffleChoice::kNone: d.mode = ShuffleMode::kNone; break;
+    case ShuffleChoice::kFull: d.mode = ShuffleMode::kFull; break;
+    case ShuffleChoice::kBlockLocal: d.mode = ShuffleMode::kBlockLocal; break;
+    case ShuffleChoice::kAuto:
+      d.mode = compressed && m.raw_bytes() > options.block_cache_bytes ? ShuffleMode::kBlockLocal : ShuffleMode::kFull;
+      break;
+  }
+  SK_ASSIGN_OR_RETURN(d.part, Partition::Make(d.ds->num_records(), options.rank, options.world_size,
+                                              static_cast<uint64_t>(options.batch_size), options.drop_last));
+  d.cache = std::make_unique<BlockCache>(d.ds.get(), options.block_cache_bytes);
+  for (int w = 0; w < options.workers; ++w) d.ctx.push_back(std::make_unique<WorkerContext>());
+  d.slots.resize(options.prefetch);
+  for (Slot& s : d.slots) {
+    s.data.resize(d.sample_bytes * options.batch_size);
+    s.labels.resize(options.batch_size);
+    s.ids.resize(options.batch_size);
+    s.batch.channels = d.channels;
+    s.batch.height = d.height;
+    s.batch.width = d.width;
+    s.batch.layout = options.layout;
+    s.batch.data = s.data.data();
+    s.batch.labels = s.labels.data();
+    s.batch.sample_ids = s.ids.data();
+  }
+  return std::unique_ptr<Loader>(new Loader(std::move(impl)));
+}
+
+Status Loader::StartEpoch(uint64_t epoch, uint64_t start_batch) {
+  Impl& d = *impl_;
+  d.StopProducer();
+  if (start_batch > d.part.batches) {
+    return Status::InvalidArgument("start batch " + std::to_string(start_batch) + " past the epoch's " +
+                                   std::to_string(d.part.batches) + " batches");
+  }
+  for (Slot& s : d.slots) s.state = Slot::State::kFree;
+  d.held = nullptr;
+  d.error = Status::OK();
+  d.next_batch = start_batch;
+  d.epoch = epoch;
+  d.sampler = std::make_unique<EpochSampler>(d.block_sizes, d.mode, d.opt.seed, epoch, d.window);
+  d.started = true;
+  d.producer = std::thread([&d, start_batch] { d.ProducerLoop(start_batch); });
+  return Status::OK();
+}
+
+Status Loader::Next(const Batch** batch) {
+  Impl& d = *impl_;
+  *batch = nullptr;
+  if (!d.started) return Status::InvalidArgument("Next() before StartEpoch()");
+  std::unique_lock<std::mutex> lock(d.mu);
+  if (d.held != nullptr) {
+    d.held->state = Slot::State::kFree;
+    d.held = nullptr;
+    d.producer_cv.notify_all();
+  }
+  if (!d.error.ok()) return d.error;
+  if (d.next_batch >= d.part.batches) return Status::OK();
+  Slot& slot = d.slots[d.next_batch % d.slots.size()];
+  const uint64_t want = d.next_batch;
+  const uint64_t t0 = NowNs();
+  d.consumer_cv.wait(lock, [&] { return slot.state == Slot::State::kReady && slot.index == want; });
+  d.wait_ns.fetch_add(NowNs() - t0, std::memory_order_relaxed);
+  if (!slot.status.ok()) {
+    d.error = slot.status;
+    slot.state = Slot::State::kFree;
+    return d.error;
+  }
+  d.held = &slot;
+  ++d.next_batch;
+  *batch = &slot.batch;
+  return Status::OK();
+}
+
+uint64_t Loader::batches_per_epoch() const { return impl_->part.batches; }
+uint64_t Loader::samples_per_epoch() const {
+  return impl_->part.drop_last ? impl_->part.batches * impl_->part.batch_size : impl_->part.per_rank;
+}
+uint64_t Loader::dataset_records() const { return impl_->ds->num_records(); }
+int Loader::channels() const { return impl_->channels; }
+int Loader::height() const { return impl_->height; }
+int Loader::width() const { return impl_->width; }
+const Manifest& Loader::manifest() const { return impl_->ds->manifest(); }
+ShuffleMode Loader::shuffle_mode() const { return impl_->mode; }
+
+LoaderStats Loader::stats() const {
+  const Impl& d = *impl_;
+  LoaderStats s;
+  for (const auto& c : d.ctx) {
+    s.read_s += c->read_ns.load() * 1e-9;
+    s.decompress_s += c->decompress_ns.load() * 1e-9;
+    s.decode_s += c->decode_ns.load() * 1e-9;
+    s.transform_s += c->transform_ns.load() * 1e-9;
+    s.bytes_read += c->bytes.load();
+  }
+  s.wait_s = d.wait_ns.load() * 1e-9;
+  s.samples = d.samples.load();
+  s.batches = d.batches.load();
+  s.corrupt_skipped = d.skipped.load();
+  std::lock_guard<std::mutex> lock(const_cast<Impl&>(d).msg_mu);
+  s.corrupt_messages = d.messages;
+  return s;
+}
+
+void Loader::ResetStats() {
+  Impl& d = *impl_;
+  for (auto& c : d.ctx) {
+    c->read_ns = c->decompress_ns = c->decode_ns = c->transform_ns = c->bytes = 0;
+  }
+  d.wait_ns = d.samples = d.batches = 0;
+}
+
+void NormalizeBatch(const Batch& b, const float mean[3], const float std[3], float* out) {
+  const size_t plane = size_t(b.height) * b.width;
+  const int c = b.channels;
+  float scale[4], bias[4];
+  for (int ch = 0; ch < c && ch < 4; ++ch) {
+    const int k = std::min(ch, 2);
+    scale[ch] = 1.f / (255.f * std[k]);
+    bias[ch] = -mean[k] / std[k];
+  }
+  const size_t total = b.sample_bytes() * b.size;
+  for (size_t i = 0; i < total; ++i) {
+    const int ch = b.layout == Layout::kNCHW ? static_cast<int>((i / plane) % c) : static_cast<int>(i % c);
+    out[i] = b.data[i] * scale[ch] + bias[ch];
+  }
+}
+
+}  // namespace shardkit

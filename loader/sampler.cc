@@ -1,0 +1,118 @@
+// Keyed permutations, epoch orders and per-rank partitions.
+#include "loader/sampler.h"
+
+#include <algorithm>
+
+#include "shard/random.h"
+
+namespace shardkit {
+
+KeyedPermutation::KeyedPermutation(uint64_t n, uint64_t key0, uint64_t key1) : n_(n) {
+  int bits = 2;
+  while (bits < 64 && (uint64_t{1} << bits) < n) bits += 2;
+  half_bits_ = bits / 2;
+  half_mask_ = (uint64_t{1} << half_bits_) - 1;
+  KeyedRng rng(key0, key1, 0xFE15E1);
+  for (auto& k : keys_) k = rng.Next();
+}
+
+uint64_t KeyedPermutation::Round(uint64_t half, int round) const {
+  return Mix64(half ^ keys_[round]) & half_mask_;
+}
+
+uint64_t KeyedPermutation::operator()(uint64_t i) const {
+  if (n_ <= 1) return i;
+  // A balanced Feistel network on 2 * half_bits_ bits is a bijection on
+  // [0, 4^half_bits_) >= n; walk the cycle until the value falls inside [0, n).
+  uint64_t x = i;
+  do {
+    uint64_t l = x >> half_bits_, r = x & half_mask_;
+    for (int round = 0; round < 4; ++round) {
+      uint64_t next = l ^ Round(r, round);
+      l = r;
+      r = next;
+    }
+    x = (l << half_bits_) | r;
+  } while (x >= n_);
+  return x;
+}
+
+EpochSampler::EpochSampler(const std::vector<uint32_t>& block_sizes, ShuffleMode mode, uint64_t seed,
+                           uint64_t epoch, uint32_t window)
+    : mode_(mode), window_(std::max<uint32_t>(1, window)), block_sizes_(block_sizes) {
+  block_first_.reserve(block_sizes.size());
+  for (uint32_t s : block_sizes) {
+    block_first_.push_back(n_);
+    n_ += s;
+  }
+  if (mode_ == ShuffleMode::kFull) {
+    full_ = KeyedPermutation(n_, seed, epoch);
+  } else if (mode_ == ShuffleMode::kBlockLocal) {
+    order_.resize(block_sizes.size());
+    for (uint32_t b = 0; b < order_.size(); ++b) order_[b] = b;
+    KeyedShuffle(&order_, KeyedRng(seed, epoch, 0xB10C));
+    uint64_t pos = 0;
+    for (size_t w = 0; w < order_.size(); w += window_) {
+      window_start_.push_back(pos);
+      uint64_t count = 0;
+      for (size_t b = w; b < std::min(order_.size(), w + window_); ++b) {
+        ordered_prefix_.push_back(pos + count);
+        count += block_sizes_[order_[b]];
+      }
+      window_perm_.emplace_back(count, Mix64(seed) ^ epoch, w);
+      pos += count;
+    }
+    window_start_.push_back(pos);
+  }
+}
+
+uint64_t EpochSampler::RecordAt(uint64_t position) const {
+  switch (mode_) {
+    case ShuffleMode::kNone:
+      return position;
+    case ShuffleMode::kFull:
+      return full_(position);
+    case ShuffleMode::kBlockLocal: {
+      auto it = std::upper_bound(window_start_.begin(), window_start_.end(), position);
+      const size_t w = static_cast<size_t>(it - window_start_.begin()) - 1;
+      const uint64_t within = window_perm_[w](position - window_start_[w]);
+      const uint64_t target = window_start_[w] + within;
+      // Which block of the window holds `target`.
+      const size_t first = w * window_, last = std::min(order_.size(), first + window_);
+      auto bt = std::upper_bound(ordered_prefix_.begin() + first, ordered_prefix_.begin() + last, target);
+      const size_t k = static_cast<size_t>(bt - ordered_prefix_.begin()) - 1;
+      return block_first_[order_[k]] + (target - ordered_prefix_[k]);
+    }
+  }
+  return position;
+}
+
+Result<Partition> Partition::Make(uint64_t n, int rank, int world_size, uint64_t batch_size, bool drop_last) {
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return Status::InvalidArgument("rank " + std::to_string(rank) + " out of range for world size " +
+                                   std::to_string(world_size));
+  }
+  if (batch_size < 1) return Status::InvalidArgument("batch size must be at least 1");
+  Partition p;
+  p.n = n;
+  p.rank = rank;
+  p.world_size = world_size;
+  p.batch_size = batch_size;
+  p.drop_last = drop_last;
+  const uint64_t w = static_cast<uint64_t>(world_size);
+  p.per_rank = drop_last ? n / w : (n + w - 1) / w;
+  p.batches = drop_last ? p.per_rank / batch_size : (p.per_rank + batch_size - 1) / batch_size;
+  if (p.batches == 0) {
+    return Status::InvalidArgument("dataset of " + std::to_string(n) + " records gives rank " + std::to_string(rank) +
+                                   " of " + std::to_string(world_size) + " no batch of " + std::to_string(batch_size) +
+                                   (drop_last ? " (drop_last)" : ""));
+  }
+  return p;
+}
+
+uint64_t Partition::BatchLength(uint64_t b) const {
+  const uint64_t begin = b * batch_size;
+  return std::min(batch_size, per_rank - begin);
+}
+
+}  // namespace shardkit

@@ -1,0 +1,86 @@
+// EpochSampler: which record each position of an epoch holds, and how a rank's
+// share of an epoch is cut. Order depends only on (dataset layout, mode, seed,
+// epoch); a position is mapped to a record in O(1) without materialising the
+// permutation (a keyed Feistel network with cycle walking), so shuffling 72M
+// samples costs no memory.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "shard/status.h"
+
+namespace shardkit {
+
+enum class ShuffleMode {
+  kNone,        // dataset order
+  kFull,        // a uniform permutation of all records
+  kBlockLocal,  // blocks in random order, records shuffled within windows of
+                // `window` consecutive blocks: reads stay mostly sequential and
+                // each compressed block is decompressed about once per epoch
+};
+
+// A bijection on [0, n) keyed by (key0, key1).
+class KeyedPermutation {
+ public:
+  KeyedPermutation() = default;
+  KeyedPermutation(uint64_t n, uint64_t key0, uint64_t key1);
+  uint64_t operator()(uint64_t i) const;
+  uint64_t size() const { return n_; }
+
+ private:
+  uint64_t Round(uint64_t half, int round) const;
+  uint64_t n_ = 0;
+  int half_bits_ = 0;
+  uint64_t half_mask_ = 0;
+  uint64_t keys_[4] = {0, 0, 0, 0};
+};
+
+class EpochSampler {
+ public:
+  // block_sizes: the number of records of each block, in dataset order (all
+  // shards' blocks concatenated); records are numbered through them.
+  EpochSampler(const std::vector<uint32_t>& block_sizes, ShuffleMode mode, uint64_t seed, uint64_t epoch,
+               uint32_t window);
+  uint64_t size() const { return n_; }
+  // The record at `position` of this epoch's order; position < size().
+  uint64_t RecordAt(uint64_t position) const;
+
+ private:
+  ShuffleMode mode_;
+  uint64_t n_ = 0;
+  KeyedPermutation full_;
+  // Block-local: the blocks in shuffled order, grouped in windows.
+  std::vector<uint64_t> block_first_;         // first record of each block (dataset order)
+  std::vector<uint32_t> order_;               // shuffled block order
+  std::vector<uint64_t> window_start_;        // position where each window starts (+ end)
+  std::vector<uint64_t> ordered_prefix_;      // position where each block of order_ starts
+  std::vector<KeyedPermutation> window_perm_;
+  uint32_t window_;
+  std::vector<uint32_t> block_sizes_;
+};
+
+// How one rank's share of an epoch is cut, the same for every rank, so that
+// DDP never waits at the end of an epoch for a rank with fewer batches.
+//   drop_last = false: each rank gets ceil(N / world) samples; the last ranks'
+//     shortfall is padded with the first positions of the epoch (as
+//     DistributedSampler does); the last batch may be partial.
+//   drop_last = true: each rank gets floor(N / world) samples (the tail of the
+//     order is dropped) and only full batches.
+// Rank r holds positions [r * per_rank, (r + 1) * per_rank) of the order (mod N).
+struct Partition {
+  uint64_t per_rank = 0;
+  uint64_t batches = 0;
+  uint64_t batch_size = 0;
+  bool drop_last = false;
+  int rank = 0, world_size = 1;
+  uint64_t n = 0;
+
+  static Result<Partition> Make(uint64_t n, int rank, int world_size, uint64_t batch_size, bool drop_last);
+  // Epoch position of the rank's i-th sample, i < per_rank.
+  uint64_t Position(uint64_t i) const { return (static_cast<uint64_t>(rank) * per_rank + i) % n; }
+  // Samples in batch b (b < batches).
+  uint64_t BatchLength(uint64_t b) const;
+};
+
+}  // namespace shardkit

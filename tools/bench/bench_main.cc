@@ -1,0 +1,190 @@
+// shardkit-bench loader: loader throughput per worker count, with the stage
+// breakdown, as a table, CSV, JSON and an SVG plot against ideal scaling.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "loader/loader.h"
+#include "shard/file_io.h"
+#include "tools/common/progress.h"
+#include "tools/common/svg_plot.h"
+
+namespace shardkit {
+namespace {
+
+struct Row {
+  int workers = 0;
+  double images_per_sec = 0, mb_per_sec = 0, seconds = 0;
+  uint64_t images = 0;
+  double read_us = 0, decompress_us = 0, decode_us = 0, transform_us = 0;  // per image, summed over workers
+  double wait_fraction = 0;
+};
+
+std::vector<int> ParseList(const std::string& s) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) v.push_back(std::stoi(item));
+  }
+  return v;
+}
+
+Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint64_t batches, Row* row) {
+  SK_ASSIGN_OR_RETURN(auto loader, Loader::Open(dir, opt));
+  uint64_t epoch = 0;
+  SK_RETURN_IF_ERROR(loader->StartEpoch(epoch));
+  auto next = [&](const Batch** b) -> Status {
+    SK_RETURN_IF_ERROR(loader->Next(b));
+    if (*b == nullptr) {  // wrap into the next epoch
+      SK_RETURN_IF_ERROR(loader->StartEpoch(++epoch));
+      SK_RETURN_IF_ERROR(loader->Next(b));
+    }
+    return Status::OK();
+  };
+  const Batch* b = nullptr;
+  for (uint64_t i = 0; i < warmup; ++i) SK_RETURN_IF_ERROR(next(&b));
+  loader->ResetStats();
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t images = 0, bytes = 0;
+  for (uint64_t i = 0; i < batches; ++i) {
+    SK_RETURN_IF_ERROR(next(&b));
+    images += b->size;
+    bytes += b->sample_bytes() * b->size;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  LoaderStats st = loader->stats();
+  row->workers = opt.workers;
+  row->images = images;
+  row->seconds = secs;
+  row->images_per_sec = images / secs;
+  row->mb_per_sec = bytes / secs / 1e6;
+  const double per = st.samples > 0 ? 1e6 / st.samples : 0;
+  row->read_us = st.read_s * per;
+  row->decompress_us = st.decompress_s * per;
+  row->decode_us = st.decode_s * per;
+  row->transform_us = st.transform_s * per;
+  row->wait_fraction = st.wait_s / secs;
+  return Status::OK();
+}
+
+int Run(int argc, char** argv) {
+  CLI::App app{"shardkit-bench: measure the loader"};
+  app.require_subcommand(1);
+  auto* cmd = app.add_subcommand("loader", "images/s of the loader per worker count, with stage breakdown");
+  std::string dir, workers_list = "1,2,4,8,16", transform = "train", shuffle = "auto", layout = "nchw";
+  std::string csv, plot, title;
+  int batch = 32, size = 224, prefetch = 4;
+  uint64_t batches = 200, warmup = 20, seed = 0, cache_mb = 1024;
+  bool json = false;
+  cmd->add_option("DIR", dir, "dataset directory")->required();
+  cmd->add_option("--workers", workers_list, "comma-separated worker counts")->capture_default_str();
+  cmd->add_option("--batch", batch, "batch size")->capture_default_str();
+  cmd->add_option("--transform", transform, "train | val | none")->capture_default_str();
+  cmd->add_option("--size", size, "output side for JPEG transforms")->capture_default_str();
+  cmd->add_option("--batches", batches, "batches timed per worker count")->capture_default_str();
+  cmd->add_option("--warmup", warmup, "batches before timing starts")->capture_default_str();
+  cmd->add_option("--prefetch", prefetch, "ring slots")->capture_default_str();
+  cmd->add_option("--shuffle", shuffle, "auto | full | block | none")->capture_default_str();
+  cmd->add_option("--layout", layout, "nchw | nhwc")->capture_default_str();
+  cmd->add_option("--seed", seed, "seed")->capture_default_str();
+  cmd->add_option("--cache-mb", cache_mb, "decompressed block cache (MB); small values measure streaming")
+      ->capture_default_str();
+  cmd->add_option("--csv", csv, "write the table as CSV");
+  cmd->add_option("--plot", plot, "write an SVG plot of images/s against workers");
+  cmd->add_option("--title", title, "plot title");
+  cmd->add_flag("--json", json, "print the results as JSON (and nothing else on stdout)");
+  CLI11_PARSE(app, argc, argv);
+
+  LoaderOptions opt;
+  opt.batch_size = batch;
+  opt.prefetch = prefetch;
+  opt.seed = seed;
+  opt.block_cache_bytes = cache_mb << 20;
+  opt.transform.size = size;
+  if (transform == "train") opt.transform.kind = TransformKind::kTrain;
+  else if (transform == "val") opt.transform.kind = TransformKind::kVal;
+  else if (transform == "none") opt.transform.kind = TransformKind::kNone;
+  else { std::fprintf(stderr, "shardkit-bench: error: --transform must be train, val or none\n"); return 2; }
+  if (shuffle == "auto") opt.shuffle = ShuffleChoice::kAuto;
+  else if (shuffle == "full") opt.shuffle = ShuffleChoice::kFull;
+  else if (shuffle == "block") opt.shuffle = ShuffleChoice::kBlockLocal;
+  else if (shuffle == "none") opt.shuffle = ShuffleChoice::kNone;
+  else { std::fprintf(stderr, "shardkit-bench: error: --shuffle must be auto, full, block or none\n"); return 2; }
+  opt.layout = layout == "nhwc" ? Layout::kNHWC : Layout::kNCHW;
+  std::vector<int> workers = ParseList(workers_list);
+  if (workers.empty()) { std::fprintf(stderr, "shardkit-bench: error: --workers is empty\n"); return 2; }
+
+  std::vector<Row> rows;
+  FILE* out = json ? stderr : stdout;
+  std::fprintf(out, "shardkit-bench loader %s: batch %d, transform %s, size %d, %llu batches per point\n",
+               dir.c_str(), batch, transform.c_str(), size, (unsigned long long)batches);
+  std::fprintf(out, "%7s %12s %9s %8s %10s | %8s %8s %8s %8s  (us/img, all workers) %6s\n", "workers", "images/s",
+               "MB/s", "speedup", "efficiency", "read", "zstd", "decode", "xform", "wait");
+  for (int w : workers) {
+    opt.workers = w;
+    Row r;
+    Status s = Measure(dir, opt, warmup, batches, &r);
+    if (!s.ok()) {
+      std::fprintf(stderr, "shardkit-bench: error: %s\n", s.message().c_str());
+      return 1;
+    }
+    rows.push_back(r);
+    const double speedup = r.images_per_sec / rows.front().images_per_sec * rows.front().workers;
+    std::fprintf(out, "%7d %12.0f %9.1f %8.2f %9.0f%% | %8.1f %8.1f %8.1f %8.1f  %21s %5.0f%%\n", w,
+                 r.images_per_sec, r.mb_per_sec, speedup, 100 * speedup / w, r.read_us, r.decompress_us,
+                 r.decode_us, r.transform_us, "", 100 * r.wait_fraction);
+    std::fflush(out);
+  }
+  const Row& base = rows.front();
+  auto speedup_of = [&](const Row& r) { return r.images_per_sec / base.images_per_sec * base.workers; };
+  if (!csv.empty()) {
+    std::ostringstream c;
+    c << "workers,images_per_sec,mb_per_sec,speedup,efficiency,read_us,decompress_us,decode_us,transform_us,"
+         "wait_fraction\n";
+    for (const Row& r : rows) {
+      c << r.workers << "," << r.images_per_sec << "," << r.mb_per_sec << "," << speedup_of(r) << ","
+        << speedup_of(r) / r.workers << "," << r.read_us << "," << r.decompress_us << "," << r.decode_us << ","
+        << r.transform_us << "," << r.wait_fraction << "\n";
+    }
+    Status s = WriteFileAtomic(csv, c.str());
+    if (!s.ok()) { std::fprintf(stderr, "shardkit-bench: error: %s\n", s.message().c_str()); return 2; }
+  }
+  if (!plot.empty()) {
+    LinePlot p;
+    p.title = title.empty() ? "shardkit loader: " + transform + " transform, batch " + std::to_string(batch) : title;
+    p.x_label = "loader workers";
+    p.y_label = "images/s";
+    p.log2_x = true;
+    PlotSeries meas{"measured", {}, {}, false}, ideal{"ideal (linear)", {}, {}, true};
+    for (const Row& r : rows) {
+      meas.x.push_back(r.workers);
+      meas.y.push_back(r.images_per_sec);
+      ideal.x.push_back(r.workers);
+      ideal.y.push_back(base.images_per_sec / base.workers * r.workers);
+    }
+    p.series = {meas, ideal};
+    Status s = WriteFileAtomic(plot, p.ToSvg());
+    if (!s.ok()) { std::fprintf(stderr, "shardkit-bench: error: %s\n", s.message().c_str()); return 2; }
+  }
+  if (json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const Row& r : rows) {
+      j.push_back({{"workers", r.workers}, {"images_per_sec", r.images_per_sec}, {"mb_per_sec", r.mb_per_sec},
+                   {"speedup", speedup_of(r)}, {"efficiency", speedup_of(r) / r.workers},
+                   {"read_us", r.read_us}, {"decompress_us", r.decompress_us}, {"decode_us", r.decode_us},
+                   {"transform_us", r.transform_us}, {"wait_fraction", r.wait_fraction},
+                   {"images", r.images}, {"seconds", r.seconds}});
+    }
+    std::printf("%s\n", j.dump(1).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace shardkit
+
+int main(int argc, char** argv) { return shardkit::Run(argc, argv); }
