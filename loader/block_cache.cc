@@ -1,4 +1,4 @@
-// BlockCache: an LRU map of decompressed blocks with one-time loading.
+// BlockCache: a FIFO map of decompressed blocks with one-time loading.
 #include "loader/block_cache.h"
 
 namespace shardkit {
@@ -11,15 +11,14 @@ std::shared_ptr<BlockCache::Block> BlockCache::Get(uint32_t shard, uint32_t bloc
     std::lock_guard<std::mutex> lock(mu_);
     auto it = map_.find(key);
     if (it != map_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second.lru);
       b = it->second.block;
     } else {
-      b = std::make_shared<Block>();
+      b = std::make_shared<Block>(&pool_);
       lru_.push_front(key);
       const uint64_t size = dataset_->shard(shard).block(block).raw_size;
       map_.emplace(key, Entry{b, lru_.begin(), size});
       bytes_ += size;
-      // Evict least recently used blocks beyond capacity (never the new one).
+      // Evict the oldest blocks beyond capacity (never the new one).
       while (bytes_ > capacity_ && lru_.size() > 1) {
         auto victim = map_.find(lru_.back());
         bytes_ -= victim->second.bytes;
@@ -30,9 +29,8 @@ std::shared_ptr<BlockCache::Block> BlockCache::Get(uint32_t shard, uint32_t bloc
   }
   *decompressed = false;
   std::call_once(b->once, [&] {
-    std::string_view raw;
-    b->status = dataset_->shard(shard).ReadBlock(block, scratch, &raw);
-    if (b->status.ok()) b->raw.swap(scratch->raw);  // raw spans all of scratch->raw
+    b->raw = pool_.Take();
+    b->status = dataset_->shard(shard).ReadBlockInto(block, scratch, &b->raw);
     *decompressed = true;
   });
   if (!b->status.ok()) {
@@ -46,6 +44,25 @@ std::shared_ptr<BlockCache::Block> BlockCache::Get(uint32_t shard, uint32_t bloc
     }
   }
   return b;
+}
+
+std::vector<char> BlockCache::BufferPool::Take() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (free_.empty()) return {};
+  std::vector<char> b = std::move(free_.back());
+  free_.pop_back();
+  return b;
+}
+
+void BlockCache::BufferPool::Give(std::vector<char> buf) {
+  if (buf.capacity() == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (free_.size() < 64) free_.push_back(std::move(buf));
+}
+
+bool BlockCache::Contains(Key key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return map_.count(key) != 0;
 }
 
 uint64_t BlockCache::bytes() const {

@@ -1,5 +1,7 @@
 // BlockCache: decompressed blocks of a dataset shared by the loader's workers,
-// bounded in bytes (least recently used evicted). A block is decompressed by
+// bounded in bytes, oldest evicted first: the loader schedules blocks in the
+// order it reads them, so insertion order is use order (and workers' hits,
+// which bypass the cache through a per-thread memo, need not refresh it). A block is decompressed by
 // the first worker that needs it; others needing it meanwhile wait for that
 // one instead of decompressing it again. Thread-safe.
 #pragma once
@@ -19,10 +21,24 @@ namespace shardkit {
 
 class BlockCache {
  public:
+  // Buffers of dropped blocks, reused so that decompression writes into warm,
+  // already-faulted memory instead of a fresh allocation every time.
+  class BufferPool {
+   public:
+    std::vector<char> Take();
+    void Give(std::vector<char> buf);
+
+   private:
+    std::mutex mu_;
+    std::vector<std::vector<char>> free_;
+  };
   struct Block {
+    explicit Block(BufferPool* p) : pool(p) {}
+    ~Block() { pool->Give(std::move(raw)); }
     std::once_flag once;
     Status status;
     std::vector<char> raw;
+    BufferPool* pool;
     std::string_view view() const { return std::string_view(raw.data(), raw.size()); }
   };
   using Key = uint64_t;  // shard << 32 | block
@@ -35,11 +51,13 @@ class BlockCache {
   // returned block stays valid while the pointer is held, even if evicted.
   std::shared_ptr<Block> Get(uint32_t shard, uint32_t block, ReadScratch* scratch, bool* decompressed);
 
+  bool Contains(Key key) const;
   uint64_t bytes() const;
 
  private:
   const Dataset* dataset_;
   const uint64_t capacity_;
+  BufferPool pool_;  // outlives every Block: declared before the map
   mutable std::mutex mu_;
   struct Entry {
     std::shared_ptr<Block> block;
@@ -47,7 +65,7 @@ class BlockCache {
     uint64_t bytes;
   };
   std::unordered_map<Key, Entry> map_;
-  std::list<Key> lru_;  // front: most recent
+  std::list<Key> lru_;  // front: newest
   uint64_t bytes_ = 0;
 };
 

@@ -8,8 +8,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
 
 #include "loader/block_cache.h"
 
@@ -59,6 +61,16 @@ struct Loader::Impl {
   std::unique_ptr<Dataset> ds;
   std::vector<uint32_t> block_sizes;
   uint32_t window = 1;
+  bool compressed = false;
+  uint64_t max_warm = 1;  // blocks decompressed ahead per batch, at most
+  // Look-ahead over the epoch: the rank's samples up to scan_next have had
+  // their blocks scheduled for decompression.
+  uint64_t scan_next = 0;
+  std::unordered_set<uint64_t> scheduled;
+  std::deque<uint64_t> ahead;  // first positions of scheduled blocks past the current batch
+  std::vector<std::pair<uint32_t, uint32_t>> warm;  // (shard, block) to decompress now
+  std::vector<uint32_t> segment;
+  std::vector<std::pair<uint32_t, uint32_t>> global_blocks;  // dataset block number -> (shard, block)
   ShuffleMode mode = ShuffleMode::kFull;
   Partition part;
   int channels = 0, height = 0, width = 0;
@@ -149,7 +161,10 @@ struct Loader::Impl {
       m.key = ~uint64_t{0};
       return s;
     }
-    return r.RecordFromBlock(local, m.block->view(), payload);
+    // The block passed its CRC (stored bytes) and decompressed to exactly its
+    // declared size, so its records are what was written: slice, no second CRC.
+    *payload = m.block->view().substr(e.offset, e.length);
+    return Status::OK();
   }
 
   Status DecodeJpeg(WorkerContext& c, std::string_view payload, uint64_t position, uint8_t* out) {
@@ -218,22 +233,72 @@ struct Loader::Impl {
     if (messages.size() < kMaxCorruptMessages) messages.push_back(s.message());
   }
 
+  // Finds the blocks that batch k and the ones after it will need and that
+  // are not cached yet, in order of first need, so they can be decompressed
+  // in parallel (one worker per block) before the samples are copied. Walks
+  // the order a segment (block or window) at a time; in full-shuffle mode any
+  // sample may need any block, and blocks are decompressed on first use.
+  void ScheduleBlocks(uint64_t k) {
+    warm.clear();
+    if (!compressed || mode == ShuffleMode::kFull) return;
+    // Scan at least this batch, and further until `want` blocks beyond it are
+    // scheduled (bounded by what the cache can hold besides the blocks read).
+    const uint64_t batch_end = std::min(part.per_rank, (k + 1) * part.batch_size);
+    const size_t want = std::min<uint64_t>(max_warm, static_cast<uint64_t>(opt.workers));
+    while (!ahead.empty() && ahead.front() < batch_end) ahead.pop_front();
+    // Refill only when the look-ahead has run dry, then with a block per
+    // worker, so that decompression always has every worker busy.
+    const bool refill = ahead.empty();
+    while (scan_next < part.per_rank) {
+      if (scan_next >= batch_end && (!refill || ahead.size() >= want || warm.size() >= max_warm)) break;
+      const uint64_t pos = part.Position(scan_next);
+      uint64_t end = 0;
+      sampler->Segment(pos, &end, &segment);
+      for (uint32_t g : segment) {
+        const auto [shard, block] = global_blocks[g];
+        const uint64_t key = BlockCache::MakeKey(shard, block);
+        if (!scheduled.insert(key).second) continue;
+        if (scan_next >= batch_end) ahead.push_back(scan_next);
+        if (!cache->Contains(key)) warm.emplace_back(shard, block);
+      }
+      scan_next += std::min(end - pos, part.per_rank - scan_next);
+    }
+  }
+
   void Fill(Slot* slot, uint64_t k) {
     const int n = static_cast<int>(part.BatchLength(k));
     const uint64_t base = k * part.batch_size;
     slot->status = Status::OK();
     slot->sample_status.assign(n, Status::OK());
-#pragma omp parallel for num_threads(opt.workers) schedule(dynamic, 1)
-    for (int i = 0; i < n; ++i) {
-      if (stop.load(std::memory_order_relaxed)) {
-        slot->sample_status[i] = Status::Aborted("loader stopped");
-        continue;
-      }
+    ScheduleBlocks(k);
+    const int nwarm = static_cast<int>(warm.size());
+    // Raw samples are cheap: hand them out in chunks; JPEGs one at a time.
+    const int chunk = jpeg ? 1 : std::max(1, n / (4 * opt.workers));
+#pragma omp parallel num_threads(opt.workers)
+    {
       WorkerContext& c = *ctx[omp_get_thread_num()];
-      try {
-        slot->sample_status[i] = LoadSample(c, base + i, slot, i);
-      } catch (const std::exception& e) {  // nothing may leave an OpenMP region
-        slot->sample_status[i] = Status::IOError(std::string("loader worker: ") + e.what());
+#pragma omp for schedule(dynamic, 1)
+      for (int j = 0; j < nwarm; ++j) {
+        if (stop.load(std::memory_order_relaxed)) continue;
+        bool decompressed = false;
+        const uint64_t t0 = NowNs();
+        auto b = cache->Get(warm[j].first, warm[j].second, &c.scratch, &decompressed);
+        if (decompressed) {
+          c.decompress_ns.fetch_add(NowNs() - t0, std::memory_order_relaxed);
+          c.bytes.fetch_add(ds->shard(warm[j].first).block(warm[j].second).stored_size, std::memory_order_relaxed);
+        }
+      }
+#pragma omp for schedule(dynamic, chunk)
+      for (int i = 0; i < n; ++i) {
+        if (stop.load(std::memory_order_relaxed)) {
+          slot->sample_status[i] = Status::Aborted("loader stopped");
+          continue;
+        }
+        try {
+          slot->sample_status[i] = LoadSample(c, base + i, slot, i);
+        } catch (const std::exception& e) {  // nothing may leave an OpenMP region
+          slot->sample_status[i] = Status::IOError(std::string("loader worker: ") + e.what());
+        }
       }
     }
     // Combine after the region: fail, or replace corrupt samples and count them.
@@ -284,14 +349,16 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
     const ShardReader& r = d.ds->shard(s);
     for (uint32_t b = 0; b < r.num_blocks(); ++b) {
       d.block_sizes.push_back(r.block(b).num_records);
+      d.global_blocks.emplace_back(static_cast<uint32_t>(s), b);
       compressed |= r.block(b).codec != static_cast<uint32_t>(format::Codec::kStored);
       max_block = std::max<uint64_t>(max_block, r.block(b).raw_size);
     }
   }
-  // A block-local window must fit the cache twice over (the window being read
-  // and the next), or blocks would be decompressed more than once per epoch.
-  d.window = static_cast<uint32_t>(std::clamp<uint64_t>(options.block_cache_bytes / (2 * max_block), 1,
-                                                        std::max<uint32_t>(1, options.block_window)));
+  // The cache holds the window being read, the look-ahead and some slack.
+  const uint64_t cache_blocks = std::max<uint64_t>(1, options.block_cache_bytes / max_block);
+  d.window = static_cast<uint32_t>(std::clamp<uint64_t>(cache_blocks / 3, 1, std::max<uint32_t>(1, options.block_window)));
+  d.max_warm = std::max<uint64_t>(options.workers, cache_blocks / 3);
+  d.compressed = compressed;
   switch (m.record.kind) {
     case format::RecordKind::kJpeg:
       if (options.transform.size < 1 || options.transform.size > 4096) {
@@ -351,6 +418,9 @@ Status Loader::StartEpoch(uint64_t epoch, uint64_t start_batch) {
   d.next_batch = start_batch;
   d.epoch = epoch;
   d.sampler = std::make_unique<EpochSampler>(d.block_sizes, d.mode, d.opt.seed, epoch, d.window);
+  d.scan_next = start_batch * d.part.batch_size;
+  d.scheduled.clear();
+  d.ahead.clear();
   d.started = true;
   d.producer = std::thread([&d, start_batch] { d.ProducerLoop(start_batch); });
   return Status::OK();

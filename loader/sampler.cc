@@ -87,6 +87,25 @@ uint64_t EpochSampler::RecordAt(uint64_t position) const {
   return position;
 }
 
+bool EpochSampler::Segment(uint64_t position, uint64_t* end, std::vector<uint32_t>* blocks) const {
+  blocks->clear();
+  if (mode_ == ShuffleMode::kNone) {
+    auto it = std::upper_bound(block_first_.begin(), block_first_.end(), position);
+    const size_t b = static_cast<size_t>(it - block_first_.begin()) - 1;
+    blocks->push_back(static_cast<uint32_t>(b));
+    *end = block_first_[b] + block_sizes_[b];
+    return true;
+  }
+  if (mode_ == ShuffleMode::kBlockLocal) {
+    auto it = std::upper_bound(window_start_.begin(), window_start_.end(), position);
+    const size_t w = static_cast<size_t>(it - window_start_.begin()) - 1;
+    for (size_t k = w * window_; k < std::min(order_.size(), (w + 1) * window_); ++k) blocks->push_back(order_[k]);
+    *end = window_start_[w + 1];
+    return true;
+  }
+  return false;
+}
+
 Result<Partition> Partition::Make(uint64_t n, int rank, int world_size, uint64_t batch_size, bool drop_last) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     return Status::InvalidArgument("rank " + std::to_string(rank) + " out of range for world size " +

@@ -45,6 +45,11 @@ class EpochSampler {
   uint64_t size() const { return n_; }
   // The record at `position` of this epoch's order; position < size().
   uint64_t RecordAt(uint64_t position) const;
+  // For kNone and kBlockLocal: the segment of the order that holds `position`
+  // (one block, or one window of blocks): its end position and the blocks
+  // (dataset order numbers) whose records it holds. Returns false for kFull,
+  // where any position may need any block.
+  bool Segment(uint64_t position, uint64_t* end, std::vector<uint32_t>* blocks) const;
 
  private:
   ShuffleMode mode_;

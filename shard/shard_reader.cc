@@ -142,16 +142,21 @@ std::string ShardReader::Where(uint32_t i) const {
 }
 
 Status ShardReader::ReadBlock(uint32_t b, ReadScratch* scratch, std::string_view* raw) const {
+  SK_RETURN_IF_ERROR(ReadBlockInto(b, scratch, &scratch->raw));
+  *raw = std::string_view(scratch->raw.data(), scratch->raw.size());
+  return Status::OK();
+}
+
+Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<char>* out) const {
   if (b >= blocks_.size()) return Status::InvalidArgument(path() + ": no block " + std::to_string(b));
   const BlockEntry& e = blocks_[b];
   const std::string where = path() + ": block " + std::to_string(b) + " at offset " + std::to_string(e.offset);
   if (e.codec == static_cast<uint32_t>(format::Codec::kStored)) {
-    scratch->raw.resize(e.raw_size);
-    SK_RETURN_IF_ERROR(file_->Read(e.offset, e.stored_size, scratch->raw.data()));
-    if (crc32c::Value(scratch->raw.data(), e.stored_size) != e.crc32c) {
+    out->resize(e.raw_size);
+    SK_RETURN_IF_ERROR(file_->Read(e.offset, e.stored_size, out->data()));
+    if (crc32c::Value(out->data(), e.stored_size) != e.crc32c) {
       return Status::Corruption(where + ": checksum mismatch");
     }
-    *raw = std::string_view(scratch->raw.data(), e.raw_size);
     return Status::OK();
   }
   scratch->stored.resize(e.stored_size);
@@ -161,11 +166,10 @@ Status ShardReader::ReadBlock(uint32_t b, ReadScratch* scratch, std::string_view
     return Status::Corruption(where + ": checksum mismatch (expected " + Hex(e.crc32c) + ", got " + Hex(got) + ")");
   }
   if (scratch->dctx == nullptr) scratch->dctx = ZSTD_createDCtx();
-  scratch->raw.resize(e.raw_size);
+  out->resize(e.raw_size);
   // The output buffer is exactly the declared size: a frame that expands past
   // it fails with dstSize_tooSmall instead of allocating.
-  size_t n = ZSTD_decompressDCtx(scratch->dctx, scratch->raw.data(), e.raw_size,
-                                 scratch->stored.data(), e.stored_size);
+  size_t n = ZSTD_decompressDCtx(scratch->dctx, out->data(), e.raw_size, scratch->stored.data(), e.stored_size);
   if (ZSTD_isError(n)) {
     return Status::Corruption(where + ": zstd: " + ZSTD_getErrorName(n));
   }
@@ -173,7 +177,6 @@ Status ShardReader::ReadBlock(uint32_t b, ReadScratch* scratch, std::string_view
     return Status::Corruption(where + ": decompressed to " + std::to_string(n) + " bytes, expected " +
                               std::to_string(e.raw_size));
   }
-  *raw = std::string_view(scratch->raw.data(), e.raw_size);
   return Status::OK();
 }
 

@@ -48,6 +48,8 @@ class ShardReader {
   // past its declared raw size). *raw points into scratch and stays valid until
   // the next read with the same scratch.
   Status ReadBlock(uint32_t b, ReadScratch* scratch, std::string_view* raw) const;
+  // The same, decompressing into *out (resized to the raw size) instead of the scratch.
+  Status ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<char>* out) const;
   // Reads record i and checks its CRC. For a stored block only the record's
   // bytes are read; for a compressed one the whole block is decompressed.
   Status ReadRecord(uint32_t i, ReadScratch* scratch, std::string_view* payload) const;

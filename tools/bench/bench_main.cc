@@ -7,8 +7,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include <zstd.h>
+
 #include "loader/loader.h"
-#include "shard/file_io.h"
+#include "shard/shard.h"
+#include "tools/common/omp_env.h"
 #include "tools/common/progress.h"
 #include "tools/common/svg_plot.h"
 
@@ -71,6 +74,91 @@ Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint6
   return Status::OK();
 }
 
+// The physical reference: how fast one core turns the dataset's stored bytes,
+// already in memory, into pixels with no loader at all: a full-size
+// libjpeg-turbo decode for JPEG records, zstd decompression for raw blocks.
+int RunReference(const std::string& dir, uint64_t max_records, bool json) {
+  auto ds = Dataset::Open(dir);
+  if (!ds.ok()) {
+    std::fprintf(stderr, "shardkit-bench: error: %s\n", ds.status().message().c_str());
+    return 2;
+  }
+  const Manifest& m = (*ds)->manifest();
+  ReadScratch scratch;
+  double secs = 0;
+  uint64_t records = 0, bytes = 0;
+  std::string what;
+  if (m.record.kind == format::RecordKind::kJpeg) {
+    what = "libjpeg-turbo full-size decode";
+    std::vector<std::string> jpegs;
+    for (size_t s = 0; s < (*ds)->num_shards() && jpegs.size() < max_records; ++s) {
+      const ShardReader& r = (*ds)->shard(s);
+      for (uint32_t i = 0; i < r.num_records() && jpegs.size() < max_records; ++i) {
+        std::string_view p;
+        Status st = r.ReadRecord(i, &scratch, &p);
+        if (!st.ok()) { std::fprintf(stderr, "shardkit-bench: error: %s\n", st.message().c_str()); return 1; }
+        jpegs.emplace_back(p);
+      }
+    }
+    JpegDecoder dec;
+    DecodedRegion out;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int pass = 0; pass == 0 || secs < 1.0; ++pass) {
+      for (const std::string& j : jpegs) {
+        Status st = dec.Decode(reinterpret_cast<const uint8_t*>(j.data()), j.size(), DecodeRequest{}, &out);
+        if (!st.ok()) { std::fprintf(stderr, "shardkit-bench: error: %s\n", st.message().c_str()); return 1; }
+        bytes += out.image.pixels.size();
+        ++records;
+      }
+      secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  } else {
+    what = "zstd decompression of the shards' blocks";
+    struct Blk { std::string stored; uint32_t raw_size, records; };
+    std::vector<Blk> blocks;
+    for (size_t s = 0; s < (*ds)->num_shards() && records < max_records; ++s) {
+      const ShardReader& r = (*ds)->shard(s);
+      auto file = RandomAccessFile::Open(r.path());
+      for (uint32_t b = 0; b < r.num_blocks() && records < max_records; ++b) {
+        const auto& e = r.block(b);
+        Blk blk{std::string(e.stored_size, '\0'), e.raw_size, e.num_records};
+        if (!(*file)->Read(e.offset, e.stored_size, blk.stored.data()).ok()) return 1;
+        if (e.codec != static_cast<uint32_t>(format::Codec::kZstd)) continue;
+        records += e.num_records;
+        blocks.push_back(std::move(blk));
+      }
+    }
+    ZSTD_DCtx* dctx = ZSTD_createDCtx();
+    std::vector<char> out;
+    records = 0;
+    // Repeated passes for at least a second, after one warm-up pass.
+    for (int pass = 0; pass == 0 || secs < 1.0; ++pass) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (const Blk& b : blocks) {
+        out.resize(b.raw_size);
+        size_t n = ZSTD_decompressDCtx(dctx, out.data(), out.size(), b.stored.data(), b.stored.size());
+        if (ZSTD_isError(n)) { std::fprintf(stderr, "shardkit-bench: error: zstd: %s\n", ZSTD_getErrorName(n)); return 1; }
+        if (pass > 0) {
+          bytes += n;
+          records += b.records;
+        }
+      }
+      if (pass > 0) secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    ZSTD_freeDCtx(dctx);
+  }
+  const double rate = records / std::max(secs, 1e-9);
+  if (json) {
+    nlohmann::json j = {{"reference", what}, {"records", records}, {"seconds", secs},
+                        {"records_per_sec", rate}, {"mb_per_sec", bytes / std::max(secs, 1e-9) / 1e6}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("reference (%s, 1 core, from memory): %llu records in %.3f s = %.0f records/s, %.1f MB/s out\n",
+                what.c_str(), (unsigned long long)records, secs, rate, bytes / std::max(secs, 1e-9) / 1e6);
+  }
+  return 0;
+}
+
 int Run(int argc, char** argv) {
   CLI::App app{"shardkit-bench: measure the loader"};
   app.require_subcommand(1);
@@ -97,7 +185,15 @@ int Run(int argc, char** argv) {
   cmd->add_option("--plot", plot, "write an SVG plot of images/s against workers");
   cmd->add_option("--title", title, "plot title");
   cmd->add_flag("--json", json, "print the results as JSON (and nothing else on stdout)");
+  auto* ref = app.add_subcommand("reference", "one core, from memory: full-size JPEG decode or zstd decompression");
+  std::string ref_dir;
+  uint64_t ref_max = 5000;
+  bool ref_json = false;
+  ref->add_option("DIR", ref_dir, "dataset directory")->required();
+  ref->add_option("--max-records", ref_max, "records to use at most")->capture_default_str();
+  ref->add_flag("--json", ref_json, "print JSON");
   CLI11_PARSE(app, argc, argv);
+  if (*ref) return RunReference(ref_dir, ref_max, ref_json);
 
   LoaderOptions opt;
   opt.batch_size = batch;
@@ -187,4 +283,7 @@ int Run(int argc, char** argv) {
 }  // namespace
 }  // namespace shardkit
 
-int main(int argc, char** argv) { return shardkit::Run(argc, argv); }
+int main(int argc, char** argv) {
+  shardkit::PreferPassiveOpenMP(argv);
+  return shardkit::Run(argc, argv);
+}
