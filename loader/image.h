@@ -26,20 +26,24 @@ struct RectF {
   double x = 0, y = 0, w = 0, h = 0;
 };
 
-// Per-thread scratch for Resample (coefficient tables, the intermediate row pass).
+enum class PixelLayout { kHWC, kCHW };
+
+// Per-thread scratch for Resample (coefficient tables, intermediate passes).
 struct ResampleScratch {
-  std::vector<float> tmp;
-  std::vector<int> xb, yb;
+  std::vector<float> acc;             // one row of sums
+  std::vector<uint8_t> p1, p2;        // pass outputs
+  std::vector<int> xb, yb, xn, yn;
   std::vector<float> xw, yw;
   int xk = 0, yk = 0;
 };
 
-// Resamples `region` of src (HWC, any channel count) to out_w x out_h into dst,
-// which is HWC with row stride out_w * src.channels. Uses a triangle filter
-// whose support widens with the downscale factor (antialiasing, as PIL's
-// BILINEAR resize does). If flip, the output is mirrored horizontally.
+// Resamples `region` of src (HWC, 1 or 3 channels) to out_w x out_h into dst
+// (HWC, or CHW planes), with a triangle filter whose support widens with the
+// downscale factor (antialiasing, as PIL's BILINEAR resize and torchvision
+// do). If flip, the output is mirrored horizontally. Both passes run as
+// vectorisable row operations: vertical, transpose, vertical, transpose.
 void Resample(const Image& src, const RectF& region, int out_w, int out_h, bool flip, uint8_t* dst,
-              ResampleScratch* scratch);
+              ResampleScratch* scratch, PixelLayout layout = PixelLayout::kHWC);
 
 // Copies an HWC image into CHW planes (dst holds channels * h * w bytes).
 void HwcToChw(const uint8_t* src, int w, int h, int channels, uint8_t* dst);

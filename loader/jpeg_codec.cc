@@ -91,6 +91,7 @@ Status JpegDecoder::Decode(const uint8_t* data, size_t size, const DecodeRequest
   int num = 8;
   if (req.min_width > 0 && req.min_height > 0) {
     for (int n = 1; n <= 8; ++n) {
+      if (req.fast && (n & (n - 1)) != 0) continue;  // 1, 2, 4, 8 only
       if (crop.w * n / 8 >= req.min_width && crop.h * n / 8 >= req.min_height) {
         num = n;
         break;
@@ -101,7 +102,11 @@ Status JpegDecoder::Decode(const uint8_t* data, size_t size, const DecodeRequest
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   cinfo.scale_num = static_cast<unsigned>(num);
   cinfo.scale_denom = 8;
-  cinfo.dct_method = JDCT_ISLOW;
+  cinfo.dct_method = req.fast ? JDCT_IFAST : JDCT_ISLOW;
+  // Fancy (smooth) chroma upsampling always: libjpeg-turbo 2.1's merged
+  // upsampler combined with jpeg_skip_scanlines returned no rows now and then
+  // when several decoders ran in parallel (seen as "no scanline 0" errors).
+  cinfo.do_fancy_upsampling = TRUE;
   jpeg_calc_output_dimensions(&cinfo);
   const double sx = double(cinfo.output_width) / iw, sy = double(cinfo.output_height) / ih;
   // The crop in output coordinates, and the whole rows/columns covering it
@@ -130,8 +135,12 @@ Status JpegDecoder::Decode(const uint8_t* data, size_t size, const DecodeRequest
     uint8_t* dst = out->image.pixels.data() + static_cast<size_t>(r) * width * 3;
     JSAMPROW rowp = cmyk ? state_->row.data() : dst;
     if (jpeg_read_scanlines(&cinfo, &rowp, 1) != 1) {
+      const unsigned at = cinfo.output_scanline, height = cinfo.output_height;
       jpeg_abort_decompress(&cinfo);
-      return Status::Corruption("JPEG: decoder returned no scanline");
+      return Status::Corruption("JPEG: no scanline " + std::to_string(r) + " of rows " + std::to_string(oy0) + ".." +
+                                std::to_string(oy1) + " (decoder at " + std::to_string(at) + " of " +
+                                std::to_string(height) + ", image " + std::to_string(iw) + "x" + std::to_string(ih) +
+                                ", scale " + std::to_string(num) + "/8)");
     }
     if (cmyk) {
       const uint8_t* s = state_->row.data();

@@ -29,6 +29,9 @@ struct DecodeRequest {
   RectF crop;           // in full-resolution source pixels; w == 0 means the whole image
   int min_width = 0;    // the decoded crop must keep at least this size (0: full resolution)
   int min_height = 0;
+  // Speed over exactness, for training input: only the DCT scales libjpeg-turbo
+  // has SIMD for (8/8, 4/8, 2/8, 1/8) and the fast integer IDCT.
+  bool fast = false;
   bool strict = false;  // treat libjpeg's corrupt-data warnings (truncated data, bad
                         // Huffman codes) as errors instead of decoding gray filler
 };

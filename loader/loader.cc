@@ -185,16 +185,12 @@ struct Loader::Impl {
     DecodeRequest req;
     req.crop = crop.rect;
     req.min_width = req.min_height = tp.size;
+    req.fast = true;
     SK_RETURN_IF_ERROR(c.jpeg.Decode(p, payload.size(), req, &c.region));
     uint64_t t1 = NowNs();
     c.decode_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
-    if (opt.layout == Layout::kNHWC) {
-      Resample(c.region.image, c.region.crop, tp.size, tp.size, crop.flip, out, &c.resample);
-    } else {
-      c.hwc.resize(sample_bytes);
-      Resample(c.region.image, c.region.crop, tp.size, tp.size, crop.flip, c.hwc.data(), &c.resample);
-      HwcToChw(c.hwc.data(), tp.size, tp.size, 3, out);
-    }
+    Resample(c.region.image, c.region.crop, tp.size, tp.size, crop.flip, out, &c.resample,
+             opt.layout == Layout::kNHWC ? PixelLayout::kHWC : PixelLayout::kCHW);
     c.transform_ns.fetch_add(NowNs() - t1, std::memory_order_relaxed);
     return Status::OK();
   }

@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+"""The peer baseline: PyTorch's DataLoader, measured the way shardkit-bench measures.
+
+  pytorch_loader.py imagefolder DIR  --workers 1,2 --batch 32 --batches N
+      torchvision ImageFolder + RandomResizedCrop(224) + RandomHorizontalFlip + PILToTensor
+  pytorch_loader.py tensor IMAGES_IDX_GZ LABELS_IDX_GZ --workers 1,2 --batch 256 --batches N
+      a TensorDataset of the uint8 images (the fastest plain-PyTorch way)
+
+Prints one JSON object per worker count: {"workers", "images_per_sec", ...}.
+"""
+import argparse
+import gzip
+import json
+import sys
+import time
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def measure(loader, warmup, batches):
+    it = iter(loader)
+    for _ in range(warmup):
+        next(it)
+    n = 0
+    t0 = time.perf_counter()
+    for _ in range(batches):
+        try:
+            x, _ = next(it)
+        except StopIteration:
+            it = iter(loader)
+            x, _ = next(it)
+        n += x.shape[0]
+    return n, time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["imagefolder", "tensor"])
+    ap.add_argument("paths", nargs="+")
+    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--batches", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--size", type=int, default=224)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    if args.mode == "imagefolder":
+        import torchvision
+        from torchvision import transforms
+        tf = transforms.Compose([transforms.RandomResizedCrop(args.size), transforms.RandomHorizontalFlip(),
+                                 transforms.PILToTensor()])
+        ds = torchvision.datasets.ImageFolder(args.paths[0], transform=tf)
+    else:
+        x = torch.from_numpy(read_idx(args.paths[0]).copy()).unsqueeze(1)
+        y = torch.from_numpy(read_idx(args.paths[1]).astype(np.int64))
+        ds = TensorDataset(x, y)
+    for w in [int(v) for v in args.workers.split(",")]:
+        loader = DataLoader(ds, batch_size=args.batch, shuffle=True, num_workers=w, persistent_workers=w > 0,
+                            drop_last=True)
+        n, secs = measure(loader, args.warmup, args.batches)
+        print(json.dumps({"workers": w, "images_per_sec": n / secs, "images": n, "seconds": secs}))
+        sys.stdout.flush()
+        del loader
+
+
+if __name__ == "__main__":
+    main()
