@@ -117,6 +117,26 @@ void TransposeTiles(const uint8_t* in, int rows, int cols, uint8_t* out) {
   }
 }
 
+// in: `rows` rows of `cols` pixels of C bytes; out: C planes of cols x rows,
+// out[ch][x][y] = in[y][x][ch]: a transpose that also splits the channels.
+template <int C>
+void TransposeToPlanes(const uint8_t* in, int rows, int cols, uint8_t* out) {
+  constexpr int kTile = 32;
+  const size_t plane = static_cast<size_t>(rows) * cols;
+  for (int ty = 0; ty < rows; ty += kTile) {
+    const int ye = std::min(rows, ty + kTile);
+    for (int tx = 0; tx < cols; tx += kTile) {
+      const int xe = std::min(cols, tx + kTile);
+      for (int y = ty; y < ye; ++y) {
+        const uint8_t* ip = in + (static_cast<size_t>(y) * cols) * C;
+        for (int x = tx; x < xe; ++x) {
+          for (int ch = 0; ch < C; ++ch) out[ch * plane + static_cast<size_t>(x) * rows + y] = ip[x * C + ch];
+        }
+      }
+    }
+  }
+}
+
 void TransposePixels(const uint8_t* in, int rows, int cols, int c, uint8_t* out) {
   switch (c) {
     case 1: return TransposeTiles<1>(in, rows, cols, out);
@@ -173,6 +193,10 @@ void Resample(const Image& src, const RectF& region, int out_w, int out_h, bool 
   // Transpose back into HWC (directly, or via scratch and split into CHW planes).
   if (layout == PixelLayout::kHWC) {
     TransposePixels(s->p1.data(), out_w, out_h, c, dst);
+  } else if (c == 3) {
+    TransposeToPlanes<3>(s->p1.data(), out_w, out_h, dst);
+  } else if (c == 1) {
+    TransposePixels(s->p1.data(), out_w, out_h, 1, dst);
   } else {
     grow(&s->p2, static_cast<size_t>(out_w) * row2);
     TransposePixels(s->p1.data(), out_w, out_h, c, s->p2.data());
