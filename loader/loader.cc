@@ -322,6 +322,7 @@ struct Loader::Impl {
     slot->batch.epoch = epoch;
     slot->batch.index = k;
     slot->batch.size = n;
+    slot->batch.real_size = static_cast<int>(part.BatchRealLength(k));
     samples.fetch_add(n);
     batches.fetch_add(1);
   }
@@ -382,7 +383,8 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
       break;
   }
   SK_ASSIGN_OR_RETURN(d.part, Partition::Make(d.ds->num_records(), options.rank, options.world_size,
-                                              static_cast<uint64_t>(options.batch_size), options.drop_last));
+                                              static_cast<uint64_t>(options.batch_size), options.drop_last,
+                                              /*strided=*/d.mode != ShuffleMode::kBlockLocal));
   d.cache = std::make_unique<BlockCache>(d.ds.get(), options.block_cache_bytes);
   for (int w = 0; w < options.workers; ++w) d.ctx.push_back(std::make_unique<WorkerContext>());
   d.slots.resize(options.prefetch);
@@ -453,6 +455,9 @@ Status Loader::Next(const Batch** batch) {
 uint64_t Loader::batches_per_epoch() const { return impl_->part.batches; }
 uint64_t Loader::samples_per_epoch() const {
   return impl_->part.drop_last ? impl_->part.batches * impl_->part.batch_size : impl_->part.per_rank;
+}
+uint64_t Loader::real_samples_per_epoch() const {
+  return impl_->part.drop_last ? impl_->part.batches * impl_->part.batch_size : impl_->part.real;
 }
 uint64_t Loader::dataset_records() const { return impl_->ds->num_records(); }
 int Loader::channels() const { return impl_->channels; }

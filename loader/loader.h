@@ -61,6 +61,7 @@ struct Batch {
   uint64_t epoch = 0;
   uint64_t index = 0;  // batch number within the epoch
   int size = 0;        // samples (the last batch may be short unless drop_last)
+  int real_size = 0;   // of those, samples that are not padding (see Partition)
   int channels = 0, height = 0, width = 0;
   Layout layout = Layout::kNCHW;
   const uint8_t* data = nullptr;
@@ -97,6 +98,7 @@ class Loader {
 
   uint64_t batches_per_epoch() const;
   uint64_t samples_per_epoch() const;  // this rank's
+  uint64_t real_samples_per_epoch() const;  // this rank's, padding excluded
   uint64_t dataset_records() const;
   int channels() const;
   int height() const;

@@ -106,7 +106,8 @@ bool EpochSampler::Segment(uint64_t position, uint64_t* end, std::vector<uint32_
   return false;
 }
 
-Result<Partition> Partition::Make(uint64_t n, int rank, int world_size, uint64_t batch_size, bool drop_last) {
+Result<Partition> Partition::Make(uint64_t n, int rank, int world_size, uint64_t batch_size, bool drop_last,
+                                  bool strided) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     return Status::InvalidArgument("rank " + std::to_string(rank) + " out of range for world size " +
                                    std::to_string(world_size));
@@ -118,8 +119,14 @@ Result<Partition> Partition::Make(uint64_t n, int rank, int world_size, uint64_t
   p.world_size = world_size;
   p.batch_size = batch_size;
   p.drop_last = drop_last;
-  const uint64_t w = static_cast<uint64_t>(world_size);
+  p.strided = strided;
+  const uint64_t w = static_cast<uint64_t>(world_size), r = static_cast<uint64_t>(rank);
   p.per_rank = drop_last ? n / w : (n + w - 1) / w;
+  if (strided) {
+    p.real = std::min(p.per_rank, n > r ? (n - r + w - 1) / w : 0);
+  } else {
+    p.real = std::min(p.per_rank, n > r * p.per_rank ? n - r * p.per_rank : 0);
+  }
   p.batches = drop_last ? p.per_rank / batch_size : (p.per_rank + batch_size - 1) / batch_size;
   if (p.batches == 0) {
     return Status::InvalidArgument("dataset of " + std::to_string(n) + " records gives rank " + std::to_string(rank) +
@@ -132,6 +139,11 @@ Result<Partition> Partition::Make(uint64_t n, int rank, int world_size, uint64_t
 uint64_t Partition::BatchLength(uint64_t b) const {
   const uint64_t begin = b * batch_size;
   return std::min(batch_size, per_rank - begin);
+}
+
+uint64_t Partition::BatchRealLength(uint64_t b) const {
+  const uint64_t begin = b * batch_size;
+  return begin >= real ? 0 : std::min(BatchLength(b), real - begin);
 }
 
 }  // namespace shardkit

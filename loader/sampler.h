@@ -67,25 +67,35 @@ class EpochSampler {
 
 // How one rank's share of an epoch is cut, the same for every rank, so that
 // DDP never waits at the end of an epoch for a rank with fewer batches.
-//   drop_last = false: each rank gets ceil(N / world) samples; the last ranks'
-//     shortfall is padded with the first positions of the epoch (as
-//     DistributedSampler does); the last batch may be partial.
+//   drop_last = false: each rank gets ceil(N / world) samples; the shortfall
+//     is padded with the first positions of the epoch (as DistributedSampler
+//     does); the last batch may be partial.
 //   drop_last = true: each rank gets floor(N / world) samples (the tail of the
 //     order is dropped) and only full batches.
-// Rank r holds positions [r * per_rank, (r + 1) * per_rank) of the order (mod N).
+// Strided (the default, DistributedSampler's layout): rank r holds positions
+// r, r + world, r + 2 world, ... so that batch b of all ranks together is batch
+// b of one rank with world times the batch. Contiguous (for block-local
+// shuffling, where locality matters): rank r holds [r * per_rank, (r+1) * per_rank).
 struct Partition {
   uint64_t per_rank = 0;
+  uint64_t real = 0;  // of per_rank, the samples that are not padding (they come first)
   uint64_t batches = 0;
   uint64_t batch_size = 0;
   bool drop_last = false;
+  bool strided = true;
   int rank = 0, world_size = 1;
   uint64_t n = 0;
 
-  static Result<Partition> Make(uint64_t n, int rank, int world_size, uint64_t batch_size, bool drop_last);
+  static Result<Partition> Make(uint64_t n, int rank, int world_size, uint64_t batch_size, bool drop_last,
+                                bool strided = true);
   // Epoch position of the rank's i-th sample, i < per_rank.
-  uint64_t Position(uint64_t i) const { return (static_cast<uint64_t>(rank) * per_rank + i) % n; }
-  // Samples in batch b (b < batches).
+  uint64_t Position(uint64_t i) const {
+    const uint64_t w = static_cast<uint64_t>(world_size), r = static_cast<uint64_t>(rank);
+    return (strided ? i * w + r : r * per_rank + i) % n;
+  }
+  // Samples in batch b (b < batches), and how many of them are not padding.
   uint64_t BatchLength(uint64_t b) const;
+  uint64_t BatchRealLength(uint64_t b) const;
 };
 
 }  // namespace shardkit

@@ -99,7 +99,7 @@ TEST(PartitionTest, EqualBatchesDisjointAndCovering) {
           std::vector<Partition> parts;
           bool any_error = false;
           for (int r = 0; r < world; ++r) {
-            auto p = Partition::Make(n, r, world, batch, drop_last);
+            auto p = Partition::Make(n, r, world, batch, drop_last, /*strided=*/(n + world) % 2 == 0);
             if (!p.ok()) {
               any_error = true;
               break;
@@ -128,6 +128,11 @@ TEST(PartitionTest, EqualBatchesDisjointAndCovering) {
           } else {
             EXPECT_EQ(distinct.size(), n) << "covering when padding: n=" << n << " world=" << world;
             EXPECT_LT(positions.size() - n, static_cast<uint64_t>(world)) << "padding is less than one per rank";
+            uint64_t real = 0;
+            for (const Partition& p : parts) {
+              for (uint64_t b = 0; b < p.batches; ++b) real += p.BatchRealLength(b);
+            }
+            EXPECT_EQ(real, n) << "non-padding samples count each record once";
           }
         }
       }
@@ -155,6 +160,27 @@ TEST(LoaderTest, RanksAreDisjointAndCoverTheDataset) {
   std::set<uint64_t> distinct(ids.begin(), ids.end());
   EXPECT_EQ(distinct.size(), 1000u);
   EXPECT_EQ(ids.size(), 1002u);  // ceil(1000 / 3) * 3: two padded samples
+}
+
+TEST(LoaderTest, StridedRanksTogetherEqualOneRankWithTheWholeBatch) {
+  TempDir dir;
+  WriteRawDataset(dir.path(), 100, 4096);
+  LoaderOptions o;
+  o.batch_size = 20;
+  o.seed = 4;
+  Seen one = ReadEpoch(dir.path(), o, 1);
+  o.batch_size = 10;
+  o.world_size = 2;
+  o.rank = 0;
+  Seen r0 = ReadEpoch(dir.path(), o, 1);
+  o.rank = 1;
+  Seen r1 = ReadEpoch(dir.path(), o, 1);
+  ASSERT_EQ(one.ids.size(), r0.ids.size());
+  for (size_t b = 0; b < one.ids.size(); ++b) {
+    std::multiset<uint64_t> a(one.ids[b].begin(), one.ids[b].end()), u(r0.ids[b].begin(), r0.ids[b].end());
+    u.insert(r1.ids[b].begin(), r1.ids[b].end());
+    EXPECT_EQ(a, u) << "batch " << b;
+  }
 }
 
 TEST(LoaderTest, BatchesDoNotDependOnWorkerCount) {

@@ -1,0 +1,150 @@
+// SGD and checkpoint (de)serialisation through the pickle format.
+#include "train/checkpoint.h"
+
+#include "shard/file_io.h"
+
+namespace shardkit {
+
+Sgd::Sgd(std::vector<std::pair<std::string, torch::Tensor>> named_params, Options options)
+    : params_(std::move(named_params)), options_(options) {}
+
+void Sgd::ZeroGrad() {
+  for (auto& [name, p] : params_) {
+    if (p.grad().defined()) p.mutable_grad() = torch::Tensor();
+  }
+}
+
+void Sgd::Step(double lr) {
+  torch::NoGradGuard no_grad;
+  for (auto& [name, p] : params_) {
+    if (!p.grad().defined()) continue;
+    torch::Tensor d = p.grad();
+    if (options_.weight_decay != 0) d = d.add(p, options_.weight_decay);
+    if (options_.momentum != 0) {
+      auto it = momentum_.find(name);
+      if (it == momentum_.end()) {
+        it = momentum_.emplace(name, d.clone()).first;  // first step: buf = d
+      } else {
+        it->second.mul_(options_.momentum).add_(d);
+      }
+      d = options_.nesterov ? d.add(it->second, options_.momentum) : it->second;
+    }
+    p.add_(d, -lr);
+  }
+}
+
+std::map<std::string, torch::Tensor> StateDict(torch::nn::Module& model) {
+  std::map<std::string, torch::Tensor> sd;
+  for (const auto& p : model.named_parameters()) sd[p.key()] = p.value().detach().to(torch::kCPU).clone();
+  for (const auto& b : model.named_buffers()) sd[b.key()] = b.value().detach().to(torch::kCPU).clone();
+  return sd;
+}
+
+Status LoadStateDict(torch::nn::Module& model, const std::map<std::string, torch::Tensor>& sd, bool strict) {
+  torch::NoGradGuard no_grad;
+  size_t used = 0;
+  auto load = [&](const std::string& name, torch::Tensor t) -> Status {
+    auto it = sd.find(name);
+    if (it == sd.end()) {
+      return strict ? Status::InvalidArgument("checkpoint has no '" + name + "'") : Status::OK();
+    }
+    if (it->second.sizes() != t.sizes()) {
+      return Status::InvalidArgument("'" + name + "' has shape " + c10::str(it->second.sizes()) + " in the checkpoint, " +
+                                     c10::str(t.sizes()) + " in the model");
+    }
+    t.copy_(it->second);
+    ++used;
+    return Status::OK();
+  };
+  for (auto& p : model.named_parameters()) SK_RETURN_IF_ERROR(load(p.key(), p.value()));
+  for (auto& b : model.named_buffers()) SK_RETURN_IF_ERROR(load(b.key(), b.value()));
+  if (strict && used != sd.size()) {
+    return Status::InvalidArgument("checkpoint has " + std::to_string(sd.size() - used) + " entries the model lacks");
+  }
+  return Status::OK();
+}
+
+namespace {
+
+c10::Dict<std::string, torch::Tensor> ToDict(const std::map<std::string, torch::Tensor>& m) {
+  c10::Dict<std::string, torch::Tensor> d;
+  for (const auto& [k, v] : m) d.insert(k, v);
+  return d;
+}
+
+std::map<std::string, torch::Tensor> FromDict(const c10::IValue& v) {
+  std::map<std::string, torch::Tensor> m;
+  for (const auto& e : v.toGenericDict()) m[e.key().toStringRef()] = e.value().toTensor();
+  return m;
+}
+
+Status WritePickle(const std::string& path, const c10::IValue& value) {
+  std::vector<char> bytes;
+  try {
+    bytes = torch::pickle_save(value);
+  } catch (const std::exception& e) {
+    return Status::IOError(path + ": serialising failed: " + e.what());
+  }
+  return WriteFileAtomic(path, std::string_view(bytes.data(), bytes.size()));
+}
+
+}  // namespace
+
+Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& opt, const TrainPosition& pos) {
+  c10::impl::GenericDict meta(c10::StringType::get(), c10::AnyType::get());
+  meta.insert("epoch", pos.epoch);
+  meta.insert("batch_index", pos.batch_index);
+  meta.insert("global_step", pos.global_step);
+  meta.insert("seed", pos.seed);
+  meta.insert("world_size", pos.world_size);
+  meta.insert("batch_size", pos.batch_size);
+  meta.insert("loss_scale", pos.loss_scale);
+  meta.insert("arch", pos.arch);
+  meta.insert("num_classes", pos.num_classes);
+  meta.insert("in_channels", pos.in_channels);
+  std::map<std::string, torch::Tensor> mom;
+  for (const auto& [k, v] : opt.momentum()) mom[k] = v.detach().to(torch::kCPU).clone();
+  c10::impl::GenericDict top(c10::StringType::get(), c10::AnyType::get());
+  top.insert("model", ToDict(StateDict(model)));
+  top.insert("momentum", ToDict(mom));
+  top.insert("meta", meta);
+  top.insert("format", std::string("shardkit-checkpoint-1"));
+  return WritePickle(path, top);
+}
+
+Status LoadCheckpoint(const std::string& path, torch::nn::Module& model, Sgd* opt, TrainPosition* pos) {
+  SK_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path, 16ull << 30));
+  try {
+    c10::IValue v = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+    auto top = v.toGenericDict();
+    if (!top.contains("format") || top.at("format").toStringRef() != "shardkit-checkpoint-1") {
+      return Status::Corruption(path + ": not a shardkit checkpoint");
+    }
+    SK_RETURN_IF_ERROR(LoadStateDict(model, FromDict(top.at("model"))).WithContext(path));
+    auto device = model.parameters().front().device();
+    if (opt != nullptr) {
+      opt->momentum().clear();
+      for (const auto& [k, t] : FromDict(top.at("momentum"))) opt->momentum()[k] = t.to(device);
+    }
+    auto meta = top.at("meta").toGenericDict();
+    pos->epoch = meta.at("epoch").toInt();
+    pos->batch_index = meta.at("batch_index").toInt();
+    pos->global_step = meta.at("global_step").toInt();
+    pos->seed = meta.at("seed").toInt();
+    pos->world_size = meta.at("world_size").toInt();
+    pos->batch_size = meta.at("batch_size").toInt();
+    pos->loss_scale = meta.at("loss_scale").toDouble();
+    pos->arch = meta.at("arch").toStringRef();
+    pos->num_classes = meta.at("num_classes").toInt();
+    pos->in_channels = meta.at("in_channels").toInt();
+  } catch (const std::exception& e) {
+    return Status::Corruption(path + ": cannot read checkpoint: " + e.what());
+  }
+  return Status::OK();
+}
+
+Status ExportWeights(const std::string& path, torch::nn::Module& model) {
+  return WritePickle(path, ToDict(StateDict(model)));
+}
+
+}  // namespace shardkit

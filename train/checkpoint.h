@@ -1,0 +1,60 @@
+// Training state that survives a restart, and SGD whose momentum buffers are
+// part of it. Checkpoints are pickled dicts (torch::pickle_save), so Python's
+// torch.load reads them: ckpt["model"] is a torchvision-compatible state dict.
+// Written atomically (temporary file, fsync, rename): an interrupted write
+// leaves the previous checkpoint intact.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "shard/status.h"
+
+namespace shardkit {
+
+// torch.optim.SGD's update, with momentum buffers keyed by parameter name.
+class Sgd {
+ public:
+  struct Options {
+    double momentum = 0.9;
+    double weight_decay = 1e-4;
+    bool nesterov = false;
+  };
+  Sgd(std::vector<std::pair<std::string, torch::Tensor>> named_params, Options options);
+  void ZeroGrad();
+  void Step(double lr);
+  std::map<std::string, torch::Tensor>& momentum() { return momentum_; }
+
+ private:
+  std::vector<std::pair<std::string, torch::Tensor>> params_;
+  Options options_;
+  std::map<std::string, torch::Tensor> momentum_;
+};
+
+// Where training is: resuming from it continues exactly where it stopped.
+struct TrainPosition {
+  int64_t epoch = 0;         // the epoch in progress (or next to start)
+  int64_t batch_index = 0;   // the next batch of that epoch
+  int64_t global_step = 0;   // optimizer steps taken
+  int64_t seed = 0;
+  int64_t world_size = 1;
+  int64_t batch_size = 0;    // per rank
+  double loss_scale = 0;     // fp16 dynamic loss scale (0: none)
+  std::string arch;
+  int64_t num_classes = 0;
+  int64_t in_channels = 0;
+};
+
+// Model state as a name -> tensor map (parameters and buffers), detached, on CPU.
+std::map<std::string, torch::Tensor> StateDict(torch::nn::Module& model);
+Status LoadStateDict(torch::nn::Module& model, const std::map<std::string, torch::Tensor>& sd, bool strict = true);
+
+Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& opt, const TrainPosition& pos);
+Status LoadCheckpoint(const std::string& path, torch::nn::Module& model, Sgd* opt, TrainPosition* pos);
+// Just the state dict, as a plain dict: model.load_state_dict(torch.load(path)).
+Status ExportWeights(const std::string& path, torch::nn::Module& model);
+
+}  // namespace shardkit

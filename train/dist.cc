@@ -1,0 +1,255 @@
+// Rendezvous, process groups, broadcasts and the bucketed gradient reducer.
+#include "train/dist.h"
+
+#include <chrono>
+#include <cstdlib>
+
+#ifdef SHARDKIT_WITH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+namespace shardkit {
+namespace {
+
+const char* Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+Status ParseInt(const char* name, const char* value, int* out) {
+  char* end = nullptr;
+  long v = std::strtol(value, &end, 10);
+  if (*end != '\0' || v < 0 || v > (1 << 30)) {
+    return Status::InvalidArgument(std::string("environment variable ") + name + "=" + value + " is not a valid count");
+  }
+  *out = static_cast<int>(v);
+  return Status::OK();
+}
+
+}  // namespace
+
+std::string FirstHostOfNodeList(const std::string& list) {
+  // The first entry ends at the first comma outside brackets.
+  size_t depth = 0, end = list.size();
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i] == '[') ++depth;
+    if (list[i] == ']' && depth > 0) --depth;
+    if (list[i] == ',' && depth == 0) {
+      end = i;
+      break;
+    }
+  }
+  std::string first = list.substr(0, end);
+  const size_t open = first.find('[');
+  if (open == std::string::npos) return first;
+  const size_t close = first.find(']', open);
+  std::string range = first.substr(open + 1, close - open - 1);
+  range = range.substr(0, range.find(','));
+  range = range.substr(0, range.find('-'));  // keeps zero padding: "01"
+  return first.substr(0, open) + range + (close == std::string::npos ? "" : first.substr(close + 1));
+}
+
+Result<DistEnv> DistEnvFromEnvironment() {
+  DistEnv e;
+  if (Env("RANK") != nullptr) {
+    e.source = "torchrun variables";
+    SK_RETURN_IF_ERROR(ParseInt("RANK", Env("RANK"), &e.rank));
+    if (Env("WORLD_SIZE") == nullptr) return Status::InvalidArgument("RANK is set but WORLD_SIZE is not");
+    SK_RETURN_IF_ERROR(ParseInt("WORLD_SIZE", Env("WORLD_SIZE"), &e.world_size));
+    e.local_rank = e.rank;
+    if (Env("LOCAL_RANK")) SK_RETURN_IF_ERROR(ParseInt("LOCAL_RANK", Env("LOCAL_RANK"), &e.local_rank));
+  } else if (Env("SLURM_PROCID") != nullptr && Env("SLURM_NTASKS") != nullptr) {
+    e.source = "SLURM variables";
+    SK_RETURN_IF_ERROR(ParseInt("SLURM_PROCID", Env("SLURM_PROCID"), &e.rank));
+    SK_RETURN_IF_ERROR(ParseInt("SLURM_NTASKS", Env("SLURM_NTASKS"), &e.world_size));
+    if (Env("SLURM_LOCALID")) SK_RETURN_IF_ERROR(ParseInt("SLURM_LOCALID", Env("SLURM_LOCALID"), &e.local_rank));
+    const char* nodes = Env("SLURM_JOB_NODELIST") ? Env("SLURM_JOB_NODELIST") : Env("SLURM_NODELIST");
+    if (nodes != nullptr) e.master_addr = FirstHostOfNodeList(nodes);
+    if (Env("SLURM_JOB_ID")) e.master_port = 20000 + std::atoi(Env("SLURM_JOB_ID")) % 20000;
+  }
+  if (Env("MASTER_ADDR")) e.master_addr = Env("MASTER_ADDR");
+  if (Env("MASTER_PORT")) SK_RETURN_IF_ERROR(ParseInt("MASTER_PORT", Env("MASTER_PORT"), &e.master_port));
+  if (e.world_size < 1 || e.rank >= e.world_size) {
+    return Status::InvalidArgument("rank " + std::to_string(e.rank) + " is not below world size " +
+                                   std::to_string(e.world_size) + " (from " + e.source + ")");
+  }
+  return e;
+}
+
+Result<ProcessGroup> CreateProcessGroup(const DistEnv& env, bool cuda, std::chrono::milliseconds timeout) {
+  ProcessGroup pg;
+  try {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(env.master_port);
+    so.isServer = env.rank == 0;
+    so.numWorkers = env.world_size;
+    so.waitWorkers = true;
+    so.timeout = timeout;
+    pg.store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+#ifdef SHARDKIT_WITH_NCCL
+    if (cuda) {
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = timeout;
+      pg.group = c10::make_intrusive<c10d::ProcessGroupNCCL>(pg.store, env.rank, env.world_size, opts);
+      pg.backend = "nccl";
+      return pg;
+    }
+#else
+    (void)cuda;
+#endif
+    auto opts = c10d::ProcessGroupGloo::Options::create();
+    opts->timeout = timeout;
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    pg.group = c10::make_intrusive<c10d::ProcessGroupGloo>(pg.store, env.rank, env.world_size, opts);
+    pg.backend = "gloo";
+    return pg;
+  } catch (const std::exception& e) {
+    return Status::IOError("rendezvous with " + env.master_addr + ":" + std::to_string(env.master_port) + " as rank " +
+                           std::to_string(env.rank) + " of " + std::to_string(env.world_size) + " failed: " +
+                           e.what());
+  }
+}
+
+void BroadcastFromRank0(CollectiveGroup& group, const std::vector<torch::Tensor>& tensors) {
+  if (tensors.empty()) return;
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> flat_parts;
+  for (const auto& t : tensors) flat_parts.push_back(t.detach().reshape(-1).to(torch::kFloat64));
+  std::vector<torch::Tensor> flat = {torch::cat(flat_parts)};
+  group.broadcast(flat)->wait();
+  int64_t offset = 0;
+  for (const auto& t : tensors) {
+    const int64_t n = t.numel();
+    t.detach().copy_(flat[0].narrow(0, offset, n).view(t.sizes()).to(t.dtype()));
+    offset += n;
+  }
+}
+
+double AllReduceSum(CollectiveGroup& group, double value) {
+  std::vector<torch::Tensor> t = {torch::full({1}, value, torch::kFloat64)};
+  group.allreduce(t)->wait();
+  return t[0].item<double>();
+}
+
+struct GradientReducer::State {
+  struct Bucket {
+    std::vector<size_t> params;      // indexes into State::params
+    std::vector<int64_t> offsets;
+    torch::Tensor flat;
+    int pending = 0;
+    bool launched = false;
+    c10::intrusive_ptr<CollectiveWork> work;
+  };
+  std::vector<torch::Tensor> params;
+  std::vector<size_t> bucket_of, slot_of;
+  std::vector<Bucket> buckets;
+  size_t next_launch = 0;
+  c10::intrusive_ptr<CollectiveGroup> group;
+  int world = 1;
+  bool active = false;
+
+  void LaunchReady() {
+    while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
+      Bucket& b = buckets[next_launch++];
+      std::vector<torch::Tensor> t = {b.flat};
+      b.work = group->allreduce(t);
+      b.launched = true;
+    }
+  }
+
+  void OnGrad(size_t i, const torch::Tensor& grad) {
+    if (!active) return;
+    Bucket& b = buckets[bucket_of[i]];
+    const int64_t n = params[i].numel();
+    b.flat.narrow(0, b.offsets[slot_of[i]], n).copy_(grad.detach().reshape(-1));
+    if (--b.pending == 0) LaunchReady();
+  }
+};
+
+GradientReducer::GradientReducer(std::vector<torch::Tensor> params, c10::intrusive_ptr<CollectiveGroup> group,
+                                 int world_size, size_t bucket_bytes)
+    : state_(std::make_shared<State>()) {
+  State& s = *state_;
+  s.params = std::move(params);
+  s.group = std::move(group);
+  s.world = world_size;
+  s.bucket_of.resize(s.params.size());
+  s.slot_of.resize(s.params.size());
+  // Reverse registration order: the last layers' gradients are ready first.
+  size_t bytes = bucket_bytes;
+  for (size_t k = s.params.size(); k-- > 0;) {
+    const torch::Tensor& p = s.params[k];
+    const size_t pb = static_cast<size_t>(p.numel()) * sizeof(float);
+    if (s.buckets.empty() || bytes + pb > bucket_bytes) {
+      s.buckets.emplace_back();
+      bytes = 0;
+    }
+    State::Bucket& b = s.buckets.back();
+    s.bucket_of[k] = s.buckets.size() - 1;
+    s.slot_of[k] = b.params.size();
+    b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + s.params[b.params.back()].numel());
+    b.params.push_back(k);
+    bytes += pb;
+  }
+  for (auto& b : s.buckets) {
+    const int64_t total = b.offsets.back() + s.params[b.params.back()].numel();
+    b.flat = torch::zeros({total}, s.params[b.params.front()].options().dtype(torch::kFloat32));
+  }
+  std::weak_ptr<State> weak = state_;
+  for (size_t k = 0; k < s.params.size(); ++k) {
+    s.params[k].register_hook([weak, k](torch::Tensor grad) {
+      if (auto st = weak.lock()) st->OnGrad(k, grad);
+    });
+  }
+}
+
+GradientReducer::~GradientReducer() = default;
+
+size_t GradientReducer::num_buckets() const { return state_->buckets.size(); }
+
+void GradientReducer::Prepare() {
+  State& s = *state_;
+  for (auto& b : s.buckets) {
+    b.pending = static_cast<int>(b.params.size());
+    b.launched = false;
+    b.work.reset();
+  }
+  s.next_launch = 0;
+  s.active = true;
+}
+
+double GradientReducer::Finish() {
+  State& s = *state_;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Parameters that got no gradient this step contribute zeros, so that every
+  // rank launches the same buckets in the same order.
+  for (auto& b : s.buckets) {
+    if (b.pending > 0) {
+      for (size_t slot = 0; slot < b.params.size(); ++slot) {
+        if (!s.params[b.params[slot]].grad().defined()) {
+          b.flat.narrow(0, b.offsets[slot], s.params[b.params[slot]].numel()).zero_();
+        }
+      }
+      b.pending = 0;
+    }
+  }
+  s.LaunchReady();
+  torch::NoGradGuard no_grad;
+  for (auto& b : s.buckets) {
+    b.work->wait();
+    b.flat.div_(s.world);
+    for (size_t slot = 0; slot < b.params.size(); ++slot) {
+      torch::Tensor& p = s.params[b.params[slot]];
+      torch::Tensor avg = b.flat.narrow(0, b.offsets[slot], p.numel()).view(p.sizes());
+      if (p.grad().defined()) {
+        p.mutable_grad().copy_(avg);
+      } else {
+        p.mutable_grad() = avg.clone();
+      }
+    }
+  }
+  s.active = false;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace shardkit
