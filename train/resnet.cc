@@ -98,7 +98,7 @@ struct ResNetImpl : nn::Module {
   torch::Tensor forward(torch::Tensor x) {
     x = torch::relu(bn1(conv1(x)));
     if (!small_stem) x = torch::max_pool2d(x, 3, 2, 1);
-    x = layer4(layer3(layer2(layer1(x))));
+    x = layer4->forward(layer3->forward(layer2->forward(layer1->forward(x))));
     x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
     return fc(x);
   }
@@ -132,7 +132,7 @@ struct ResNet20Impl : nn::Module {
   }
   torch::Tensor forward(torch::Tensor x) {
     x = torch::relu(bn1(conv1(x)));
-    x = layer3(layer2(layer1(x)));
+    x = layer3->forward(layer2->forward(layer1->forward(x)));
     return fc(torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1));
   }
   nn::Conv2d conv1{nullptr};

@@ -18,3 +18,38 @@ using CollectiveGroup = c10d::ProcessGroup;
 using CollectiveWork = c10d::Work;
 
 }  // namespace shardkit
+
+#include <ATen/autocast_mode.h>
+
+namespace shardkit {
+
+// Enables CUDA autocast (fp16, or bf16) for its lifetime.
+class AutocastGuard {
+ public:
+  AutocastGuard(bool enabled, bool bf16) : enabled_(enabled) {
+    if (!enabled_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_dtype(at::kCUDA, bf16 ? at::kBFloat16 : at::kHalf);
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+#else
+    at::autocast::set_autocast_gpu_dtype(bf16 ? at::kBFloat16 : at::kHalf);
+    at::autocast::set_enabled(true);
+#endif
+  }
+  ~AutocastGuard() {
+    if (!enabled_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+#else
+    at::autocast::set_enabled(false);
+#endif
+    at::autocast::clear_cache();
+  }
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  bool enabled_;
+};
+
+}  // namespace shardkit

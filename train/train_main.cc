@@ -1,0 +1,196 @@
+// shardkit-train: per-rank ResNet training under DDP, or, with
+// --nproc-per-node N, a launcher that starts N local ranks (like torchrun).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "train/trainer.h"
+
+namespace shardkit {
+namespace {
+
+// A free TCP port on this host for the local rendezvous.
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  int port = 29500;
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+volatile sig_atomic_t g_forward_signal = 0;
+void RememberSignal(int sig) { g_forward_signal = sig; }
+
+// Starts N copies of this program as ranks 0..N-1 and supervises them: a
+// signal is forwarded to every rank; when one rank fails, the others are
+// terminated (then killed after a grace period), as torchrun does.
+int Launch(int nproc, int argc, char** argv) {
+  std::vector<std::string> args;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--nproc-per-node") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--nproc-per-node=", 0) == 0) continue;
+    args.push_back(a);
+  }
+  const int port = FreePort();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < nproc; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      std::vector<char*> cargs;
+      for (auto& a : args) cargs.push_back(a.data());
+      cargs.push_back(nullptr);
+      execv("/proc/self/exe", cargs.data());
+      std::perror("shardkit-train: exec");
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  struct sigaction sa = {};
+  sa.sa_handler = RememberSignal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  int result = 0;
+  size_t alive = pids.size();
+  auto deadline = std::chrono::steady_clock::time_point::max();
+  while (alive > 0) {
+    if (g_forward_signal != 0) {
+      for (pid_t p : pids) {
+        if (p > 0) kill(p, g_forward_signal == SIGINT ? SIGTERM : g_forward_signal);
+      }
+      g_forward_signal = 0;
+    }
+    int status = 0;
+    pid_t done = waitpid(-1, &status, WNOHANG);
+    if (done > 0) {
+      for (auto& p : pids) {
+        if (p == done) p = -1;
+      }
+      --alive;
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      if (code != 0 && result == 0) {
+        result = code;
+        if (code != kExitCheckpointedOnSignal) {
+          std::fprintf(stderr, "shardkit-train: a rank exited with status %d; stopping the others\n", code);
+          for (pid_t p : pids) {
+            if (p > 0) kill(p, SIGTERM);
+          }
+          deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        }
+      }
+      continue;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (pid_t p : pids) {
+        if (p > 0) kill(p, SIGKILL);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return result;
+}
+
+}  // namespace
+}  // namespace shardkit
+
+int main(int argc, char** argv) {
+  using namespace shardkit;
+  TrainOptions o;
+  int nproc = 0;
+  CLI::App app{"shardkit-train: train a ResNet from shards, one process per GPU (or CPU rank), under DDP.\n"
+               "Rank and world come from torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,\n"
+               "MASTER_PORT) or SLURM's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, the job's node list)."};
+  app.add_option("--data", o.data, "training dataset directory")->required();
+  app.add_option("--val", o.val, "validation dataset directory (top-1/top-5 every epoch)");
+  app.add_option("--arch", o.arch, "resnet18 | resnet34 | resnet50 | resnet20 | tiny")->capture_default_str();
+  app.add_option("--epochs", o.epochs, "epochs")->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "batch size per rank")->capture_default_str();
+  app.add_option("--workers", o.workers, "loader threads per rank")->capture_default_str();
+  app.add_option("--lr", o.lr, "learning rate for a global batch of 256 (scaled linearly)")->capture_default_str();
+  app.add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
+  app.add_option("--weight-decay", o.weight_decay, "weight decay")->capture_default_str();
+  app.add_flag("--nesterov", o.nesterov, "Nesterov momentum");
+  app.add_option("--warmup-epochs", o.warmup_epochs, "linear warmup")->capture_default_str();
+  app.add_option("--schedule", o.schedule, "cosine | step | constant")->capture_default_str();
+  app.add_option("--label-smoothing", o.label_smoothing, "label smoothing")->capture_default_str();
+  app.add_flag("--amp", o.amp, "mixed precision on CUDA (autocast; fp16 with loss scaling)");
+  app.add_option("--amp-dtype", o.amp_dtype, "fp16 | bf16")->capture_default_str();
+  app.add_flag("--channels-last", o.channels_last, "channels-last memory format");
+  app.add_option("--size", o.size, "input side for JPEG datasets")->capture_default_str();
+  app.add_option("--checkpoint-dir", o.checkpoint_dir, "rank 0 writes last.pt here every epoch and on SIGTERM/SIGUSR1");
+  app.add_flag("--resume", o.resume, "continue from CHECKPOINT_DIR/last.pt if it exists");
+  app.add_option("--export", o.export_path, "write the final weights as a state dict torch.load reads");
+  app.add_option("--metrics", o.metrics_path, "append one JSON line per epoch (rank 0)");
+  app.add_option("--nproc-per-node", nproc, "start N local ranks (like torchrun --nproc-per-node)");
+  app.add_option("--seed", o.seed, "seed (model init, data order, augmentation)")->capture_default_str();
+  app.add_option("--max-steps", o.max_steps, "stop after this many optimizer steps in total (0: none)");
+  app.add_option("--threads", o.threads, "torch threads per rank (0: cores / local ranks)");
+  app.add_option("--timeout", o.timeout_s, "seconds before a rendezvous or collective gives up")->capture_default_str();
+  app.add_option("--bucket-mb", o.bucket_mb, "gradient bucket size")->capture_default_str();
+  app.add_option("--prefetch", o.prefetch, "batches the loader decodes ahead")->capture_default_str();
+  app.add_option("--device", o.device, "auto | cpu | cuda")->capture_default_str();
+  app.add_option("--print-every", o.print_every, "progress line every N steps")->capture_default_str();
+  app.add_flag("--quiet", o.quiet, "no progress line");
+  CLI11_PARSE(app, argc, argv);
+
+  if (nproc > 0 && std::getenv("RANK") == nullptr) return Launch(nproc, argc, argv);
+
+  auto env = DistEnvFromEnvironment();
+  if (!env.ok()) {
+    std::fprintf(stderr, "shardkit-train: error: %s\n", env.status().message().c_str());
+    return 2;
+  }
+  if (o.threads == 0) {
+    const char* local = std::getenv("LOCAL_WORLD_SIZE");
+    const char* slurm_local = std::getenv("SLURM_NTASKS_PER_NODE");
+    int per_node = local ? std::atoi(local) : (slurm_local ? std::atoi(slurm_local) : 1);
+    o.threads = std::max<int>(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, per_node));
+  }
+  InstallStopSignalHandlers();
+  Status s;
+  try {
+    s = Train(o, *env);
+  } catch (const std::exception& e) {  // LibTorch and c10d report with exceptions
+    s = Status::IOError(e.what());
+  }
+  if (s.IsAborted()) return kExitCheckpointedOnSignal;
+  if (!s.ok()) {
+    std::string msg = s.message();
+    if (msg.size() > 2000) msg = msg.substr(0, 2000) + "...";
+    std::fprintf(stderr, "shardkit-train: rank %d: error: %s\n", env->rank, msg.c_str());
+    if (env->world_size > 1) {
+      std::fprintf(stderr, "hint: when one rank fails the others stop at their next collective; look for the "
+                           "first rank's error\n");
+    }
+    return 1;
+  }
+  return 0;
+}

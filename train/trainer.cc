@@ -1,0 +1,391 @@
+// The training loop of one rank.
+#include "train/trainer.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "loader/loader.h"
+#include "shard/file_io.h"
+#include "train/checkpoint.h"
+#include "train/device_feeder.h"
+#include "train/resnet.h"
+#include "tools/common/progress.h"
+
+namespace shardkit {
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+
+void OnStopSignal(int sig) { g_stop_signal.store(sig); }
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double LearningRate(const TrainOptions& o, double base, int64_t step, int64_t steps_per_epoch) {
+  const double total = static_cast<double>(o.epochs) * steps_per_epoch;
+  const double warm = o.warmup_epochs * steps_per_epoch;
+  const double s = static_cast<double>(step);
+  if (warm > 0 && s < warm) return base * (s + 1) / warm;
+  if (o.schedule == "constant") return base;
+  const double progress = total > warm ? (s - warm) / (total - warm) : 1.0;
+  if (o.schedule == "step") {
+    double lr = base;
+    for (double milestone : {0.3, 0.6, 0.8}) {
+      if (progress >= milestone) lr *= 0.1;
+    }
+    return lr;
+  }
+  return base * 0.5 * (1 + std::cos(M_PI * std::min(1.0, progress)));
+}
+
+struct EpochTotals {
+  double loss_sum = 0, samples = 0, correct = 0;
+  double wait_s = 0, step_s = 0, comm_s = 0;
+};
+
+// Top-1 and top-5 over a dataset, each rank its share, summed over ranks.
+Status Evaluate(torch::nn::AnyModule& model, Loader& loader, BatchFeeder& feeder, CollectiveGroup* group,
+                uint64_t epoch, double* top1, double* top5) {
+  torch::NoGradGuard no_grad;
+  AsModule(model).eval();
+  SK_RETURN_IF_ERROR(loader.StartEpoch(epoch));
+  double c1 = 0, c5 = 0, n = 0;
+  for (;;) {
+    const Batch* b = nullptr;
+    SK_RETURN_IF_ERROR(loader.Next(&b));
+    if (b == nullptr) break;
+    feeder.Stage(*b);
+    auto [x, y] = feeder.Take();
+    const int real = b->real_size;
+    if (real == 0) continue;
+    torch::Tensor logits = model.forward(x).narrow(0, 0, real);
+    torch::Tensor labels = y.narrow(0, 0, real);
+    const int64_t k = std::min<int64_t>(5, logits.size(1));
+    torch::Tensor top = std::get<1>(logits.topk(k, 1));
+    torch::Tensor hit = top.eq(labels.unsqueeze(1));
+    c1 += hit.narrow(1, 0, 1).sum().item<double>();
+    c5 += hit.any(1).sum().item<double>();
+    n += real;
+  }
+  if (group != nullptr) {
+    std::vector<torch::Tensor> t = {torch::tensor({c1, c5, n}, torch::kFloat64)};
+    group->allreduce(t)->wait();
+    c1 = t[0][0].item<double>();
+    c5 = t[0][1].item<double>();
+    n = t[0][2].item<double>();
+  }
+  AsModule(model).train();
+  *top1 = n > 0 ? c1 / n : 0;
+  *top5 = n > 0 ? c5 / n : 0;
+  return Status::OK();
+}
+
+}  // namespace
+
+void InstallStopSignalHandlers() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
+}
+
+Status Train(const TrainOptions& o, const DistEnv& env) {
+  const bool rank0 = env.rank == 0;
+  auto log = [&](const std::string& msg) {
+    if (rank0 && !o.quiet) std::fprintf(stderr, "%s\n", msg.c_str());
+  };
+  // Device.
+  bool cuda = false;
+  if (o.device == "cuda" || (o.device == "auto" && torch::cuda::is_available())) {
+    if (!torch::cuda::is_available()) {
+      return Status::InvalidArgument("--device cuda, but this LibTorch build has no CUDA (or no GPU is visible)");
+    }
+    cuda = true;
+  }
+  if (o.amp && !cuda) {
+    return Status::InvalidArgument("--amp needs a CUDA device (this run is on CPU); rerun without --amp");
+  }
+  torch::Device device = cuda ? torch::Device(torch::kCUDA, env.local_rank % std::max<int64_t>(1, torch::cuda::device_count()))
+                              : torch::Device(torch::kCPU);
+  if (o.threads > 0) torch::set_num_threads(o.threads);
+
+  // Data.
+  LoaderOptions lo;
+  lo.rank = env.rank;
+  lo.world_size = env.world_size;
+  lo.batch_size = o.batch_size;
+  lo.workers = o.workers;
+  lo.prefetch = o.prefetch;
+  lo.seed = o.seed;
+  lo.transform.kind = TransformKind::kTrain;
+  lo.transform.size = o.size;
+  lo.layout = Layout::kNCHW;
+  lo.drop_last = true;  // every step a full global batch
+  SK_ASSIGN_OR_RETURN(auto train_loader, Loader::Open(o.data, lo));
+  std::unique_ptr<Loader> val_loader;
+  if (!o.val.empty()) {
+    LoaderOptions vo = lo;
+    vo.transform.kind = TransformKind::kVal;
+    vo.drop_last = false;
+    vo.shuffle = ShuffleChoice::kNone;
+    vo.batch_size = std::max(o.batch_size, 64);
+    SK_ASSIGN_OR_RETURN(val_loader, Loader::Open(o.val, vo));
+  }
+  const Manifest& m = train_loader->manifest();
+  const int channels = train_loader->channels();
+
+  // Model, identical on every rank: seeded, then rank 0's copy broadcast.
+  torch::manual_seed(static_cast<uint64_t>(o.seed));
+  ModelSpec spec;
+  spec.arch = o.arch;
+  spec.num_classes = static_cast<int>(std::max<size_t>(m.classes.size(), 2));
+  spec.in_channels = channels;
+  spec.small_input_stem = train_loader->height() < 64;
+  torch::nn::AnyModule model;
+  try {
+    model = MakeModel(spec);
+  } catch (const std::invalid_argument& e) {
+    return Status::InvalidArgument(e.what());
+  }
+  torch::nn::Module& net = AsModule(model);
+  net.to(device);
+  if (o.channels_last) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : net.parameters()) {
+      if (p.dim() == 4) p.set_data(p.contiguous(torch::MemoryFormat::ChannelsLast));
+    }
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (auto& p : net.named_parameters()) named.emplace_back(p.key(), p.value());
+  Sgd::Options so;
+  so.momentum = o.momentum;
+  so.weight_decay = o.weight_decay;
+  so.nesterov = o.nesterov;
+  Sgd opt(named, so);
+
+  // Where to start.
+  TrainPosition pos;
+  pos.seed = static_cast<int64_t>(o.seed);
+  pos.world_size = env.world_size;
+  pos.batch_size = o.batch_size;
+  pos.arch = o.arch;
+  pos.num_classes = spec.num_classes;
+  pos.in_channels = channels;
+  pos.loss_scale = o.amp && o.amp_dtype == "fp16" ? 65536.0 : 0;
+  const std::string ckpt = o.checkpoint_dir.empty() ? "" : JoinPath(o.checkpoint_dir, "last.pt");
+  if (!o.checkpoint_dir.empty() && rank0) SK_RETURN_IF_ERROR(CreateDirs(o.checkpoint_dir));
+  if (o.resume && !ckpt.empty() && FileExists(ckpt)) {
+    TrainPosition saved;
+    SK_RETURN_IF_ERROR(LoadCheckpoint(ckpt, net, &opt, &saved));
+    if (saved.arch != o.arch) return Status::InvalidArgument(ckpt + " holds a " + saved.arch + ", not a " + o.arch);
+    pos.epoch = saved.epoch;
+    pos.global_step = saved.global_step;
+    pos.loss_scale = saved.loss_scale;
+    if (saved.world_size == env.world_size && saved.batch_size == o.batch_size && saved.seed == pos.seed) {
+      pos.batch_index = saved.batch_index;
+    } else {
+      log("resume: world size, batch size or seed changed; restarting epoch " + std::to_string(saved.epoch) +
+          " from its first batch");
+    }
+    log("resumed from " + ckpt + " at epoch " + std::to_string(pos.epoch) + ", batch " +
+        std::to_string(pos.batch_index) + ", step " + std::to_string(pos.global_step));
+  } else if (o.resume) {
+    log("resume: no checkpoint in '" + o.checkpoint_dir + "', starting from scratch");
+  }
+
+  // Distributed.
+  ProcessGroup pg;
+  std::unique_ptr<GradientReducer> reducer;
+  std::vector<torch::Tensor> buffers;
+  for (auto& b : net.buffers()) buffers.push_back(b);
+  if (env.world_size > 1) {
+    SK_ASSIGN_OR_RETURN(pg, CreateProcessGroup(env, cuda, std::chrono::milliseconds(o.timeout_s * 1000LL)));
+    std::vector<torch::Tensor> state = net.parameters();
+    state.insert(state.end(), buffers.begin(), buffers.end());
+    BroadcastFromRank0(*pg.group, state);
+    reducer = std::make_unique<GradientReducer>(net.parameters(), pg.group, env.world_size,
+                                                static_cast<size_t>(o.bucket_mb * (1 << 20)));
+    log("DDP over " + pg.backend + ": " + std::to_string(env.world_size) + " ranks (" + env.source + "), " +
+        std::to_string(reducer->num_buckets()) + " gradient bucket(s)");
+  }
+  CollectiveGroup* group = pg.group.get();
+
+  const std::vector<float> mean = channels == 3 ? std::vector<float>{0.485f, 0.456f, 0.406f} : std::vector<float>(channels, 0.5f);
+  const std::vector<float> stdv = channels == 3 ? std::vector<float>{0.229f, 0.224f, 0.225f} : std::vector<float>(channels, 0.25f);
+  std::unique_ptr<BatchFeeder> feeder = MakeBatchFeeder(device, mean, stdv, o.channels_last);
+
+  const int64_t steps_per_epoch = static_cast<int64_t>(train_loader->batches_per_epoch());
+  const double global_batch = static_cast<double>(o.batch_size) * env.world_size;
+  const double base_lr = o.lr * global_batch / 256.0;
+  log("training " + o.arch + " (" + std::to_string(ParameterCount(net)) + " parameters) on " + o.data + ": " +
+      std::to_string(train_loader->dataset_records()) + " records, " + std::to_string(steps_per_epoch) +
+      " steps/epoch, global batch " + std::to_string(static_cast<int64_t>(global_batch)) + ", lr " +
+      std::to_string(base_lr) + ", device " + device.str());
+
+  auto save = [&]() -> Status {
+    if (!rank0 || ckpt.empty()) return Status::OK();
+    return SaveCheckpoint(ckpt, net, opt, pos);
+  };
+  std::ofstream metrics;
+  if (rank0 && !o.metrics_path.empty()) {
+    metrics.open(o.metrics_path, std::ios::app);
+    if (!metrics) return Status::IOError(o.metrics_path + ": cannot open for appending");
+  }
+  const bool fp16 = o.amp && o.amp_dtype == "fp16";
+  int64_t good_steps = 0;
+  net.train();
+
+  for (; pos.epoch < o.epochs; ++pos.epoch, pos.batch_index = 0) {
+    SK_RETURN_IF_ERROR(train_loader->StartEpoch(static_cast<uint64_t>(pos.epoch), static_cast<uint64_t>(pos.batch_index)));
+    train_loader->ResetStats();
+    EpochTotals tot;
+    const auto epoch_start = Clock::now();
+    const int64_t first_batch = pos.batch_index;
+    Progress progress("epoch " + std::to_string(pos.epoch + 1) + "/" + std::to_string(o.epochs), 0, "steps");
+    bool stopped = false;
+    for (;;) {
+      if (o.max_steps > 0 && pos.global_step >= o.max_steps) break;
+      const auto t_wait = Clock::now();
+      const Batch* b = nullptr;
+      SK_RETURN_IF_ERROR(train_loader->Next(&b));
+      if (b == nullptr) break;
+      tot.wait_s += Since(t_wait);
+      const auto t_step = Clock::now();
+      feeder->Stage(*b);
+      auto [x, y] = feeder->Take();
+      const double lr = LearningRate(o, base_lr, pos.global_step, steps_per_epoch);
+      if (buffers.size() > 0 && group != nullptr) BroadcastFromRank0(*group, buffers);  // BN statistics follow rank 0
+      opt.ZeroGrad();
+      if (reducer) reducer->Prepare();
+      torch::Tensor logits, loss;
+      {
+        AutocastGuard autocast(o.amp && cuda, o.amp_dtype == "bf16");
+        logits = model.forward(x);
+        loss = torch::nn::functional::cross_entropy(
+            logits.to(torch::kFloat32), y,
+            torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o.label_smoothing));
+      }
+      (fp16 ? loss * pos.loss_scale : loss).backward();
+      if (reducer) tot.comm_s += reducer->Finish();
+      bool step_ok = true;
+      if (fp16) {
+        // Unscale; skip the step and halve the scale if any gradient overflowed
+        // (gradients are already averaged, so every rank decides the same).
+        torch::NoGradGuard no_grad;
+        bool finite = true;
+        for (auto& p : net.parameters()) {
+          if (!p.grad().defined()) continue;
+          p.mutable_grad().div_(pos.loss_scale);
+          finite = finite && torch::isfinite(p.grad()).all().item<bool>();
+        }
+        if (!finite) {
+          pos.loss_scale /= 2;
+          good_steps = 0;
+          step_ok = false;
+        } else if (++good_steps % 2000 == 0) {
+          pos.loss_scale *= 2;
+        }
+      }
+      if (step_ok) opt.Step(lr);
+      ++pos.global_step;
+      pos.batch_index = static_cast<int64_t>(b->index) + 1;
+      const double l = loss.item<double>();
+      tot.loss_sum += l * b->size;
+      tot.samples += b->size;
+      tot.correct += logits.argmax(1).eq(y).sum().item<double>();
+      tot.step_s += Since(t_step);
+      // Stop together: a signal on any rank stops every rank at this step.
+      double stop = g_stop_signal.load() != 0 ? 1 : 0;
+      if (group != nullptr) stop = AllReduceSum(*group, stop);
+      if (stop > 0) {
+        stopped = true;
+        break;
+      }
+      if (rank0 && !o.quiet && (pos.batch_index % std::max(1, o.print_every) == 0)) {
+        const double secs = Since(epoch_start);
+        const double done = static_cast<double>(pos.batch_index - first_batch);
+        std::fprintf(stderr, "\repoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait %.0f%%  ETA %s   ",
+                     (long long)pos.epoch + 1, o.epochs, (long long)pos.batch_index, (long long)steps_per_epoch, l, lr,
+                     tot.samples * env.world_size / std::max(secs, 1e-9),
+                     100 * tot.wait_s / std::max(tot.wait_s + tot.step_s, 1e-9),
+                     FormatDuration((steps_per_epoch - pos.batch_index) * secs / std::max(done, 1.0)).c_str());
+        std::fflush(stderr);
+      }
+    }
+    (void)progress;
+    if (rank0 && !o.quiet) std::fprintf(stderr, "\n");
+    if (stopped) {
+      SK_RETURN_IF_ERROR(save());
+      if (group != nullptr) AllReduceSum(*group, 0);  // every rank waits for the checkpoint
+      log("stopped by signal " + std::to_string(g_stop_signal.load()) + " at epoch " + std::to_string(pos.epoch) +
+          ", batch " + std::to_string(pos.batch_index) + "; checkpoint written to " + (ckpt.empty() ? "(none)" : ckpt));
+      return Status::Aborted("stopped by a signal after checkpointing");
+    }
+    const double secs = Since(epoch_start);
+    const bool epoch_done = pos.batch_index >= steps_per_epoch;
+    // Reduce the epoch's figures over ranks.
+    double loss_sum = tot.loss_sum, samples = tot.samples, correct = tot.correct, wait = tot.wait_s, comm = tot.comm_s,
+           step = tot.step_s;
+    if (group != nullptr) {
+      std::vector<torch::Tensor> t = {torch::tensor({loss_sum, samples, correct, wait, comm, step}, torch::kFloat64)};
+      group->allreduce(t)->wait();
+      auto v = t[0];
+      loss_sum = v[0].item<double>();
+      samples = v[1].item<double>();
+      correct = v[2].item<double>();
+      wait = v[3].item<double>();
+      comm = v[4].item<double>();
+      step = v[5].item<double>();
+    }
+    double top1 = -1, top5 = -1;
+    if (val_loader) SK_RETURN_IF_ERROR(Evaluate(model, *val_loader, *feeder, group, 0, &top1, &top5));
+    if (epoch_done) {
+      pos.batch_index = steps_per_epoch;
+      TrainPosition next = pos;
+      next.epoch = pos.epoch + 1;
+      next.batch_index = 0;
+      if (rank0 && !ckpt.empty()) SK_RETURN_IF_ERROR(SaveCheckpoint(ckpt, net, opt, next));
+    } else if (!ckpt.empty()) {
+      SK_RETURN_IF_ERROR(save());
+    }
+    nlohmann::json j;
+    j["epoch"] = pos.epoch + 1;
+    j["seconds"] = secs;
+    j["images_per_sec"] = samples / std::max(secs, 1e-9);
+    j["loss"] = samples > 0 ? loss_sum / samples : 0;
+    j["train_top1"] = samples > 0 ? correct / samples : 0;
+    if (top1 >= 0) {
+      j["top1"] = top1;
+      j["top5"] = top5;
+    }
+    j["data_wait_fraction"] = wait / std::max(wait + step, 1e-9);
+    j["comm_exposed_seconds"] = comm / env.world_size;
+    j["comm_exposed_fraction"] = comm / std::max(wait + step, 1e-9);
+    j["lr"] = LearningRate(o, base_lr, std::max<int64_t>(0, pos.global_step - 1), steps_per_epoch);
+    j["world_size"] = env.world_size;
+    j["batch_size"] = o.batch_size;
+    j["workers"] = o.workers;
+    j["steps"] = pos.global_step;
+    j["arch"] = o.arch;
+    j["backend"] = pg.backend.empty() ? "none" : pg.backend;
+    if (rank0) {
+      std::printf("%s\n", j.dump().c_str());
+      std::fflush(stdout);
+      if (metrics.is_open()) metrics << j.dump() << "\n" << std::flush;
+    }
+    if (!epoch_done) break;  // max_steps reached mid-epoch
+  }
+  if (rank0 && !o.export_path.empty()) SK_RETURN_IF_ERROR(ExportWeights(o.export_path, net));
+  return Status::OK();
+}
+
+}  // namespace shardkit
