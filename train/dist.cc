@@ -167,7 +167,7 @@ struct GradientReducer::State {
 };
 
 GradientReducer::GradientReducer(std::vector<torch::Tensor> params, c10::intrusive_ptr<CollectiveGroup> group,
-                                 int world_size, size_t bucket_bytes)
+                                 int world_size, size_t bucket_bytes, size_t first_bucket_bytes)
     : state_(std::make_shared<State>()) {
   State& s = *state_;
   s.params = std::move(params);
@@ -180,7 +180,8 @@ GradientReducer::GradientReducer(std::vector<torch::Tensor> params, c10::intrusi
   for (size_t k = s.params.size(); k-- > 0;) {
     const torch::Tensor& p = s.params[k];
     const size_t pb = static_cast<size_t>(p.numel()) * sizeof(float);
-    if (s.buckets.empty() || bytes + pb > bucket_bytes) {
+    const size_t cap = s.buckets.size() == 1 ? first_bucket_bytes : bucket_bytes;
+    if (s.buckets.empty() || bytes + pb > cap) {
       s.buckets.emplace_back();
       bytes = 0;
     }
@@ -191,8 +192,10 @@ GradientReducer::GradientReducer(std::vector<torch::Tensor> params, c10::intrusi
     b.params.push_back(k);
     bytes += pb;
   }
-  for (auto& b : s.buckets) {
-    const int64_t total = b.offsets.back() + s.params[b.params.back()].numel();
+  for (size_t i = 0; i < s.buckets.size(); ++i) {
+    auto& b = s.buckets[i];
+    // The last bucket has one more element: the per-step signal.
+    const int64_t total = b.offsets.back() + s.params[b.params.back()].numel() + (i + 1 == s.buckets.size() ? 1 : 0);
     b.flat = torch::zeros({total}, s.params[b.params.front()].options().dtype(torch::kFloat32));
   }
   std::weak_ptr<State> weak = state_;
@@ -207,8 +210,9 @@ GradientReducer::~GradientReducer() = default;
 
 size_t GradientReducer::num_buckets() const { return state_->buckets.size(); }
 
-void GradientReducer::Prepare() {
+void GradientReducer::Prepare(double signal) {
   State& s = *state_;
+  s.buckets.back().flat[-1] = signal;
   for (auto& b : s.buckets) {
     b.pending = static_cast<int>(b.params.size());
     b.launched = false;
@@ -218,7 +222,7 @@ void GradientReducer::Prepare() {
   s.active = true;
 }
 
-double GradientReducer::Finish() {
+double GradientReducer::Finish(double* signal_sum) {
   State& s = *state_;
   const auto t0 = std::chrono::steady_clock::now();
   // Parameters that got no gradient this step contribute zeros, so that every
@@ -248,6 +252,7 @@ double GradientReducer::Finish() {
       }
     }
   }
+  if (signal_sum != nullptr) *signal_sum = s.buckets.back().flat[-1].item<double>() * s.world;
   s.active = false;
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -55,14 +55,18 @@ double AllReduceSum(CollectiveGroup& group, double value);
 // averaged gradients into the parameters' .grad. Not thread-safe; one per model.
 class GradientReducer {
  public:
+  // The first bucket (the last layers) is capped at first_bucket_bytes, as
+  // DDP does, so that communication starts early in backward.
   GradientReducer(std::vector<torch::Tensor> params, c10::intrusive_ptr<CollectiveGroup> group, int world_size,
-                  size_t bucket_bytes = 25u << 20);
+                  size_t bucket_bytes = 25u << 20, size_t first_bucket_bytes = 1u << 20);
   ~GradientReducer();
-  // Call before each backward.
-  void Prepare();
+  // Call before each backward. `signal` is summed over ranks along with the
+  // gradients (it rides in the last bucket: no extra collective per step).
+  void Prepare(double signal = 0);
   // Call after backward: waits, averages, writes .grad. Returns the seconds
-  // spent waiting (communication not hidden behind backward).
-  double Finish();
+  // spent waiting (communication not hidden behind backward); *signal_sum, if
+  // given, receives the sum of every rank's `signal`.
+  double Finish(double* signal_sum = nullptr);
   size_t num_buckets() const;
 
   struct State;

@@ -241,6 +241,7 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
     if (!metrics) return Status::IOError(o.metrics_path + ": cannot open for appending");
   }
   const bool fp16 = o.amp && o.amp_dtype == "fp16";
+  const bool tty = isatty(2) != 0;
   int64_t good_steps = 0;
   net.train();
 
@@ -250,7 +251,6 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
     EpochTotals tot;
     const auto epoch_start = Clock::now();
     const int64_t first_batch = pos.batch_index;
-    Progress progress("epoch " + std::to_string(pos.epoch + 1) + "/" + std::to_string(o.epochs), 0, "steps");
     bool stopped = false;
     for (;;) {
       if (o.max_steps > 0 && pos.global_step >= o.max_steps) break;
@@ -265,7 +265,10 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
       const double lr = LearningRate(o, base_lr, pos.global_step, steps_per_epoch);
       if (buffers.size() > 0 && group != nullptr) BroadcastFromRank0(*group, buffers);  // BN statistics follow rank 0
       opt.ZeroGrad();
-      if (reducer) reducer->Prepare();
+      // A stop signal on any rank stops every rank at this step: the flag is
+      // summed over ranks together with the gradients.
+      double stop = g_stop_signal.load() != 0 ? 1 : 0;
+      if (reducer) reducer->Prepare(stop);
       torch::Tensor logits, loss;
       {
         AutocastGuard autocast(o.amp && cuda, o.amp_dtype == "bf16");
@@ -275,7 +278,7 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
             torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o.label_smoothing));
       }
       (fp16 ? loss * pos.loss_scale : loss).backward();
-      if (reducer) tot.comm_s += reducer->Finish();
+      if (reducer) tot.comm_s += reducer->Finish(&stop);
       bool step_ok = true;
       if (fp16) {
         // Unscale; skip the step and halve the scale if any gradient overflowed
@@ -303,17 +306,15 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
       tot.samples += b->size;
       tot.correct += logits.argmax(1).eq(y).sum().item<double>();
       tot.step_s += Since(t_step);
-      // Stop together: a signal on any rank stops every rank at this step.
-      double stop = g_stop_signal.load() != 0 ? 1 : 0;
-      if (group != nullptr) stop = AllReduceSum(*group, stop);
-      if (stop > 0) {
+      if (stop > 0.5) {
         stopped = true;
         break;
       }
       if (rank0 && !o.quiet && (pos.batch_index % std::max(1, o.print_every) == 0)) {
         const double secs = Since(epoch_start);
         const double done = static_cast<double>(pos.batch_index - first_batch);
-        std::fprintf(stderr, "\repoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait %.0f%%  ETA %s   ",
+        std::fprintf(stderr, tty ? "\repoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait %.0f%%  ETA %s   "
+                                 : "epoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait %.0f%%  ETA %s\n",
                      (long long)pos.epoch + 1, o.epochs, (long long)pos.batch_index, (long long)steps_per_epoch, l, lr,
                      tot.samples * env.world_size / std::max(secs, 1e-9),
                      100 * tot.wait_s / std::max(tot.wait_s + tot.step_s, 1e-9),
@@ -321,8 +322,7 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
         std::fflush(stderr);
       }
     }
-    (void)progress;
-    if (rank0 && !o.quiet) std::fprintf(stderr, "\n");
+    if (rank0 && !o.quiet && tty) std::fprintf(stderr, "\n");
     if (stopped) {
       SK_RETURN_IF_ERROR(save());
       if (group != nullptr) AllReduceSum(*group, 0);  // every rank waits for the checkpoint

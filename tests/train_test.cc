@@ -1,0 +1,324 @@
+// shardkit-train: models match torchvision, N ranks equal one rank with the
+// whole batch, resume equals uninterrupted, checkpoints survive interrupted
+// writes and signals, a failing rank stops the others, Python loads exports.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "shard/random.h"
+#include "shard/shard.h"
+#include "tests/test_util.h"
+#include "train/checkpoint.h"
+#include "train/resnet.h"
+
+namespace shardkit {
+namespace {
+
+using testing::RunCommand;
+using testing::TempDir;
+
+const std::string kTrain = SHARDKIT_TRAIN_TOOL;
+const char* kPython = "/usr/bin/python3";
+
+bool PythonHasTorchvision() {
+  return RunCommand(std::string(kPython) + " -c 'import torch, torchvision'").exit_code == 0;
+}
+
+// A raw dataset of n 8x8x1 images whose mean brightness encodes the label.
+void WriteToyDataset(const std::string& dir, int n, int classes = 4) {
+  DatasetWriterOptions o;
+  o.shard.kind = format::RecordKind::kRawU8;
+  auto w = DatasetWriter::Create(dir, o);
+  ASSERT_TRUE(w.ok());
+  KeyedRng rng(7);
+  for (int i = 0; i < n; ++i) {
+    const int label = i % classes;
+    std::string px(64, '\0');
+    for (auto& c : px) c = static_cast<char>(std::min<int>(255, label * 60 + static_cast<int>(rng.Below(40))));
+    ASSERT_TRUE((*w)->Add(px, label, std::to_string(i)).ok());
+  }
+  Manifest m;
+  m.record.kind = format::RecordKind::kRawU8;
+  m.record.shape = {8, 8, 1};
+  for (int c = 0; c < classes; ++c) m.classes.push_back("c" + std::to_string(c));
+  ASSERT_TRUE((*w)->Finish(m).ok());
+}
+
+std::map<std::string, torch::Tensor> LoadExport(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::map<std::string, torch::Tensor> m;
+  for (const auto& e : torch::pickle_load(bytes).toGenericDict()) m[e.key().toStringRef()] = e.value().toTensor();
+  return m;
+}
+
+double MaxDiff(const std::map<std::string, torch::Tensor>& a, const std::map<std::string, torch::Tensor>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double d = 0;
+  for (const auto& [k, v] : a) {
+    auto it = b.find(k);
+    EXPECT_NE(it, b.end()) << k;
+    if (it == b.end()) continue;
+    d = std::max(d, (v.to(torch::kFloat64) - it->second.to(torch::kFloat64)).abs().max().item<double>());
+  }
+  return d;
+}
+
+std::string TrainCmd(const std::string& data, const std::string& extra) {
+  return kTrain + " --data " + data + " --arch tiny --workers 1 --threads 1 --quiet --lr 0.5 --weight-decay 0 " + extra;
+}
+
+TEST(ModelTest, ParameterCountsMatchTorchvision) {
+  const std::pair<const char*, int64_t> want[] = {{"resnet18", 11689512}, {"resnet34", 21797672}, {"resnet50", 25557032}};
+  for (const auto& [arch, count] : want) {
+    ModelSpec s;
+    s.arch = arch;
+    auto m = MakeModel(s);
+    EXPECT_EQ(ParameterCount(AsModule(m)), count) << arch;
+  }
+}
+
+TEST(ModelTest, StateDictNamesMatchTorchvision) {
+  ModelSpec s;
+  s.arch = "resnet50";
+  auto m = MakeModel(s);
+  auto sd = StateDict(AsModule(m));
+  for (const char* name : {"conv1.weight", "bn1.running_mean", "bn1.num_batches_tracked", "layer1.0.conv3.weight",
+                           "layer1.0.downsample.0.weight", "layer1.0.downsample.1.running_var",
+                           "layer4.2.bn3.bias", "fc.weight", "fc.bias"}) {
+    EXPECT_TRUE(sd.count(name)) << name;
+  }
+  EXPECT_EQ(sd.size(), 320u);  // len(torchvision.models.resnet50().state_dict())
+  if (!PythonHasTorchvision()) GTEST_SKIP() << "python3-torchvision not installed: skipping the key-by-key comparison";
+  for (const char* arch : {"resnet18", "resnet34", "resnet50"}) {
+    ModelSpec spec;
+    spec.arch = arch;
+    auto model = MakeModel(spec);
+    auto ours = StateDict(AsModule(model));
+    auto r = RunCommand(std::string(kPython) + " -c \"import torchvision; m=torchvision.models." + arch +
+                        "(); print('\\n'.join(f'{k} {tuple(v.shape)}' for k, v in m.state_dict().items()))\"");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    std::set<std::string> theirs, mine;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);) theirs.insert(line);
+    for (const auto& [k, v] : ours) {
+      std::string shape = "(";
+      for (int64_t d = 0; d < v.dim(); ++d) shape += std::to_string(v.size(d)) + (v.dim() == 1 ? "," : (d + 1 < v.dim() ? ", " : ""));
+      mine.insert(k + " " + shape + ")");
+    }
+    EXPECT_EQ(mine, theirs) << arch;
+  }
+}
+
+TEST(TrainTest, TwoRanksEqualOneRankWithTheWholeBatch) {
+  TempDir dir;
+  WriteToyDataset(dir / "data", 256);
+  auto one = RunCommand(TrainCmd(dir / "data", "--batch-size 16 --max-steps 6 --export " + dir / "one.pt"));
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  auto two = RunCommand(TrainCmd(dir / "data", "--batch-size 8 --max-steps 6 --nproc-per-node 2 --export " + dir / "two.pt"));
+  ASSERT_EQ(two.exit_code, 0) << two.out;
+  auto a = LoadExport(dir / "one.pt"), b = LoadExport(dir / "two.pt");
+  auto init = LoadExport(dir / "one.pt");
+  EXPECT_LT(MaxDiff(a, b), 1e-5) << "2 ranks x 8 must train exactly like 1 rank x 16";
+}
+
+TEST(TrainTest, ResumeEqualsUninterrupted) {
+  TempDir dir;
+  WriteToyDataset(dir / "data", 200);
+  ASSERT_EQ(RunCommand(TrainCmd(dir / "data", "--batch-size 8 --epochs 2 --max-steps 40 --export " + dir / "full.pt")).exit_code, 0);
+  // Interrupted at step 17 (mid-epoch: 25 steps per epoch), then resumed.
+  auto r1 = RunCommand(TrainCmd(dir / "data", "--batch-size 8 --epochs 2 --max-steps 17 --checkpoint-dir " + dir / "ck"));
+  ASSERT_EQ(r1.exit_code, 0) << r1.out;
+  ASSERT_TRUE(FileExists(dir / "ck/last.pt"));
+  auto r2 = RunCommand(TrainCmd(dir / "data", "--batch-size 8 --epochs 2 --max-steps 40 --resume --checkpoint-dir " +
+                                    dir / "ck" + " --export " + dir / "resumed.pt"));
+  ASSERT_EQ(r2.exit_code, 0) << r2.out;
+  EXPECT_LT(MaxDiff(LoadExport(dir / "full.pt"), LoadExport(dir / "resumed.pt")), 1e-6);
+}
+
+TEST(CheckpointTest, InterruptedWriteLeavesThePreviousCheckpointUsable) {
+  TempDir dir;
+  ModelSpec spec;
+  spec.arch = "tiny";
+  spec.num_classes = 3;
+  spec.in_channels = 1;
+  auto m = MakeModel(spec);
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (auto& p : AsModule(m).named_parameters()) named.emplace_back(p.key(), p.value());
+  Sgd opt(named, Sgd::Options{});
+  TrainPosition pos;
+  pos.arch = "tiny";
+  pos.epoch = 3;
+  pos.batch_index = 7;
+  const std::string path = dir / "last.pt";
+  ASSERT_TRUE(SaveCheckpoint(path, AsModule(m), opt, pos).ok());
+  // A writer killed mid-write leaves only a partial temporary file behind.
+  testing::WriteFile(path + ".tmp", "PK\x03\x04 truncated checkpoint bytes");
+  TrainPosition got;
+  auto m2 = MakeModel(spec);
+  Status s = LoadCheckpoint(path, AsModule(m2), nullptr, &got);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(got.epoch, 3);
+  EXPECT_EQ(got.batch_index, 7);
+  EXPECT_EQ(MaxDiff(StateDict(AsModule(m)), StateDict(AsModule(m2))), 0.0);
+  // The next save replaces the stale temporary and publishes atomically.
+  pos.epoch = 4;
+  ASSERT_TRUE(SaveCheckpoint(path, AsModule(m), opt, pos).ok());
+  ASSERT_TRUE(LoadCheckpoint(path, AsModule(m2), nullptr, &got).ok());
+  EXPECT_EQ(got.epoch, 4);
+  EXPECT_FALSE(FileExists(path + ".tmp"));
+  // A corrupt checkpoint is an error that names the file, not a crash.
+  testing::WriteFile(dir / "bad.pt", "garbage");
+  s = LoadCheckpoint(dir / "bad.pt", AsModule(m2), nullptr, &got);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("bad.pt"), std::string::npos);
+}
+
+// Starts a command in the background; returns its pid.
+pid_t Spawn(const std::string& cmd, const std::string& log) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd + " > " + log + " 2>&1").c_str(), nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+
+int WaitExit(pid_t pid, int timeout_s) {
+  for (int i = 0; i < timeout_s * 20; ++i) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;  // timed out
+}
+
+bool WaitForText(const std::string& file, const std::string& text, int timeout_s) {
+  for (int i = 0; i < timeout_s * 20; ++i) {
+    if (testing::ReadFile(file).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+TEST(TrainTest, SigtermCheckpointsAndResumeFinishes) {
+  TempDir dir;
+  WriteToyDataset(dir / "data", 4000);
+  const std::string base = kTrain + " --data " + dir / "data" + " --arch tiny --workers 1 --threads 1 --batch-size 4"
+                           " --epochs 1 --print-every 1 --checkpoint-dir " + dir / "ck";
+  pid_t pid = Spawn(base, dir / "log1");
+  ASSERT_TRUE(WaitForText(dir / "log1", "step 20/", 60)) << testing::ReadFile(dir / "log1");
+  kill(pid, SIGTERM);
+  EXPECT_EQ(WaitExit(pid, 60), 75) << testing::ReadFile(dir / "log1");
+  EXPECT_NE(testing::ReadFile(dir / "log1").find("checkpoint written"), std::string::npos);
+  ASSERT_TRUE(FileExists(dir / "ck/last.pt"));
+  ModelSpec spec;
+  spec.arch = "tiny";
+  spec.num_classes = 4;
+  spec.in_channels = 1;
+  auto m = MakeModel(spec);
+  TrainPosition pos;
+  ASSERT_TRUE(LoadCheckpoint(dir / "ck/last.pt", AsModule(m), nullptr, &pos).ok());
+  EXPECT_EQ(pos.epoch, 0);
+  EXPECT_GE(pos.batch_index, 20);
+  auto r = RunCommand(base + " --resume --quiet --max-steps " + std::to_string(pos.global_step + 5));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
+TEST(TrainTest, OneRankFailingEndsTheOthersWithAnError) {
+  TempDir dir;
+  WriteToyDataset(dir / "data", 4000);
+  const std::string port = std::to_string(20000 + getpid() % 20000);
+  auto cmd = [&](int rank) {
+    return "env RANK=" + std::to_string(rank) + " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " + kTrain +
+           " --data " + dir / "data" + " --arch tiny --workers 1 --threads 1 --batch-size 4 --epochs 1 --print-every 1"
+           " --timeout 30";
+  };
+  pid_t r0 = Spawn(cmd(0), dir / "log0");
+  pid_t r1 = Spawn(cmd(1), dir / "log1");
+  ASSERT_TRUE(WaitForText(dir / "log0", "step 10/", 60)) << testing::ReadFile(dir / "log0");
+  kill(r1, SIGKILL);  // a crash: no checkpoint, no goodbye
+  WaitExit(r1, 10);
+  const auto t0 = std::chrono::steady_clock::now();
+  const int code = WaitExit(r0, 60);
+  EXPECT_NE(code, 0) << "the surviving rank must fail, not hang or succeed";
+  EXPECT_NE(code, -1) << "the surviving rank did not exit within 60 s";
+  EXPECT_NE(testing::ReadFile(dir / "log0").find("error"), std::string::npos) << testing::ReadFile(dir / "log0");
+  (void)t0;
+}
+
+TEST(TrainTest, ExportedWeightsLoadIntoTorchvisionAndGiveTheSameOutputs) {
+  if (!PythonHasTorchvision()) GTEST_SKIP() << "python3-torch/python3-torchvision not installed";
+  TempDir dir;
+  // A tiny JPEG dataset (64x64, two classes) so the standard 7x7 stem is used.
+  {
+    DatasetWriterOptions o;
+    o.shard.compression = CompressionMode::kStore;
+    o.shard.kind = format::RecordKind::kJpeg;
+    auto w = DatasetWriter::Create(dir / "jpeg", o);
+    ASSERT_TRUE(w.ok());
+    for (int i = 0; i < 8; ++i) {
+      std::string j = testing::MakeJpeg(testing::SyntheticImage(80, 72, 3, i), testing::JpegFlavor::kRgb);
+      ASSERT_TRUE((*w)->Add(j, i % 2, std::to_string(i)).ok());
+    }
+    Manifest m;
+    m.record.kind = format::RecordKind::kJpeg;
+    m.classes = {"a", "b"};
+    ASSERT_TRUE((*w)->Finish(m).ok());
+  }
+  auto r = RunCommand(kTrain + " --data " + dir / "jpeg" + " --arch resnet18 --size 64 --batch-size 4 --workers 1"
+                      " --max-steps 2 --quiet --export " + dir / "resnet18.pt");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  // Our output on a fixed input, for Python to compare against.
+  ModelSpec spec;
+  spec.arch = "resnet18";
+  spec.num_classes = 2;
+  auto m = MakeModel(spec);
+  ASSERT_TRUE(LoadStateDict(AsModule(m), LoadExport(dir / "resnet18.pt")).ok());
+  AsModule(m).eval();
+  torch::Tensor x = torch::sin(torch::arange(2 * 3 * 64 * 64, torch::kFloat32) * 0.001).view({2, 3, 64, 64});
+  torch::Tensor y = m.forward(x);
+  c10::Dict<std::string, torch::Tensor> io;
+  io.insert("x", x);
+  io.insert("y", y.detach());
+  auto bytes = torch::pickle_save(io);
+  testing::WriteFile(dir / "io.pt", std::string(bytes.begin(), bytes.end()));
+  const std::string py =
+      "import torch, torchvision\n"
+      "m = torchvision.models.resnet18(num_classes=2)\n"
+      "m.load_state_dict(torch.load('" + dir / "resnet18.pt" + "'), strict=True)\n"
+      "m.eval()\n"
+      "io = torch.load('" + dir / "io.pt" + "')\n"
+      "with torch.no_grad(): y = m(io['x'])\n"
+      "d = (y - io['y']).abs().max().item()\n"
+      "print('max diff', d)\n"
+      "assert d < 1e-4, d\n";
+  testing::WriteFile(dir / "check.py", py);
+  auto check = RunCommand(std::string(kPython) + " " + dir / "check.py");
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+}
+
+TEST(TrainTest, ClearErrors) {
+  TempDir dir;
+  WriteToyDataset(dir / "data", 64);
+  auto r = RunCommand(kTrain + " --data " + dir / "nope --arch tiny");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("no manifest.json"), std::string::npos) << r.out;
+  r = RunCommand(kTrain + " --data " + dir / "data" + " --arch resnet99");
+  EXPECT_NE(r.out.find("unknown --arch"), std::string::npos) << r.out;
+  r = RunCommand(kTrain + " --data " + dir / "data" + " --arch tiny --amp --device cpu");
+  EXPECT_NE(r.out.find("--amp needs a CUDA device"), std::string::npos) << r.out;
+  r = RunCommand("env RANK=3 WORLD_SIZE=2 " + kTrain + " --data " + dir / "data");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("not below world size"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace shardkit
