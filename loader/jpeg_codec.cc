@@ -251,6 +251,36 @@ Status DecodePng(const uint8_t* data, size_t size, Image* out) {
   return Status::OK();
 }
 
+namespace {
+void PngWriteToString(png_structp png, png_bytep data, png_size_t n) {
+  static_cast<std::string*>(png_get_io_ptr(png))->append(reinterpret_cast<const char*>(data), n);
+}
+void PngFlushNothing(png_structp) {}
+}  // namespace
+
+Status EncodePng(const Image& image, std::string* out) {
+  if (image.channels != 1 && image.channels != 3) return Status::InvalidArgument("EncodePng: 1 or 3 channels");
+  out->clear();
+  PngReadState st{nullptr, 0, 0, {0}};
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &st, PngError, PngWarning);
+  if (png == nullptr) return Status::IOError("libpng: cannot create a writer");
+  png_infop info = png_create_info_struct(png);
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_write_struct(&png, &info);
+    return Status::IOError(std::string("PNG encode: ") + st.error);
+  }
+  png_set_write_fn(png, out, PngWriteToString, PngFlushNothing);
+  png_set_IHDR(png, info, image.width, image.height, 8, image.channels == 3 ? PNG_COLOR_TYPE_RGB : PNG_COLOR_TYPE_GRAY,
+               PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_write_info(png, info);
+  for (int y = 0; y < image.height; ++y) {
+    png_write_row(png, const_cast<png_bytep>(image.pixels.data() + static_cast<size_t>(y) * image.width * image.channels));
+  }
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  return Status::OK();
+}
+
 ImageFormat SniffImageFormat(const uint8_t* data, size_t size) {
   if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return ImageFormat::kJpeg;
   static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};

@@ -67,6 +67,9 @@ Status EncodeJpeg(const Image& image, int quality, std::string* out);
 // alpha is dropped). Thread-safe.
 Status DecodePng(const uint8_t* data, size_t size, Image* out);
 
+// Encodes 8-bit gray (1 channel) or RGB (3 channels) pixels as PNG. Thread-safe.
+Status EncodePng(const Image& image, std::string* out);
+
 enum class ImageFormat { kUnknown, kJpeg, kPng };
 // Recognises an image by its leading bytes, not its name.
 ImageFormat SniffImageFormat(const uint8_t* data, size_t size);

@@ -3,7 +3,12 @@
 
 #include <jpeglib.h>
 #include <png.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <algorithm>
 #include <cmath>
@@ -165,6 +170,34 @@ CommandResult RunCommand(const std::string& command) {
   int status = pclose(p);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+int Spawn(const std::string& cmd, const std::string& log) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd + " > " + log + " 2>&1").c_str(), nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+
+int WaitExit(int pid, int timeout_s) {
+  for (int i = 0; i < timeout_s * 20; ++i) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+bool WaitForText(const std::string& file, const std::string& text, int timeout_s) {
+  for (int i = 0; i < timeout_s * 20; ++i) {
+    if (ReadFile(file).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
 }
 
 std::string PackTool() { return SHARDKIT_PACK_TOOL; }

@@ -20,7 +20,10 @@ namespace shardkit {
 namespace {
 
 using testing::RunCommand;
+using testing::Spawn;
 using testing::TempDir;
+using testing::WaitExit;
+using testing::WaitForText;
 
 const std::string kTrain = SHARDKIT_TRAIN_TOOL;
 const char* kPython = "/usr/bin/python3";
@@ -177,35 +180,6 @@ TEST(CheckpointTest, InterruptedWriteLeavesThePreviousCheckpointUsable) {
   s = LoadCheckpoint(dir / "bad.pt", AsModule(m2), nullptr, &got);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("bad.pt"), std::string::npos);
-}
-
-// Starts a command in the background; returns its pid.
-pid_t Spawn(const std::string& cmd, const std::string& log) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", ("exec " + cmd + " > " + log + " 2>&1").c_str(), nullptr);
-    _exit(127);
-  }
-  return pid;
-}
-
-int WaitExit(pid_t pid, int timeout_s) {
-  for (int i = 0; i < timeout_s * 20; ++i) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  return -1;  // timed out
-}
-
-bool WaitForText(const std::string& file, const std::string& text, int timeout_s) {
-  for (int i = 0; i < timeout_s * 20; ++i) {
-    if (testing::ReadFile(file).find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
 }
 
 TEST(TrainTest, SigtermCheckpointsAndResumeFinishes) {

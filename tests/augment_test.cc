@@ -1,0 +1,307 @@
+// bigMNIST: each transform on its own, determinism across thread counts,
+// labels and counts, the HDF5 round trip, and HDF5 import errors.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <set>
+
+#include "shard/random.h"
+#include "shard/shard.h"
+#include "tests/test_util.h"
+#include "tools/augment/augment.h"
+#include "tools/pack/hdf5_pack.h"
+
+namespace shardkit {
+namespace {
+
+using testing::RunCommand;
+using testing::TempDir;
+
+const std::string kAugment = SHARDKIT_AUGMENT_TOOL;
+const std::string kFashion = "/usr/share/datasets/fashion-mnist";
+
+std::vector<uint8_t> Digit(uint64_t seed) {
+  std::vector<uint8_t> img(28 * 28);
+  KeyedRng rng(seed);
+  for (auto& p : img) p = static_cast<uint8_t>(rng.Below(256));
+  return img;
+}
+
+SampleTransform Identity() {
+  SampleTransform t;
+  t.elastic_alpha = 0;
+  return t;
+}
+
+std::vector<uint8_t> Apply(const std::vector<uint8_t>& src, const SampleTransform& t) {
+  std::vector<uint8_t> out(src.size());
+  AugmentScratch s;
+  ApplyTransform(src.data(), 28, 28, t, out.data(), &s);
+  return out;
+}
+
+TEST(AugmentTransform, IdentityLeavesTheImageUnchanged) {
+  auto img = Digit(1);
+  EXPECT_EQ(Apply(img, Identity()), img);
+}
+
+TEST(AugmentTransform, FlippingTwiceIsTheIdentity) {
+  auto img = Digit(2);
+  SampleTransform f = Identity();
+  f.flip = true;
+  auto once = Apply(img, f);
+  EXPECT_NE(once, img);
+  EXPECT_EQ(Apply(once, f), img);
+  for (int y = 0; y < 28; ++y) EXPECT_EQ(once[y * 28], img[y * 28 + 27]);
+}
+
+TEST(AugmentTransform, NinetyDegreeRotationIsTransposePlusFlip) {
+  auto img = Digit(3);
+  SampleTransform r = Identity();
+  r.angle_rad = M_PI / 2;
+  auto rot = Apply(img, r);
+  // Rotating by +90 degrees about the centre: out(x, y) = in(y, 27 - x).
+  for (int y = 0; y < 28; ++y) {
+    for (int x = 0; x < 28; ++x) ASSERT_EQ(rot[y * 28 + x], img[(27 - x) * 28 + y]) << x << "," << y;
+  }
+}
+
+TEST(AugmentTransform, ElasticWithAlphaZeroIsTheIdentity) {
+  auto img = Digit(4);
+  SampleTransform e = Identity();
+  e.elastic_key = 12345;
+  e.elastic_alpha = 0;
+  e.elastic_sigma = 4;
+  EXPECT_EQ(Apply(img, e), img);
+  e.elastic_alpha = 34;
+  EXPECT_NE(Apply(img, e), img);
+}
+
+TEST(AugmentTransform, TranslationAndScaleMovePixels) {
+  std::vector<uint8_t> img(28 * 28, 0);
+  img[10 * 28 + 10] = 255;
+  SampleTransform t = Identity();
+  t.tx = 2;
+  t.ty = -1;
+  auto out = Apply(img, t);
+  EXPECT_EQ(out[9 * 28 + 12], 255);
+  t = Identity();
+  t.scale = 2;  // about the centre (13.5, 13.5): 10 -> 6.5, between pixels
+  out = Apply(img, t);
+  EXPECT_EQ(out[10 * 28 + 10], 0);
+}
+
+TEST(AugmentTransform, ParametersDependOnlyOnSeedIndexAndVersion) {
+  AugmentParams p;
+  auto a = DrawTransform(p, 1, 10, 2), b = DrawTransform(p, 1, 10, 2), c = DrawTransform(p, 2, 10, 2),
+       d = DrawTransform(p, 1, 10, 3);
+  EXPECT_EQ(a.angle_rad, b.angle_rad);
+  EXPECT_EQ(a.elastic_key, b.elastic_key);
+  EXPECT_NE(a.angle_rad, c.angle_rad);
+  EXPECT_NE(a.angle_rad, d.angle_rad);
+  for (uint64_t i = 0; i < 1000; ++i) {
+    auto t = DrawTransform(p, 0, i, 0);
+    ASSERT_LE(std::abs(t.angle_rad), p.rotation_deg * M_PI / 180 + 1e-12);
+    ASSERT_GE(t.scale, p.scale_min);
+    ASSERT_LE(t.scale, p.scale_max);
+    ASSERT_LE(std::abs(t.tx), p.translate_px);
+  }
+}
+
+class BigMnistCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  }
+  std::string Cmd(const std::string& out, const std::string& extra) {
+    return kAugment + " bigmnist --src " + kFashion + " " + out + " --limit 300 --versions 3 --copies 4 " + extra;
+  }
+  TempDir dir_;
+};
+
+std::vector<std::string> ShardBytes(const std::string& dir) {
+  std::vector<std::string> v;
+  auto m = ReadManifest(dir);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return v;
+  for (const auto& s : m->shards) v.push_back(testing::ReadFile(JoinPath(dir, s.file)));
+  return v;
+}
+
+TEST_F(BigMnistCli, SameSeedIsByteIdenticalWithOneOrTwoThreads) {
+  auto r1 = RunCommand(Cmd(dir_ / "t1", "--threads 1 --shard-size 200000"));
+  ASSERT_EQ(r1.exit_code, 0) << r1.out;
+  auto r2 = RunCommand(Cmd(dir_ / "t2", "--threads 2 --shard-size 200000"));
+  ASSERT_EQ(r2.exit_code, 0) << r2.out;
+  auto a = ShardBytes(dir_ / "t1"), b = ShardBytes(dir_ / "t2");
+  ASSERT_GT(a.size(), 1u);
+  EXPECT_EQ(a, b);
+  auto r3 = RunCommand(Cmd(dir_ / "s2", "--threads 2 --shard-size 200000 --seed 2"));
+  ASSERT_EQ(r3.exit_code, 0) << r3.out;
+  EXPECT_NE(a, ShardBytes(dir_ / "s2"));
+}
+
+TEST_F(BigMnistCli, CountsLabelsAndSpreadOfCopies) {
+  auto r = RunCommand(Cmd(dir_ / "out", "--shard-size 300000"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + dir_ / "out").exit_code, 0);
+  auto ds = Dataset::Open(dir_ / "out");
+  ASSERT_TRUE(ds.ok());
+  EXPECT_EQ((*ds)->num_records(), 300u * 3 * 4);
+  // Labels follow their source image; every (index, version, copy) appears once.
+  std::string labels = testing::ReadFile(kFashion + "/train-labels-idx1-ubyte.gz");
+  auto src = RunCommand("zcat " + kFashion + "/train-labels-idx1-ubyte.gz | head -c 308 | tail -c 300 | od -An -tu1 -v");
+  std::vector<int> src_labels;
+  std::istringstream in(src.out);
+  for (int v; in >> v;) src_labels.push_back(v);
+  ASSERT_EQ(src_labels.size(), 300u);
+  std::set<std::string> keys;
+  std::map<size_t, std::set<uint64_t>> copies_per_shard;
+  for (size_t s = 0; s < (*ds)->num_shards(); ++s) {
+    const ShardReader& sr = (*ds)->shard(s);
+    for (uint32_t i = 0; i < sr.num_records(); ++i) {
+      std::string key(sr.key(i));
+      keys.insert(key);
+      const uint64_t index = std::stoull(key.substr(0, key.find('/')));
+      EXPECT_EQ(sr.record(i).label, src_labels[index]) << key;
+      copies_per_shard[s].insert(std::stoull(key.substr(key.rfind('/') + 1)));
+    }
+  }
+  EXPECT_EQ(keys.size(), 300u * 3 * 4);
+  for (const auto& [s, copies] : copies_per_shard) EXPECT_EQ(copies.size(), 4u) << "shard " << s << " mixes copies";
+}
+
+TEST_F(BigMnistCli, Hdf5RoundTripShardsToHdf5ToShardsIsEqual) {
+  ASSERT_EQ(RunCommand(Cmd(dir_ / "shards", "")).exit_code, 0);
+  auto h = RunCommand(Cmd(dir_ / "big.h5", "--format hdf5"));
+  ASSERT_EQ(h.exit_code, 0) << h.out;
+  auto p = RunCommand(testing::PackTool() + " hdf5 " + dir_ / "big.h5" + " " + dir_ / "back --images /images --labels /labels");
+  ASSERT_EQ(p.exit_code, 0) << p.out;
+  auto a = Dataset::Open(dir_ / "shards"), b = Dataset::Open(dir_ / "back");
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ((*a)->num_records(), (*b)->num_records());
+  ReadScratch sa, sb;
+  for (uint64_t g = 0; g < (*a)->num_records(); ++g) {
+    auto [s1, l1] = (*a)->Locate(g);
+    auto [s2, l2] = (*b)->Locate(g);
+    std::string_view pa, pb;
+    ASSERT_TRUE((*a)->shard(s1).ReadRecord(l1, &sa, &pa).ok());
+    std::string copy(pa);
+    ASSERT_TRUE((*b)->shard(s2).ReadRecord(l2, &sb, &pb).ok());
+    ASSERT_EQ(copy, std::string(pb)) << "record " << g;
+    ASSERT_EQ((*a)->shard(s1).record(l1).label, (*b)->shard(s2).record(l2).label);
+  }
+}
+
+TEST_F(BigMnistCli, KilledRunResumesKeepingFinishedShards) {
+  // Many small shards written by one thread, so that a kill lands mid-way.
+  auto command = [&](const std::string& out) {
+    return kAugment + " bigmnist --src " + kFashion + " " + out +
+           " --limit 3000 --versions 2 --copies 60 --shard-size 200000 --threads 1";
+  };
+  const std::string cmd = command(dir_ / "out");
+  ASSERT_EQ(RunCommand(command(dir_ / "ref")).exit_code, 0);
+  const int pid = testing::Spawn(cmd, dir_ / "log");
+  bool some_done = false;
+  for (int i = 0; i < 400 && !some_done; ++i) {
+    some_done = FileExists(dir_ / "out/shard-00005.sks");
+    if (!some_done) usleep(20000);
+  }
+  ASSERT_TRUE(some_done) << testing::ReadFile(dir_ / "log");
+  kill(pid, SIGKILL);
+  testing::WaitExit(pid, 10);
+  ASSERT_FALSE(FileExists(dir_ / "out/manifest.json")) << "killed before the end: must not look complete";
+  EXPECT_FALSE(Dataset::Open(dir_ / "out").ok());
+  auto r = RunCommand(cmd);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("kept from an interrupted run"), std::string::npos) << r.out;
+  EXPECT_EQ(ShardBytes(dir_ / "out"), ShardBytes(dir_ / "ref"));
+  EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + dir_ / "out").exit_code, 0);
+}
+
+// --- HDF5 import errors ------------------------------------------------------
+
+void WriteH5(const std::string& path, const std::vector<std::tuple<std::string, hid_t, std::vector<hsize_t>>>& sets) {
+  hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  for (const auto& [name, type, dims] : sets) {
+    hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+    hid_t d = H5Dcreate2(f, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t n = 1;
+    for (auto v : dims) n *= v;
+    std::vector<uint8_t> zeros(n * H5Tget_size(type), 0);
+    H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, zeros.data());
+    H5Dclose(d);
+    H5Sclose(space);
+  }
+  H5Fclose(f);
+}
+
+TEST(Hdf5Import, ClearErrors) {
+  TempDir dir;
+  struct Case {
+    std::string name;
+    std::vector<std::tuple<std::string, hid_t, std::vector<hsize_t>>> sets;
+    std::string expect;
+  } cases[] = {
+      {"rank2", {{"/images", H5T_NATIVE_UINT8, {4, 28}}, {"/labels", H5T_NATIVE_INT32, {4}}}, "rank 3 (N,H,W)"},
+      {"float", {{"/images", H5T_NATIVE_FLOAT, {4, 28, 28}}, {"/labels", H5T_NATIVE_INT32, {4}}}, "must be uint8"},
+      {"float_labels", {{"/images", H5T_NATIVE_UINT8, {4, 28, 28}}, {"/labels", H5T_NATIVE_FLOAT, {4}}}, "labels must be integers"},
+      {"mismatch", {{"/images", H5T_NATIVE_UINT8, {4, 28, 28}}, {"/labels", H5T_NATIVE_INT32, {5}}}, "length mismatch"},
+      {"missing", {{"/images", H5T_NATIVE_UINT8, {4, 28, 28}}}, "no dataset '/labels'"},
+      {"labels_2d", {{"/images", H5T_NATIVE_UINT8, {4, 28, 28}}, {"/labels", H5T_NATIVE_INT32, {4, 1}}}, "rank 1"},
+  };
+  for (const auto& c : cases) {
+    const std::string path = dir / (c.name + ".h5");
+    WriteH5(path, c.sets);
+    Hdf5PackOptions o;
+    o.file = path;
+    o.out = dir / (c.name + "_out");
+    o.quiet = true;
+    Status s = PackHdf5(o);
+    EXPECT_FALSE(s.ok()) << c.name;
+    EXPECT_NE(s.message().find(c.expect), std::string::npos) << c.name << ": " << s.message();
+    EXPECT_NE(s.message().find(path), std::string::npos) << "must name the file: " << s.message();
+    EXPECT_FALSE(FileExists(o.out + "/manifest.json"));
+  }
+  testing::WriteFile(dir / "text.h5", "not hdf5 at all");
+  Hdf5PackOptions o;
+  o.file = dir / "text.h5";
+  o.out = dir / "x";
+  EXPECT_NE(PackHdf5(o).message().find("not an HDF5 file"), std::string::npos);
+}
+
+TEST(Hdf5Import, FourDimensionalImagesAndLabels) {
+  TempDir dir;
+  hid_t f = H5Fcreate((dir / "ok.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hsize_t idims[4] = {3, 4, 5, 3}, ldims[1] = {3};
+  std::vector<uint8_t> px(3 * 4 * 5 * 3);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>(i);
+  int64_t labels[3] = {2, 0, 1};
+  hid_t is = H5Screate_simple(4, idims, nullptr), ls = H5Screate_simple(1, ldims, nullptr);
+  hid_t di = H5Dcreate2(f, "/x", H5T_STD_U8LE, is, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t dl = H5Dcreate2(f, "/y", H5T_STD_I64LE, ls, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(di, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, px.data());
+  H5Dwrite(dl, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels);
+  H5Dclose(di); H5Dclose(dl); H5Sclose(is); H5Sclose(ls); H5Fclose(f);
+  Hdf5PackOptions o;
+  o.file = dir / "ok.h5";
+  o.out = dir / "out";
+  o.images = "/x";
+  o.labels = "/y";
+  o.quiet = true;
+  ASSERT_TRUE(PackHdf5(o).ok());
+  auto ds = Dataset::Open(dir / "out");
+  ASSERT_TRUE(ds.ok());
+  EXPECT_EQ((*ds)->manifest().record.shape, (std::vector<int64_t>{4, 5, 3}));
+  EXPECT_EQ((*ds)->shard(0).record(0).label, 2);
+  ReadScratch s;
+  std::string_view p;
+  ASSERT_TRUE((*ds)->shard(0).ReadRecord(2, &s, &p).ok());
+  EXPECT_EQ(static_cast<uint8_t>(p[0]), 120);
+}
+
+}  // namespace
+}  // namespace shardkit
