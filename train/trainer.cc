@@ -372,6 +372,7 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
     j["comm_exposed_fraction"] = comm / std::max(wait + step, 1e-9);
     j["lr"] = LearningRate(o, base_lr, std::max<int64_t>(0, pos.global_step - 1), steps_per_epoch);
     j["world_size"] = env.world_size;
+    j["nodes"] = std::getenv("SLURM_JOB_NUM_NODES") ? std::atoi(std::getenv("SLURM_JOB_NUM_NODES")) : 1;
     j["batch_size"] = o.batch_size;
     j["workers"] = o.workers;
     j["steps"] = pos.global_step;

@@ -11,6 +11,7 @@
 
 #include "loader/loader.h"
 #include "shard/shard.h"
+#include "tools/bench/report.h"
 #include "tools/common/omp_env.h"
 #include "tools/common/progress.h"
 #include "tools/common/svg_plot.h"
@@ -192,8 +193,20 @@ int Run(int argc, char** argv) {
   ref->add_option("DIR", ref_dir, "dataset directory")->required();
   ref->add_option("--max-records", ref_max, "records to use at most")->capture_default_str();
   ref->add_flag("--json", ref_json, "print JSON");
+  auto* report = app.add_subcommand("report", "scaling report from shardkit-train metrics files (a sweep's)");
+  std::string metrics_dir, report_out;
+  report->add_option("METRICS_DIR", metrics_dir, "directory of *.jsonl metrics files, one per run")->required();
+  report->add_option("--out", report_out, "where report.md, report.csv and the SVG plots go (default: METRICS_DIR)");
   CLI11_PARSE(app, argc, argv);
   if (*ref) return RunReference(ref_dir, ref_max, ref_json);
+  if (*report) {
+    Status s = WriteScalingReport(metrics_dir, report_out.empty() ? metrics_dir : report_out);
+    if (!s.ok()) {
+      std::fprintf(stderr, "shardkit-bench: error: %s\n", s.message().c_str());
+      return 1;
+    }
+    return 0;
+  }
 
   LoaderOptions opt;
   opt.batch_size = batch;

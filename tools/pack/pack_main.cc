@@ -143,6 +143,31 @@ int RunVerify(const std::string& dir, int threads) {
   return kExitBadData;
 }
 
+// One line per shard: file, bytes, crc32c (what slurm/stage.sh reads).
+int RunListShards(const std::string& dir) {
+  auto m = ReadManifest(dir);
+  if (!m.ok()) return Fail(m.status());
+  for (const auto& s : m->shards) {
+    std::printf("%s\t%llu\t%s\n", s.file.c_str(), (unsigned long long)s.bytes, Crc32cHex(s.crc32c).c_str());
+  }
+  return 0;
+}
+
+int RunChecksum(const std::vector<std::string>& files) {
+  int rc = 0;
+  for (const auto& f : files) {
+    auto crc = FileCrc32c(f);
+    auto size = FileSize(f);
+    if (!crc.ok() || !size.ok()) {
+      std::fprintf(stderr, "shardkit-pack: error: %s\n", (crc.ok() ? size.status() : crc.status()).message().c_str());
+      rc = kExitError;
+      continue;
+    }
+    std::printf("%s\t%llu\t%s\n", Crc32cHex(*crc).c_str(), (unsigned long long)*size, f.c_str());
+  }
+  return rc;
+}
+
 int RunInspect(const std::string& dir, bool json) {
   auto ds = Dataset::Open(dir);
   if (!ds.ok()) return Fail(ds.status(), "run 'shardkit-pack verify " + dir + "' for a full report");
@@ -279,10 +304,15 @@ int main(int argc, char** argv) {
   verify->add_option("DIR", dir, "dataset directory")->required();
   verify->add_option("--threads", threads, "threads (0: all cores)");
 
-  bool json = false;
+  bool json = false, list_shards = false;
   auto* inspect = app.add_subcommand("inspect", "summarise a dataset: records, classes, shards, sizes, histogram");
   inspect->add_option("DIR", dir, "dataset directory")->required();
   inspect->add_flag("--json", json, "print JSON");
+  inspect->add_flag("--shards", list_shards, "print one line per shard: file, bytes, crc32c (tab-separated)");
+
+  std::vector<std::string> files;
+  auto* checksum = app.add_subcommand("checksum", "print the CRC32C and size of files (as the manifest records them)");
+  checksum->add_option("FILE", files, "files")->required();
 
   uint64_t index = 0;
   std::string file;
@@ -299,7 +329,7 @@ int main(int argc, char** argv) {
   };
   if (argc > 1 && argv[1][0] != '-' && !known(argv[1])) {
     std::fprintf(stderr, "shardkit-pack: error: unknown command '%s'\nhint: commands are imagenet, idx, hdf5, "
-                 "verify, inspect, extract; see shardkit-pack --help\n", argv[1]);
+                 "verify, inspect, extract, checksum; see shardkit-pack --help\n", argv[1]);
     return kExitError;
   }
   try {
@@ -324,7 +354,8 @@ int main(int argc, char** argv) {
     }
     const int t = threads > 0 ? threads : omp_get_max_threads();
     if (*verify) return RunVerify(dir, t);
-    if (*inspect) return RunInspect(dir, json);
+    if (*inspect) return list_shards ? RunListShards(dir) : RunInspect(dir, json);
+    if (*checksum) return RunChecksum(files);
     if (*extract) return RunExtract(dir, index, file);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shardkit-pack: error: %s\n", e.what());

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Stage a shardkit dataset from the shared filesystem (GPFS, EBS, NFS) to
+# node-local disk. Run it once per node (in a job: srun --ntasks-per-node=1).
+#
+#   slurm/stage.sh SRC_DATASET [DEST] [--jobs N]
+#
+# DEST defaults to $SLURM_TMPDIR, else $TMPDIR, else /tmp, plus the dataset's
+# name. Shards are copied N at a time under temporary names, checked against
+# the manifest (size and CRC32C) and renamed; shards already staged and intact
+# are skipped; the manifest is copied last, so a half-staged dataset never
+# looks complete. Fails clearly when local space is short. Reports GB/s.
+set -euo pipefail
+
+usage() { echo "usage: $0 SRC_DATASET [DEST] [--jobs N]" >&2; exit 2; }
+SRC="" DEST="" JOBS=${STAGE_JOBS:-8}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --jobs) JOBS=$2; shift 2 ;;
+    --jobs=*) JOBS=${1#*=}; shift ;;
+    -h|--help) usage ;;
+    *) if [ -z "$SRC" ]; then SRC=$1; elif [ -z "$DEST" ]; then DEST=$1; else usage; fi; shift ;;
+  esac
+done
+[ -n "$SRC" ] || usage
+PACK=${SHARDKIT_PACK:-$(command -v shardkit-pack || echo "$(dirname "$0")/../build/tools/pack/shardkit-pack")}
+[ -x "$PACK" ] || { echo "stage: shardkit-pack not found (set SHARDKIT_PACK)" >&2; exit 2; }
+[ -f "$SRC/manifest.json" ] || { echo "stage: $SRC is not a shardkit dataset (no manifest.json)" >&2; exit 2; }
+if [ -z "$DEST" ]; then
+  DEST=${SLURM_TMPDIR:-${TMPDIR:-/tmp}}/$(basename "$(realpath "$SRC")")
+fi
+NODE=${SLURMD_NODENAME:-$(hostname)}
+mkdir -p "$DEST"
+
+# file<TAB>bytes<TAB>crc32c, from the source manifest.
+LIST=$("$PACK" inspect --shards "$SRC")
+need=0
+while IFS=$'\t' read -r file bytes crc; do
+  if [ -f "$DEST/$file" ] && [ "$(stat -c %s "$DEST/$file")" = "$bytes" ]; then continue; fi
+  need=$((need + bytes))
+done <<< "$LIST"
+avail=$(df -B1 --output=avail "$DEST" | tail -n 1 | tr -d ' ')
+if [ "$need" -gt "$avail" ]; then
+  echo "stage[$NODE]: not enough space in $DEST: need $need bytes, $avail available" >&2
+  exit 1
+fi
+
+# A staged manifest is only valid once every shard is; remove it first.
+rm -f "$DEST/manifest.json"
+
+stage_one() {  # file bytes crc
+  local file=$1 bytes=$2 crc=$3 dst="$DEST/$1" tmp
+  if [ -f "$dst" ] && [ "$(stat -c %s "$dst")" = "$bytes" ] && \
+     [ "$("$PACK" checksum "$dst" | cut -f1)" = "$crc" ]; then
+    echo skipped
+    return 0
+  fi
+  tmp="$DEST/.$file.staging.$$.$RANDOM"
+  cp "$SRC/$file" "$tmp"
+  local got
+  got=$("$PACK" checksum "$tmp" | cut -f1)
+  if [ "$got" != "$crc" ]; then
+    rm -f "$tmp"
+    echo "stage[$NODE]: $file: checksum $got after copy, manifest says $crc" >&2
+    return 1
+  fi
+  mv -f "$tmp" "$dst"
+  echo "copied $bytes"
+}
+export -f stage_one
+export DEST SRC PACK NODE
+
+start=$(date +%s.%N)
+results=$(printf '%s\n' "$LIST" | xargs -P "$JOBS" -L 1 bash -c 'stage_one "$0" "$1" "$2"') || {
+  echo "stage[$NODE]: failed; rerun to resume (intact shards are kept)" >&2
+  rm -f "$DEST"/.*.staging.* 2>/dev/null || true
+  exit 1
+}
+end=$(date +%s.%N)
+copied=$(grep -c copied <<< "$results" || true)
+copied_bytes=$(awk '/^copied/ {s += $2} END {print s + 0}' <<< "$results")
+skipped=$(grep -c skipped <<< "$results" || true)
+cp "$SRC/manifest.json" "$DEST/.manifest.json.staging"
+mv -f "$DEST/.manifest.json.staging" "$DEST/manifest.json"
+awk -v b="$copied_bytes" -v s="$start" -v e="$end" -v c="$copied" -v k="$skipped" -v n="$NODE" -v d="$DEST" 'BEGIN {
+  t = e - s; if (t <= 0) t = 1e-9
+  printf "stage[%s]: %d shards copied, %d already intact, %.2f GB in %.2f s = %.2f GB/s -> %s (verified)\n", n, c, k, b / 1e9, t, b / 1e9 / t, d
+}'
