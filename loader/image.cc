@@ -11,7 +11,7 @@
 // Function multiversioning (an AVX2 clone chosen at load time through an
 // ifunc). Sanitizer runtimes are not ready when ifunc resolvers run, so
 // sanitized builds use the default code only.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(SHARDKIT_NO_TARGET_CLONES) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SK_TARGET_CLONES
 #else
 #define SK_TARGET_CLONES __attribute__((target_clones("avx2", "default")))
@@ -64,13 +64,12 @@ int Coefficients(double in0, double in_len, int in_size, int out_size, std::vect
 
 // dst[i] = sum_t w[t] * rows[t][i] for i < n: one output row of a vertical
 // pass, vectorised across the row.
-template <typename T>
-SK_TARGET_CLONES void WeightedRows(const T* src, size_t stride, int taps,
-                                                                   const float* w, size_t n, float* dst) {
+SK_TARGET_CLONES void WeightedRows(const uint8_t* src, size_t stride, int taps, const float* w, size_t n,
+                                   float* dst) {
   const float w0 = w[0];
   for (size_t i = 0; i < n; ++i) dst[i] = w0 * static_cast<float>(src[i]);
   for (int t = 1; t < taps; ++t) {
-    const T* row = src + stride * t;
+    const uint8_t* row = src + stride * t;
     const float wt = w[t];
     for (size_t i = 0; i < n; ++i) dst[i] += wt * static_cast<float>(row[i]);
   }

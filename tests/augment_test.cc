@@ -305,3 +305,32 @@ TEST(Hdf5Import, FourDimensionalImagesAndLabels) {
 
 }  // namespace
 }  // namespace shardkit
+
+namespace shardkit {
+namespace {
+
+// Found by fuzz_hdf5_import: a label near 2^31 made the default class list
+// (one name per label value) exhaust memory.
+TEST(Hdf5Import, HugeLabelValueIsAClearErrorNotAnAllocation) {
+  TempDir dir;
+  hid_t f = H5Fcreate((dir / "big_label.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hsize_t idims[3] = {1, 2, 2}, ldims[1] = {1};
+  uint8_t px[4] = {1, 2, 3, 4};
+  int32_t label = 2147483000;
+  hid_t is = H5Screate_simple(3, idims, nullptr), ls = H5Screate_simple(1, ldims, nullptr);
+  hid_t di = H5Dcreate2(f, "/images", H5T_STD_U8LE, is, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t dl = H5Dcreate2(f, "/labels", H5T_STD_I32LE, ls, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(di, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, px);
+  H5Dwrite(dl, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, &label);
+  H5Dclose(di); H5Dclose(dl); H5Sclose(is); H5Sclose(ls); H5Fclose(f);
+  Hdf5PackOptions o;
+  o.file = dir / "big_label.h5";
+  o.out = dir / "out";
+  o.quiet = true;
+  Status s = PackHdf5(o);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("--class-names"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace shardkit

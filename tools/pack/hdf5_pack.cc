@@ -97,6 +97,12 @@ Status PackHdf5(const Hdf5PackOptions& o) {
                                    " classes but labels go up to " + std::to_string(max_label));
   }
   if (classes.empty()) {
+    // Class names default to the label numbers; refuse to invent millions.
+    constexpr int64_t kMaxDefaultClasses = 1 << 20;
+    if (max_label >= kMaxDefaultClasses) {
+      return Status::InvalidArgument(where_l + ": labels go up to " + std::to_string(max_label) +
+                                     "; pass --class-names, or relabel to 0..classes-1");
+    }
     for (int64_t c = 0; c <= max_label; ++c) classes.push_back(std::to_string(c));
   }
 

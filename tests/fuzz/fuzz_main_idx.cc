@@ -1,0 +1,6 @@
+// libFuzzer entry point for shardkit::fuzz::Idx.
+#include "tests/fuzz/fuzz_targets.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return shardkit::fuzz::Idx(data, size);
+}
