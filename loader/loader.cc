@@ -1,7 +1,7 @@
 // Loader: producer thread + OpenMP team filling a ring of batch slots.
 #include "loader/loader.h"
 
-#include <omp.h>
+#include "shard/omp_compat.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,8 +1,30 @@
 #!/usr/bin/env bash
-# Installs what is missing (Debian 12 packages), builds, and runs every test.
+# Installs what is missing (Debian 12 packages), builds, and runs every test:
+#  1. the full suite (GoogleTest units, CLI tests, training/DDP tests, the SLURM
+#     integration test on a real 2-node SLURM when run as root);
+#  2. the loader's tests under ThreadSanitizer;
+#  3. each fuzz target for a few seconds (FUZZ_SECONDS, default 5);
+#  4. every non-training test under AddressSanitizer + UndefinedBehaviorSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
-shardkit_install_deps
+shardkit_install_deps clang libclang-rt-14-dev
+jobs=$(nproc)
+
+echo "== build and test"
 shardkit_build build
-ctest --test-dir build --output-on-failure -j"$(nproc)"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+echo "== ThreadSanitizer: loader threads, prefetch ring, block cache"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDKIT_SANITIZE=thread -DSHARDKIT_WITH_TORCH=OFF > /dev/null
+cmake --build build-tsan -j"$jobs" --target loader_test > /dev/null
+TSAN_OPTIONS="halt_on_error=1" ctest --test-dir build-tsan -R '^(LoaderTest|JpegLoaderTest)\.' --output-on-failure -j"$jobs"
+
+echo "== fuzz smoke (${FUZZ_SECONDS:-5} s per target)"
+scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer: every non-training test"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDKIT_SANITIZE=address -DSHARDKIT_WITH_TORCH=OFF > /dev/null
+cmake --build build-asan -j"$jobs" > /dev/null
+ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs"

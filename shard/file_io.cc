@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cerrno>
 #include <cstring>
 
@@ -16,6 +18,23 @@ namespace shardkit {
 namespace {
 
 constexpr size_t kWriteBuffer = 1 << 20;
+
+// Fault injection for tests: SHARDKIT_FAULT_WRITE_BUDGET=N makes every write
+// after the first N bytes (per process) fail with ENOSPC, as a full disk does.
+ssize_t WriteOrInjectFault(int fd, const void* p, size_t n) {
+  static std::atomic<int64_t> budget{[] {
+    const char* v = std::getenv("SHARDKIT_FAULT_WRITE_BUDGET");
+    return v != nullptr ? std::atoll(v) : int64_t{-1};
+  }()};
+  if (budget.load(std::memory_order_relaxed) >= 0) {
+    const int64_t left = budget.fetch_sub(static_cast<int64_t>(n));
+    if (left < static_cast<int64_t>(n)) {
+      errno = ENOSPC;
+      return -1;
+    }
+  }
+  return ::write(fd, p, n);
+}
 
 Status Errno(const std::string& what, const std::string& path, int err) {
   std::string msg = path + ": " + what + ": " + std::strerror(err);
@@ -49,7 +68,7 @@ Status WritableFile::Append(const void* data, size_t n) {
   SK_RETURN_IF_ERROR(FlushBuffer());
   if (n >= kWriteBuffer) {  // large write: bypass the buffer
     while (n > 0) {
-      ssize_t w = ::write(fd_, p, n);
+      ssize_t w = WriteOrInjectFault(fd_, p, n);
       if (w < 0) {
         if (errno == EINTR) continue;
         return Errno("write failed", path_, errno);
@@ -67,7 +86,7 @@ Status WritableFile::FlushBuffer() {
   const char* p = buf_.data();
   size_t n = buf_.size();
   while (n > 0) {
-    ssize_t w = ::write(fd_, p, n);
+    ssize_t w = WriteOrInjectFault(fd_, p, n);
     if (w < 0) {
       if (errno == EINTR) continue;
       return Errno("write failed", path_, errno);

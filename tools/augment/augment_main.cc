@@ -1,6 +1,6 @@
 // shardkit-augment: synthesise bigMNIST (an MNIST-format set enlarged by random
 // affine and elastic transforms, then replicated) into shards or HDF5.
-#include <omp.h>
+#include "shard/omp_compat.h"
 
 #include <CLI/CLI.hpp>
 #include <atomic>

@@ -2,7 +2,7 @@
 // append in order to a DatasetWriter.
 #include "tools/pack/imagenet_pack.h"
 
-#include <omp.h>
+#include "shard/omp_compat.h"
 
 #include <algorithm>
 #include <cmath>

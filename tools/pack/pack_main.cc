@@ -1,6 +1,6 @@
 // shardkit-pack: pack ImageNet trees, IDX files and HDF5 arrays into shard
 // datasets; verify, inspect and extract from them.
-#include <omp.h>
+#include "shard/omp_compat.h"
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
