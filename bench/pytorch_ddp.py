@@ -7,7 +7,6 @@ usage: pytorch_ddp.py IMAGES_IDX_GZ LABELS_IDX_GZ --nproc 2 --batch-size 64 --st
 Prints one JSON line: images_per_sec (global), data_wait_fraction, ...
 """
 import argparse
-import gzip
 import json
 import os
 import time
@@ -18,15 +17,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
+from idx import read_idx
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
 class Block(nn.Module):

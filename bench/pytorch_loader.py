@@ -9,22 +9,14 @@
 Prints one JSON object per worker count: {"workers", "images_per_sec", ...}.
 """
 import argparse
-import gzip
 import json
 import sys
 import time
 
 import numpy as np
 import torch
+from idx import read_idx
 from torch.utils.data import DataLoader, TensorDataset
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
 def measure(loader, warmup, batches):

@@ -66,25 +66,12 @@ Status WritableFile::Append(const void* data, size_t n) {
     return Status::OK();
   }
   SK_RETURN_IF_ERROR(FlushBuffer());
-  if (n >= kWriteBuffer) {  // large write: bypass the buffer
-    while (n > 0) {
-      ssize_t w = WriteOrInjectFault(fd_, p, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return Errno("write failed", path_, errno);
-      }
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-    return Status::OK();
-  }
+  if (n >= kWriteBuffer) return WriteAll(p, n);  // large write: bypass the buffer
   buf_.insert(buf_.end(), p, p + n);
   return Status::OK();
 }
 
-Status WritableFile::FlushBuffer() {
-  const char* p = buf_.data();
-  size_t n = buf_.size();
+Status WritableFile::WriteAll(const char* p, size_t n) {
   while (n > 0) {
     ssize_t w = WriteOrInjectFault(fd_, p, n);
     if (w < 0) {
@@ -94,6 +81,11 @@ Status WritableFile::FlushBuffer() {
     p += w;
     n -= static_cast<size_t>(w);
   }
+  return Status::OK();
+}
+
+Status WritableFile::FlushBuffer() {
+  SK_RETURN_IF_ERROR(WriteAll(buf_.data(), buf_.size()));
   buf_.clear();
   return Status::OK();
 }

@@ -32,6 +32,7 @@ class WritableFile {
  private:
   WritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   Status FlushBuffer();
+  Status WriteAll(const char* p, size_t n);
   std::string path_;
   int fd_ = -1;
   std::vector<char> buf_;
