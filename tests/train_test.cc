@@ -72,6 +72,16 @@ double MaxDiff(const std::map<std::string, torch::Tensor>& a, const std::map<std
   return d;
 }
 
+// Reads the position of a checkpoint of the `tiny` model on WriteToyDataset's data.
+bool ReadToyCheckpoint(const std::string& path, TrainPosition* pos) {
+  ModelSpec spec;
+  spec.arch = "tiny";
+  spec.num_classes = 4;
+  spec.in_channels = 1;
+  auto m = MakeModel(spec);
+  return LoadCheckpoint(path, AsModule(m), nullptr, pos).ok();
+}
+
 std::string TrainCmd(const std::string& data, const std::string& extra) {
   return kTrain + " --data " + data + " --arch tiny --workers 1 --threads 1 --quiet --lr 0.5 --weight-decay 0 " + extra;
 }
@@ -193,13 +203,8 @@ TEST(TrainTest, SigtermCheckpointsAndResumeFinishes) {
   EXPECT_EQ(WaitExit(pid, 60), 75) << testing::ReadFile(dir / "log1");
   EXPECT_NE(testing::ReadFile(dir / "log1").find("checkpoint written"), std::string::npos);
   ASSERT_TRUE(FileExists(dir / "ck/last.pt"));
-  ModelSpec spec;
-  spec.arch = "tiny";
-  spec.num_classes = 4;
-  spec.in_channels = 1;
-  auto m = MakeModel(spec);
   TrainPosition pos;
-  ASSERT_TRUE(LoadCheckpoint(dir / "ck/last.pt", AsModule(m), nullptr, &pos).ok());
+  ASSERT_TRUE(ReadToyCheckpoint(dir / "ck/last.pt", &pos));
   EXPECT_EQ(pos.epoch, 0);
   EXPECT_GE(pos.batch_index, 20);
   auto r = RunCommand(base + " --resume --quiet --max-steps " + std::to_string(pos.global_step + 5));
@@ -226,13 +231,8 @@ TEST(TrainTest, OneRankFailingEndsTheOthersWithAnErrorAndResumeCompletes) {
   EXPECT_NE(code, -1) << "the surviving rank did not exit within 60 s";
   EXPECT_NE(testing::ReadFile(dir / "log0").find("error"), std::string::npos) << testing::ReadFile(dir / "log0");
   // Resume from the last checkpoint (end of epoch 1) and finish.
-  ModelSpec spec;
-  spec.arch = "tiny";
-  spec.num_classes = 4;
-  spec.in_channels = 1;
-  auto m = MakeModel(spec);
   TrainPosition pos;
-  ASSERT_TRUE(LoadCheckpoint(dir / "ck/last.pt", AsModule(m), nullptr, &pos).ok());
+  ASSERT_TRUE(ReadToyCheckpoint(dir / "ck/last.pt", &pos));
   EXPECT_EQ(pos.epoch, 1);
   EXPECT_EQ(pos.batch_index, 0);
   auto r = RunCommand(kTrain + " --nproc-per-node 2 --data " + dir / "data" + " --arch tiny --workers 1 --threads 1"
