@@ -81,7 +81,7 @@ Status JpegDecoder::Decode(const uint8_t* data, size_t size, const DecodeRequest
     return Status::Corruption("JPEG declares " + std::to_string(iw) + "x" + std::to_string(ih) +
                               " pixels, over the " + std::to_string(kMaxImageSide) + " per side limit");
   }
-  RectF crop = req.crop;
+  RectF crop = req.choose_crop ? req.choose_crop(iw, ih) : req.crop;
   if (crop.w <= 0 || crop.h <= 0) crop = RectF{0, 0, double(iw), double(ih)};
   crop.x = std::clamp(crop.x, 0.0, double(iw));
   crop.y = std::clamp(crop.y, 0.0, double(ih));

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,6 +28,9 @@ inline constexpr uint64_t kMaxDecodedBytes = 512ull << 20;
 
 struct DecodeRequest {
   RectF crop;           // in full-resolution source pixels; w == 0 means the whole image
+  // If set, called once the header is read, with the image's full size, to
+  // choose the crop (instead of `crop`): saves parsing the header twice.
+  std::function<RectF(int width, int height)> choose_crop;
   int min_width = 0;    // the decoded crop must keep at least this size (0: full resolution)
   int min_height = 0;
   // Speed over exactness, for training input: only the DCT scales libjpeg-turbo

@@ -95,7 +95,7 @@ struct Loader::Impl {
 
   // Counters.
   std::atomic<uint64_t> wait_ns{0}, samples{0}, batches{0}, skipped{0};
-  std::mutex msg_mu;
+  mutable std::mutex msg_mu;
   std::vector<std::string> messages;
 
   void StopProducer() {
@@ -170,20 +170,20 @@ struct Loader::Impl {
   Status DecodeJpeg(WorkerContext& c, std::string_view payload, uint64_t position, uint8_t* out) {
     const auto* p = reinterpret_cast<const uint8_t*>(payload.data());
     uint64_t t0 = NowNs();
-    JpegInfo info;
-    SK_RETURN_IF_ERROR(c.jpeg.ReadHeader(p, payload.size(), &info));
     const TransformParams& tp = opt.transform;
     CropDecision crop;
-    if (tp.kind == TransformKind::kTrain) {
-      KeyedRng rng(opt.seed, epoch, position, 0xA06);
-      crop = RandomResizedCrop(info.width, info.height, tp, &rng);
-    } else if (tp.kind == TransformKind::kVal) {
-      crop = CenterCrop(info.width, info.height, tp);
-    } else {
-      crop.rect = RectF{0, 0, double(info.width), double(info.height)};
-    }
     DecodeRequest req;
-    req.crop = crop.rect;
+    req.choose_crop = [&](int width, int height) {
+      if (tp.kind == TransformKind::kTrain) {
+        KeyedRng rng(opt.seed, epoch, position, 0xA06);
+        crop = RandomResizedCrop(width, height, tp, &rng);
+      } else if (tp.kind == TransformKind::kVal) {
+        crop = CenterCrop(width, height, tp);
+      } else {
+        crop.rect = RectF{0, 0, double(width), double(height)};
+      }
+      return crop.rect;
+    };
     req.min_width = req.min_height = tp.size;
     req.fast = true;
     SK_RETURN_IF_ERROR(c.jpeg.Decode(p, payload.size(), req, &c.region));
@@ -480,7 +480,7 @@ LoaderStats Loader::stats() const {
   s.samples = d.samples.load();
   s.batches = d.batches.load();
   s.corrupt_skipped = d.skipped.load();
-  std::lock_guard<std::mutex> lock(const_cast<Impl&>(d).msg_mu);
+  std::lock_guard<std::mutex> lock(d.msg_mu);
   s.corrupt_messages = d.messages;
   return s;
 }
