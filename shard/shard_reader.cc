@@ -147,13 +147,16 @@ Status ShardReader::ReadBlock(uint32_t b, ReadScratch* scratch, std::string_view
   return Status::OK();
 }
 
-Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<char>* out) const {
+Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<char>* out,
+                                  std::string_view* stored) const {
+  if (stored != nullptr) *stored = std::string_view();
   if (b >= blocks_.size()) return Status::InvalidArgument(path() + ": no block " + std::to_string(b));
   const BlockEntry& e = blocks_[b];
   const std::string where = path() + ": block " + std::to_string(b) + " at offset " + std::to_string(e.offset);
   if (e.codec == static_cast<uint32_t>(format::Codec::kStored)) {
     out->resize(e.raw_size);
     SK_RETURN_IF_ERROR(file_->Read(e.offset, e.stored_size, out->data()));
+    if (stored != nullptr) *stored = std::string_view(out->data(), e.stored_size);
     if (crc32c::Value(out->data(), e.stored_size) != e.crc32c) {
       return Status::Corruption(where + ": checksum mismatch");
     }
@@ -161,6 +164,7 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
   }
   scratch->stored.resize(e.stored_size);
   SK_RETURN_IF_ERROR(file_->Read(e.offset, e.stored_size, scratch->stored.data()));
+  if (stored != nullptr) *stored = std::string_view(scratch->stored.data(), e.stored_size);
   const uint32_t got = crc32c::Value(scratch->stored.data(), e.stored_size);
   if (got != e.crc32c) {
     return Status::Corruption(where + ": checksum mismatch (expected " + Hex(e.crc32c) + ", got " + Hex(got) + ")");

@@ -48,8 +48,16 @@ class ShardReader {
   // past its declared raw size). *raw points into scratch and stays valid until
   // the next read with the same scratch.
   Status ReadBlock(uint32_t b, ReadScratch* scratch, std::string_view* raw) const;
-  // The same, decompressing into *out (resized to the raw size) instead of the scratch.
-  Status ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<char>* out) const;
+  // The same, decompressing into *out (resized to the raw size) instead of the
+  // scratch. If `stored` is given, it is set to the block's bytes as on disk
+  // as soon as they are read (even if a check then fails), and left empty if
+  // the read itself failed.
+  Status ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<char>* out,
+                       std::string_view* stored = nullptr) const;
+  // Offset of the index: where the last block ends.
+  uint64_t index_offset() const {
+    return blocks_.empty() ? format::kHeaderSize : blocks_.back().offset + blocks_.back().stored_size;
+  }
   // Reads record i and checks its CRC. For a stored block only the record's
   // bytes are read; for a compressed one the whole block is decompressed.
   Status ReadRecord(uint32_t i, ReadScratch* scratch, std::string_view* payload) const;
