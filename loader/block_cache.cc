@@ -21,6 +21,7 @@ std::shared_ptr<BlockCache::Block> BlockCache::Get(uint32_t shard, uint32_t bloc
       // Evict the oldest blocks beyond capacity (never the new one).
       while (bytes_ > capacity_ && lru_.size() > 1) {
         auto victim = map_.find(lru_.back());
+        victim->second.block->evicted.store(true, std::memory_order_relaxed);
         bytes_ -= victim->second.bytes;
         map_.erase(victim);
         lru_.pop_back();

@@ -6,6 +6,7 @@
 // one instead of decompressing it again. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -36,6 +37,7 @@ class BlockCache {
     explicit Block(BufferPool* p) : pool(p) {}
     ~Block() { pool->Give(std::move(raw)); }
     std::once_flag once;
+    std::atomic<bool> evicted{false};  // dropped by the cache: holders should let go
     Status status;
     std::vector<char> raw;
     BufferPool* pool;

@@ -82,6 +82,14 @@ struct Loader::Impl {
   // Epoch state. `sampler` and `epoch` are written only while no producer runs.
   uint64_t epoch = 0;
   std::unique_ptr<EpochSampler> sampler;
+  // Block-local: the materialised windows the current batch reads. Written by
+  // the producer before a batch's parallel region, only read inside it.
+  struct LiveWindow {
+    size_t w = 0;
+    uint64_t begin = 0, end = 0;
+    std::vector<uint64_t> records;
+  };
+  std::vector<LiveWindow> live, spare_live;
 
   std::mutex mu;
   std::condition_variable producer_cv, consumer_cv;
@@ -131,6 +139,8 @@ struct Loader::Impl {
     }
   }
 
+  static size_t MemoSlot(uint64_t key) { return (key ^ (key >> 29)) % kMemoSlots; }
+
   // Fetches record `rec`'s payload into *payload (checksum verified).
   Status Fetch(WorkerContext& c, uint32_t shard, uint32_t local, std::string_view* payload) {
     const ShardReader& r = ds->shard(shard);
@@ -144,7 +154,7 @@ struct Loader::Impl {
       return s;
     }
     const uint64_t key = BlockCache::MakeKey(shard, e.block);
-    WorkerContext::Memo& m = c.memo[(key ^ (key >> 29)) % kMemoSlots];
+    WorkerContext::Memo& m = c.memo[MemoSlot(key)];
     if (m.key != key || !m.block) {
       bool decompressed = false;
       const uint64_t t0 = NowNs();
@@ -195,32 +205,132 @@ struct Loader::Impl {
     return Status::OK();
   }
 
+  // The record at epoch position `position`: from the live windows in
+  // block-local mode, else from the sampler.
+  uint64_t RecordFor(uint64_t position) const {
+    for (const LiveWindow& lw : live) {
+      if (position >= lw.begin && position < lw.end) return lw.records[position - lw.begin];
+    }
+    return sampler->RecordAt(position);
+  }
+
+  // Block-local: materialises the windows batch k reads (reusing those the
+  // previous batch read) and releases the others.
+  void PrepareWindows(uint64_t k) {
+    if (mode != ShuffleMode::kBlockLocal) return;
+    const uint64_t base = k * part.batch_size, n = part.BatchLength(k);
+    spare_live.swap(live);
+    live.clear();
+    for (uint64_t i = 0; i < n;) {
+      const uint64_t pos = part.Position(base + i);
+      const size_t w = sampler->WindowOf(pos);
+      auto it = std::find_if(spare_live.begin(), spare_live.end(), [&](const LiveWindow& lw) { return lw.w == w; });
+      if (it != spare_live.end()) {
+        live.push_back(std::move(*it));
+        spare_live.erase(it);
+      } else {
+        LiveWindow lw;
+        lw.w = w;
+        lw.begin = sampler->window_begin(w);
+        lw.end = sampler->window_end(w);
+        sampler->WindowRecords(w, &lw.records);
+        live.push_back(std::move(lw));
+      }
+      i += std::min(sampler->window_end(w) - pos, n - i);
+    }
+    spare_live.clear();
+  }
+
+  // Finds sample `local_index`'s record and payload; sets its label and id.
+  Status Resolve(WorkerContext& c, uint64_t local_index, Slot* slot, int i, std::string_view* payload,
+                 uint32_t* shard_out, uint32_t* local_out) {
+    const uint64_t position = part.Position(local_index);
+    const uint64_t rec = RecordFor(position);
+    auto [shard, local] = ds->Locate(rec);
+    SK_RETURN_IF_ERROR(Fetch(c, shard, local, payload));
+    slot->labels[i] = ds->shard(shard).record(local).label;
+    slot->ids[i] = rec;
+    *shard_out = shard;
+    *local_out = local;
+    return Status::OK();
+  }
+
+  Status CheckRawSize(uint32_t shard, uint32_t local, size_t size) const {
+    if (size == sample_bytes) return Status::OK();
+    return Status::Corruption(ds->shard(shard).Where(local) + ": " + std::to_string(size) +
+                              " bytes, the record shape needs " + std::to_string(sample_bytes));
+  }
+
+  void EmitRaw(const char* src, uint8_t* out) const {
+    if (opt.layout == Layout::kNCHW && channels > 1) {
+      HwcToChw(reinterpret_cast<const uint8_t*>(src), width, height, channels, out);
+    } else {
+      std::memcpy(out, src, sample_bytes);
+    }
+  }
+
   // Loads the rank's `local_index`-th sample of the epoch into sample slot i.
   Status LoadSample(WorkerContext& c, uint64_t local_index, Slot* slot, int i) {
-    const uint64_t position = part.Position(local_index);
-    const uint64_t rec = sampler->RecordAt(position);
-    auto [shard, local] = ds->Locate(rec);
     std::string_view payload;
-    SK_RETURN_IF_ERROR(Fetch(c, shard, local, &payload));
+    uint32_t shard = 0, local = 0;
+    SK_RETURN_IF_ERROR(Resolve(c, local_index, slot, i, &payload, &shard, &local));
     uint8_t* out = slot->data.data() + static_cast<size_t>(i) * sample_bytes;
-    const ShardReader& r = ds->shard(shard);
     if (jpeg) {
-      Status s = DecodeJpeg(c, payload, position, out);
-      if (!s.ok()) return Status::Corruption(r.Where(local) + ": " + s.message());
-    } else {
-      if (payload.size() != sample_bytes) {
-        return Status::Corruption(r.Where(local) + ": " + std::to_string(payload.size()) +
-                                  " bytes, the record shape needs " + std::to_string(sample_bytes));
-      }
-      if (opt.layout == Layout::kNCHW && channels > 1) {
-        HwcToChw(reinterpret_cast<const uint8_t*>(payload.data()), width, height, channels, out);
-      } else {
-        std::memcpy(out, payload.data(), sample_bytes);
-      }
+      Status s = DecodeJpeg(c, payload, part.Position(local_index), out);
+      if (!s.ok()) return Status::Corruption(ds->shard(shard).Where(local) + ": " + s.message());
+      return Status::OK();
     }
-    slot->labels[i] = r.record(local).label;
-    slot->ids[i] = rec;
+    SK_RETURN_IF_ERROR(CheckRawSize(shard, local, payload.size()));
+    EmitRaw(payload.data(), out);
     return Status::OK();
+  }
+
+  // Raw samples [i0, i1) of batch `base`: the copies are the cost, and their
+  // sources are scattered over the window, so each sample's bytes are
+  // prefetched a few samples before they are copied.
+  void LoadRawRange(WorkerContext& c, uint64_t base, int i0, int i1, Slot* slot) {
+    constexpr int kAhead = 4;
+    struct Pending {
+      int i;
+      const char* src;
+    } ring[kAhead];
+    int head = 0, count = 0;
+    auto emit_one = [&] {
+      const Pending& p = ring[head];
+      EmitRaw(p.src, slot->data.data() + static_cast<size_t>(p.i) * sample_bytes);
+      head = (head + 1) % kAhead;
+      --count;
+    };
+    for (int i = i0; i < i1; ++i) {
+      if (stop.load(std::memory_order_relaxed)) {
+        slot->sample_status[i] = Status::Aborted("loader stopped");
+        continue;
+      }
+      // A payload stays valid while the worker's memo holds its block: drain
+      // the pending copies before a memo slot is replaced (rare: once per
+      // block) or a stored record overwrites the read scratch.
+      const uint64_t rec = RecordFor(part.Position(base + i));
+      const auto [shard, local] = ds->Locate(rec);
+      const ShardReader& r = ds->shard(shard);
+      const uint32_t block = r.record(local).block;
+      const uint64_t key = BlockCache::MakeKey(shard, block);
+      const bool stored = r.block(block).codec == static_cast<uint32_t>(format::Codec::kStored);
+      if (stored || c.memo[MemoSlot(key)].key != key) {
+        while (count > 0) emit_one();
+      }
+      std::string_view payload;
+      uint32_t s_shard = 0, s_local = 0;
+      Status s = Resolve(c, base + i, slot, i, &payload, &s_shard, &s_local);
+      if (s.ok()) s = CheckRawSize(s_shard, s_local, payload.size());
+      slot->sample_status[i] = s;
+      if (!s.ok()) continue;
+      for (size_t off = 0; off < sample_bytes; off += 64) __builtin_prefetch(payload.data() + off);
+      if (count == kAhead) emit_one();
+      ring[(head + count) % kAhead] = Pending{i, payload.data()};
+      ++count;
+      if (stored) emit_one();
+    }
+    while (count > 0) emit_one();
   }
 
   void NoteSkip(const Status& s) {
@@ -261,15 +371,33 @@ struct Loader::Impl {
     }
   }
 
+  // Workers' memos let go of blocks the cache has dropped, so that their
+  // buffers go back to the pool at once: decompression then cycles through
+  // about the cache's worth of buffers (warm in the CPU caches) instead of
+  // the cache plus every block a memo still remembers.
+  void ReleaseEvicted() {
+    for (auto& c : ctx) {
+      for (WorkerContext::Memo& m : c->memo) {
+        if (m.block && m.block->evicted.load(std::memory_order_relaxed)) {
+          m.block.reset();
+          m.key = ~uint64_t{0};
+        }
+      }
+    }
+  }
+
   void Fill(Slot* slot, uint64_t k) {
     const int n = static_cast<int>(part.BatchLength(k));
     const uint64_t base = k * part.batch_size;
     slot->status = Status::OK();
     slot->sample_status.assign(n, Status::OK());
     ScheduleBlocks(k);
+    PrepareWindows(k);
+    ReleaseEvicted();
     const int nwarm = static_cast<int>(warm.size());
     // Raw samples are cheap: hand them out in chunks; JPEGs one at a time.
     const int chunk = jpeg ? 1 : std::max(1, n / (4 * opt.workers));
+    const int nchunks = (n + chunk - 1) / chunk;
 #pragma omp parallel num_threads(opt.workers)
     {
       WorkerContext& c = *ctx[omp_get_thread_num()];
@@ -284,16 +412,22 @@ struct Loader::Impl {
           c.bytes.fetch_add(ds->shard(warm[j].first).block(warm[j].second).stored_size, std::memory_order_relaxed);
         }
       }
-#pragma omp for schedule(dynamic, chunk)
-      for (int i = 0; i < n; ++i) {
-        if (stop.load(std::memory_order_relaxed)) {
-          slot->sample_status[i] = Status::Aborted("loader stopped");
-          continue;
-        }
+#pragma omp for schedule(dynamic, 1)
+      for (int ch = 0; ch < nchunks; ++ch) {
+        const int i0 = ch * chunk, i1 = std::min(n, i0 + chunk);
         try {
-          slot->sample_status[i] = LoadSample(c, base + i, slot, i);
+          if (!jpeg) {
+            LoadRawRange(c, base, i0, i1, slot);
+            continue;
+          }
+          for (int i = i0; i < i1; ++i) {
+            slot->sample_status[i] = stop.load(std::memory_order_relaxed) ? Status::Aborted("loader stopped")
+                                                                           : LoadSample(c, base + i, slot, i);
+          }
         } catch (const std::exception& e) {  // nothing may leave an OpenMP region
-          slot->sample_status[i] = Status::IOError(std::string("loader worker: ") + e.what());
+          for (int i = i0; i < i1; ++i) {
+            slot->sample_status[i] = Status::IOError(std::string("loader worker: ") + e.what());
+          }
         }
       }
     }
@@ -419,6 +553,7 @@ Status Loader::StartEpoch(uint64_t epoch, uint64_t start_batch) {
   d.scan_next = start_batch * d.part.batch_size;
   d.scheduled.clear();
   d.ahead.clear();
+  d.live.clear();
   d.started = true;
   d.producer = std::thread([&d, start_batch] { d.ProducerLoop(start_batch); });
   return Status::OK();

@@ -39,7 +39,7 @@ uint64_t KeyedPermutation::operator()(uint64_t i) const {
 
 EpochSampler::EpochSampler(const std::vector<uint32_t>& block_sizes, ShuffleMode mode, uint64_t seed,
                            uint64_t epoch, uint32_t window)
-    : mode_(mode), window_(std::max<uint32_t>(1, window)), block_sizes_(block_sizes) {
+    : mode_(mode), window_(std::max<uint32_t>(1, window)), seed_(seed), epoch_(epoch), block_sizes_(block_sizes) {
   block_first_.reserve(block_sizes.size());
   for (uint32_t s : block_sizes) {
     block_first_.push_back(n_);
@@ -54,13 +54,7 @@ EpochSampler::EpochSampler(const std::vector<uint32_t>& block_sizes, ShuffleMode
     uint64_t pos = 0;
     for (size_t w = 0; w < order_.size(); w += window_) {
       window_start_.push_back(pos);
-      uint64_t count = 0;
-      for (size_t b = w; b < std::min(order_.size(), w + window_); ++b) {
-        ordered_prefix_.push_back(pos + count);
-        count += block_sizes_[order_[b]];
-      }
-      window_perm_.emplace_back(count, Mix64(seed) ^ epoch, w);
-      pos += count;
+      for (size_t b = w; b < std::min(order_.size(), w + window_); ++b) pos += block_sizes_[order_[b]];
     }
     window_start_.push_back(pos);
   }
@@ -73,18 +67,31 @@ uint64_t EpochSampler::RecordAt(uint64_t position) const {
     case ShuffleMode::kFull:
       return full_(position);
     case ShuffleMode::kBlockLocal: {
-      auto it = std::upper_bound(window_start_.begin(), window_start_.end(), position);
-      const size_t w = static_cast<size_t>(it - window_start_.begin()) - 1;
-      const uint64_t within = window_perm_[w](position - window_start_[w]);
-      const uint64_t target = window_start_[w] + within;
-      // Which block of the window holds `target`.
-      const size_t first = w * window_, last = std::min(order_.size(), first + window_);
-      auto bt = std::upper_bound(ordered_prefix_.begin() + first, ordered_prefix_.begin() + last, target);
-      const size_t k = static_cast<size_t>(bt - ordered_prefix_.begin()) - 1;
-      return block_first_[order_[k]] + (target - ordered_prefix_[k]);
+      const size_t w = WindowOf(position);
+      std::lock_guard<std::mutex> lock(last_mu_);
+      if (last_window_ != w) {
+        WindowRecords(w, &last_records_);
+        last_window_ = w;
+      }
+      return last_records_[position - window_start_[w]];
     }
   }
   return position;
+}
+
+size_t EpochSampler::WindowOf(uint64_t position) const {
+  auto it = std::upper_bound(window_start_.begin(), window_start_.end(), position);
+  return static_cast<size_t>(it - window_start_.begin()) - 1;
+}
+
+void EpochSampler::WindowRecords(size_t w, std::vector<uint64_t>* records) const {
+  records->clear();
+  records->reserve(window_start_[w + 1] - window_start_[w]);
+  for (size_t k = w * window_; k < std::min(order_.size(), (w + 1) * window_); ++k) {
+    const uint64_t first = block_first_[order_[k]];
+    for (uint32_t i = 0; i < block_sizes_[order_[k]]; ++i) records->push_back(first + i);
+  }
+  KeyedShuffle(records, KeyedRng(seed_, epoch_, 0x3E1D0, w));
 }
 
 bool EpochSampler::Segment(uint64_t position, uint64_t* end, std::vector<uint32_t>* blocks) const {
@@ -97,8 +104,7 @@ bool EpochSampler::Segment(uint64_t position, uint64_t* end, std::vector<uint32_
     return true;
   }
   if (mode_ == ShuffleMode::kBlockLocal) {
-    auto it = std::upper_bound(window_start_.begin(), window_start_.end(), position);
-    const size_t w = static_cast<size_t>(it - window_start_.begin()) - 1;
+    const size_t w = WindowOf(position);
     for (size_t k = w * window_; k < std::min(order_.size(), (w + 1) * window_); ++k) blocks->push_back(order_[k]);
     *end = window_start_[w + 1];
     return true;

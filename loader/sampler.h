@@ -1,11 +1,15 @@
 // EpochSampler: which record each position of an epoch holds, and how a rank's
 // share of an epoch is cut. Order depends only on (dataset layout, mode, seed,
-// epoch); a position is mapped to a record in O(1) without materialising the
-// permutation (a keyed Feistel network with cycle walking), so shuffling 72M
-// samples costs no memory.
+// epoch). A full shuffle maps a position to a record in O(1) without
+// materialising the permutation (a keyed Feistel network with cycle walking),
+// so shuffling 72M samples costs no memory. A block-local shuffle is
+// materialised one window at a time (a keyed Fisher-Yates over the window's
+// records, a few nanoseconds per record instead of a Feistel evaluation per
+// sample): memory is bounded by the window, not the dataset.
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "shard/status.h"
@@ -51,6 +55,16 @@ class EpochSampler {
   // where any position may need any block.
   bool Segment(uint64_t position, uint64_t* end, std::vector<uint32_t>* blocks) const;
 
+  // kBlockLocal: the window that holds `position`, its positions [begin, end),
+  // and its records in epoch order (records->size() == end - begin). The
+  // loader materialises the windows it is reading with WindowRecords; RecordAt
+  // keeps the last window it built (thread-safe, for occasional lookups).
+  size_t num_windows() const { return window_start_.empty() ? 0 : window_start_.size() - 1; }
+  size_t WindowOf(uint64_t position) const;
+  uint64_t window_begin(size_t w) const { return window_start_[w]; }
+  uint64_t window_end(size_t w) const { return window_start_[w + 1]; }
+  void WindowRecords(size_t w, std::vector<uint64_t>* records) const;
+
  private:
   ShuffleMode mode_;
   uint64_t n_ = 0;
@@ -59,10 +73,12 @@ class EpochSampler {
   std::vector<uint64_t> block_first_;         // first record of each block (dataset order)
   std::vector<uint32_t> order_;               // shuffled block order
   std::vector<uint64_t> window_start_;        // position where each window starts (+ end)
-  std::vector<uint64_t> ordered_prefix_;      // position where each block of order_ starts
-  std::vector<KeyedPermutation> window_perm_;
   uint32_t window_;
+  uint64_t seed_ = 0, epoch_ = 0;
   std::vector<uint32_t> block_sizes_;
+  mutable std::mutex last_mu_;                // RecordAt's one-window cache
+  mutable size_t last_window_ = ~size_t{0};
+  mutable std::vector<uint64_t> last_records_;
 };
 
 // How one rank's share of an epoch is cut, the same for every rank, so that
