@@ -4,17 +4,16 @@
 #include <algorithm>
 #include <cmath>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SK_X86 1
 #endif
 
-// Function multiversioning (an AVX2 clone chosen at load time through an
-// ifunc). Sanitizer runtimes are not ready when ifunc resolvers run, so
-// sanitized builds use the default code only.
-#if defined(SHARDKIT_NO_TARGET_CLONES) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SK_TARGET_CLONES
-#else
-#define SK_TARGET_CLONES __attribute__((target_clones("avx2", "default")))
+// Sanitizer builds use the portable code only (keeps their reports about our
+// code, not about intrinsics).
+#if defined(SK_X86) && !defined(SHARDKIT_NO_TARGET_CLONES) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
+#define SK_AVX2_KERNELS 1
 #endif
 
 namespace shardkit {
@@ -62,36 +61,200 @@ int Coefficients(double in0, double in_len, int in_size, int out_size, std::vect
   return k;
 }
 
-// dst[i] = sum_t w[t] * rows[t][i] for i < n: one output row of a vertical
-// pass, vectorised across the row.
-SK_TARGET_CLONES void WeightedRows(const uint8_t* src, size_t stride, int taps, const float* w, size_t n,
-                                   float* dst) {
+// One output row of a vertical pass: dst[i] = round(sum_t w[t] * src[t * stride + i])
+// clamped to 0..255, for i < n. Sums are formed as w[0] * x0, then + w[t] * xt
+// in that order, in float, in every variant, so the variants agree to the bit.
+void RowsToBytesPortable(const uint8_t* src, size_t stride, int taps, const float* w, size_t n, float* acc,
+                         uint8_t* dst) {
   const float w0 = w[0];
-  for (size_t i = 0; i < n; ++i) dst[i] = w0 * static_cast<float>(src[i]);
+  for (size_t i = 0; i < n; ++i) acc[i] = w0 * static_cast<float>(src[i]);
   for (int t = 1; t < taps; ++t) {
     const uint8_t* row = src + stride * t;
     const float wt = w[t];
-    for (size_t i = 0; i < n; ++i) dst[i] += wt * static_cast<float>(row[i]);
+    for (size_t i = 0; i < n; ++i) acc[i] += wt * static_cast<float>(row[i]);
   }
-}
-
-// Rounds and clamps floats to bytes: SSE2 converts 16 at a time, with the
-// saturating packs doing the clamp.
-void ToBytes(const float* src, size_t n, uint8_t* dst) {
   size_t i = 0;
 #if defined(__SSE2__)
-  for (; i + 16 <= n; i += 16) {
-    __m128i a = _mm_cvtps_epi32(_mm_loadu_ps(src + i));
-    __m128i b = _mm_cvtps_epi32(_mm_loadu_ps(src + i + 4));
-    __m128i c = _mm_cvtps_epi32(_mm_loadu_ps(src + i + 8));
-    __m128i d = _mm_cvtps_epi32(_mm_loadu_ps(src + i + 12));
+  for (; i + 16 <= n; i += 16) {  // the saturating packs do the clamp
+    __m128i a = _mm_cvtps_epi32(_mm_loadu_ps(acc + i));
+    __m128i b = _mm_cvtps_epi32(_mm_loadu_ps(acc + i + 4));
+    __m128i c = _mm_cvtps_epi32(_mm_loadu_ps(acc + i + 8));
+    __m128i d = _mm_cvtps_epi32(_mm_loadu_ps(acc + i + 12));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
                      _mm_packus_epi16(_mm_packs_epi32(a, b), _mm_packs_epi32(c, d)));
   }
 #endif
   for (; i < n; ++i) {
-    const long v = std::lrint(src[i]);
+    const long v = std::lrint(acc[i]);
     dst[i] = static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
+  }
+}
+
+#if defined(SK_AVX2_KERNELS)
+// AVX2: 32 outputs at a time, the sums kept in registers across the taps
+// (no float row in memory), converted and packed to bytes in place.
+__attribute__((target("avx2"))) inline __m256 Widen8(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+__attribute__((target("avx2"))) void RowsToBytesAvx2(const uint8_t* src, size_t stride, int taps, const float* w,
+                                                      size_t n, float* acc, uint8_t* dst) {
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256 w0 = _mm256_set1_ps(w[0]);
+    __m256 a = _mm256_mul_ps(w0, Widen8(src + i));
+    __m256 b = _mm256_mul_ps(w0, Widen8(src + i + 8));
+    __m256 c = _mm256_mul_ps(w0, Widen8(src + i + 16));
+    __m256 d = _mm256_mul_ps(w0, Widen8(src + i + 24));
+    for (int t = 1; t < taps; ++t) {
+      const uint8_t* row = src + stride * t + i;
+      const __m256 wt = _mm256_set1_ps(w[t]);
+      a = _mm256_add_ps(a, _mm256_mul_ps(wt, Widen8(row)));
+      b = _mm256_add_ps(b, _mm256_mul_ps(wt, Widen8(row + 8)));
+      c = _mm256_add_ps(c, _mm256_mul_ps(wt, Widen8(row + 16)));
+      d = _mm256_add_ps(d, _mm256_mul_ps(wt, Widen8(row + 24)));
+    }
+    const __m256i ab = _mm256_packs_epi32(_mm256_cvtps_epi32(a), _mm256_cvtps_epi32(b));
+    const __m256i cd = _mm256_packs_epi32(_mm256_cvtps_epi32(c), _mm256_cvtps_epi32(d));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), order));
+  }
+  if (i < n) RowsToBytesPortable(src + i, stride, taps, w, n - i, acc, dst + i);
+}
+
+// Pass 1 for 3 channels, written as planes: the AVX2 row kernel on 16 pixels
+// (48 bytes) at a time, then an SSSE3 shuffle splits R, G and B.
+__attribute__((target("avx2"))) void RowsToPlanes3Avx2(const uint8_t* src, size_t stride, int taps, const float* w,
+                                                        int npix, float* acc, uint8_t* tmp, uint8_t* r, uint8_t* g,
+                                                        uint8_t* b) {
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m128i ra = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m128i rb = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1);
+  const __m128i rc = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13);
+  const __m128i ga = _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m128i gb = _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1);
+  const __m128i gc = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14);
+  const __m128i ba = _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m128i bb = _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1);
+  const __m128i bc = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15);
+  int p = 0;
+  for (; p + 16 <= npix; p += 16) {
+    const uint8_t* s0 = src + 3 * p;
+    const __m256 w0 = _mm256_set1_ps(w[0]);
+    __m256 v[6];
+    for (int k = 0; k < 6; ++k) v[k] = _mm256_mul_ps(w0, Widen8(s0 + 8 * k));
+    for (int t = 1; t < taps; ++t) {
+      const uint8_t* row = s0 + stride * t;
+      const __m256 wt = _mm256_set1_ps(w[t]);
+      for (int k = 0; k < 6; ++k) v[k] = _mm256_add_ps(v[k], _mm256_mul_ps(wt, Widen8(row + 8 * k)));
+    }
+    const __m256i p01 = _mm256_packs_epi32(_mm256_cvtps_epi32(v[0]), _mm256_cvtps_epi32(v[1]));
+    const __m256i p23 = _mm256_packs_epi32(_mm256_cvtps_epi32(v[2]), _mm256_cvtps_epi32(v[3]));
+    const __m256i p45 = _mm256_packs_epi32(_mm256_cvtps_epi32(v[4]), _mm256_cvtps_epi32(v[5]));
+    const __m256i lo = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(p01, p23), order);  // bytes 0..31
+    const __m256i hi = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(p45, p45), order);  // bytes 32..47
+    const __m128i a = _mm256_castsi256_si128(lo), bv = _mm256_extracti128_si256(lo, 1), c = _mm256_castsi256_si128(hi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(r + p),
+                     _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, ra), _mm_shuffle_epi8(bv, rb)), _mm_shuffle_epi8(c, rc)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(g + p),
+                     _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, ga), _mm_shuffle_epi8(bv, gb)), _mm_shuffle_epi8(c, gc)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(b + p),
+                     _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, ba), _mm_shuffle_epi8(bv, bb)), _mm_shuffle_epi8(c, bc)));
+  }
+  if (p < npix) {
+    const int rest = npix - p;
+    RowsToBytesPortable(src + 3 * p, stride, taps, w, static_cast<size_t>(rest) * 3, acc, tmp);
+    for (int q = 0; q < rest; ++q) {
+      r[p + q] = tmp[3 * q];
+      g[p + q] = tmp[3 * q + 1];
+      b[p + q] = tmp[3 * q + 2];
+    }
+  }
+}
+#endif
+
+void RowsToPlanes3Portable(const uint8_t* src, size_t stride, int taps, const float* w, int npix, float* acc,
+                           uint8_t* tmp, uint8_t* r, uint8_t* g, uint8_t* b) {
+  RowsToBytesPortable(src, stride, taps, w, static_cast<size_t>(npix) * 3, acc, tmp);
+  for (int q = 0; q < npix; ++q) {
+    r[q] = tmp[3 * q];
+    g[q] = tmp[3 * q + 1];
+    b[q] = tmp[3 * q + 2];
+  }
+}
+
+using RowsToPlanes3Fn = void (*)(const uint8_t*, size_t, int, const float*, int, float*, uint8_t*, uint8_t*,
+                                 uint8_t*, uint8_t*);
+
+void RowsToPlanes3(const uint8_t* src, size_t stride, int taps, const float* w, int npix, float* acc, uint8_t* tmp,
+                   uint8_t* r, uint8_t* g, uint8_t* b) {
+  static const RowsToPlanes3Fn fn = [] {
+#if defined(SK_AVX2_KERNELS)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) return static_cast<RowsToPlanes3Fn>(RowsToPlanes3Avx2);
+#endif
+    return static_cast<RowsToPlanes3Fn>(RowsToPlanes3Portable);
+  }();
+  fn(src, stride, taps, w, npix, acc, tmp, r, g, b);
+}
+
+using RowsToBytesFn = void (*)(const uint8_t*, size_t, int, const float*, size_t, float*, uint8_t*);
+
+RowsToBytesFn PickRowsToBytes() {
+#if defined(SK_AVX2_KERNELS)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) return RowsToBytesAvx2;
+#endif
+  return RowsToBytesPortable;
+}
+
+void RowsToBytes(const uint8_t* src, size_t stride, int taps, const float* w, size_t n, float* acc, uint8_t* dst) {
+  static const RowsToBytesFn fn = PickRowsToBytes();
+  fn(src, stride, taps, w, n, acc, dst);
+}
+
+// Byte matrix transpose: out[x * out_stride + y] = in[y * in_stride + x] for
+// y < rows, x < cols; 16x16 tiles with SSE2 unpacks, scalar edges.
+void TransposeBytes(const uint8_t* in, size_t in_stride, int rows, int cols, uint8_t* out, size_t out_stride) {
+  int y0 = 0;
+#if defined(__SSE2__)
+  for (; y0 + 16 <= rows; y0 += 16) {
+    int x0 = 0;
+    for (; x0 + 16 <= cols; x0 += 16) {
+      __m128i x[16], y[16];
+      for (int i = 0; i < 16; ++i) {
+        x[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + (y0 + i) * in_stride + x0));
+      }
+      for (int i = 0; i < 8; ++i) {
+        y[i] = _mm_unpacklo_epi8(x[2 * i], x[2 * i + 1]);
+        y[i + 8] = _mm_unpackhi_epi8(x[2 * i], x[2 * i + 1]);
+      }
+      for (int i = 0; i < 8; ++i) {
+        x[i] = _mm_unpacklo_epi16(y[2 * i], y[2 * i + 1]);
+        x[i + 8] = _mm_unpackhi_epi16(y[2 * i], y[2 * i + 1]);
+      }
+      for (int i = 0; i < 8; ++i) {
+        y[i] = _mm_unpacklo_epi32(x[2 * i], x[2 * i + 1]);
+        y[i + 8] = _mm_unpackhi_epi32(x[2 * i], x[2 * i + 1]);
+      }
+      for (int i = 0; i < 8; ++i) {
+        x[i] = _mm_unpacklo_epi64(y[2 * i], y[2 * i + 1]);
+        x[i + 8] = _mm_unpackhi_epi64(y[2 * i], y[2 * i + 1]);
+      }
+      // Four rounds of the perfect shuffle leave column j in x[bitreverse4(j)].
+      static constexpr int kColumn[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+      for (int k = 0; k < 16; ++k) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (x0 + kColumn[k]) * out_stride + y0), x[k]);
+      }
+    }
+    for (int yy = y0; yy < y0 + 16; ++yy) {
+      for (int xx = x0; xx < cols; ++xx) out[xx * out_stride + yy] = in[yy * in_stride + xx];
+    }
+  }
+#endif
+  for (int yy = y0; yy < rows; ++yy) {
+    for (int xx = 0; xx < cols; ++xx) out[xx * out_stride + yy] = in[yy * in_stride + xx];
   }
 }
 
@@ -167,40 +330,95 @@ void Resample(const Image& src, const RectF& region, int out_w, int out_h, bool 
   auto grow = [](auto* v, size_t n) {
     if (v->size() < n) v->resize(n);  // never shrinks: no zero-fill per call
   };
-  // Pass 1 (vertical): p1[y] = sum_t wy * src[yb[y] + t] over the needed
-  // columns, accumulated in one float row (L1-resident), stored as bytes.
   const size_t row1 = static_cast<size_t>(cols) * c;
   grow(&s->acc, std::max(row1, static_cast<size_t>(out_h) * c));
   grow(&s->p1, static_cast<size_t>(out_h) * row1);
-  for (int y = 0; y < out_h; ++y) {
-    WeightedRows(src.pixels.data() + s->yb[y] * src_stride + static_cast<size_t>(x0) * c, src_stride, s->yn[y],
-                 s->yw.data() + static_cast<size_t>(y) * s->yk, row1, s->acc.data());
-    ToBytes(s->acc.data(), row1, s->p1.data() + y * row1);
+  if (layout == PixelLayout::kCHW && c == 3) {
+    // Planar all the way: pass 1 writes one plane per channel (out_h rows of
+    // cols), byte transposes turn each into cols rows of out_h, the
+    // horizontal pass runs as a vertical one on each, and byte transposes
+    // put the planes upright.
+    const size_t mid_plane = static_cast<size_t>(cols) * out_h, out_plane = static_cast<size_t>(out_w) * out_h;
+    grow(&s->p2, std::max(mid_plane, out_plane) * 3);
+    grow(&s->tmp, row1);
+    uint8_t* planes = s->p1.data();
+    for (int y = 0; y < out_h; ++y) {
+      uint8_t* r = planes + static_cast<size_t>(y) * cols;
+      RowsToPlanes3(src.pixels.data() + s->yb[y] * src_stride + static_cast<size_t>(x0) * 3, src_stride, s->yn[y],
+                    s->yw.data() + static_cast<size_t>(y) * s->yk, cols, s->acc.data(), s->tmp.data(), r,
+                    r + mid_plane, r + 2 * mid_plane);
+    }
+    for (int ch = 0; ch < 3; ++ch) {
+      TransposeBytes(planes + ch * mid_plane, cols, out_h, cols, s->p2.data() + ch * mid_plane, out_h);
+    }
+    grow(&s->p1, out_plane * 3);
+    for (int ch = 0; ch < 3; ++ch) {
+      const uint8_t* plane = s->p2.data() + ch * mid_plane;
+      uint8_t* outp = s->p1.data() + ch * out_plane;
+      for (int x = 0; x < out_w; ++x) {
+        const int ox = flip ? out_w - 1 - x : x;
+        RowsToBytes(plane + static_cast<size_t>(s->xb[x] - x0) * out_h, out_h, s->xn[x],
+                    s->xw.data() + static_cast<size_t>(x) * s->xk, out_h, s->acc.data(),
+                    outp + static_cast<size_t>(ox) * out_h);
+      }
+      TransposeBytes(outp, out_h, out_w, out_h, dst + ch * out_plane, out_w);
+    }
+    return;
   }
-  // Transpose, so that the horizontal pass is a vertical one too.
+  // Pass 1 (vertical): p1[y] = sum_t wy * src[yb[y] + t] over the needed columns.
+  for (int y = 0; y < out_h; ++y) {
+    RowsToBytes(src.pixels.data() + s->yb[y] * src_stride + static_cast<size_t>(x0) * c, src_stride, s->yn[y],
+                s->yw.data() + static_cast<size_t>(y) * s->yk, row1, s->acc.data(), s->p1.data() + y * row1);
+  }
+  if (layout == PixelLayout::kCHW || c == 1) {
+    // Planar: transpose into one plane per channel (cols rows of out_h), run
+    // the horizontal pass as a vertical one on each plane, and transpose each
+    // plane back with byte transposes (the cheap kind).
+    const size_t in_plane = static_cast<size_t>(cols) * out_h, out_plane = static_cast<size_t>(out_w) * out_h;
+    grow(&s->p2, std::max<size_t>(in_plane * c, out_plane * c));
+    if (c == 3) {
+      TransposeToPlanes<3>(s->p1.data(), out_h, cols, s->p2.data());
+    } else if (c == 1) {
+      TransposeBytes(s->p1.data(), cols, out_h, cols, s->p2.data(), out_h);
+    } else {
+      for (int ch = 0; ch < c; ++ch) {
+        for (int y = 0; y < out_h; ++y) {
+          for (int x = 0; x < cols; ++x) s->p2[ch * in_plane + static_cast<size_t>(x) * out_h + y] = s->p1[y * row1 + x * c + ch];
+        }
+      }
+    }
+    grow(&s->p1, out_plane * c);
+    for (int ch = 0; ch < c; ++ch) {
+      const uint8_t* plane = s->p2.data() + ch * in_plane;
+      uint8_t* outp = s->p1.data() + ch * out_plane;
+      for (int x = 0; x < out_w; ++x) {
+        const int ox = flip ? out_w - 1 - x : x;
+        RowsToBytes(plane + static_cast<size_t>(s->xb[x] - x0) * out_h, out_h, s->xn[x],
+                    s->xw.data() + static_cast<size_t>(x) * s->xk, out_h, s->acc.data(),
+                    outp + static_cast<size_t>(ox) * out_h);
+      }
+    }
+    if (layout == PixelLayout::kCHW) {
+      for (int ch = 0; ch < c; ++ch) {
+        TransposeBytes(s->p1.data() + ch * out_plane, out_h, out_w, out_h, dst + ch * out_plane, out_w);
+      }
+    } else {  // c == 1: HWC is the one plane
+      TransposeBytes(s->p1.data(), out_h, out_w, out_h, dst, out_w);
+    }
+    return;
+  }
+  // Interleaved (HWC out): transpose pixels, horizontal pass as a vertical
+  // one over pixel rows, transpose back.
   const size_t row2 = static_cast<size_t>(out_h) * c;
   grow(&s->p2, static_cast<size_t>(cols) * row2);
   TransposePixels(s->p1.data(), out_h, cols, c, s->p2.data());
-  // Pass 2: p3[x'] = sum_t wx * p2[xb[x'] - x0 + t] (p3 is out_w rows of out_h pixels).
   grow(&s->p1, static_cast<size_t>(out_w) * row2);
   for (int x = 0; x < out_w; ++x) {
     const int ox = flip ? out_w - 1 - x : x;
-    WeightedRows(s->p2.data() + (s->xb[x] - x0) * row2, row2, s->xn[x],
-                 s->xw.data() + static_cast<size_t>(x) * s->xk, row2, s->acc.data());
-    ToBytes(s->acc.data(), row2, s->p1.data() + ox * row2);
+    RowsToBytes(s->p2.data() + (s->xb[x] - x0) * row2, row2, s->xn[x], s->xw.data() + static_cast<size_t>(x) * s->xk,
+                row2, s->acc.data(), s->p1.data() + ox * row2);
   }
-  // Transpose back into HWC (directly, or via scratch and split into CHW planes).
-  if (layout == PixelLayout::kHWC) {
-    TransposePixels(s->p1.data(), out_w, out_h, c, dst);
-  } else if (c == 3) {
-    TransposeToPlanes<3>(s->p1.data(), out_w, out_h, dst);
-  } else if (c == 1) {
-    TransposePixels(s->p1.data(), out_w, out_h, 1, dst);
-  } else {
-    grow(&s->p2, static_cast<size_t>(out_w) * row2);
-    TransposePixels(s->p1.data(), out_w, out_h, c, s->p2.data());
-    HwcToChw(s->p2.data(), out_w, out_h, c, dst);
-  }
+  TransposePixels(s->p1.data(), out_w, out_h, c, dst);
 }
 
 void HwcToChw(const uint8_t* src, int w, int h, int channels, uint8_t* dst) {
