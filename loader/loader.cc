@@ -11,6 +11,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <unordered_set>
 
 #include "loader/block_cache.h"
@@ -35,6 +36,11 @@ struct WorkerContext {
   ResampleScratch resample;
   DecodedRegion region;
   std::vector<uint8_t> hwc;
+  struct Where {
+    uint64_t rec;
+    uint32_t shard, local;
+  };
+  std::vector<Where> where;  // LoadRawRange's sample locations
   struct Memo {
     uint64_t key = ~uint64_t{0};
     std::shared_ptr<BlockCache::Block> block;
@@ -241,17 +247,12 @@ struct Loader::Impl {
     spare_live.clear();
   }
 
-  // Finds sample `local_index`'s record and payload; sets its label and id.
-  Status Resolve(WorkerContext& c, uint64_t local_index, Slot* slot, int i, std::string_view* payload,
-                 uint32_t* shard_out, uint32_t* local_out) {
-    const uint64_t position = part.Position(local_index);
-    const uint64_t rec = RecordFor(position);
-    auto [shard, local] = ds->Locate(rec);
+  // Fetches record `rec` (shard, local) for sample slot i; sets its label and id.
+  Status Resolve(WorkerContext& c, uint64_t rec, uint32_t shard, uint32_t local, Slot* slot, int i,
+                 std::string_view* payload) {
     SK_RETURN_IF_ERROR(Fetch(c, shard, local, payload));
     slot->labels[i] = ds->shard(shard).record(local).label;
     slot->ids[i] = rec;
-    *shard_out = shard;
-    *local_out = local;
     return Status::OK();
   }
 
@@ -271,12 +272,14 @@ struct Loader::Impl {
 
   // Loads the rank's `local_index`-th sample of the epoch into sample slot i.
   Status LoadSample(WorkerContext& c, uint64_t local_index, Slot* slot, int i) {
+    const uint64_t position = part.Position(local_index);
+    const uint64_t rec = RecordFor(position);
+    const auto [shard, local] = ds->Locate(rec);
     std::string_view payload;
-    uint32_t shard = 0, local = 0;
-    SK_RETURN_IF_ERROR(Resolve(c, local_index, slot, i, &payload, &shard, &local));
+    SK_RETURN_IF_ERROR(Resolve(c, rec, shard, local, slot, i, &payload));
     uint8_t* out = slot->data.data() + static_cast<size_t>(i) * sample_bytes;
     if (jpeg) {
-      Status s = DecodeJpeg(c, payload, part.Position(local_index), out);
+      Status s = DecodeJpeg(c, payload, position, out);
       if (!s.ok()) return Status::Corruption(ds->shard(shard).Where(local) + ": " + s.message());
       return Status::OK();
     }
@@ -301,6 +304,15 @@ struct Loader::Impl {
       head = (head + 1) % kAhead;
       --count;
     };
+    // Where every sample of the range lives, first, with the index entries
+    // prefetched: they are scattered over the shards' record tables.
+    c.where.resize(static_cast<size_t>(i1 - i0));
+    for (int i = i0; i < i1; ++i) {
+      WorkerContext::Where& w = c.where[i - i0];
+      w.rec = RecordFor(part.Position(base + i));
+      std::tie(w.shard, w.local) = ds->Locate(w.rec);
+      __builtin_prefetch(&ds->shard(w.shard).record(w.local));
+    }
     for (int i = i0; i < i1; ++i) {
       if (stop.load(std::memory_order_relaxed)) {
         slot->sample_status[i] = Status::Aborted("loader stopped");
@@ -309,8 +321,9 @@ struct Loader::Impl {
       // A payload stays valid while the worker's memo holds its block: drain
       // the pending copies before a memo slot is replaced (rare: once per
       // block) or a stored record overwrites the read scratch.
-      const uint64_t rec = RecordFor(part.Position(base + i));
-      const auto [shard, local] = ds->Locate(rec);
+      const WorkerContext::Where& w = c.where[i - i0];
+      const uint64_t rec = w.rec;
+      const uint32_t shard = w.shard, local = w.local;
       const ShardReader& r = ds->shard(shard);
       const uint32_t block = r.record(local).block;
       const uint64_t key = BlockCache::MakeKey(shard, block);
@@ -319,11 +332,12 @@ struct Loader::Impl {
         while (count > 0) emit_one();
       }
       std::string_view payload;
-      uint32_t s_shard = 0, s_local = 0;
-      Status s = Resolve(c, base + i, slot, i, &payload, &s_shard, &s_local);
-      if (s.ok()) s = CheckRawSize(s_shard, s_local, payload.size());
-      slot->sample_status[i] = s;
-      if (!s.ok()) continue;
+      Status s = Resolve(c, rec, shard, local, slot, i, &payload);
+      if (s.ok()) s = CheckRawSize(shard, local, payload.size());
+      if (!s.ok()) {
+        slot->sample_status[i] = std::move(s);
+        continue;
+      }
       for (size_t off = 0; off < sample_bytes; off += 64) __builtin_prefetch(payload.data() + off);
       if (count == kAhead) emit_one();
       ring[(head + count) % kAhead] = Pending{i, payload.data()};
@@ -433,6 +447,7 @@ struct Loader::Impl {
     }
     // Combine after the region: fail, or replace corrupt samples and count them.
     for (int i = 0; i < n; ++i) {
+      if (slot->sample_status[i].ok()) continue;
       Status s = slot->sample_status[i];
       for (uint64_t attempt = 1; !s.ok(); ++attempt) {
         if (stop || s.IsAborted()) {

@@ -107,7 +107,9 @@ struct Partition {
   // Epoch position of the rank's i-th sample, i < per_rank.
   uint64_t Position(uint64_t i) const {
     const uint64_t w = static_cast<uint64_t>(world_size), r = static_cast<uint64_t>(rank);
-    return (strided ? i * w + r : r * per_rank + i) % n;
+    // Below 2n except when world > n: one subtraction instead of a division.
+    const uint64_t v = strided ? i * w + r : r * per_rank + i;
+    return v < n ? v : (v < 2 * n ? v - n : v % n);
   }
   // Samples in batch b (b < batches), and how many of them are not padding.
   uint64_t BatchLength(uint64_t b) const;
