@@ -26,6 +26,7 @@ inline uint64_t NowNs() {
 }
 
 constexpr size_t kMemoSlots = 32;
+constexpr size_t kParallelCopyBytes = 2 << 20;
 constexpr size_t kMaxCorruptMessages = 10;
 constexpr uint64_t kReplacementStride = 7919;  // a prime: replacements spread over the rank's samples
 
@@ -412,7 +413,13 @@ struct Loader::Impl {
     // Raw samples are cheap: hand them out in chunks; JPEGs one at a time.
     const int chunk = jpeg ? 1 : std::max(1, n / (4 * opt.workers));
     const int nchunks = (n + chunk - 1) / chunk;
-#pragma omp parallel num_threads(opt.workers)
+    // Waking the team costs tens of microseconds: more than copying a batch
+    // of small raw records takes. Such a batch, with at most one block to
+    // decompress, is filled by this thread alone; the team is woken for JPEG
+    // decoding, for several blocks to decompress, or for large copies.
+    const bool small_copy = !jpeg && n * sample_bytes < kParallelCopyBytes && nwarm <= 1;
+    const int team = small_copy ? 1 : opt.workers;
+#pragma omp parallel num_threads(team)
     {
       WorkerContext& c = *ctx[omp_get_thread_num()];
 #pragma omp for schedule(dynamic, 1)
@@ -487,7 +494,7 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
   d.opt = options;
   if (options.workers < 1) return Status::InvalidArgument("workers must be at least 1");
   if (options.prefetch < 1) return Status::InvalidArgument("prefetch must be at least 1");
-  SK_ASSIGN_OR_RETURN(d.ds, Dataset::Open(dir));
+  SK_ASSIGN_OR_RETURN(d.ds, Dataset::Open(dir, options.mmap));
   const Manifest& m = d.ds->manifest();
   bool compressed = false;
   uint64_t max_block = 1;

@@ -52,6 +52,12 @@ struct LoaderOptions {
   CorruptPolicy corrupt_policy = CorruptPolicy::kFail;
   uint64_t skip_budget = 100;
   uint64_t block_cache_bytes = 1ull << 30;
+  // Read shards through read-only mappings (as DALI's readers do by default):
+  // compressed blocks are checksummed and decompressed straight from the page
+  // cache, without pread's copy. Turn off where shards may be truncated or
+  // replaced in place while training reads them, or where the filesystem's
+  // mmap misbehaves: a mapped page that vanishes raises SIGBUS, not an error.
+  bool mmap = true;
 };
 
 // One batch: uint8 pixels (N x C x H x W or N x H x W x C), labels, and the

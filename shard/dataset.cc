@@ -11,7 +11,7 @@
 
 namespace shardkit {
 
-Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir) {
+Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir, bool map) {
   auto ds = std::unique_ptr<Dataset>(new Dataset());
   ds->dir_ = dir;
   SK_ASSIGN_OR_RETURN(ds->manifest_, ReadManifest(dir));
@@ -21,7 +21,7 @@ Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir) {
     if (!FileExists(path)) {
       return Status::NotFound(path + ": shard named in the manifest is missing");
     }
-    SK_ASSIGN_OR_RETURN(auto reader, ShardReader::Open(path));
+    SK_ASSIGN_OR_RETURN(auto reader, ShardReader::Open(path, map));
     if (reader->file_size() != info.bytes) {
       return Status::Corruption(path + ": file is " + std::to_string(reader->file_size()) +
                                 " bytes, the manifest says " + std::to_string(info.bytes));

@@ -21,7 +21,9 @@ class Dataset {
   // Reads the manifest and opens every shard, checking that each exists, has
   // the size and record count the manifest says, and has a valid header,
   // trailer and index. Does not read payloads (VerifyDataset does).
-  static Result<std::unique_ptr<Dataset>> Open(const std::string& dir);
+  // map: read blocks in place from a read-only mapping of each shard instead
+  // of copying them out with pread (see RandomAccessFile::Map).
+  static Result<std::unique_ptr<Dataset>> Open(const std::string& dir, bool map = false);
 
   const std::string& dir() const { return dir_; }
   const Manifest& manifest() const { return manifest_; }

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -122,14 +123,39 @@ Result<std::unique_ptr<RandomAccessFile>> RandomAccessFile::Open(const std::stri
 }
 
 RandomAccessFile::~RandomAccessFile() {
+  if (map_ != nullptr) ::munmap(const_cast<char*>(map_), size_);
   if (fd_ >= 0) ::close(fd_);
 }
 
-Status RandomAccessFile::Read(uint64_t offset, size_t n, void* dst) const {
+Status RandomAccessFile::CheckRange(uint64_t offset, size_t n) const {
   if (offset > size_ || n > size_ - offset) {
     return Status::Corruption(path_ + ": read of " + std::to_string(n) + " bytes at offset " +
                               std::to_string(offset) + " past end of file (" +
                               std::to_string(size_) + " bytes)");
+  }
+  return Status::OK();
+}
+
+Status RandomAccessFile::Map() {
+  if (map_ != nullptr || size_ == 0) return Status::OK();
+  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
+  if (p == MAP_FAILED) return Errno("cannot map", path_, errno);
+  map_ = static_cast<const char*>(p);
+  return Status::OK();
+}
+
+Status RandomAccessFile::View(uint64_t offset, size_t n, std::string_view* out) const {
+  SK_RETURN_IF_ERROR(CheckRange(offset, n));
+  if (map_ == nullptr) return Status::InvalidArgument(path_ + ": not mapped");
+  *out = std::string_view(map_ + offset, n);
+  return Status::OK();
+}
+
+Status RandomAccessFile::Read(uint64_t offset, size_t n, void* dst) const {
+  SK_RETURN_IF_ERROR(CheckRange(offset, n));
+  if (map_ != nullptr) {
+    std::memcpy(dst, map_ + offset, n);
+    return Status::OK();
   }
   char* p = static_cast<char*>(dst);
   while (n > 0) {

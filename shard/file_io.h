@@ -53,12 +53,24 @@ class RandomAccessFile {
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  // Maps the whole file read-only, so that View() can hand out its bytes
+  // without a copy (the page cache is read in place). Only for files that
+  // nobody truncates while they are mapped (shards are immutable once
+  // renamed into place): reading a page that a truncation or an I/O error
+  // took away raises SIGBUS instead of returning an error.
+  Status Map();
+  bool mapped() const { return map_ != nullptr; }
+  // If mapped: points *out at n bytes at offset (bounds-checked like Read).
+  Status View(uint64_t offset, size_t n, std::string_view* out) const;
+
  private:
   RandomAccessFile(std::string path, int fd, uint64_t size)
       : path_(std::move(path)), fd_(fd), size_(size) {}
+  Status CheckRange(uint64_t offset, size_t n) const;
   std::string path_;
   int fd_ = -1;
   uint64_t size_ = 0;
+  const char* map_ = nullptr;
 };
 
 Result<std::string> ReadFileToString(const std::string& path, uint64_t max_size);

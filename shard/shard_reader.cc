@@ -25,8 +25,9 @@ ReadScratch::~ReadScratch() {
   if (dctx != nullptr) ZSTD_freeDCtx(dctx);
 }
 
-Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path) {
+Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, bool map) {
   SK_ASSIGN_OR_RETURN(auto file, RandomAccessFile::Open(path));
+  if (map) SK_RETURN_IF_ERROR(file->Map());
   const uint64_t size = file->size();
   auto corrupt = [&](const std::string& what) { return Status::Corruption(path + ": " + what); };
   if (size < format::kHeaderSize + format::kTrailerSize) {
@@ -162,10 +163,16 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
     }
     return Status::OK();
   }
-  scratch->stored.resize(e.stored_size);
-  SK_RETURN_IF_ERROR(file_->Read(e.offset, e.stored_size, scratch->stored.data()));
-  if (stored != nullptr) *stored = std::string_view(scratch->stored.data(), e.stored_size);
-  const uint32_t got = crc32c::Value(scratch->stored.data(), e.stored_size);
+  std::string_view in;
+  if (file_->mapped()) {
+    SK_RETURN_IF_ERROR(file_->View(e.offset, e.stored_size, &in));
+  } else {
+    scratch->stored.resize(e.stored_size);
+    SK_RETURN_IF_ERROR(file_->Read(e.offset, e.stored_size, scratch->stored.data()));
+    in = std::string_view(scratch->stored.data(), e.stored_size);
+  }
+  if (stored != nullptr) *stored = in;
+  const uint32_t got = crc32c::Value(in.data(), in.size());
   if (got != e.crc32c) {
     return Status::Corruption(where + ": checksum mismatch (expected " + Hex(e.crc32c) + ", got " + Hex(got) + ")");
   }
@@ -173,7 +180,7 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
   out->resize(e.raw_size);
   // The output buffer is exactly the declared size: a frame that expands past
   // it fails with dstSize_tooSmall instead of allocating.
-  size_t n = ZSTD_decompressDCtx(scratch->dctx, out->data(), e.raw_size, scratch->stored.data(), e.stored_size);
+  size_t n = ZSTD_decompressDCtx(scratch->dctx, out->data(), e.raw_size, in.data(), in.size());
   if (ZSTD_isError(n)) {
     return Status::Corruption(where + ": zstd: " + ZSTD_getErrorName(n));
   }

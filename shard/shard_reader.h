@@ -31,7 +31,8 @@ struct ReadScratch {
 
 class ShardReader {
  public:
-  static Result<std::unique_ptr<ShardReader>> Open(const std::string& path);
+  // map: see RandomAccessFile::Map; block reads then decompress in place.
+  static Result<std::unique_ptr<ShardReader>> Open(const std::string& path, bool map = false);
 
   uint32_t num_records() const { return static_cast<uint32_t>(records_.size()); }
   uint32_t num_blocks() const { return static_cast<uint32_t>(blocks_.size()); }

@@ -199,9 +199,12 @@ TEST(LoaderTest, BatchesDoNotDependOnWorkerCount) {
     o.workers = 3;
     o.prefetch = 7;
     Seen three = ReadEpoch(dir.path(), o, 2);
+    o.mmap = false;  // pread instead of mappings: the same bytes
+    Seen unmapped = ReadEpoch(dir.path(), o, 2);
     EXPECT_EQ(one.ids, two.ids);
     EXPECT_EQ(one.bytes, two.bytes);
     EXPECT_EQ(one.ids, three.ids);
+    EXPECT_EQ(one.bytes, unmapped.bytes);
     EXPECT_EQ(one.ids.size(), 78u);
   }
 }

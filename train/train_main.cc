@@ -134,6 +134,8 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", o.epochs, "epochs")->capture_default_str();
   app.add_option("--batch-size", o.batch_size, "batch size per rank")->capture_default_str();
   app.add_option("--workers", o.workers, "loader threads per rank")->capture_default_str();
+  bool no_mmap = false;
+  app.add_flag("--no-mmap", no_mmap, "read shards with pread, not read-only mappings (shards replaced in place)");
   app.add_option("--lr", o.lr, "learning rate for a global batch of 256 (scaled linearly)")->capture_default_str();
   app.add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
   app.add_option("--weight-decay", o.weight_decay, "weight decay")->capture_default_str();
@@ -160,6 +162,7 @@ int main(int argc, char** argv) {
   app.add_option("--print-every", o.print_every, "progress line every N steps")->capture_default_str();
   app.add_flag("--quiet", o.quiet, "no progress line");
   CLI11_PARSE(app, argc, argv);
+  o.mmap = !no_mmap;
 
   if (nproc > 0 && std::getenv("RANK") == nullptr) return Launch(nproc, argc, argv);
 

@@ -125,6 +125,7 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
   lo.batch_size = o.batch_size;
   lo.workers = o.workers;
   lo.prefetch = o.prefetch;
+  lo.mmap = o.mmap;
   lo.seed = o.seed;
   lo.transform.kind = TransformKind::kTrain;
   lo.transform.size = o.size;

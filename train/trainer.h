@@ -18,6 +18,7 @@ struct TrainOptions {
   int epochs = 1;
   int batch_size = 32;  // per rank
   int workers = 2;      // loader threads per rank
+  bool mmap = true;     // loader reads shards through read-only mappings
   int prefetch = 4;
   double lr = 0.1;      // for a global batch of 256; scaled linearly with the global batch
   double momentum = 0.9;

@@ -209,6 +209,8 @@ int Run(int argc, char** argv) {
   cmd->add_option("--batches", batches, "batches timed per worker count")->capture_default_str();
   cmd->add_option("--warmup", warmup, "batches before timing starts")->capture_default_str();
   cmd->add_option("--repeat", repeat, "timed rounds per worker count; the fastest counts")->capture_default_str();
+  bool no_mmap = false;
+  cmd->add_flag("--no-mmap", no_mmap, "read shards with pread instead of read-only mappings");
   cmd->add_option("--prefetch", prefetch, "ring slots")->capture_default_str();
   cmd->add_option("--shuffle", shuffle, "auto | full | block | none")->capture_default_str();
   cmd->add_option("--layout", layout, "nchw | nhwc")->capture_default_str();
@@ -248,6 +250,7 @@ int Run(int argc, char** argv) {
   opt.prefetch = prefetch;
   opt.seed = seed;
   opt.block_cache_bytes = cache_mb << 20;
+  opt.mmap = !no_mmap;
   opt.transform.size = size;
   if (transform == "train") opt.transform.kind = TransformKind::kTrain;
   else if (transform == "val") opt.transform.kind = TransformKind::kVal;
