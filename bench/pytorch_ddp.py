@@ -70,7 +70,10 @@ def worker(rank, args, port):
     sampler = DistributedSampler(ds, num_replicas=args.nproc, rank=rank, shuffle=True, drop_last=True)
     loader = DataLoader(ds, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
                         persistent_workers=args.workers > 0, drop_last=True)
-    model = nn.parallel.DistributedDataParallel(ResNet20())
+    net = ResNet20()
+    fmt = torch.channels_last if args.channels_last else torch.contiguous_format
+    net = net.to(memory_format=fmt)
+    model = nn.parallel.DistributedDataParallel(net)
     lr = 0.2 * args.batch_size * args.nproc / 256
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
     it = iter(loader)
@@ -85,7 +88,7 @@ def worker(rank, args, port):
             it = iter(loader)
             xb, yb = next(it)
         t1 = time.perf_counter()
-        xb = (xb.float() / 255 - 0.5) / 0.25
+        xb = ((xb.float() / 255 - 0.5) / 0.25).contiguous(memory_format=fmt)
         loss = F.cross_entropy(model(xb), yb)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -101,7 +104,8 @@ def worker(rank, args, port):
         print(json.dumps({"peer": "pytorch-ddp", "world_size": args.nproc, "batch_size": args.batch_size,
                           "steps": args.steps, "images_per_sec": stats[0].item() / secs,
                           "data_wait_fraction": stats[1].item() / (stats[1].item() + stats[2].item()),
-                          "seconds": secs, "threads": args.threads, "loader_workers": args.workers}), flush=True)
+                          "seconds": secs, "threads": args.threads, "loader_workers": args.workers,
+                          "channels_last": args.channels_last}), flush=True)
     dist.destroy_process_group()
 
 
@@ -115,6 +119,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--port", type=int, default=29611)
+    ap.add_argument("--channels-last", action="store_true", help="model and inputs in channels-last memory format")
     args = ap.parse_args()
     mp.spawn(worker, args=(args, args.port), nprocs=args.nproc, join=True)
 

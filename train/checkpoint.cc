@@ -35,8 +35,12 @@ void Sgd::Step(double lr) {
 
 std::map<std::string, torch::Tensor> StateDict(torch::nn::Module& model) {
   std::map<std::string, torch::Tensor> sd;
-  for (const auto& p : model.named_parameters()) sd[p.key()] = p.value().detach().to(torch::kCPU).clone();
-  for (const auto& b : model.named_buffers()) sd[b.key()] = b.value().detach().to(torch::kCPU).clone();
+  // Contiguous (NCHW) copies whatever the training layout: what Python expects.
+  auto copy = [](const torch::Tensor& t) {
+    return t.detach().to(torch::kCPU).clone(torch::MemoryFormat::Contiguous);
+  };
+  for (const auto& p : model.named_parameters()) sd[p.key()] = copy(p.value());
+  for (const auto& b : model.named_buffers()) sd[b.key()] = copy(b.value());
   return sd;
 }
 
@@ -103,7 +107,7 @@ Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& op
   meta.insert("num_classes", pos.num_classes);
   meta.insert("in_channels", pos.in_channels);
   std::map<std::string, torch::Tensor> mom;
-  for (const auto& [k, v] : opt.momentum()) mom[k] = v.detach().to(torch::kCPU).clone();
+  for (const auto& [k, v] : opt.momentum()) mom[k] = v.detach().to(torch::kCPU).clone(torch::MemoryFormat::Contiguous);
   c10::impl::GenericDict top(c10::StringType::get(), c10::AnyType::get());
   top.insert("model", ToDict(StateDict(model)));
   top.insert("momentum", ToDict(mom));

@@ -13,6 +13,9 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "train/trainer.h"
 
@@ -121,8 +124,21 @@ int Launch(int nproc, int argc, char** argv) {
 }  // namespace
 }  // namespace shardkit
 
+// Every step allocates and frees the same activation and gradient tensors, a
+// few MB each. With glibc's defaults the larger ones come from fresh mmaps
+// and the heap's freed top goes back to the kernel, so each step faults the
+// same memory in again: 10% of the time of a ResNet-20 step on CPU went to
+// page faults. Keep freed memory in the heap for the next step instead.
+static void KeepFreedMemoryForReuse() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's maximum; larger blocks are still mapped
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
+
 int main(int argc, char** argv) {
   using namespace shardkit;
+  KeepFreedMemoryForReuse();
   TrainOptions o;
   int nproc = 0;
   CLI::App app{"shardkit-train: train a ResNet from shards, one process per GPU (or CPU rank), under DDP.\n"
@@ -145,7 +161,8 @@ int main(int argc, char** argv) {
   app.add_option("--label-smoothing", o.label_smoothing, "label smoothing")->capture_default_str();
   app.add_flag("--amp", o.amp, "mixed precision on CUDA (autocast; fp16 with loss scaling)");
   app.add_option("--amp-dtype", o.amp_dtype, "fp16 | bf16")->capture_default_str();
-  app.add_flag("--channels-last", o.channels_last, "channels-last memory format");
+  app.add_flag("--channels-last,!--no-channels-last", o.channels_last,
+               "channels-last memory format for 4-d weights and inputs (default; ~10% faster on CPU here)");
   app.add_option("--size", o.size, "input side for JPEG datasets")->capture_default_str();
   app.add_option("--checkpoint-dir", o.checkpoint_dir, "rank 0 writes last.pt here every epoch and on SIGTERM/SIGUSR1");
   app.add_flag("--resume", o.resume, "continue from CHECKPOINT_DIR/last.pt if it exists");
