@@ -26,7 +26,7 @@ inline uint64_t NowNs() {
 }
 
 constexpr size_t kMemoSlots = 32;
-constexpr size_t kParallelCopyBytes = 2 << 20;
+constexpr size_t kParallelCopyBytes = 128 << 10;
 constexpr size_t kMaxCorruptMessages = 10;
 constexpr uint64_t kReplacementStride = 7919;  // a prime: replacements spread over the rank's samples
 
@@ -76,6 +76,10 @@ struct Loader::Impl {
   std::unordered_set<uint64_t> scheduled;
   std::deque<uint64_t> ahead;  // first positions of scheduled blocks past the current batch
   std::vector<std::pair<uint32_t, uint32_t>> warm;  // (shard, block) to decompress now
+  struct Item {
+    int job, i0, i1;  // samples [i0, i1) of jobs[job]
+  };
+  std::vector<Item> items;
   std::vector<uint32_t> segment;
   std::vector<std::pair<uint32_t, uint32_t>> global_blocks;  // dataset block number -> (shard, block)
   ShuffleMode mode = ShuffleMode::kFull;
@@ -124,25 +128,46 @@ struct Loader::Impl {
     stop = false;
   }
 
+  // One batch being filled.
+  struct Job {
+    Slot* slot;
+    uint64_t k;     // batch index
+    uint64_t base;  // the rank's first sample index of the batch
+    int n;          // samples
+  };
+
   void ProducerLoop(uint64_t first) {
-    for (uint64_t k = first; k < part.batches; ++k) {
-      Slot& slot = slots[k % slots.size()];
+    std::vector<Job> jobs;
+    for (uint64_t k = first; k < part.batches;) {
+      jobs.clear();
       {
         std::unique_lock<std::mutex> lock(mu);
+        Slot& slot = slots[k % slots.size()];
         producer_cv.wait(lock, [&] { return stop || slot.state == Slot::State::kFree; });
         if (stop) return;
-        slot.state = Slot::State::kFilling;
+        // Claim this slot and the free ones after it: a consumer faster than
+        // the loader leaves several free, and filling them in one parallel
+        // region wakes the team once for all of them.
+        for (uint64_t j = k; j < part.batches && jobs.size() < slots.size(); ++j) {
+          Slot& s = slots[j % slots.size()];
+          if (s.state != Slot::State::kFree) break;
+          s.state = Slot::State::kFilling;
+          jobs.push_back(Job{&s, j, j * part.batch_size, static_cast<int>(part.BatchLength(j))});
+        }
       }
-      Fill(&slot, k);
-      bool failed = !slot.status.ok();
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (stop) return;
-        slot.index = k;
-        slot.state = Slot::State::kReady;
+      FillMany(jobs);
+      for (const Job& job : jobs) {
+        const bool failed = !job.slot->status.ok();
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (stop) return;
+          job.slot->index = job.k;
+          job.slot->state = Slot::State::kReady;
+        }
+        consumer_cv.notify_all();
+        if (failed) return;  // the consumer gets the error at this batch
       }
-      consumer_cv.notify_all();
-      if (failed) return;  // the consumer gets the error at this batch
+      k += jobs.size();
     }
   }
 
@@ -221,21 +246,25 @@ struct Loader::Impl {
     return sampler->RecordAt(position);
   }
 
-  // Block-local: materialises the windows batch k reads (reusing those the
-  // previous batch read) and releases the others.
-  void PrepareWindows(uint64_t k) {
+  // Block-local: materialises the windows the jobs' batches read (reusing
+  // those already live) and releases the others.
+  void PrepareWindows(const std::vector<Job>& jobs) {
     if (mode != ShuffleMode::kBlockLocal) return;
-    const uint64_t base = k * part.batch_size, n = part.BatchLength(k);
     spare_live.swap(live);
     live.clear();
-    for (uint64_t i = 0; i < n;) {
-      const uint64_t pos = part.Position(base + i);
-      const size_t w = sampler->WindowOf(pos);
-      auto it = std::find_if(spare_live.begin(), spare_live.end(), [&](const LiveWindow& lw) { return lw.w == w; });
-      if (it != spare_live.end()) {
-        live.push_back(std::move(*it));
-        spare_live.erase(it);
-      } else {
+    for (const Job& job : jobs) {
+      for (uint64_t i = 0; i < static_cast<uint64_t>(job.n);) {
+        const uint64_t pos = part.Position(job.base + i);
+        const size_t w = sampler->WindowOf(pos);
+        i += std::min(sampler->window_end(w) - pos, job.n - i);
+        auto same = [&](const LiveWindow& lw) { return lw.w == w; };
+        if (std::find_if(live.begin(), live.end(), same) != live.end()) continue;
+        auto it = std::find_if(spare_live.begin(), spare_live.end(), same);
+        if (it != spare_live.end()) {
+          live.push_back(std::move(*it));
+          spare_live.erase(it);
+          continue;
+        }
         LiveWindow lw;
         lw.w = w;
         lw.begin = sampler->window_begin(w);
@@ -243,7 +272,6 @@ struct Loader::Impl {
         sampler->WindowRecords(w, &lw.records);
         live.push_back(std::move(lw));
       }
-      i += std::min(sampler->window_end(w) - pos, n - i);
     }
     spare_live.clear();
   }
@@ -354,13 +382,12 @@ struct Loader::Impl {
     if (messages.size() < kMaxCorruptMessages) messages.push_back(s.message());
   }
 
-  // Finds the blocks that batch k and the ones after it will need and that
-  // are not cached yet, in order of first need, so they can be decompressed
+  // Appends to `warm` the blocks that batch k and the ones after it will
+  // need and that are not cached yet, in order of first need, so they can be decompressed
   // in parallel (one worker per block) before the samples are copied. Walks
   // the order a segment (block or window) at a time; in full-shuffle mode any
   // sample may need any block, and blocks are decompressed on first use.
   void ScheduleBlocks(uint64_t k) {
-    warm.clear();
     if (!compressed || mode == ShuffleMode::kFull) return;
     // Scan at least this batch, and further until `want` blocks beyond it are
     // scheduled (bounded by what the cache can hold besides the blocks read).
@@ -401,23 +428,31 @@ struct Loader::Impl {
     }
   }
 
-  void Fill(Slot* slot, uint64_t k) {
-    const int n = static_cast<int>(part.BatchLength(k));
-    const uint64_t base = k * part.batch_size;
-    slot->status = Status::OK();
-    slot->sample_status.assign(n, Status::OK());
-    ScheduleBlocks(k);
-    PrepareWindows(k);
+  void FillMany(const std::vector<Job>& jobs) {
+    warm.clear();
+    int total = 0;
+    for (const Job& job : jobs) {
+      job.slot->status = Status::OK();
+      job.slot->sample_status.assign(job.n, Status::OK());
+      ScheduleBlocks(job.k);
+      total += job.n;
+    }
+    PrepareWindows(jobs);
     ReleaseEvicted();
     const int nwarm = static_cast<int>(warm.size());
-    // Raw samples are cheap: hand them out in chunks; JPEGs one at a time.
-    const int chunk = jpeg ? 1 : std::max(1, n / (4 * opt.workers));
-    const int nchunks = (n + chunk - 1) / chunk;
+    // Work items: raw samples are cheap, handed out in chunks; JPEGs one at a time.
+    items.clear();
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      const int n = jobs[j].n;
+      const int chunk = jpeg ? 1 : std::max(1, n / (4 * opt.workers));
+      for (int i0 = 0; i0 < n; i0 += chunk) items.push_back(Item{static_cast<int>(j), i0, std::min(n, i0 + chunk)});
+    }
+    const int nitems = static_cast<int>(items.size());
     // Waking the team costs tens of microseconds: more than copying a batch
-    // of small raw records takes. Such a batch, with at most one block to
-    // decompress, is filled by this thread alone; the team is woken for JPEG
+    // of small raw records takes. Such work, with at most one block to
+    // decompress, is done by this thread alone; the team is woken for JPEG
     // decoding, for several blocks to decompress, or for large copies.
-    const bool small_copy = !jpeg && n * sample_bytes < kParallelCopyBytes && nwarm <= 1;
+    const bool small_copy = !jpeg && total * sample_bytes < kParallelCopyBytes && nwarm <= 1;
     const int team = small_copy ? 1 : opt.workers;
 #pragma omp parallel num_threads(team)
     {
@@ -434,25 +469,37 @@ struct Loader::Impl {
         }
       }
 #pragma omp for schedule(dynamic, 1)
-      for (int ch = 0; ch < nchunks; ++ch) {
-        const int i0 = ch * chunk, i1 = std::min(n, i0 + chunk);
+      for (int it = 0; it < nitems; ++it) {
+        const Item& item = items[it];
+        const Job& job = jobs[item.job];
         try {
           if (!jpeg) {
-            LoadRawRange(c, base, i0, i1, slot);
+            LoadRawRange(c, job.base, item.i0, item.i1, job.slot);
             continue;
           }
-          for (int i = i0; i < i1; ++i) {
-            slot->sample_status[i] = stop.load(std::memory_order_relaxed) ? Status::Aborted("loader stopped")
-                                                                           : LoadSample(c, base + i, slot, i);
+          for (int i = item.i0; i < item.i1; ++i) {
+            job.slot->sample_status[i] = stop.load(std::memory_order_relaxed)
+                                             ? Status::Aborted("loader stopped")
+                                             : LoadSample(c, job.base + i, job.slot, i);
           }
         } catch (const std::exception& e) {  // nothing may leave an OpenMP region
-          for (int i = i0; i < i1; ++i) {
-            slot->sample_status[i] = Status::IOError(std::string("loader worker: ") + e.what());
+          for (int i = item.i0; i < item.i1; ++i) {
+            job.slot->sample_status[i] = Status::IOError(std::string("loader worker: ") + e.what());
           }
         }
       }
     }
-    // Combine after the region: fail, or replace corrupt samples and count them.
+    for (const Job& job : jobs) {
+      Finish(job);
+      if (!job.slot->status.ok()) break;  // batches after a failed one are never published
+    }
+  }
+
+  // After the region: fail, or replace corrupt samples and count them.
+  void Finish(const Job& job) {
+    Slot* slot = job.slot;
+    const int n = job.n;
+    const uint64_t base = job.base;
     for (int i = 0; i < n; ++i) {
       if (slot->sample_status[i].ok()) continue;
       Status s = slot->sample_status[i];
@@ -475,6 +522,7 @@ struct Loader::Impl {
         s = LoadSample(*ctx[0], replacement, slot, i);
       }
     }
+    const uint64_t k = job.k;
     slot->batch.epoch = epoch;
     slot->batch.index = k;
     slot->batch.size = n;
