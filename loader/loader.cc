@@ -142,12 +142,21 @@ struct Loader::Impl {
       jobs.clear();
       {
         std::unique_lock<std::mutex> lock(mu);
-        Slot& slot = slots[k % slots.size()];
-        producer_cv.wait(lock, [&] { return stop || slot.state == Slot::State::kFree; });
+        // Raw records: wait until half the ring is free and fill those slots
+        // in one parallel region, so that the team's wake-up (tens of
+        // microseconds, as long as copying a batch of 28x28 records) is paid
+        // once for several batches, while the other half stays ready for the
+        // consumer. JPEG batches are long enough to fill one at a time.
+        const uint64_t want =
+            std::min<uint64_t>(part.batches - k, jpeg ? 1 : std::max<size_t>(1, slots.size() / 2));
+        auto free_run = [&] {
+          uint64_t n = 0;
+          while (n < want && slots[(k + n) % slots.size()].state == Slot::State::kFree) ++n;
+          return n;
+        };
+        producer_cv.wait(lock, [&] { return stop || free_run() >= want; });
         if (stop) return;
-        // Claim this slot and the free ones after it: a consumer faster than
-        // the loader leaves several free, and filling them in one parallel
-        // region wakes the team once for all of them.
+        // Claim those slots and any free ones after them.
         for (uint64_t j = k; j < part.batches && jobs.size() < slots.size(); ++j) {
           Slot& s = slots[j % slots.size()];
           if (s.state != Slot::State::kFree) break;
