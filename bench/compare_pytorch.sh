@@ -46,6 +46,7 @@ $PY bench/pytorch_loader.py imagefolder "$OUT/jpeg-tree" --workers "$WORKERS" --
 echo "== Fashion-MNIST raw 28x28: references, shardkit loader, PyTorch TensorDataset DataLoader"
 $PACK idx --force --images $FASHION/train-images-idx3-ubyte.gz --labels $FASHION/train-labels-idx1-ubyte.gz \
   "$OUT/fashion-shards" > /dev/null
+sync; sleep 2  # let writeback of the fresh shards finish before timing
 $BENCH reference "$OUT/fashion-shards" --json > "$OUT/raw-reference.json"
 # Streaming: a block cache far smaller than the data, so every block is read
 # and decompressed once per epoch (what a dataset larger than memory sees).
