@@ -184,33 +184,24 @@ void RowsToPlanes3Portable(const uint8_t* src, size_t stride, int taps, const fl
   }
 }
 
-using RowsToPlanes3Fn = void (*)(const uint8_t*, size_t, int, const float*, int, float*, uint8_t*, uint8_t*,
-                                 uint8_t*, uint8_t*);
+#if defined(SK_AVX2_KERNELS)
+bool HasAvx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2");
+}
+#define SK_PICK(avx2, portable) (HasAvx2() ? (avx2) : (portable))
+#else
+#define SK_PICK(avx2, portable) (portable)
+#endif
 
 void RowsToPlanes3(const uint8_t* src, size_t stride, int taps, const float* w, int npix, float* acc, uint8_t* tmp,
                    uint8_t* r, uint8_t* g, uint8_t* b) {
-  static const RowsToPlanes3Fn fn = [] {
-#if defined(SK_AVX2_KERNELS)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2")) return static_cast<RowsToPlanes3Fn>(RowsToPlanes3Avx2);
-#endif
-    return static_cast<RowsToPlanes3Fn>(RowsToPlanes3Portable);
-  }();
+  static const auto fn = SK_PICK(RowsToPlanes3Avx2, RowsToPlanes3Portable);
   fn(src, stride, taps, w, npix, acc, tmp, r, g, b);
 }
 
-using RowsToBytesFn = void (*)(const uint8_t*, size_t, int, const float*, size_t, float*, uint8_t*);
-
-RowsToBytesFn PickRowsToBytes() {
-#if defined(SK_AVX2_KERNELS)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) return RowsToBytesAvx2;
-#endif
-  return RowsToBytesPortable;
-}
-
 void RowsToBytes(const uint8_t* src, size_t stride, int taps, const float* w, size_t n, float* acc, uint8_t* dst) {
-  static const RowsToBytesFn fn = PickRowsToBytes();
+  static const auto fn = SK_PICK(RowsToBytesAvx2, RowsToBytesPortable);
   fn(src, stride, taps, w, n, acc, dst);
 }
 
@@ -226,22 +217,21 @@ void TransposeBytes(const uint8_t* in, size_t in_stride, int rows, int cols, uin
       for (int i = 0; i < 16; ++i) {
         x[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + (y0 + i) * in_stride + x0));
       }
-      for (int i = 0; i < 8; ++i) {
-        y[i] = _mm_unpacklo_epi8(x[2 * i], x[2 * i + 1]);
-        y[i + 8] = _mm_unpackhi_epi8(x[2 * i], x[2 * i + 1]);
-      }
-      for (int i = 0; i < 8; ++i) {
-        x[i] = _mm_unpacklo_epi16(y[2 * i], y[2 * i + 1]);
-        x[i + 8] = _mm_unpackhi_epi16(y[2 * i], y[2 * i + 1]);
-      }
-      for (int i = 0; i < 8; ++i) {
-        y[i] = _mm_unpacklo_epi32(x[2 * i], x[2 * i + 1]);
-        y[i + 8] = _mm_unpackhi_epi32(x[2 * i], x[2 * i + 1]);
-      }
-      for (int i = 0; i < 8; ++i) {
-        x[i] = _mm_unpacklo_epi64(y[2 * i], y[2 * i + 1]);
-        x[i + 8] = _mm_unpackhi_epi64(y[2 * i], y[2 * i + 1]);
-      }
+      // Interleave neighbouring rows in 1-, 2-, 4- then 8-byte units.
+      auto round = [](const __m128i* a, __m128i* b, auto lo, auto hi) {
+        for (int i = 0; i < 8; ++i) {
+          b[i] = lo(a[2 * i], a[2 * i + 1]);
+          b[i + 8] = hi(a[2 * i], a[2 * i + 1]);
+        }
+      };
+      round(x, y, [](__m128i a, __m128i b) { return _mm_unpacklo_epi8(a, b); },
+            [](__m128i a, __m128i b) { return _mm_unpackhi_epi8(a, b); });
+      round(y, x, [](__m128i a, __m128i b) { return _mm_unpacklo_epi16(a, b); },
+            [](__m128i a, __m128i b) { return _mm_unpackhi_epi16(a, b); });
+      round(x, y, [](__m128i a, __m128i b) { return _mm_unpacklo_epi32(a, b); },
+            [](__m128i a, __m128i b) { return _mm_unpackhi_epi32(a, b); });
+      round(y, x, [](__m128i a, __m128i b) { return _mm_unpacklo_epi64(a, b); },
+            [](__m128i a, __m128i b) { return _mm_unpackhi_epi64(a, b); });
       // Four rounds of the perfect shuffle leave column j in x[bitreverse4(j)].
       static constexpr int kColumn[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
       for (int k = 0; k < 16; ++k) {
