@@ -117,7 +117,9 @@ TEST(PartitionTest, EqualBatchesDisjointAndCovering) {
             uint64_t total = 0;
             for (uint64_t b = 0; b < p.batches; ++b) {
               EXPECT_EQ(p.BatchLength(b), parts[0].BatchLength(b));
-              if (drop_last) EXPECT_EQ(p.BatchLength(b), batch);
+              if (drop_last) {
+                EXPECT_EQ(p.BatchLength(b), batch);
+              }
               for (uint64_t i = 0; i < p.BatchLength(b); ++i) positions.insert(p.Position(b * batch + i));
               total += p.BatchLength(b);
             }
