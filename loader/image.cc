@@ -269,26 +269,6 @@ void TransposeTiles(const uint8_t* in, int rows, int cols, uint8_t* out) {
   }
 }
 
-// in: `rows` rows of `cols` pixels of C bytes; out: C planes of cols x rows,
-// out[ch][x][y] = in[y][x][ch]: a transpose that also splits the channels.
-template <int C>
-void TransposeToPlanes(const uint8_t* in, int rows, int cols, uint8_t* out) {
-  constexpr int kTile = 32;
-  const size_t plane = static_cast<size_t>(rows) * cols;
-  for (int ty = 0; ty < rows; ty += kTile) {
-    const int ye = std::min(rows, ty + kTile);
-    for (int tx = 0; tx < cols; tx += kTile) {
-      const int xe = std::min(cols, tx + kTile);
-      for (int y = ty; y < ye; ++y) {
-        const uint8_t* ip = in + (static_cast<size_t>(y) * cols) * C;
-        for (int x = tx; x < xe; ++x) {
-          for (int ch = 0; ch < C; ++ch) out[ch * plane + static_cast<size_t>(x) * rows + y] = ip[x * C + ch];
-        }
-      }
-    }
-  }
-}
-
 void TransposePixels(const uint8_t* in, int rows, int cols, int c, uint8_t* out) {
   switch (c) {
     case 1: return TransposeTiles<1>(in, rows, cols, out);
@@ -323,91 +303,66 @@ void Resample(const Image& src, const RectF& region, int out_w, int out_h, bool 
   const size_t row1 = static_cast<size_t>(cols) * c;
   grow(&s->acc, std::max(row1, static_cast<size_t>(out_h) * c));
   grow(&s->p1, static_cast<size_t>(out_h) * row1);
-  if (layout == PixelLayout::kCHW && c == 3) {
-    // Planar all the way: pass 1 writes one plane per channel (out_h rows of
-    // cols), byte transposes turn each into cols rows of out_h, the
-    // horizontal pass runs as a vertical one on each, and byte transposes
-    // put the planes upright.
-    const size_t mid_plane = static_cast<size_t>(cols) * out_h, out_plane = static_cast<size_t>(out_w) * out_h;
-    grow(&s->p2, std::max(mid_plane, out_plane) * 3);
-    grow(&s->tmp, row1);
-    uint8_t* planes = s->p1.data();
-    for (int y = 0; y < out_h; ++y) {
-      uint8_t* r = planes + static_cast<size_t>(y) * cols;
-      RowsToPlanes3(src.pixels.data() + s->yb[y] * src_stride + static_cast<size_t>(x0) * 3, src_stride, s->yn[y],
-                    s->yw.data() + static_cast<size_t>(y) * s->yk, cols, s->acc.data(), s->tmp.data(), r,
-                    r + mid_plane, r + 2 * mid_plane);
+  // Pass 1 (vertical) reads rows yb[y].. of the needed columns with weights yw[y].
+  auto source_rows = [&](int y) { return src.pixels.data() + s->yb[y] * src_stride + static_cast<size_t>(x0) * c; };
+  auto y_weights = [&](int y) { return s->yw.data() + static_cast<size_t>(y) * s->yk; };
+  // Pass 2 (horizontal), run on transposed data as a vertical pass: output
+  // row x (mirrored if flip) sums input rows xb[x] - x0 + t, rows of `len` bytes.
+  auto horizontal = [&](const uint8_t* in, size_t len, uint8_t* out) {
+    for (int x = 0; x < out_w; ++x) {
+      const int ox = flip ? out_w - 1 - x : x;
+      RowsToBytes(in + static_cast<size_t>(s->xb[x] - x0) * len, len, s->xn[x],
+                  s->xw.data() + static_cast<size_t>(x) * s->xk, len, s->acc.data(), out + static_cast<size_t>(ox) * len);
     }
-    for (int ch = 0; ch < 3; ++ch) {
+  };
+  if (layout == PixelLayout::kCHW || c == 1) {
+    // Planar (for one channel HWC and CHW are the same bytes): pass 1 leaves
+    // one plane per channel, out_h rows of cols; byte transposes turn each
+    // into cols rows of out_h, the horizontal pass runs as a vertical one on
+    // each, and byte transposes put the planes upright.
+    const size_t mid_plane = static_cast<size_t>(cols) * out_h, out_plane = static_cast<size_t>(out_w) * out_h;
+    uint8_t* planes = s->p1.data();
+    if (c == 3) {  // split into planes as the rows are written
+      grow(&s->tmp, row1);
+      for (int y = 0; y < out_h; ++y) {
+        uint8_t* r = planes + static_cast<size_t>(y) * cols;
+        RowsToPlanes3(source_rows(y), src_stride, s->yn[y], y_weights(y), cols, s->acc.data(), s->tmp.data(), r,
+                      r + mid_plane, r + 2 * mid_plane);
+      }
+    } else {  // one channel written in place; others interleaved, then split
+      grow(&s->tmp, c == 1 ? 0 : out_h * row1);
+      uint8_t* rows = c == 1 ? planes : s->tmp.data();
+      for (int y = 0; y < out_h; ++y) {
+        RowsToBytes(source_rows(y), src_stride, s->yn[y], y_weights(y), row1, s->acc.data(), rows + y * row1);
+      }
+      if (c > 1) {
+        for (int ch = 0; ch < c; ++ch) {
+          for (size_t p = 0; p < mid_plane; ++p) planes[ch * mid_plane + p] = rows[p * c + ch];
+        }
+      }
+    }
+    grow(&s->p2, mid_plane * c);
+    for (int ch = 0; ch < c; ++ch) {
       TransposeBytes(planes + ch * mid_plane, cols, out_h, cols, s->p2.data() + ch * mid_plane, out_h);
     }
-    grow(&s->p1, out_plane * 3);
-    for (int ch = 0; ch < 3; ++ch) {
-      const uint8_t* plane = s->p2.data() + ch * mid_plane;
+    grow(&s->p1, out_plane * c);
+    for (int ch = 0; ch < c; ++ch) {
       uint8_t* outp = s->p1.data() + ch * out_plane;
-      for (int x = 0; x < out_w; ++x) {
-        const int ox = flip ? out_w - 1 - x : x;
-        RowsToBytes(plane + static_cast<size_t>(s->xb[x] - x0) * out_h, out_h, s->xn[x],
-                    s->xw.data() + static_cast<size_t>(x) * s->xk, out_h, s->acc.data(),
-                    outp + static_cast<size_t>(ox) * out_h);
-      }
+      horizontal(s->p2.data() + ch * mid_plane, out_h, outp);
       TransposeBytes(outp, out_h, out_w, out_h, dst + ch * out_plane, out_w);
     }
     return;
   }
-  // Pass 1 (vertical): p1[y] = sum_t wy * src[yb[y] + t] over the needed columns.
+  // Interleaved (HWC out): pass 1 into pixel rows, transpose pixels, the
+  // horizontal pass as a vertical one over pixel rows, transpose back.
   for (int y = 0; y < out_h; ++y) {
-    RowsToBytes(src.pixels.data() + s->yb[y] * src_stride + static_cast<size_t>(x0) * c, src_stride, s->yn[y],
-                s->yw.data() + static_cast<size_t>(y) * s->yk, row1, s->acc.data(), s->p1.data() + y * row1);
+    RowsToBytes(source_rows(y), src_stride, s->yn[y], y_weights(y), row1, s->acc.data(), s->p1.data() + y * row1);
   }
-  if (layout == PixelLayout::kCHW || c == 1) {
-    // Planar: transpose into one plane per channel (cols rows of out_h), run
-    // the horizontal pass as a vertical one on each plane, and transpose each
-    // plane back with byte transposes (the cheap kind).
-    const size_t in_plane = static_cast<size_t>(cols) * out_h, out_plane = static_cast<size_t>(out_w) * out_h;
-    grow(&s->p2, std::max<size_t>(in_plane * c, out_plane * c));
-    if (c == 3) {
-      TransposeToPlanes<3>(s->p1.data(), out_h, cols, s->p2.data());
-    } else if (c == 1) {
-      TransposeBytes(s->p1.data(), cols, out_h, cols, s->p2.data(), out_h);
-    } else {
-      for (int ch = 0; ch < c; ++ch) {
-        for (int y = 0; y < out_h; ++y) {
-          for (int x = 0; x < cols; ++x) s->p2[ch * in_plane + static_cast<size_t>(x) * out_h + y] = s->p1[y * row1 + x * c + ch];
-        }
-      }
-    }
-    grow(&s->p1, out_plane * c);
-    for (int ch = 0; ch < c; ++ch) {
-      const uint8_t* plane = s->p2.data() + ch * in_plane;
-      uint8_t* outp = s->p1.data() + ch * out_plane;
-      for (int x = 0; x < out_w; ++x) {
-        const int ox = flip ? out_w - 1 - x : x;
-        RowsToBytes(plane + static_cast<size_t>(s->xb[x] - x0) * out_h, out_h, s->xn[x],
-                    s->xw.data() + static_cast<size_t>(x) * s->xk, out_h, s->acc.data(),
-                    outp + static_cast<size_t>(ox) * out_h);
-      }
-    }
-    if (layout == PixelLayout::kCHW) {
-      for (int ch = 0; ch < c; ++ch) {
-        TransposeBytes(s->p1.data() + ch * out_plane, out_h, out_w, out_h, dst + ch * out_plane, out_w);
-      }
-    } else {  // c == 1: HWC is the one plane
-      TransposeBytes(s->p1.data(), out_h, out_w, out_h, dst, out_w);
-    }
-    return;
-  }
-  // Interleaved (HWC out): transpose pixels, horizontal pass as a vertical
-  // one over pixel rows, transpose back.
   const size_t row2 = static_cast<size_t>(out_h) * c;
   grow(&s->p2, static_cast<size_t>(cols) * row2);
   TransposePixels(s->p1.data(), out_h, cols, c, s->p2.data());
   grow(&s->p1, static_cast<size_t>(out_w) * row2);
-  for (int x = 0; x < out_w; ++x) {
-    const int ox = flip ? out_w - 1 - x : x;
-    RowsToBytes(s->p2.data() + (s->xb[x] - x0) * row2, row2, s->xn[x], s->xw.data() + static_cast<size_t>(x) * s->xk,
-                row2, s->acc.data(), s->p1.data() + ox * row2);
-  }
+  horizontal(s->p2.data(), row2, s->p1.data());
   TransposePixels(s->p1.data(), out_w, out_h, c, dst);
 }
 
