@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -37,10 +38,27 @@ std::vector<int> ParseList(const std::string& s) {
   return v;
 }
 
-// Times `repeat` rounds of `batches` batches on one loader, after the warm-up,
-// and keeps the fastest round: on a shared machine the slow rounds measure the
-// neighbours, not the loader (the references and the PyTorch peer are timed
-// the same way).
+// Every measurement here is the fastest of several timed rounds: on a shared
+// machine the slow rounds measure the neighbours (the PyTorch peer in bench/
+// is timed the same way).
+struct FastestRound {
+  double seconds = 0;
+  uint64_t items = 0, bytes = 0;
+  // Keeps the round if it is the first or the fastest yet; says whether it did.
+  bool Offer(uint64_t n, uint64_t nb, double t) {
+    if (seconds > 0 && n / t <= items / seconds) return false;
+    seconds = t;
+    items = n;
+    bytes = nb;
+    return true;
+  }
+};
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Times `repeat` rounds of `batches` batches on one loader, after the warm-up.
 Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint64_t batches, int repeat, Row* row) {
   SK_ASSIGN_OR_RETURN(auto loader, Loader::Open(dir, opt));
   uint64_t epoch = 0;
@@ -55,8 +73,7 @@ Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint6
   };
   const Batch* b = nullptr;
   for (uint64_t i = 0; i < warmup; ++i) SK_RETURN_IF_ERROR(next(&b));
-  double secs = 0;
-  uint64_t images = 0, bytes = 0;
+  FastestRound best;
   LoaderStats st;
   for (int round = 0; round < std::max(1, repeat); ++round) {
     loader->ResetStats();
@@ -67,14 +84,10 @@ Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint6
       n += b->size;
       nb += b->sample_bytes() * b->size;
     }
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (round == 0 || n / t > images / secs) {
-      secs = t;
-      images = n;
-      bytes = nb;
-      st = loader->stats();
-    }
+    if (best.Offer(n, nb, SecondsSince(t0))) st = loader->stats();
   }
+  const double secs = best.seconds;
+  const uint64_t images = best.items, bytes = best.bytes;
   row->workers = opt.workers;
   row->images = images;
   row->seconds = secs;
@@ -92,6 +105,26 @@ Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint6
 // The physical reference: how fast one core turns the dataset's stored bytes,
 // already in memory, into pixels with no loader at all: a full-size
 // libjpeg-turbo decode for JPEG records, zstd decompression for raw blocks.
+// A reference's timing: `warmup` untimed passes over the data, then `repeat`
+// rounds of passes lasting at least a second each. pass() adds one pass's
+// records and output bytes to its arguments, or fails.
+Status TimeReference(int repeat, int warmup, const std::function<Status(uint64_t*, uint64_t*)>& pass,
+                     FastestRound* best) {
+  uint64_t n = 0, nb = 0;
+  for (int i = 0; i < warmup; ++i) SK_RETURN_IF_ERROR(pass(&n, &nb));
+  for (int round = 0; round < std::max(1, repeat); ++round) {
+    const auto t0 = std::chrono::steady_clock::now();
+    double t = 0;
+    n = nb = 0;
+    do {
+      SK_RETURN_IF_ERROR(pass(&n, &nb));
+      t = SecondsSince(t0);
+    } while (t < 1.0);
+    best->Offer(n, nb, t);
+  }
+  return Status::OK();
+}
+
 int RunReference(const std::string& dir, uint64_t max_records, int repeat, bool json) {
   auto ds = Dataset::Open(dir);
   if (!ds.ok()) {
@@ -100,8 +133,8 @@ int RunReference(const std::string& dir, uint64_t max_records, int repeat, bool 
   }
   const Manifest& m = (*ds)->manifest();
   ReadScratch scratch;
-  double secs = 0;
-  uint64_t records = 0, bytes = 0;
+  FastestRound best;
+  Status st;
   std::string what;
   if (m.record.kind == format::RecordKind::kJpeg) {
     what = "libjpeg-turbo full-size decode";
@@ -110,37 +143,26 @@ int RunReference(const std::string& dir, uint64_t max_records, int repeat, bool 
       const ShardReader& r = (*ds)->shard(s);
       for (uint32_t i = 0; i < r.num_records() && jpegs.size() < max_records; ++i) {
         std::string_view p;
-        Status st = r.ReadRecord(i, &scratch, &p);
-        if (!st.ok()) { std::fprintf(stderr, "shardkit-bench: error: %s\n", st.message().c_str()); return 1; }
+        Status rs = r.ReadRecord(i, &scratch, &p);
+        if (!rs.ok()) { std::fprintf(stderr, "shardkit-bench: error: %s\n", rs.message().c_str()); return 1; }
         jpegs.emplace_back(p);
       }
     }
     JpegDecoder dec;
     DecodedRegion out;
-    // `repeat` rounds of at least a second each; the fastest round counts.
-    for (int round = 0; round < std::max(1, repeat); ++round) {
-      const auto t0 = std::chrono::steady_clock::now();
-      double t = 0;
-      uint64_t n = 0, nb = 0;
-      for (int pass = 0; pass == 0 || t < 1.0; ++pass) {
-        for (const std::string& j : jpegs) {
-          Status st = dec.Decode(reinterpret_cast<const uint8_t*>(j.data()), j.size(), DecodeRequest{}, &out);
-          if (!st.ok()) { std::fprintf(stderr, "shardkit-bench: error: %s\n", st.message().c_str()); return 1; }
-          nb += out.image.pixels.size();
-          ++n;
-        }
-        t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    st = TimeReference(repeat, /*warmup=*/0, [&](uint64_t* n, uint64_t* nb) {
+      for (const std::string& j : jpegs) {
+        SK_RETURN_IF_ERROR(dec.Decode(reinterpret_cast<const uint8_t*>(j.data()), j.size(), DecodeRequest{}, &out));
+        *nb += out.image.pixels.size();
+        ++*n;
       }
-      if (round == 0 || n / t > records / secs) {
-        secs = t;
-        records = n;
-        bytes = nb;
-      }
-    }
+      return Status::OK();
+    }, &best);
   } else {
     what = "zstd decompression of the shards' blocks";
     struct Blk { std::string stored; uint32_t raw_size, records; };
     std::vector<Blk> blocks;
+    uint64_t records = 0;
     for (size_t s = 0; s < (*ds)->num_shards() && records < max_records; ++s) {
       const ShardReader& r = (*ds)->shard(s);
       auto file = RandomAccessFile::Open(r.path());
@@ -155,31 +177,24 @@ int RunReference(const std::string& dir, uint64_t max_records, int repeat, bool 
     }
     ZSTD_DCtx* dctx = ZSTD_createDCtx();
     std::vector<char> out;
-    records = 0;
-    // After one warm-up pass, `repeat` rounds of passes for at least a second
-    // each; the fastest round counts.
-    for (int round = -1; round < std::max(1, repeat); ++round) {
-      double t = 0;
-      uint64_t n = 0, nb = 0;
-      do {
-        const auto t0 = std::chrono::steady_clock::now();
-        for (const Blk& b : blocks) {
-          out.resize(b.raw_size);
-          size_t got = ZSTD_decompressDCtx(dctx, out.data(), out.size(), b.stored.data(), b.stored.size());
-          if (ZSTD_isError(got)) { std::fprintf(stderr, "shardkit-bench: error: zstd: %s\n", ZSTD_getErrorName(got)); return 1; }
-          nb += got;
-          n += b.records;
-        }
-        t += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      } while (round >= 0 && t < 1.0);
-      if (round == 0 || (round > 0 && n / t > records / secs)) {
-        secs = t;
-        records = n;
-        bytes = nb;
+    st = TimeReference(repeat, /*warmup=*/1, [&](uint64_t* n, uint64_t* nb) {
+      for (const Blk& b : blocks) {
+        out.resize(b.raw_size);
+        size_t got = ZSTD_decompressDCtx(dctx, out.data(), out.size(), b.stored.data(), b.stored.size());
+        if (ZSTD_isError(got)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(got));
+        *nb += got;
+        *n += b.records;
       }
-    }
+      return Status::OK();
+    }, &best);
     ZSTD_freeDCtx(dctx);
   }
+  if (!st.ok()) {
+    std::fprintf(stderr, "shardkit-bench: error: %s\n", st.message().c_str());
+    return 1;
+  }
+  const double secs = best.seconds, bytes = static_cast<double>(best.bytes);
+  const uint64_t records = best.items;
   const double rate = records / std::max(secs, 1e-9);
   if (json) {
     nlohmann::json j = {{"reference", what}, {"records", records}, {"seconds", secs},
