@@ -8,7 +8,7 @@ SHARDKIT_DEPS=(
   libhdf5-dev libcli11-dev libgtest-dev nlohmann-json3-dev
   libtorch-dev libgloo-dev
   dataset-fashion-mnist
-  slurm-wlm munge
+  slurm-wlm munge procps
   python3 python3-torch python3-torchvision python3-numpy python3-pil
 )
 
