@@ -69,8 +69,7 @@ TEST_F(ImageNetTree, PacksEveryDecodableKindAndReportsTheRest) {
   EXPECT_EQ(sum.empty_classes, 1u);
   EXPECT_EQ(sum.converted_cmyk, 2u);
   EXPECT_EQ(sum.converted_png, 1u);
-  std::string all;
-  for (auto& p : problems) all += p + "\n";
+  const std::string all = testing::JoinLines(problems);
   EXPECT_NE(all.find("n03/truncated.JPEG"), std::string::npos) << all;
   EXPECT_NE(all.find("n03/readme.JPEG: not a JPEG or PNG"), std::string::npos) << all;
   EXPECT_NE(all.find("n04: empty class folder"), std::string::npos) << all;

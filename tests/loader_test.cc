@@ -47,15 +47,25 @@ struct Seen {
   std::vector<std::string> bytes;          // per batch
 };
 
-Seen ReadEpoch(const std::string& dir, LoaderOptions o, uint64_t epoch, uint64_t start = 0) {
+// Opens a loader on dir and starts epoch (at batch `start`); nullptr, with
+// the failure recorded, if either step fails.
+std::unique_ptr<Loader> Started(const std::string& dir, const LoaderOptions& o, uint64_t epoch = 0,
+                                uint64_t start = 0) {
   auto l = Loader::Open(dir, o);
   EXPECT_TRUE(l.ok()) << l.status().ToString();
+  if (!l.ok()) return nullptr;
+  Status s = (*l)->StartEpoch(epoch, start);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return s.ok() ? std::move(*l) : nullptr;
+}
+
+Seen ReadEpoch(const std::string& dir, LoaderOptions o, uint64_t epoch, uint64_t start = 0) {
+  auto l = Started(dir, o, epoch, start);
   Seen seen;
-  if (!l.ok()) return seen;
-  EXPECT_TRUE((*l)->StartEpoch(epoch, start).ok());
+  if (l == nullptr) return seen;
   for (;;) {
     const Batch* b = nullptr;
-    Status s = (*l)->Next(&b);
+    Status s = l->Next(&b);
     EXPECT_TRUE(s.ok()) << s.ToString();
     if (!s.ok() || b == nullptr) break;
     seen.ids.emplace_back(b->sample_ids, b->sample_ids + b->size);
@@ -300,20 +310,19 @@ TEST(LoaderTest, CorruptRecordFailsWithShardAndRecordByDefault) {
   LoaderOptions o;
   o.batch_size = 10;
   o.workers = 2;
-  auto l = Loader::Open(dir.path(), o);
-  ASSERT_TRUE(l.ok());
-  ASSERT_TRUE((*l)->StartEpoch(0).ok());
+  auto l = Started(dir.path(), o);
+  ASSERT_NE(l, nullptr);
   Status err;
   for (int i = 0; i < 20 && err.ok(); ++i) {
     const Batch* b;
-    err = (*l)->Next(&b);
+    err = l->Next(&b);
     if (err.ok() && b == nullptr) break;
   }
   ASSERT_FALSE(err.ok()) << "the worker's error must reach the consumer";
   EXPECT_TRUE(err.IsCorruption());
   EXPECT_NE(err.message().find("shard-00000.sks: record 42"), std::string::npos) << err.message();
   const Batch* b;
-  EXPECT_FALSE((*l)->Next(&b).ok()) << "the error is sticky until StartEpoch";
+  EXPECT_FALSE(l->Next(&b).ok()) << "the error is sticky until StartEpoch";
 }
 
 TEST(LoaderTest, CorruptRecordsAreSkippedCountedAndReplaced) {
@@ -326,14 +335,13 @@ TEST(LoaderTest, CorruptRecordsAreSkippedCountedAndReplaced) {
   o.workers = 2;
   o.corrupt_policy = CorruptPolicy::kSkip;
   o.skip_budget = 5;
-  auto l = Loader::Open(dir.path(), o);
-  ASSERT_TRUE(l.ok());
-  ASSERT_TRUE((*l)->StartEpoch(0).ok());
+  auto l = Started(dir.path(), o);
+  ASSERT_NE(l, nullptr);
   uint64_t samples = 0;
   std::set<uint64_t> ids;
   for (;;) {
     const Batch* b;
-    Status s = (*l)->Next(&b);
+    Status s = l->Next(&b);
     ASSERT_TRUE(s.ok()) << s.ToString();
     if (b == nullptr) break;
     samples += b->size;
@@ -342,7 +350,7 @@ TEST(LoaderTest, CorruptRecordsAreSkippedCountedAndReplaced) {
   EXPECT_EQ(samples, 100u) << "skipped samples are replaced, batches stay full";
   EXPECT_EQ(ids.count(42), 0u);
   EXPECT_EQ(ids.count(7), 0u);
-  LoaderStats st = (*l)->stats();
+  LoaderStats st = l->stats();
   EXPECT_EQ(st.corrupt_skipped, 2u);
   ASSERT_EQ(st.corrupt_messages.size(), 2u);
 }
@@ -356,11 +364,10 @@ TEST(LoaderTest, SkipBudgetExceededIsAnError) {
   o.shuffle = ShuffleChoice::kNone;
   o.corrupt_policy = CorruptPolicy::kSkip;
   o.skip_budget = 2;
-  auto l = Loader::Open(dir.path(), o);
-  ASSERT_TRUE(l.ok());
-  ASSERT_TRUE((*l)->StartEpoch(0).ok());
+  auto l = Started(dir.path(), o);
+  ASSERT_NE(l, nullptr);
   const Batch* b;
-  Status s = (*l)->Next(&b);
+  Status s = l->Next(&b);
   EXPECT_TRUE(s.IsCorruption());
   EXPECT_NE(s.message().find("skip budget"), std::string::npos) << s.message();
 }
@@ -373,13 +380,12 @@ TEST(LoaderTest, DestructionMidEpochReturns) {
     o.batch_size = 8;
     o.workers = workers;
     o.prefetch = 2;
-    auto l = Loader::Open(dir.path(), o);
-    ASSERT_TRUE(l.ok());
-    ASSERT_TRUE((*l)->StartEpoch(0).ok());
+    auto l = Started(dir.path(), o);
+    ASSERT_NE(l, nullptr);
     const Batch* b;
-    ASSERT_TRUE((*l)->Next(&b).ok());
+    ASSERT_TRUE(l->Next(&b).ok());
     // The producer is now blocked on a full ring; destroying must not hang.
-    l->reset();
+    l.reset();
   }
 }
 
@@ -389,14 +395,13 @@ TEST(LoaderTest, RestartingAnEpochMidwayWorks) {
   LoaderOptions o;
   o.batch_size = 10;
   o.workers = 2;
-  auto l = Loader::Open(dir.path(), o);
-  ASSERT_TRUE(l.ok());
-  ASSERT_TRUE((*l)->StartEpoch(0).ok());
+  auto l = Started(dir.path(), o);
+  ASSERT_NE(l, nullptr);
   const Batch* b;
-  ASSERT_TRUE((*l)->Next(&b).ok());
+  ASSERT_TRUE(l->Next(&b).ok());
   const uint64_t first = b->sample_ids[0];
-  ASSERT_TRUE((*l)->StartEpoch(0).ok());
-  ASSERT_TRUE((*l)->Next(&b).ok());
+  ASSERT_TRUE(l->StartEpoch(0).ok());
+  ASSERT_TRUE(l->Next(&b).ok());
   EXPECT_EQ(b->sample_ids[0], first);
   EXPECT_EQ(b->index, 0u);
 }
@@ -524,11 +529,10 @@ TEST_F(JpegLoaderTest, TrainTransformMatchesFullDecodeCropResize) {
   o.transform.size = 64;
   o.shuffle = ShuffleChoice::kNone;
   for (uint64_t epoch = 0; epoch < 4; ++epoch) {
-    auto l = Loader::Open(dir_.path(), o);
-    ASSERT_TRUE(l.ok());
-    ASSERT_TRUE((*l)->StartEpoch(epoch).ok());
+    auto l = Started(dir_.path(), o, epoch);
+    ASSERT_NE(l, nullptr);
     const Batch* b;
-    ASSERT_TRUE((*l)->Next(&b).ok());
+    ASSERT_TRUE(l->Next(&b).ok());
     ASSERT_EQ(b->size, 6);
     for (int i = 0; i < 6; ++i) {
       const Image& full = full_[b->sample_ids[i]];
@@ -549,11 +553,10 @@ TEST_F(JpegLoaderTest, ValTransformIsACenterCropOfTheResizedImage) {
   o.transform.kind = TransformKind::kVal;
   o.transform.size = 56;
   o.shuffle = ShuffleChoice::kNone;
-  auto l = Loader::Open(dir_.path(), o);
-  ASSERT_TRUE(l.ok());
-  ASSERT_TRUE((*l)->StartEpoch(0).ok());
+  auto l = Started(dir_.path(), o);
+  ASSERT_NE(l, nullptr);
   const Batch* b;
-  ASSERT_TRUE((*l)->Next(&b).ok());
+  ASSERT_TRUE(l->Next(&b).ok());
   for (int i = 0; i < 6; ++i) {
     const Image& full = full_[i];
     CropDecision crop = CenterCrop(full.width, full.height, o.transform);

@@ -393,8 +393,7 @@ TEST(DatasetTest, ManifestThatDisagreesWithItsShards) {
   VerifyReport r;
   auto problems = VerifyProblems(dir.path(), &r);
   EXPECT_EQ(r.shards_bad, 3u);
-  std::string all;
-  for (auto& p : problems) all += p + "\n";
+  const std::string all = testing::JoinLines(problems);
   EXPECT_NE(all.find("shard-00000.sks: holds"), std::string::npos) << all;
   EXPECT_NE(all.find("shard-00001.sks: size"), std::string::npos) << all;
   EXPECT_NE(all.find("shard-00002.sks: file checksum"), std::string::npos) << all;
@@ -415,8 +414,7 @@ TEST(DatasetTest, VerifyNamesTheDamagedRecord) {
   VerifyReport r;
   auto problems = VerifyProblems(dir.path(), &r);
   EXPECT_EQ(r.records_bad, 1u);
-  std::string all;
-  for (auto& p : problems) all += p + "\n";
+  const std::string all = testing::JoinLines(problems);
   EXPECT_NE(all.find("shard-00000.sks: record 3"), std::string::npos) << all;
 }
 

@@ -151,6 +151,12 @@ void WriteFile(const std::string& path, const std::string& data) {
   if (!f) throw std::runtime_error("cannot write " + path);
 }
 
+std::string JoinLines(const std::vector<std::string>& lines) {
+  std::string all;
+  for (const std::string& l : lines) all += l + "\n";
+  return all;
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   std::stringstream ss;

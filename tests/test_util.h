@@ -31,6 +31,8 @@ std::string MakePng(const Image& rgb);
 
 void WriteFile(const std::string& path, const std::string& data);
 std::string ReadFile(const std::string& path);
+// The lines, each followed by a newline: one string to search and to print.
+std::string JoinLines(const std::vector<std::string>& lines);
 void MakeDirs(const std::string& path);
 
 struct CommandResult {
