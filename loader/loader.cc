@@ -182,12 +182,18 @@ struct Loader::Impl {
 
   static size_t MemoSlot(uint64_t key) { return (key ^ (key >> 29)) % kMemoSlots; }
 
-  // Fetches record `rec`'s payload into *payload (checksum verified).
-  Status Fetch(WorkerContext& c, uint32_t shard, uint32_t local, std::string_view* payload) {
+  // Fetches record `rec`'s payload into *payload (checksum verified). The
+  // payload stays valid until a later Fetch by the same worker calls
+  // before_reuse(): that happens just before the read scratch is overwritten
+  // (stored records) or a memo slot lets go of its block (a memo miss).
+  template <typename BeforeReuse>
+  Status Fetch(WorkerContext& c, uint32_t shard, uint32_t local, std::string_view* payload,
+               BeforeReuse before_reuse) {
     const ShardReader& r = ds->shard(shard);
     const format::RecordEntry& e = r.record(local);
     const format::BlockEntry& b = r.block(e.block);
     if (b.codec == static_cast<uint32_t>(format::Codec::kStored)) {
+      before_reuse();
       const uint64_t t0 = NowNs();
       Status s = r.ReadRecord(local, &c.scratch, payload);
       c.read_ns.fetch_add(NowNs() - t0, std::memory_order_relaxed);
@@ -197,6 +203,7 @@ struct Loader::Impl {
     const uint64_t key = BlockCache::MakeKey(shard, e.block);
     WorkerContext::Memo& m = c.memo[MemoSlot(key)];
     if (m.key != key || !m.block) {
+      before_reuse();
       bool decompressed = false;
       const uint64_t t0 = NowNs();
       m.block = cache->Get(shard, e.block, &c.scratch, &decompressed);
@@ -286,9 +293,10 @@ struct Loader::Impl {
   }
 
   // Fetches record `rec` (shard, local) for sample slot i; sets its label and id.
+  template <typename BeforeReuse = void (*)()>
   Status Resolve(WorkerContext& c, uint64_t rec, uint32_t shard, uint32_t local, Slot* slot, int i,
-                 std::string_view* payload) {
-    SK_RETURN_IF_ERROR(Fetch(c, shard, local, payload));
+                 std::string_view* payload, BeforeReuse before_reuse = [] {}) {
+    SK_RETURN_IF_ERROR(Fetch(c, shard, local, payload, before_reuse));
     slot->labels[i] = ds->shard(shard).record(local).label;
     slot->ids[i] = rec;
     return Status::OK();
@@ -356,22 +364,14 @@ struct Loader::Impl {
         slot->sample_status[i] = Status::Aborted("loader stopped");
         continue;
       }
-      // A payload stays valid while the worker's memo holds its block: drain
-      // the pending copies before a memo slot is replaced (rare: once per
-      // block) or a stored record overwrites the read scratch.
+      // Pending payloads stay valid until Fetch is about to reuse what they
+      // point into (rare: once per block, or per stored record): copy them first.
       const WorkerContext::Where& w = c.where[i - i0];
-      const uint64_t rec = w.rec;
-      const uint32_t shard = w.shard, local = w.local;
-      const ShardReader& r = ds->shard(shard);
-      const uint32_t block = r.record(local).block;
-      const uint64_t key = BlockCache::MakeKey(shard, block);
-      const bool stored = r.block(block).codec == static_cast<uint32_t>(format::Codec::kStored);
-      if (stored || c.memo[MemoSlot(key)].key != key) {
-        while (count > 0) emit_one();
-      }
       std::string_view payload;
-      Status s = Resolve(c, rec, shard, local, slot, i, &payload);
-      if (s.ok()) s = CheckRawSize(shard, local, payload.size());
+      Status s = Resolve(c, w.rec, w.shard, w.local, slot, i, &payload, [&] {
+        while (count > 0) emit_one();
+      });
+      if (s.ok()) s = CheckRawSize(w.shard, w.local, payload.size());
       if (!s.ok()) {
         slot->sample_status[i] = std::move(s);
         continue;
@@ -380,7 +380,6 @@ struct Loader::Impl {
       if (count == kAhead) emit_one();
       ring[(head + count) % kAhead] = Pending{i, payload.data()};
       ++count;
-      if (stored) emit_one();
     }
     while (count > 0) emit_one();
   }
@@ -392,10 +391,11 @@ struct Loader::Impl {
   }
 
   // Appends to `warm` the blocks that batch k and the ones after it will
-  // need and that are not cached yet, in order of first need, so they can be decompressed
-  // in parallel (one worker per block) before the samples are copied. Walks
-  // the order a segment (block or window) at a time; in full-shuffle mode any
-  // sample may need any block, and blocks are decompressed on first use.
+  // need and that are not cached yet, in order of first need, so they can be
+  // decompressed in parallel (one worker per block) before the samples are
+  // copied. Walks the order a segment (block or window) at a time; in
+  // full-shuffle mode any sample may need any block, and blocks are
+  // decompressed on first use.
   void ScheduleBlocks(uint64_t k) {
     if (!compressed || mode == ShuffleMode::kFull) return;
     // Scan at least this batch, and further until `want` blocks beyond it are
