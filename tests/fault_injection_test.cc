@@ -111,7 +111,9 @@ void ExpectCleanFailure(const std::string& dir) {
   for (const auto& n : *names) {
     EXPECT_EQ(n.find(".tmp"), std::string::npos) << "temporary file left behind: " << n;
     EXPECT_NE(n, "manifest.json");
-    if (n.rfind("shard-", 0) == 0) EXPECT_TRUE(ShardReader::Open(dir + "/" + n).ok()) << n << " is partial";
+    if (n.rfind("shard-", 0) == 0) {
+      EXPECT_TRUE(ShardReader::Open(dir + "/" + n).ok()) << n << " is partial";
+    }
   }
 }
 
