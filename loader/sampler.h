@@ -59,7 +59,6 @@ class EpochSampler {
   // and its records in epoch order (records->size() == end - begin). The
   // loader materialises the windows it is reading with WindowRecords; RecordAt
   // keeps the last window it built (thread-safe, for occasional lookups).
-  size_t num_windows() const { return window_start_.empty() ? 0 : window_start_.size() - 1; }
   size_t WindowOf(uint64_t position) const;
   uint64_t window_begin(size_t w) const { return window_start_[w]; }
   uint64_t window_end(size_t w) const { return window_start_[w + 1]; }

@@ -4,6 +4,15 @@
 #include "shard/file_io.h"
 
 namespace shardkit {
+namespace {
+
+// What a checkpoint stores: a contiguous (NCHW) host copy whatever the
+// training layout or device, which is what Python expects.
+torch::Tensor HostCopy(const torch::Tensor& t) {
+  return t.detach().to(torch::kCPU).clone(torch::MemoryFormat::Contiguous);
+}
+
+}  // namespace
 
 Sgd::Sgd(std::vector<std::pair<std::string, torch::Tensor>> named_params, Options options)
     : params_(std::move(named_params)), options_(options) {}
@@ -35,12 +44,8 @@ void Sgd::Step(double lr) {
 
 std::map<std::string, torch::Tensor> StateDict(torch::nn::Module& model) {
   std::map<std::string, torch::Tensor> sd;
-  // Contiguous (NCHW) copies whatever the training layout: what Python expects.
-  auto copy = [](const torch::Tensor& t) {
-    return t.detach().to(torch::kCPU).clone(torch::MemoryFormat::Contiguous);
-  };
-  for (const auto& p : model.named_parameters()) sd[p.key()] = copy(p.value());
-  for (const auto& b : model.named_buffers()) sd[b.key()] = copy(b.value());
+  for (const auto& p : model.named_parameters()) sd[p.key()] = HostCopy(p.value());
+  for (const auto& b : model.named_buffers()) sd[b.key()] = HostCopy(b.value());
   return sd;
 }
 
@@ -107,7 +112,7 @@ Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& op
   meta.insert("num_classes", pos.num_classes);
   meta.insert("in_channels", pos.in_channels);
   std::map<std::string, torch::Tensor> mom;
-  for (const auto& [k, v] : opt.momentum()) mom[k] = v.detach().to(torch::kCPU).clone(torch::MemoryFormat::Contiguous);
+  for (const auto& [k, v] : opt.momentum()) mom[k] = HostCopy(v);
   c10::impl::GenericDict top(c10::StringType::get(), c10::AnyType::get());
   top.insert("model", ToDict(StateDict(model)));
   top.insert("momentum", ToDict(mom));
