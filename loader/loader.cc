@@ -462,7 +462,7 @@ struct Loader::Impl {
     // decompress, is done by this thread alone; the team is woken for JPEG
     // decoding, for several blocks to decompress, or for large copies.
     const bool small_copy = !jpeg && total * sample_bytes < kParallelCopyBytes && nwarm <= 1;
-    const int team = small_copy ? 1 : opt.workers;
+    [[maybe_unused]] const int team = small_copy ? 1 : opt.workers;
 #pragma omp parallel num_threads(team)
     {
       WorkerContext& c = *ctx[omp_get_thread_num()];
