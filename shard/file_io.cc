@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -43,11 +44,51 @@ Status Errno(const std::string& what, const std::string& path, int err) {
   return Status::IOError(msg);
 }
 
+// Something that is not a regular file where one is expected (a FIFO, a
+// directory, a device) is refused by path: opening a FIFO for reading blocks
+// until a writer appears, and reading a device may never end.
+Status NotRegular(const std::string& path, mode_t mode) {
+  const char* what = S_ISDIR(mode)    ? "a directory"
+                     : S_ISFIFO(mode) ? "a named pipe (FIFO)"
+                     : S_ISSOCK(mode) ? "a socket"
+                     : S_ISCHR(mode)  ? "a character device"
+                     : S_ISBLK(mode)  ? "a block device"
+                                      : "not a regular file";
+  return Status::InvalidArgument(path + ": is " + std::string(what) + ", not a regular file");
+}
+
+// Opens a regular file without blocking on a FIFO that replaced it since the
+// caller's stat (O_NONBLOCK), then checks what was opened.
+Result<int> OpenRegular(const std::string& path, int flags, const char* what) {
+  int fd = ::open(path.c_str(), flags | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno(what, path, errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Errno("cannot stat", path, err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return NotRegular(path, st.st_mode);
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
 }  // namespace
 
+Status CheckRegularFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Errno("cannot open", path, errno);
+  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  return Status::OK();
+}
+
 Result<std::unique_ptr<WritableFile>> WritableFile::Create(const std::string& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Errno("cannot create", path, errno);
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  SK_ASSIGN_OR_RETURN(int fd, OpenRegular(path, O_WRONLY | O_CREAT | O_TRUNC, "cannot create"));
   auto f = std::unique_ptr<WritableFile>(new WritableFile(path, fd));
   f->buf_.reserve(kWriteBuffer);
   return f;
@@ -106,17 +147,13 @@ Status WritableFile::Close() {
 }
 
 Result<std::unique_ptr<RandomAccessFile>> RandomAccessFile::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Errno("cannot open", path, errno);
+  SK_RETURN_IF_ERROR(CheckRegularFile(path));
+  SK_ASSIGN_OR_RETURN(int fd, OpenRegular(path, O_RDONLY, "cannot open"));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
-    int err = errno;
+    const int err = errno;
     ::close(fd);
     return Errno("cannot stat", path, err);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::InvalidArgument(path + ": not a regular file");
   }
   return std::unique_ptr<RandomAccessFile>(
       new RandomAccessFile(path, fd, static_cast<uint64_t>(st.st_size)));
@@ -173,6 +210,25 @@ Status RandomAccessFile::Read(uint64_t offset, size_t n, void* dst) const {
     offset += static_cast<uint64_t>(r);
   }
   return Status::OK();
+}
+
+Result<std::unique_ptr<DirLock>> DirLock::Acquire(const std::string& dir) {
+  const std::string path = JoinPath(dir, kLockFileName);
+  SK_ASSIGN_OR_RETURN(int fd, OpenRegular(path, O_RDWR | O_CREAT, "cannot create lock file"));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      return Status::IOError(dir + ": another shardkit process is writing this dataset (lock held on " + path +
+                             "); wait for it to finish or choose another output directory");
+    }
+    return Errno("cannot lock", path, err);
+  }
+  return std::unique_ptr<DirLock>(new DirLock(fd));
+}
+
+DirLock::~DirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
 Result<std::string> ReadFileToString(const std::string& path, uint64_t max_size) {

@@ -73,6 +73,26 @@ class RandomAccessFile {
   const char* map_ = nullptr;
 };
 
+// OK if `path` names a regular file (symlinks followed); otherwise an error
+// naming it and what it is (a FIFO, a directory, a device). Never opens it.
+// Every reader here refuses non-regular files this way before opening them.
+Status CheckRegularFile(const std::string& path);
+// An exclusive advisory lock (flock) on DIR/.shardkit.lock, held until
+// destroyed: one writer per dataset directory at a time. A second writer is
+// refused at once, not queued, with an error that names the directory.
+class DirLock {
+ public:
+  static Result<std::unique_ptr<DirLock>> Acquire(const std::string& dir);
+  ~DirLock();
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  explicit DirLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+inline constexpr char kLockFileName[] = ".shardkit.lock";
+
 Result<std::string> ReadFileToString(const std::string& path, uint64_t max_size);
 // Writes `data` to path.tmp, fsyncs, renames over path, then fsyncs the directory.
 Status WriteFileAtomic(const std::string& path, std::string_view data);

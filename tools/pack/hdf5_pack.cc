@@ -40,6 +40,7 @@ Status OpenDataset(hid_t file, const std::string& path, const std::string& name,
 Status PackHdf5(const Hdf5PackOptions& o) {
   QuietHdf5();
   if (!FileExists(o.file)) return Status::NotFound(o.file + ": no such file");
+  SK_RETURN_IF_ERROR(CheckRegularFile(o.file));
   if (H5Fis_hdf5(o.file.c_str()) <= 0) return Status::InvalidArgument(o.file + ": not an HDF5 file");
   H5Handle file(H5Fopen(o.file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (file.id < 0) return Status::IOError(o.file + ": cannot open as HDF5");

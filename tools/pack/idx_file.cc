@@ -69,6 +69,7 @@ Result<IdxArray> ParseIdx(std::string_view bytes, const std::string& where) {
 
 Result<IdxArray> ReadIdxFile(const std::string& path, uint64_t max_bytes) {
   if (!FileExists(path)) return Status::NotFound(path + ": no such file");
+  SK_RETURN_IF_ERROR(CheckRegularFile(path));
   gzFile gz = gzopen(path.c_str(), "rb");  // reads plain files transparently
   if (gz == nullptr) return Status::IOError(path + ": cannot open");
   gzbuffer(gz, 1 << 20);
