@@ -55,6 +55,7 @@ void VerifyShard(const std::string& dir, const Manifest& m, const ShardInfo& inf
     r->records_bad += info.records;
   };
   if (!FileExists(path)) return fail_shard(path + ": missing (named in the manifest)");
+  if (Status regular = CheckRegularFile(path); !regular.ok()) return fail_shard(regular.message());
   auto size = FileSize(path);
   if (!size.ok()) return fail_shard(size.status().message());
   r->bytes += *size;

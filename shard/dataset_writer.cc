@@ -54,8 +54,10 @@ Status PublishShard(const std::string& dir, uint64_t index) {
 Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& dir,
                                                              const DatasetWriterOptions& options) {
   if (options.shard_size < 4096) return Status::InvalidArgument("shard size must be at least 4096 bytes");
+  SK_RETURN_IF_ERROR(CreateDirs(dir));
+  SK_ASSIGN_OR_RETURN(auto lock, DirLock::Acquire(dir));
   SK_RETURN_IF_ERROR(PrepareOutputDir(dir, options.overwrite));
-  return std::unique_ptr<DatasetWriter>(new DatasetWriter(dir, options));
+  return std::unique_ptr<DatasetWriter>(new DatasetWriter(dir, options, std::move(lock)));
 }
 
 DatasetWriter::~DatasetWriter() {

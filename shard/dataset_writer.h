@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "shard/file_io.h"
 #include "shard/manifest.h"
 #include "shard/shard_writer.h"
 #include "shard/status.h"
@@ -36,7 +37,8 @@ Status PrepareOutputDir(const std::string& dir, bool overwrite);
 // Renames the finished temporary file of shard `index` to its final name.
 Status PublishShard(const std::string& dir, uint64_t index);
 
-// Not thread-safe.
+// Not thread-safe. Holds the directory's DirLock from Create() on, so two
+// writers into one directory cannot interleave: the second Create() fails.
 class DatasetWriter {
  public:
   static Result<std::unique_ptr<DatasetWriter>> Create(const std::string& dir,
@@ -53,12 +55,13 @@ class DatasetWriter {
   uint64_t bytes_written() const;  // finished shards plus the open one's estimate
 
  private:
-  DatasetWriter(std::string dir, const DatasetWriterOptions& options)
-      : dir_(std::move(dir)), options_(options) {}
+  DatasetWriter(std::string dir, const DatasetWriterOptions& options, std::unique_ptr<DirLock> lock)
+      : dir_(std::move(dir)), options_(options), lock_(std::move(lock)) {}
   Status CloseShard();
 
   std::string dir_;
   DatasetWriterOptions options_;
+  std::unique_ptr<DirLock> lock_;  // held from Create until destruction
   std::unique_ptr<ShardWriter> current_;
   std::vector<ShardInfo> shards_;
   uint64_t records_ = 0;

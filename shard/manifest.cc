@@ -2,6 +2,7 @@
 #include "shard/manifest.h"
 
 #include <ctime>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "shard/file_io.h"
@@ -57,6 +58,46 @@ std::string UtcNow() {
   return buf;
 }
 
+bool IsValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) { ++i; continue; }
+    if ((c & 0xE0) == 0xC0) { n = 1; cp = c & 0x1F; }
+    else if ((c & 0xF0) == 0xE0) { n = 2; cp = c & 0x0F; }
+    else if ((c & 0xF8) == 0xF0) { n = 3; cp = c & 0x07; }
+    else return false;
+    if (i + static_cast<size_t>(n) >= s.size()) return false;  // truncated sequence
+    for (int k = 1; k <= n; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    static const uint32_t kMin[4] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;  // overlong, surrogate
+    i += static_cast<size_t>(n) + 1;
+  }
+  return true;
+}
+
+std::string Printable(std::string_view s) {
+  std::string out;
+  const bool utf8 = IsValidUtf8(s);
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7F || (!utf8 && c >= 0x80)) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 std::string ManifestToJson(const Manifest& m) {
   json j;
   j["format"] = "shardkit-dataset";
@@ -78,9 +119,12 @@ std::string ManifestToJson(const Manifest& m) {
                       {"crc32c", Crc32cHex(s.crc32c)}});
   }
   j["shards"] = shards;
-  j["created_by"] = json::parse(m.created_by.empty() ? "{}" : m.created_by);
+  json created = json::parse(m.created_by.empty() ? "{}" : m.created_by, nullptr, /*allow_exceptions=*/false);
+  j["created_by"] = created.is_discarded() ? json::object() : created;
   j["created_at"] = m.created_at;
-  return j.dump(1) + "\n";
+  // Class names are checked by WriteManifest; anything else (paths in
+  // created_by) is informational and may hold any bytes: replaced, never thrown.
+  return j.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 Result<Manifest> ParseManifest(std::string_view text, const std::string& where) {
@@ -114,11 +158,15 @@ Result<Manifest> ParseManifest(std::string_view text, const std::string& where) 
       return bad("unknown record kind \"" + kind + "\"");
     }
     m.classes = j.at("classes").get<std::vector<std::string>>();
+    std::set<std::string> seen;
     for (const json& s : j.at("shards")) {
       ShardInfo info;
       info.file = s.at("file").get<std::string>();
       if (info.file.empty() || info.file.find('/') != std::string::npos || info.file[0] == '.') {
         return bad("shard file name \"" + info.file + "\" is not a plain file name");
+      }
+      if (!seen.insert(info.file).second) {
+        return bad("shard \"" + info.file + "\" is listed more than once (its records would be read twice)");
       }
       info.records = s.at("records").get<uint64_t>();
       info.bytes = s.at("bytes").get<uint64_t>();
@@ -152,6 +200,12 @@ Result<Manifest> ReadManifest(const std::string& dir) {
 }
 
 Status WriteManifest(const std::string& dir, const Manifest& m) {
+  for (size_t c = 0; c < m.classes.size(); ++c) {
+    if (!IsValidUtf8(m.classes[c])) {
+      return Status::InvalidArgument(dir + ": class " + std::to_string(c) + " name '" + Printable(m.classes[c]) +
+                                     "' is not valid UTF-8; manifests store class names as UTF-8 text");
+    }
+  }
   return WriteFileAtomic(JoinPath(dir, kManifestName), ManifestToJson(m));
 }
 

@@ -49,6 +49,11 @@ Result<Manifest> ReadManifest(const std::string& dir);
 // Atomic: temporary file, fsync, rename, directory fsync.
 Status WriteManifest(const std::string& dir, const Manifest& m);
 std::string UtcNow();
+// Manifests are UTF-8 JSON: class names must be valid UTF-8 to be stored
+// losslessly (WriteManifest refuses others). Printable() shows any string in
+// a one-line message, invalid bytes and control characters as \xNN.
+bool IsValidUtf8(std::string_view s);
+std::string Printable(std::string_view s);
 std::string Crc32cHex(uint32_t crc);
 
 }  // namespace shardkit

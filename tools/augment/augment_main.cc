@@ -2,6 +2,8 @@
 // affine and elastic transforms, then replicated) into shards or HDF5.
 #include "shard/omp_compat.h"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdio>
@@ -11,6 +13,7 @@
 #include "loader/sampler.h"
 #include "shard/shard.h"
 #include "tools/augment/augment.h"
+#include "tools/common/cli.h"
 #include "tools/common/progress.h"
 #include "tools/pack/hdf5_pack.h"
 #include "tools/pack/idx_file.h"
@@ -18,11 +21,7 @@
 namespace shardkit {
 namespace {
 
-int Fail(const Status& s, const std::string& hint = "") {
-  std::fprintf(stderr, "shardkit-augment: error: %s\n", s.message().c_str());
-  if (!hint.empty()) std::fprintf(stderr, "hint: %s\n", hint.c_str());
-  return 2;
-}
+int Fail(const Status& s, const std::string& hint = "") { return cli::Fail("shardkit-augment", s, hint); }
 
 // train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz] in dir.
 Result<IdxDataset> ReadSource(const std::string& dir) {
@@ -97,7 +96,7 @@ std::string Fingerprint(const Plan& p, const std::string& src, uint64_t records_
                       {"scale_min", p.params.scale_min}, {"scale_max", p.params.scale_max},
                       {"flip_prob", p.params.flip_prob}, {"elastic_alpha", p.params.elastic_alpha},
                       {"elastic_sigma", p.params.elastic_sigma}};
-  return j.dump();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // paths may hold any bytes
 }
 
 int WriteShards(const std::string& out, const IdxDataset& src, const Plan& plan, const std::vector<uint8_t>& aug,
@@ -107,6 +106,11 @@ int WriteShards(const std::string& out, const IdxDataset& src, const Plan& plan,
   const uint64_t nshards = (plan.total() + per_shard - 1) / per_shard;
   const std::string fp = Fingerprint(plan, src_dir, per_shard, level);
   const std::string fp_path = JoinPath(out, ".augment-plan.json");
+  // One writer per directory: a second augment (or pack) into OUT fails at once.
+  Status locked = CreateDirs(out);
+  if (!locked.ok()) return Fail(locked);
+  auto lock = DirLock::Acquire(out);
+  if (!lock.ok()) return Fail(lock.status());
   // Resume: a directory holding this same plan (and no manifest) keeps the
   // shards it had finished; anything else starts over.
   bool resume = false;
@@ -275,14 +279,24 @@ int Preview(const IdxDataset& src, const Plan& plan, int samples, const std::str
 }
 
 void AddTransformFlags(CLI::App* cmd, AugmentParams* p) {
-  cmd->add_option("--rotation", p->rotation_deg, "max rotation, degrees (uniform in [-r, r])")->capture_default_str();
-  cmd->add_option("--shear", p->shear, "max x-shear factor")->capture_default_str();
-  cmd->add_option("--translate", p->translate_px, "max shift, pixels, each axis")->capture_default_str();
-  cmd->add_option("--scale-min", p->scale_min, "min scale")->capture_default_str();
-  cmd->add_option("--scale-max", p->scale_max, "max scale")->capture_default_str();
-  cmd->add_option("--flip-prob", p->flip_prob, "probability of a horizontal flip")->capture_default_str();
-  cmd->add_option("--elastic-alpha", p->elastic_alpha, "elastic displacement scale, pixels (0: off)")->capture_default_str();
-  cmd->add_option("--elastic-sigma", p->elastic_sigma, "elastic smoothing sigma, pixels")->capture_default_str();
+  cmd->add_option("--rotation", p->rotation_deg, "max rotation, degrees (uniform in [-r, r])")
+      ->capture_default_str()
+      ->check(cli::RealIn(0, 180));
+  cmd->add_option("--shear", p->shear, "max x-shear factor")->capture_default_str()->check(cli::RealIn(0, 10));
+  cmd->add_option("--translate", p->translate_px, "max shift, pixels, each axis")
+      ->capture_default_str()
+      ->check(cli::RealIn(0, 1000));
+  cmd->add_option("--scale-min", p->scale_min, "min scale")->capture_default_str()->check(cli::RealIn(0, 100, true));
+  cmd->add_option("--scale-max", p->scale_max, "max scale")->capture_default_str()->check(cli::RealIn(0, 100, true));
+  cmd->add_option("--flip-prob", p->flip_prob, "probability of a horizontal flip")
+      ->capture_default_str()
+      ->check(cli::RealIn(0, 1));
+  cmd->add_option("--elastic-alpha", p->elastic_alpha, "elastic displacement scale, pixels (0: off)")
+      ->capture_default_str()
+      ->check(cli::RealIn(0, 1000));
+  cmd->add_option("--elastic-sigma", p->elastic_sigma, "elastic smoothing sigma, pixels")
+      ->capture_default_str()
+      ->check(cli::RealIn(0, 100, true));
 }
 
 }  // namespace
@@ -300,25 +314,25 @@ int main(int argc, char** argv) {
   auto* big = app.add_subcommand("bigmnist", "augment an MNIST-format training set and replicate it");
   big->add_option("--src", src_dir, "folder with train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz]")->required();
   big->add_option("OUT", out, "output dataset directory (or .h5 file with --format hdf5)")->required();
-  big->add_option("--versions", plan.versions, "augmented versions of each source image")->capture_default_str();
-  big->add_option("--copies", plan.copies, "copies of the augmented set")->capture_default_str();
-  big->add_option("--seed", plan.seed, "seed of every random choice")->capture_default_str();
-  big->add_option("--threads", threads, "threads (0: all cores)");
-  big->add_option("--format", fmt, "shards | hdf5")->capture_default_str();
-  big->add_option("--shard-size", shard_size, "target raw bytes per shard")->capture_default_str();
-  big->add_option("--zstd-level", level, "zstd level of the shards")->capture_default_str();
-  big->add_option("--limit", limit, "use only the first N source images (0: all)");
+  big->add_option("--versions", plan.versions, "augmented versions of each source image")->capture_default_str()->check(cli::IntIn(1, 10000));
+  big->add_option("--copies", plan.copies, "copies of the augmented set")->capture_default_str()->check(cli::IntIn(1, 1000000));
+  big->add_option("--seed", plan.seed, "seed of every random choice")->capture_default_str()->check(cli::Unsigned());
+  big->add_option("--threads", threads, "threads (0: all cores)")->check(cli::IntIn(0, cli::kMaxThreads));
+  big->add_option("--format", fmt, "shards | hdf5")->capture_default_str()->check(cli::OneOf({"shards", "hdf5"}));
+  big->add_option("--shard-size", shard_size, "target raw bytes per shard")->capture_default_str()->check(cli::IntIn(4096, 1ll << 40));
+  big->add_option("--zstd-level", level, "zstd level of the shards")->capture_default_str()->check(cli::IntIn(1, 19));
+  big->add_option("--limit", limit, "use only the first N source images (0: all)")->check(cli::IntIn(0, 1ll << 40));
   big->add_flag("--force", force, "replace an existing dataset in OUT");
   AddTransformFlags(big, &plan.params);
   std::string png;
   auto* preview = app.add_subcommand("preview", "draw source digits next to their augmented versions (PNG)");
   preview->add_option("--src", src_dir, "folder with the MNIST-format training IDX files")->required();
   preview->add_option("OUT", png, "PNG file")->required();
-  preview->add_option("--samples", samples, "source digits (rows)")->capture_default_str();
-  preview->add_option("--versions", plan.versions, "versions (columns after the source)")->capture_default_str();
-  preview->add_option("--seed", plan.seed, "seed")->capture_default_str();
+  preview->add_option("--samples", samples, "source digits (rows)")->capture_default_str()->check(cli::IntIn(1, 1000));
+  preview->add_option("--versions", plan.versions, "versions (columns after the source)")->capture_default_str()->check(cli::IntIn(1, 100));
+  preview->add_option("--seed", plan.seed, "seed")->capture_default_str()->check(cli::Unsigned());
   AddTransformFlags(preview, &plan.params);
-  CLI11_PARSE(app, argc, argv);
+  if (int rc = cli::Parse(app, argc, argv, "shardkit-augment"); rc >= 0) return rc;
 
   if (plan.versions < 1 || plan.copies < 1) return Fail(Status::InvalidArgument("--versions and --copies must be >= 1"));
   if (plan.params.scale_min <= 0 || plan.params.scale_max < plan.params.scale_min) {
@@ -333,6 +347,15 @@ int main(int argc, char** argv) {
   plan.h = src->height;
   plan.w = src->width;
   if (threads <= 0) threads = omp_get_max_threads();
+  // The augmented set (N x versions images) is held in memory before it is
+  // replicated into shards: refuse what this machine cannot hold.
+  const double aug_bytes = double(plan.n) * double(plan.versions) * double(plan.item());
+  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (!*preview && memory > 0 && aug_bytes > memory / 2) {
+    return Fail(Status::InvalidArgument(
+        "--versions " + std::to_string(plan.versions) + " x " + std::to_string(plan.n) + " source images needs " +
+        FormatBytes(aug_bytes) + " in memory, more than half of this machine's " + FormatBytes(memory)));
+  }
   if (*preview) return Preview(*src, plan, samples, png);
 
   nlohmann::json created = {
@@ -348,5 +371,6 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> aug = AugmentAll(*src, plan, threads);
   if (fmt == "hdf5") return WriteHdf5(out, *src, plan, aug, threads);
   if (fmt != "shards") return Fail(Status::InvalidArgument("--format must be shards or hdf5"));
-  return WriteShards(out, *src, plan, aug, shard_size, level, threads, force, src_dir, created.dump());
+  return WriteShards(out, *src, plan, aug, shard_size, level, threads, force, src_dir,
+                     created.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }

@@ -9,6 +9,8 @@
 #include <map>
 #include <set>
 
+#include <sys/stat.h>
+
 #include "loader/jpeg_codec.h"
 #include "shard/shard.h"
 #include "shard/random.h"
@@ -133,6 +135,27 @@ std::string Stem(const std::string& name) {
   return dot == std::string::npos ? name : name.substr(0, dot);
 }
 
+// The files of one class folder, in sub-folders too (as torchvision's
+// ImageFolder walks them), keyed "class/sub/file". Hidden entries are
+// skipped; a directory reached twice (a symlink loop) is walked once.
+Status ListClassFolder(const std::string& path, const std::string& key, int32_t label, int depth,
+                       std::set<std::pair<uint64_t, uint64_t>>* visited, std::vector<SourceFile>* files) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !visited->insert({st.st_dev, st.st_ino}).second) return Status::OK();
+  if (depth > 64) return Status::InvalidArgument(path + ": folders nested more than 64 deep");
+  SK_ASSIGN_OR_RETURN(auto entries, ListDir(path));
+  for (const auto& e : entries) {
+    if (e[0] == '.') continue;
+    const std::string p = JoinPath(path, e);
+    if (IsDirectory(p)) {
+      SK_RETURN_IF_ERROR(ListClassFolder(p, key + "/" + e, label, depth + 1, visited, files));
+    } else {
+      files->push_back({p, key + "/" + e, label});
+    }
+  }
+  return Status::OK();
+}
+
 Status ListSources(const ImageNetPackOptions& o, const std::function<void(const std::string&)>& report,
                    std::vector<std::string>* classes, std::vector<SourceFile>* files,
                    ImageNetPackSummary* summary) {
@@ -151,6 +174,11 @@ Status ListSources(const ImageNetPackOptions& o, const std::function<void(const 
       fixed_classes.assign(synsets.begin(), synsets.end());
     }
     *classes = fixed_classes;
+    for (const auto& c : *classes) {
+      if (!IsValidUtf8(c)) {
+        return Status::InvalidArgument(o.val_labels + ": class '" + Printable(c) + "' is not valid UTF-8");
+      }
+    }
     std::map<std::string, int32_t> index;
     for (size_t i = 0; i < classes->size(); ++i) index[(*classes)[i]] = static_cast<int32_t>(i);
     SK_ASSIGN_OR_RETURN(auto names, ListDir(o.src));
@@ -181,6 +209,13 @@ Status ListSources(const ImageNetPackOptions& o, const std::function<void(const 
   if (dirs.empty()) {
     return Status::InvalidArgument(o.src + ": no class folders (for a flat validation folder pass --val-labels CSV)");
   }
+  for (const auto& dir : dirs) {
+    if (!IsValidUtf8(dir)) {
+      return Status::InvalidArgument(JoinPath(o.src, Printable(dir)) +
+                                     ": class folder name is not valid UTF-8 (class names are stored as UTF-8 "
+                                     "text); rename the folder");
+    }
+  }
   *classes = fixed_classes.empty() ? dirs : fixed_classes;
   std::map<std::string, int32_t> index;
   for (size_t i = 0; i < classes->size(); ++i) index[(*classes)[i]] = static_cast<int32_t>(i);
@@ -191,14 +226,10 @@ Status ListSources(const ImageNetPackOptions& o, const std::function<void(const 
       summary->bad++;
       continue;
     }
-    SK_ASSIGN_OR_RETURN(auto entries, ListDir(JoinPath(o.src, dir)));
-    size_t n = 0;
-    for (const auto& e : entries) {
-      const std::string path = JoinPath(JoinPath(o.src, dir), e);
-      if (e[0] == '.' || IsDirectory(path)) continue;
-      files->push_back({path, dir + "/" + e, ci->second});
-      ++n;
-    }
+    const size_t before = files->size();
+    std::set<std::pair<uint64_t, uint64_t>> visited;
+    SK_RETURN_IF_ERROR(ListClassFolder(JoinPath(o.src, dir), dir, ci->second, 0, &visited, files));
+    const size_t n = files->size() - before;
     if (n == 0) {
       report(JoinPath(o.src, dir) + ": empty class folder (class " + std::to_string(ci->second) +
              " has no images)");
