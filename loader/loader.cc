@@ -1,6 +1,10 @@
 // Loader: producer thread + OpenMP team filling a ring of batch slots.
 #include "loader/loader.h"
 
+#include <unistd.h>
+
+#include <cmath>
+
 #include "shard/omp_compat.h"
 
 #include <algorithm>
@@ -545,12 +549,41 @@ Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Loader::~Loader() { impl_->StopProducer(); }
 
+Status ValidateLoaderOptions(const LoaderOptions& o) {
+  auto bad = [](const std::string& what) { return Status::InvalidArgument(what); };
+  if (o.workers < 1 || o.workers > kMaxLoaderWorkers) {
+    return bad("workers must be in 1.." + std::to_string(kMaxLoaderWorkers) + ", not " + std::to_string(o.workers));
+  }
+  if (o.prefetch < 1 || o.prefetch > 1024) return bad("prefetch must be in 1..1024, not " + std::to_string(o.prefetch));
+  if (o.batch_size < 1 || o.batch_size > (1 << 20)) {
+    return bad("batch size must be in 1..1048576, not " + std::to_string(o.batch_size));
+  }
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
+    return bad("rank " + std::to_string(o.rank) + " is not in 0..world_size-1 (world size " +
+               std::to_string(o.world_size) + ")");
+  }
+  if (o.block_window < 1) return bad("block window must be at least 1");
+  const TransformParams& t = o.transform;
+  if (t.size < 1 || t.size > 4096) return bad("transform size must be in 1..4096, not " + std::to_string(t.size));
+  auto finite = [](double v) { return std::isfinite(v); };
+  if (!finite(t.min_scale) || !finite(t.max_scale) || t.min_scale <= 0 || t.min_scale > t.max_scale ||
+      t.max_scale > 1) {
+    return bad("crop scale range must satisfy 0 < min <= max <= 1");
+  }
+  if (!finite(t.min_ratio) || !finite(t.max_ratio) || t.min_ratio <= 0 || t.min_ratio > t.max_ratio) {
+    return bad("crop aspect-ratio range must satisfy 0 < min <= max");
+  }
+  if (!finite(t.crop_fraction) || t.crop_fraction <= 0 || t.crop_fraction > 1) {
+    return bad("val crop fraction must be in (0, 1]");
+  }
+  return Status::OK();
+}
+
 Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const LoaderOptions& options) {
   auto impl = std::make_unique<Impl>();
   Impl& d = *impl;
   d.opt = options;
-  if (options.workers < 1) return Status::InvalidArgument("workers must be at least 1");
-  if (options.prefetch < 1) return Status::InvalidArgument("prefetch must be at least 1");
+  SK_RETURN_IF_ERROR(ValidateLoaderOptions(options));
   SK_ASSIGN_OR_RETURN(d.ds, Dataset::Open(dir, options.mmap));
   const Manifest& m = d.ds->manifest();
   bool compressed = false;
@@ -587,6 +620,17 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
       return Status::Unsupported(dir + ": records of kind 'bytes' have no image shape to load");
   }
   d.sample_bytes = static_cast<size_t>(d.channels) * d.height * d.width;
+  // The ring is allocated up front: refuse what this machine cannot hold.
+  const double ring_bytes = double(d.sample_bytes) * options.batch_size * options.prefetch;
+  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (memory > 0 && ring_bytes > memory / 2) {
+    char buf[256];
+    std::snprintf(buf, sizeof(buf),
+                  "batch size %d x prefetch %d x %zu bytes per sample = %.1f GB of ring slots, more than half of "
+                  "this machine's %.1f GB of memory; use a smaller batch or prefetch",
+                  options.batch_size, options.prefetch, d.sample_bytes, ring_bytes / 1e9, memory / 1e9);
+    return Status::InvalidArgument(buf);
+  }
   switch (options.shuffle) {
     case ShuffleChoice::kNone: d.mode = ShuffleMode::kNone; break;
     case ShuffleChoice::kFull: d.mode = ShuffleMode::kFull; break;

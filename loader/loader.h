@@ -85,6 +85,13 @@ struct LoaderStats {
   std::vector<std::string> corrupt_messages;  // the first few
 };
 
+// Loader threads per rank at most: more is a typo, not a machine.
+inline constexpr int kMaxLoaderWorkers = 256;
+
+// Checks every option's range (workers, prefetch, batch size, rank, transform
+// ranges, no NaN) without touching the dataset; Loader::Open calls it.
+Status ValidateLoaderOptions(const LoaderOptions& options);
+
 class Loader {
  public:
   // Opens the dataset (validating every shard's header, trailer and index).

@@ -13,6 +13,7 @@
 #include "loader/loader.h"
 #include "shard/shard.h"
 #include "tools/bench/report.h"
+#include "tools/common/cli.h"
 #include "tools/common/omp_env.h"
 #include "tools/common/progress.h"
 #include "tools/common/svg_plot.h"
@@ -26,17 +27,8 @@ struct Row {
   uint64_t images = 0;
   double read_us = 0, decompress_us = 0, decode_us = 0, transform_us = 0;  // per image, summed over workers
   double wait_fraction = 0;
+  uint64_t corrupt_skipped = 0;  // over every round (--on-corrupt skip)
 };
-
-std::vector<int> ParseList(const std::string& s) {
-  std::vector<int> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) v.push_back(std::stoi(item));
-  }
-  return v;
-}
 
 // Every measurement here is the fastest of several timed rounds: on a shared
 // machine the slow rounds measure the neighbours (the PyTorch peer in bench/
@@ -53,6 +45,8 @@ struct FastestRound {
     return true;
   }
 };
+
+int Fail(const Status& s) { return cli::Fail("shardkit-bench", s); }
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -75,6 +69,8 @@ Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint6
   for (uint64_t i = 0; i < warmup; ++i) SK_RETURN_IF_ERROR(next(&b));
   FastestRound best;
   LoaderStats st;
+  const uint64_t skipped_in_warmup = loader->stats().corrupt_skipped;
+  uint64_t skipped = skipped_in_warmup;
   for (int round = 0; round < std::max(1, repeat); ++round) {
     loader->ResetStats();
     const auto t0 = std::chrono::steady_clock::now();
@@ -84,8 +80,11 @@ Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint6
       n += b->size;
       nb += b->sample_bytes() * b->size;
     }
-    if (best.Offer(n, nb, SecondsSince(t0))) st = loader->stats();
+    const LoaderStats round_stats = loader->stats();
+    skipped += round_stats.corrupt_skipped;
+    if (best.Offer(n, nb, SecondsSince(t0))) st = round_stats;
   }
+  row->corrupt_skipped = skipped;
   const double secs = best.seconds;
   const uint64_t images = best.items, bytes = best.bytes;
   row->workers = opt.workers;
@@ -127,10 +126,7 @@ Status TimeReference(int repeat, int warmup, const std::function<Status(uint64_t
 
 int RunReference(const std::string& dir, uint64_t max_records, int repeat, bool json) {
   auto ds = Dataset::Open(dir);
-  if (!ds.ok()) {
-    std::fprintf(stderr, "shardkit-bench: error: %s\n", ds.status().message().c_str());
-    return 2;
-  }
+  if (!ds.ok()) return Fail(ds.status());
   const Manifest& m = (*ds)->manifest();
   ReadScratch scratch;
   FastestRound best;
@@ -144,7 +140,7 @@ int RunReference(const std::string& dir, uint64_t max_records, int repeat, bool 
       for (uint32_t i = 0; i < r.num_records() && jpegs.size() < max_records; ++i) {
         std::string_view p;
         Status rs = r.ReadRecord(i, &scratch, &p);
-        if (!rs.ok()) { std::fprintf(stderr, "shardkit-bench: error: %s\n", rs.message().c_str()); return 1; }
+        if (!rs.ok()) return Fail(rs);
         jpegs.emplace_back(p);
       }
     }
@@ -166,10 +162,11 @@ int RunReference(const std::string& dir, uint64_t max_records, int repeat, bool 
     for (size_t s = 0; s < (*ds)->num_shards() && records < max_records; ++s) {
       const ShardReader& r = (*ds)->shard(s);
       auto file = RandomAccessFile::Open(r.path());
+      if (!file.ok()) return Fail(file.status());
       for (uint32_t b = 0; b < r.num_blocks() && records < max_records; ++b) {
         const auto& e = r.block(b);
         Blk blk{std::string(e.stored_size, '\0'), e.raw_size, e.num_records};
-        if (!(*file)->Read(e.offset, e.stored_size, blk.stored.data()).ok()) return 1;
+        if (Status rs = (*file)->Read(e.offset, e.stored_size, blk.stored.data()); !rs.ok()) return Fail(rs);
         if (e.codec != static_cast<uint32_t>(format::Codec::kZstd)) continue;
         records += e.num_records;
         blocks.push_back(std::move(blk));
@@ -189,10 +186,7 @@ int RunReference(const std::string& dir, uint64_t max_records, int repeat, bool 
     }, &best);
     ZSTD_freeDCtx(dctx);
   }
-  if (!st.ok()) {
-    std::fprintf(stderr, "shardkit-bench: error: %s\n", st.message().c_str());
-    return 1;
-  }
+  if (!st.ok()) return Fail(st);
   const double secs = best.seconds, bytes = static_cast<double>(best.bytes);
   const uint64_t records = best.items;
   const double rate = records / std::max(secs, 1e-9);
@@ -218,20 +212,29 @@ int Run(int argc, char** argv) {
   bool json = false;
   cmd->add_option("DIR", dir, "dataset directory")->required();
   cmd->add_option("--workers", workers_list, "comma-separated worker counts")->capture_default_str();
-  cmd->add_option("--batch", batch, "batch size")->capture_default_str();
-  cmd->add_option("--transform", transform, "train | val | none")->capture_default_str();
-  cmd->add_option("--size", size, "output side for JPEG transforms")->capture_default_str();
-  cmd->add_option("--batches", batches, "batches timed per worker count")->capture_default_str();
-  cmd->add_option("--warmup", warmup, "batches before timing starts")->capture_default_str();
-  cmd->add_option("--repeat", repeat, "timed rounds per worker count; the fastest counts")->capture_default_str();
+  cmd->add_option("--batch", batch, "batch size")->capture_default_str()->check(cli::IntIn(1, 1 << 20));
+  cmd->add_option("--transform", transform, "train | val | none")->capture_default_str()->check(cli::OneOf({"train", "val", "none"}));
+  cmd->add_option("--size", size, "output side for JPEG transforms")->capture_default_str()->check(cli::IntIn(1, 4096));
+  cmd->add_option("--batches", batches, "batches timed per worker count")->capture_default_str()->check(cli::IntIn(1, 1ll << 40));
+  cmd->add_option("--warmup", warmup, "batches before timing starts")->capture_default_str()->check(cli::IntIn(0, 1ll << 40));
+  cmd->add_option("--repeat", repeat, "timed rounds per worker count; the fastest counts")->capture_default_str()->check(cli::IntIn(1, 1000));
   bool no_mmap = false;
   cmd->add_flag("--no-mmap", no_mmap, "read shards with pread instead of read-only mappings");
-  cmd->add_option("--prefetch", prefetch, "ring slots")->capture_default_str();
-  cmd->add_option("--shuffle", shuffle, "auto | full | block | none")->capture_default_str();
-  cmd->add_option("--layout", layout, "nchw | nhwc")->capture_default_str();
-  cmd->add_option("--seed", seed, "seed")->capture_default_str();
+  cmd->add_option("--prefetch", prefetch, "ring slots")->capture_default_str()->check(cli::IntIn(1, 1024));
+  cmd->add_option("--shuffle", shuffle, "auto | full | block | none")->capture_default_str()->check(cli::OneOf({"auto", "full", "block", "none"}));
+  cmd->add_option("--layout", layout, "nchw | nhwc")->capture_default_str()->check(cli::OneOf({"nchw", "nhwc"}));
+  cmd->add_option("--seed", seed, "seed")->capture_default_str()->check(cli::Unsigned());
   cmd->add_option("--cache-mb", cache_mb, "decompressed block cache (MB); small values measure streaming")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 1 << 24));
+  std::string on_corrupt = "fail";
+  uint64_t skip_budget = 100;
+  cmd->add_option("--on-corrupt", on_corrupt, "fail | skip: a corrupt record ends the run, or is replaced and counted")
+      ->capture_default_str()
+      ->check(cli::OneOf({"fail", "skip"}));
+  cmd->add_option("--skip-budget", skip_budget, "with --on-corrupt skip: fail after this many skipped records")
+      ->capture_default_str()
+      ->check(cli::IntIn(0, 1ll << 40));
   cmd->add_option("--csv", csv, "write the table as CSV");
   cmd->add_option("--plot", plot, "write an SVG plot of images/s against workers");
   cmd->add_option("--title", title, "plot title");
@@ -242,22 +245,18 @@ int Run(int argc, char** argv) {
   int ref_repeat = 3;
   bool ref_json = false;
   ref->add_option("DIR", ref_dir, "dataset directory")->required();
-  ref->add_option("--max-records", ref_max, "records to use at most")->capture_default_str();
+  ref->add_option("--max-records", ref_max, "records to use at most")->capture_default_str()->check(cli::IntIn(1, 1ll << 40));
   ref->add_flag("--json", ref_json, "print JSON");
-  ref->add_option("--repeat", ref_repeat, "rounds of at least a second; the fastest counts")->capture_default_str();
+  ref->add_option("--repeat", ref_repeat, "rounds of at least a second; the fastest counts")->capture_default_str()->check(cli::IntIn(1, 1000));
   auto* report = app.add_subcommand("report", "scaling report from shardkit-train metrics files (a sweep's)");
   std::string metrics_dir, report_out;
   report->add_option("METRICS_DIR", metrics_dir, "directory of *.jsonl metrics files, one per run")->required();
   report->add_option("--out", report_out, "where report.md, report.csv and the SVG plots go (default: METRICS_DIR)");
-  CLI11_PARSE(app, argc, argv);
+  if (int rc = cli::Parse(app, argc, argv, "shardkit-bench"); rc >= 0) return rc;
   if (*ref) return RunReference(ref_dir, ref_max, ref_repeat, ref_json);
   if (*report) {
     Status s = WriteScalingReport(metrics_dir, report_out.empty() ? metrics_dir : report_out);
-    if (!s.ok()) {
-      std::fprintf(stderr, "shardkit-bench: error: %s\n", s.message().c_str());
-      return 1;
-    }
-    return 0;
+    return s.ok() ? 0 : Fail(s);
   }
 
   LoaderOptions opt;
@@ -269,17 +268,23 @@ int Run(int argc, char** argv) {
   opt.transform.size = size;
   if (transform == "train") opt.transform.kind = TransformKind::kTrain;
   else if (transform == "val") opt.transform.kind = TransformKind::kVal;
-  else if (transform == "none") opt.transform.kind = TransformKind::kNone;
-  else { std::fprintf(stderr, "shardkit-bench: error: --transform must be train, val or none\n"); return 2; }
+  else opt.transform.kind = TransformKind::kNone;
   if (shuffle == "auto") opt.shuffle = ShuffleChoice::kAuto;
   else if (shuffle == "full") opt.shuffle = ShuffleChoice::kFull;
   else if (shuffle == "block") opt.shuffle = ShuffleChoice::kBlockLocal;
-  else if (shuffle == "none") opt.shuffle = ShuffleChoice::kNone;
-  else { std::fprintf(stderr, "shardkit-bench: error: --shuffle must be auto, full, block or none\n"); return 2; }
+  else opt.shuffle = ShuffleChoice::kNone;
   opt.layout = layout == "nhwc" ? Layout::kNHWC : Layout::kNCHW;
-  std::vector<int> workers = ParseList(workers_list);
-  if (workers.empty()) { std::fprintf(stderr, "shardkit-bench: error: --workers is empty\n"); return 2; }
+  opt.corrupt_policy = on_corrupt == "skip" ? CorruptPolicy::kSkip : CorruptPolicy::kFail;
+  opt.skip_budget = skip_budget;
+  auto workers_or = cli::ParseIntList(workers_list, 1, kMaxLoaderWorkers, "--workers");
+  if (!workers_or.ok()) return Fail(workers_or.status());
+  const std::vector<int> workers = *workers_or;
+  if (Status v = ValidateLoaderOptions(opt); !v.ok()) return Fail(v);
 
+  // Open once before printing anything, so that a bad dataset or options
+  // that cannot be met (memory) end with one error line.
+  opt.workers = workers.front();
+  if (auto probe = Loader::Open(dir, opt); !probe.ok()) return Fail(probe.status());
   std::vector<Row> rows;
   FILE* out = json ? stderr : stdout;
   std::fprintf(out, "shardkit-bench loader %s: batch %d, transform %s, size %d, best of %d rounds of %llu batches per point\n",
@@ -290,9 +295,10 @@ int Run(int argc, char** argv) {
     opt.workers = w;
     Row r;
     Status s = Measure(dir, opt, warmup, batches, repeat, &r);
-    if (!s.ok()) {
-      std::fprintf(stderr, "shardkit-bench: error: %s\n", s.message().c_str());
-      return 1;
+    if (!s.ok()) return Fail(s);
+    if (r.corrupt_skipped > 0) {
+      std::fprintf(stderr, "shardkit-bench: %llu corrupt record(s) skipped with %d worker(s) (--on-corrupt skip)\n",
+                   (unsigned long long)r.corrupt_skipped, w);
     }
     rows.push_back(r);
     const double speedup = r.images_per_sec / rows.front().images_per_sec * rows.front().workers;
@@ -313,7 +319,7 @@ int Run(int argc, char** argv) {
         << r.transform_us << "," << r.wait_fraction << "\n";
     }
     Status s = WriteFileAtomic(csv, c.str());
-    if (!s.ok()) { std::fprintf(stderr, "shardkit-bench: error: %s\n", s.message().c_str()); return 2; }
+    if (!s.ok()) return Fail(s);
   }
   if (!plot.empty()) {
     LinePlot p;
@@ -330,7 +336,7 @@ int Run(int argc, char** argv) {
     }
     p.series = {meas, ideal};
     Status s = WriteFileAtomic(plot, p.ToSvg());
-    if (!s.ok()) { std::fprintf(stderr, "shardkit-bench: error: %s\n", s.message().c_str()); return 2; }
+    if (!s.ok()) return Fail(s);
   }
   if (json) {
     nlohmann::json j = nlohmann::json::array();
@@ -339,7 +345,7 @@ int Run(int argc, char** argv) {
                    {"speedup", speedup_of(r)}, {"efficiency", speedup_of(r) / r.workers},
                    {"read_us", r.read_us}, {"decompress_us", r.decompress_us}, {"decode_us", r.decode_us},
                    {"transform_us", r.transform_us}, {"wait_fraction", r.wait_fraction},
-                   {"images", r.images}, {"seconds", r.seconds}});
+                   {"images", r.images}, {"seconds", r.seconds}, {"corrupt_skipped", r.corrupt_skipped}});
     }
     std::printf("%s\n", j.dump(1).c_str());
   }

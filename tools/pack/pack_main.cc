@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shard/shard.h"
+#include "tools/common/cli.h"
 #include "tools/common/progress.h"
 #include "tools/pack/hdf5_pack.h"
 #include "tools/pack/idx_file.h"
@@ -17,15 +18,10 @@
 namespace shardkit {
 namespace {
 
-// Exit codes: 0 success, 1 the data is bad (verify found problems), 2 usage or operational error.
-constexpr int kExitBadData = 1;
-constexpr int kExitError = 2;
+constexpr int kExitBadData = cli::kExitBadData;
+constexpr int kExitError = cli::kExitError;
 
-int Fail(const Status& s, const std::string& hint = "") {
-  std::fprintf(stderr, "shardkit-pack: error: %s\n", s.message().c_str());
-  if (!hint.empty()) std::fprintf(stderr, "hint: %s\n", hint.c_str());
-  return kExitError;
-}
+int Fail(const Status& s, const std::string& hint = "") { return cli::Fail("shardkit-pack", s, hint); }
 
 void Report(const std::string& msg) { std::fprintf(stderr, "  %s\n", msg.c_str()); }
 
@@ -35,7 +31,7 @@ std::string CreatedBy(const std::string& tool, const std::string& argv_json, con
   j["version"] = "0.1.0";
   j["argv"] = nlohmann::json::parse(argv_json);
   j["options"] = options;
-  return j.dump();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // paths may hold any bytes
 }
 
 std::vector<std::string> SplitComma(const std::string& s) {
@@ -129,8 +125,10 @@ int RunVerify(const std::string& dir, int threads) {
     std::fprintf(stderr, "BAD %s\n", msg.c_str());
   }, &r);
   if (!s.ok()) {
-    std::fprintf(stderr, "shardkit-pack: error: %s\n", s.message().c_str());
-    return s.IsNotFound() ? kExitError : kExitBadData;
+    // A manifest that is there but damaged is bad data; anything else (no
+    // manifest, not a regular file, unreadable) is an error.
+    cli::Fail("shardkit-pack", s);
+    return s.IsCorruption() ? kExitBadData : kExitError;
   }
   if (r.ok()) {
     std::printf("OK %s: %llu records in %llu shards, %s, every checksum matches\n", dir.c_str(),
@@ -159,8 +157,7 @@ int RunChecksum(const std::vector<std::string>& files) {
     auto crc = FileCrc32c(f);
     auto size = FileSize(f);
     if (!crc.ok() || !size.ok()) {
-      std::fprintf(stderr, "shardkit-pack: error: %s\n", (crc.ok() ? size.status() : crc.status()).message().c_str());
-      rc = kExitError;
+      rc = Fail(crc.ok() ? size.status() : crc.status());
       continue;
     }
     std::printf("%s\t%llu\t%s\n", Crc32cHex(*crc).c_str(), (unsigned long long)*size, f.c_str());
@@ -237,10 +234,7 @@ int RunExtract(const std::string& dir, uint64_t index, const std::string& file) 
   ReadScratch scratch;
   std::string_view payload;
   Status s = r.ReadRecord(local, &scratch, &payload);
-  if (!s.ok()) {
-    std::fprintf(stderr, "shardkit-pack: error: %s\n", s.message().c_str());
-    return kExitBadData;
-  }
+  if (!s.ok()) return Fail(s, "run 'shardkit-pack verify " + dir + "' for a full report");
   if (file == "-") {
     std::fwrite(payload.data(), 1, payload.size(), stdout);
   } else {
@@ -261,6 +255,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   const std::string argv_json = ArgvJson(argc, argv);
 
+  const CLI::Validator kShardSize = cli::IntIn(4096, 1ll << 40), kThreads = cli::IntIn(0, cli::kMaxThreads);
   ImageNetPackOptions in;
   auto* imagenet = app.add_subcommand("imagenet", "pack an ImageNet-layout JPEG tree (class folders, or a flat "
                                                    "folder with --val-labels)");
@@ -268,12 +263,13 @@ int main(int argc, char** argv) {
   imagenet->add_option("OUT", in.out, "output dataset directory")->required();
   imagenet->add_option("--val-labels", in.val_labels, "LOC_val_solution.csv: ImageId,PredictionString (synset first)");
   imagenet->add_option("--classes-from", in.classes_from, "reuse the class list of this dataset (e.g. train for val)");
-  imagenet->add_option("--shard-size", in.shard_size, "target bytes per shard")->capture_default_str();
+  imagenet->add_option("--shard-size", in.shard_size, "target bytes per shard")->capture_default_str()->check(kShardSize);
   imagenet->add_option("--resize-short", in.resize_short, "re-encode so the short side is at most N (0: keep bytes)")
-      ->capture_default_str();
-  imagenet->add_option("--quality", in.quality, "JPEG quality of re-encoded images")->capture_default_str();
-  imagenet->add_option("--threads", in.threads, "threads (0: all cores)")->capture_default_str();
-  imagenet->add_option("--seed", in.seed, "seed of the record order")->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::IntIn(0, 65535));
+  imagenet->add_option("--quality", in.quality, "JPEG quality of re-encoded images")->capture_default_str()->check(cli::IntIn(1, 100));
+  imagenet->add_option("--threads", in.threads, "threads (0: all cores)")->capture_default_str()->check(kThreads);
+  imagenet->add_option("--seed", in.seed, "seed of the record order")->capture_default_str()->check(cli::Unsigned());
   imagenet->add_flag("--strict", in.strict, "fail on the first bad file or empty class folder");
   imagenet->add_flag("--force", in.force, "replace an existing dataset in OUT");
 
@@ -285,7 +281,7 @@ int main(int argc, char** argv) {
   idx->add_option("--labels", labels, "labels IDX file (N, uint8)")->required();
   idx->add_option("OUT", out, "output dataset directory")->required();
   idx->add_option("--class-names", class_names, "comma-separated class names (default: 0..max label)");
-  idx->add_option("--shard-size", shard_size, "target bytes per shard")->capture_default_str();
+  idx->add_option("--shard-size", shard_size, "target bytes per shard")->capture_default_str()->check(kShardSize);
   idx->add_flag("--force", force, "replace an existing dataset in OUT");
 
   Hdf5PackOptions ho;
@@ -295,14 +291,14 @@ int main(int argc, char** argv) {
   hdf5->add_option("--images", ho.images, "dataset of images, N x H x W or N x H x W x C, uint8")->required();
   hdf5->add_option("--labels", ho.labels, "dataset of integer labels, N")->required();
   hdf5->add_option("--class-names", class_names, "comma-separated class names (default: 0..max label)");
-  hdf5->add_option("--shard-size", ho.shard_size, "target bytes per shard")->capture_default_str();
+  hdf5->add_option("--shard-size", ho.shard_size, "target bytes per shard")->capture_default_str()->check(kShardSize);
   hdf5->add_flag("--force", ho.force, "replace an existing dataset in OUT");
 
   std::string dir;
   int threads = 0;
   auto* verify = app.add_subcommand("verify", "check every shard and record checksum (exit 0 only if all is well)");
   verify->add_option("DIR", dir, "dataset directory")->required();
-  verify->add_option("--threads", threads, "threads (0: all cores)");
+  verify->add_option("--threads", threads, "threads (0: all cores)")->check(kThreads);
 
   bool json = false, list_shards = false;
   auto* inspect = app.add_subcommand("inspect", "summarise a dataset: records, classes, shards, sizes, histogram");
@@ -318,7 +314,9 @@ int main(int argc, char** argv) {
   std::string file;
   auto* extract = app.add_subcommand("extract", "write one record's payload to FILE ('-' for stdout)");
   extract->add_option("DIR", dir, "dataset directory")->required();
-  extract->add_option("INDEX", index, "record number (0-based, over the whole dataset)")->required();
+  extract->add_option("INDEX", index, "record number (0-based, over the whole dataset)")
+      ->required()
+      ->check(cli::Unsigned());
   extract->add_option("FILE", file, "output file")->required();
 
   auto known = [&](const char* name) {
@@ -332,11 +330,7 @@ int main(int argc, char** argv) {
                  "verify, inspect, extract, checksum; see shardkit-pack --help\n", argv[1]);
     return kExitError;
   }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : kExitError;
-  }
+  if (int rc = cli::Parse(app, argc, argv, "shardkit-pack"); rc >= 0) return rc;
   try {
     if (*imagenet) {
       in.created_by = CreatedBy("shardkit-pack imagenet", argv_json,
@@ -358,8 +352,7 @@ int main(int argc, char** argv) {
     if (*checksum) return RunChecksum(files);
     if (*extract) return RunExtract(dir, index, file);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "shardkit-pack: error: %s\n", e.what());
-    return kExitError;
+    return cli::Fail("shardkit-pack", e.what());
   }
   return kExitError;
 }

@@ -1,0 +1,43 @@
+// The command-line contract shared by shardkit-pack, -augment, -bench and
+// -train: exit codes (0 success, 1 verify found bad data, 2 usage or I/O
+// error), one-line error messages, and validators for flags, so that no
+// value (malformed, negative, huge, NaN) escapes as an exception or a crash.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "shard/status.h"
+
+namespace shardkit::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitBadData = 1;  // verify found bad data; nothing else uses it
+inline constexpr int kExitError = 2;    // usage, I/O or any other error
+
+// Threads of a tool (0: all cores) at most: more is a typo, not a machine.
+inline constexpr int kMaxThreads = 256;
+
+// Parses argv. Returns -1 when the tool should go on; otherwise the exit code:
+// 0 after --help, 2 after a usage error (one line on stderr: "TOOL: error: ...").
+int Parse(CLI::App& app, int argc, char** argv, const char* tool);
+
+// Prints "TOOL: error: MESSAGE" (first line of it only) and "hint: ..." if
+// given; returns kExitError.
+int Fail(const char* tool, const Status& s, const std::string& hint = "");
+int Fail(const char* tool, const std::string& message, const std::string& hint = "");
+
+// An integer in [lo, hi]; the message names the range.
+CLI::Validator IntIn(long long lo, long long hi);
+// A finite number in [lo, hi] (NaN and infinities refused); open_lo excludes lo.
+CLI::Validator RealIn(double lo, double hi, bool open_lo = false);
+// A non-negative integer that fits in 64 bits (CLI11 would wrap "-1").
+CLI::Validator Unsigned();
+// One of `names`, spelled exactly.
+CLI::Validator OneOf(std::vector<std::string> names);
+
+// "1,2,4" -> {1, 2, 4}, each in [lo, hi]; an error naming `flag` otherwise.
+Result<std::vector<int>> ParseIntList(const std::string& text, int lo, int hi, const std::string& flag);
+
+}  // namespace shardkit::cli
