@@ -1,7 +1,13 @@
 // SGD and checkpoint (de)serialisation through the pickle format.
 #include "train/checkpoint.h"
 
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "shard/crc32c.h"
 #include "shard/file_io.h"
+#include "shard/manifest.h"
 
 namespace shardkit {
 namespace {
@@ -10,6 +16,11 @@ namespace {
 // training layout or device, which is what Python expects.
 torch::Tensor HostCopy(const torch::Tensor& t) {
   return t.detach().to(torch::kCPU).clone(torch::MemoryFormat::Contiguous);
+}
+
+std::string DirName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
 }  // namespace
@@ -81,6 +92,37 @@ c10::Dict<std::string, torch::Tensor> ToDict(const std::map<std::string, torch::
   return d;
 }
 
+// CRC32C over what a checkpoint holds, in a fixed order: every tensor's name,
+// dtype, shape and bytes (model, then momentum, each sorted by name), then
+// the position. The pickle format has no checksum of its own, so a flipped
+// bit in a tensor would otherwise load silently.
+uint32_t ContentChecksum(const std::map<std::string, torch::Tensor>& model,
+                         const std::map<std::string, torch::Tensor>& momentum, const std::string& position) {
+  uint32_t crc = 0;
+  auto add = [&](const void* p, size_t n) { crc = crc32c::Extend(crc, p, n); };
+  for (const auto* m : {&model, &momentum}) {
+    for (const auto& [name, t] : *m) {
+      const torch::Tensor c = t.detach().to(torch::kCPU).contiguous();
+      add(name.data(), name.size());
+      const int8_t dtype = static_cast<int8_t>(c.scalar_type());
+      add(&dtype, 1);
+      for (int64_t d : c.sizes()) add(&d, sizeof(d));
+      add(c.data_ptr(), c.numel() * c.element_size());
+    }
+  }
+  add(position.data(), position.size());
+  return crc;
+}
+
+std::string PositionString(const TrainPosition& p) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), "%lld/%lld/%lld/%lld/%lld/%lld/%.17g/%s/%lld/%lld", (long long)p.epoch,
+                (long long)p.batch_index, (long long)p.global_step, (long long)p.seed, (long long)p.world_size,
+                (long long)p.batch_size, p.loss_scale, p.arch.c_str(), (long long)p.num_classes,
+                (long long)p.in_channels);
+  return buf;
+}
+
 std::map<std::string, torch::Tensor> FromDict(const c10::IValue& v) {
   std::map<std::string, torch::Tensor> m;
   for (const auto& e : v.toGenericDict()) m[e.key().toStringRef()] = e.value().toTensor();
@@ -113,11 +155,20 @@ Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& op
   meta.insert("in_channels", pos.in_channels);
   std::map<std::string, torch::Tensor> mom;
   for (const auto& [k, v] : opt.momentum()) mom[k] = HostCopy(v);
+  const std::map<std::string, torch::Tensor> sd = StateDict(model);
   c10::impl::GenericDict top(c10::StringType::get(), c10::AnyType::get());
-  top.insert("model", ToDict(StateDict(model)));
+  top.insert("model", ToDict(sd));
   top.insert("momentum", ToDict(mom));
   top.insert("meta", meta);
-  top.insert("format", std::string("shardkit-checkpoint-1"));
+  top.insert("format", std::string(kCheckpointFormat));
+  top.insert("crc32c", static_cast<int64_t>(ContentChecksum(sd, mom, PositionString(pos))));
+  // The checkpoint being replaced stays as prev.pt (a hard link, so last.pt
+  // is never missing): a later damaged last.pt leaves a good one to go back to.
+  if (FileExists(path)) {
+    const std::string prev = JoinPath(DirName(path), kPreviousCheckpointName);
+    RemoveFile(prev + ".tmp").IgnoreError();
+    if (::link(path.c_str(), (prev + ".tmp").c_str()) == 0) RenameFile(prev + ".tmp", prev).IgnoreError();
+  }
   return WritePickle(path, top);
 }
 
@@ -126,15 +177,11 @@ Status LoadCheckpoint(const std::string& path, torch::nn::Module& model, Sgd* op
   try {
     c10::IValue v = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
     auto top = v.toGenericDict();
-    if (!top.contains("format") || top.at("format").toStringRef() != "shardkit-checkpoint-1") {
-      return Status::Corruption(path + ": not a shardkit checkpoint");
+    if (!top.contains("format") || top.at("format").toStringRef() != kCheckpointFormat) {
+      return Status::Corruption(path + ": not a shardkit checkpoint (format " + kCheckpointFormat + ")");
     }
-    SK_RETURN_IF_ERROR(LoadStateDict(model, FromDict(top.at("model"))).WithContext(path));
-    auto device = model.parameters().front().device();
-    if (opt != nullptr) {
-      opt->momentum().clear();
-      for (const auto& [k, t] : FromDict(top.at("momentum"))) opt->momentum()[k] = t.to(device);
-    }
+    const std::map<std::string, torch::Tensor> sd = FromDict(top.at("model"));
+    const std::map<std::string, torch::Tensor> mom = FromDict(top.at("momentum"));
     auto meta = top.at("meta").toGenericDict();
     pos->epoch = meta.at("epoch").toInt();
     pos->batch_index = meta.at("batch_index").toInt();
@@ -146,6 +193,19 @@ Status LoadCheckpoint(const std::string& path, torch::nn::Module& model, Sgd* op
     pos->arch = meta.at("arch").toStringRef();
     pos->num_classes = meta.at("num_classes").toInt();
     pos->in_channels = meta.at("in_channels").toInt();
+    const uint32_t want = static_cast<uint32_t>(top.at("crc32c").toInt());
+    const uint32_t got = ContentChecksum(sd, mom, PositionString(*pos));
+    if (got != want) {
+      return Status::Corruption(path + ": checkpoint is damaged (content checksum " + Crc32cHex(got) +
+                                ", written as " + Crc32cHex(want) + "); the previous one, if any, is " +
+                                JoinPath(DirName(path), kPreviousCheckpointName));
+    }
+    SK_RETURN_IF_ERROR(LoadStateDict(model, sd).WithContext(path));
+    auto device = model.parameters().front().device();
+    if (opt != nullptr) {
+      opt->momentum().clear();
+      for (const auto& [k, t] : mom) opt->momentum()[k] = t.to(device);
+    }
   } catch (const std::exception& e) {
     return Status::Corruption(path + ": cannot read checkpoint: " + e.what());
   }

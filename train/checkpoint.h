@@ -52,6 +52,11 @@ struct TrainPosition {
 std::map<std::string, torch::Tensor> StateDict(torch::nn::Module& model);
 Status LoadStateDict(torch::nn::Module& model, const std::map<std::string, torch::Tensor>& sd, bool strict = true);
 
+// Checkpoints carry a CRC32C of their tensors and position; LoadCheckpoint
+// refuses (Corruption, naming the file) one whose contents do not match.
+// SaveCheckpoint keeps the checkpoint it replaces as prev.pt beside it.
+inline constexpr char kCheckpointFormat[] = "shardkit-checkpoint-2";
+inline constexpr char kPreviousCheckpointName[] = "prev.pt";
 Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& opt, const TrainPosition& pos);
 Status LoadCheckpoint(const std::string& path, torch::nn::Module& model, Sgd* opt, TrainPosition* pos);
 // Just the state dict, as a plain dict: model.load_state_dict(torch.load(path)).

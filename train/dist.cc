@@ -2,7 +2,11 @@
 #include "train/dist.h"
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 #ifdef SHARDKIT_WITH_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -76,7 +80,9 @@ Result<DistEnv> DistEnvFromEnvironment() {
   return e;
 }
 
-Result<ProcessGroup> CreateProcessGroup(const DistEnv& env, bool cuda, std::chrono::milliseconds timeout) {
+namespace {
+
+Result<ProcessGroup> Rendezvous(const DistEnv& env, bool cuda, std::chrono::milliseconds timeout) {
   ProcessGroup pg;
   try {
     c10d::TCPStoreOptions so;
@@ -108,6 +114,44 @@ Result<ProcessGroup> CreateProcessGroup(const DistEnv& env, bool cuda, std::chro
                            std::to_string(env.rank) + " of " + std::to_string(env.world_size) + " failed: " +
                            e.what());
   }
+}
+
+}  // namespace
+
+Result<ProcessGroup> CreateProcessGroup(const DistEnv& env, bool cuda, std::chrono::milliseconds timeout,
+                                        const std::function<bool()>& should_stop) {
+  // c10d's TCPStore client blocks without a deadline on a peer that accepts
+  // the connection but never answers; so the rendezvous runs on its own
+  // thread, and this one keeps the deadline and watches for a stop signal.
+  struct Pending {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<Result<ProcessGroup>> result;
+  };
+  auto pending = std::make_shared<Pending>();
+  std::thread([pending, env, cuda, timeout] {
+    Result<ProcessGroup> r = Rendezvous(env, cuda, timeout);
+    std::lock_guard<std::mutex> lock(pending->mu);
+    pending->result.emplace(std::move(r));
+    pending->cv.notify_all();
+  }).detach();
+  const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  const auto deadline = std::chrono::steady_clock::now() + timeout + std::chrono::seconds(2);
+  std::unique_lock<std::mutex> lock(pending->mu);
+  while (!pending->result.has_value()) {
+    pending->cv.wait_for(lock, std::chrono::milliseconds(50));
+    if (pending->result.has_value()) break;
+    if (should_stop && should_stop()) {
+      return Status::Aborted("stopped by a signal during the rendezvous with " + where + ", before any step");
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Status::IOError("rendezvous with " + where + " as rank " + std::to_string(env.rank) + " of " +
+                             std::to_string(env.world_size) + " timed out after " +
+                             std::to_string(timeout.count() / 1000) +
+                             " s (is MASTER_ADDR:MASTER_PORT rank 0's store, and are all ranks started?)");
+    }
+  }
+  return std::move(*pending->result);
 }
 
 void BroadcastFromRank0(CollectiveGroup& group, const std::vector<torch::Tensor>& tensors) {

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,7 +41,12 @@ struct ProcessGroup {
 
 // TCPStore rendezvous at master_addr:master_port (rank 0 serves), then the
 // backend. Collectives that wait longer than `timeout` fail with an error.
-Result<ProcessGroup> CreateProcessGroup(const DistEnv& env, bool cuda, std::chrono::milliseconds timeout);
+// The rendezvous itself gives up after `timeout` in every state (no master
+// yet, a master that answers but is not a store, missing ranks), and returns
+// Aborted as soon as should_stop() says so (a SIGTERM): it runs on a helper
+// thread that is abandoned, not joined, when it does not finish in time.
+Result<ProcessGroup> CreateProcessGroup(const DistEnv& env, bool cuda, std::chrono::milliseconds timeout,
+                                        const std::function<bool()>& should_stop = nullptr);
 
 // Makes every rank's tensors equal to rank 0's (flattened into one message).
 void BroadcastFromRank0(CollectiveGroup& group, const std::vector<torch::Tensor>& tensors);

@@ -88,6 +88,34 @@ Status Evaluate(torch::nn::AnyModule& model, Loader& loader, BatchFeeder& feeder
   return Status::OK();
 }
 
+// A validation set must describe the same task as the training set: the same
+// classes in the same order, and samples of the same shape. Checked before
+// any rendezvous or step, with one line that says what differs.
+Status CheckValMatchesTrain(const TrainOptions& o, const Loader& train, const Loader& val) {
+  const auto& tc = train.manifest().classes;
+  const auto& vc = val.manifest().classes;
+  if (vc.empty()) return Status::InvalidArgument(o.val + ": the manifest lists no classes (--val needs labels)");
+  if (tc.size() != vc.size()) {
+    return Status::InvalidArgument("--val " + o.val + " has " + std::to_string(vc.size()) + " classes, --data " +
+                                   o.data + " has " + std::to_string(tc.size()));
+  }
+  for (size_t c = 0; c < tc.size(); ++c) {
+    if (tc[c] != vc[c]) {
+      return Status::InvalidArgument("--val " + o.val + ": class " + std::to_string(c) + " is '" +
+                                     Printable(vc[c]) + "', in --data it is '" + Printable(tc[c]) +
+                                     "' (pack val with --classes-from the training set)");
+    }
+  }
+  if (train.channels() != val.channels() || train.height() != val.height() || train.width() != val.width()) {
+    auto shape = [](const Loader& l) {
+      return std::to_string(l.height()) + "x" + std::to_string(l.width()) + "x" + std::to_string(l.channels());
+    };
+    return Status::InvalidArgument("--val " + o.val + " samples are " + shape(val) + ", --data samples are " +
+                                   shape(train));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 void InstallStopSignalHandlers() {
@@ -131,7 +159,12 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
   lo.transform.size = o.size;
   lo.layout = Layout::kNCHW;
   lo.drop_last = true;  // every step a full global batch
+  lo.corrupt_policy = o.on_corrupt == "skip" ? CorruptPolicy::kSkip : CorruptPolicy::kFail;
+  lo.skip_budget = o.skip_budget;
   SK_ASSIGN_OR_RETURN(auto train_loader, Loader::Open(o.data, lo));
+  if (train_loader->manifest().classes.empty()) {
+    return Status::InvalidArgument(o.data + ": the manifest lists no classes; shardkit-train needs labelled records");
+  }
   std::unique_ptr<Loader> val_loader;
   if (!o.val.empty()) {
     LoaderOptions vo = lo;
@@ -140,6 +173,7 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
     vo.shuffle = ShuffleChoice::kNone;
     vo.batch_size = std::max(o.batch_size, 64);
     SK_ASSIGN_OR_RETURN(val_loader, Loader::Open(o.val, vo));
+    SK_RETURN_IF_ERROR(CheckValMatchesTrain(o, *train_loader, *val_loader));
   }
   const Manifest& m = train_loader->manifest();
   const int channels = train_loader->channels();
@@ -209,7 +243,8 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
   std::vector<torch::Tensor> buffers;
   for (auto& b : net.buffers()) buffers.push_back(b);
   if (env.world_size > 1) {
-    SK_ASSIGN_OR_RETURN(pg, CreateProcessGroup(env, cuda, std::chrono::milliseconds(o.timeout_s * 1000LL)));
+    SK_ASSIGN_OR_RETURN(pg, CreateProcessGroup(env, cuda, std::chrono::milliseconds(o.timeout_s * 1000LL),
+                                               [] { return g_stop_signal.load() != 0; }));
     std::vector<torch::Tensor> state = net.parameters();
     state.insert(state.end(), buffers.begin(), buffers.end());
     BroadcastFromRank0(*pg.group, state);
@@ -335,9 +370,10 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
     const bool epoch_done = pos.batch_index >= steps_per_epoch;
     // Reduce the epoch's figures over ranks.
     double loss_sum = tot.loss_sum, samples = tot.samples, correct = tot.correct, wait = tot.wait_s, comm = tot.comm_s,
-           step = tot.step_s;
+           step = tot.step_s, skipped = static_cast<double>(train_loader->stats().corrupt_skipped);
     if (group != nullptr) {
-      std::vector<torch::Tensor> t = {torch::tensor({loss_sum, samples, correct, wait, comm, step}, torch::kFloat64)};
+      std::vector<torch::Tensor> t = {
+          torch::tensor({loss_sum, samples, correct, wait, comm, step, skipped}, torch::kFloat64)};
       group->allreduce(t)->wait();
       auto v = t[0];
       loss_sum = v[0].item<double>();
@@ -346,6 +382,7 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
       wait = v[3].item<double>();
       comm = v[4].item<double>();
       step = v[5].item<double>();
+      skipped = v[6].item<double>();
     }
     double top1 = -1, top5 = -1;
     if (val_loader) SK_RETURN_IF_ERROR(Evaluate(model, *val_loader, *feeder, group, 0, &top1, &top5));
@@ -379,6 +416,7 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
     j["steps"] = pos.global_step;
     j["arch"] = o.arch;
     j["backend"] = pg.backend.empty() ? "none" : pg.backend;
+    j["corrupt_skipped"] = static_cast<uint64_t>(skipped);
     if (rank0) {
       std::printf("%s\n", j.dump().c_str());
       std::fflush(stdout);

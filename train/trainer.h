@@ -42,6 +42,8 @@ struct TrainOptions {
   double bucket_mb = 25;
   std::string device = "auto";     // auto | cpu | cuda
   int print_every = 20;
+  std::string on_corrupt = "fail";  // fail | skip (replace the record, count it, within skip_budget)
+  uint64_t skip_budget = 100;
   bool quiet = false;
 };
 
