@@ -5,6 +5,13 @@
 #include <cmath>
 
 namespace shardkit {
+namespace {
+
+// Python's round(): halves go to the even neighbour (58.5 -> 58, 59.5 -> 60).
+// std::nearbyint rounds the same way in the default rounding mode.
+double PyRound(double v) { return std::nearbyint(v); }
+
+}  // namespace
 
 CropDecision RandomResizedCrop(int width, int height, const TransformParams& p, KeyedRng* rng) {
   CropDecision d;
@@ -14,8 +21,8 @@ CropDecision RandomResizedCrop(int width, int height, const TransformParams& p, 
   for (int attempt = 0; attempt < 10 && !found; ++attempt) {
     const double target = area * rng->Uniform(p.min_scale, p.max_scale);
     const double aspect = std::exp(rng->Uniform(log_lo, log_hi));
-    const int w = static_cast<int>(std::lround(std::sqrt(target * aspect)));
-    const int h = static_cast<int>(std::lround(std::sqrt(target / aspect)));
+    const int w = static_cast<int>(PyRound(std::sqrt(target * aspect)));
+    const int h = static_cast<int>(PyRound(std::sqrt(target / aspect)));
     if (w > 0 && h > 0 && w <= width && h <= height) {
       const int y = static_cast<int>(rng->Below(static_cast<uint64_t>(height - h + 1)));
       const int x = static_cast<int>(rng->Below(static_cast<uint64_t>(width - w + 1)));
@@ -25,20 +32,22 @@ CropDecision RandomResizedCrop(int width, int height, const TransformParams& p, 
   }
   if (!found) {  // fallback: the whole image, clamped to the ratio range, centered
     const double in_ratio = double(width) / height;
-    double w = width, h = height;
+    int w = width, h = height;
     if (in_ratio < p.min_ratio) {
-      h = std::lround(w / p.min_ratio);
+      h = static_cast<int>(PyRound(w / p.min_ratio));
     } else if (in_ratio > p.max_ratio) {
-      w = std::lround(h * p.max_ratio);
+      w = static_cast<int>(PyRound(h * p.max_ratio));
     }
-    d.rect = RectF{std::floor((width - w) / 2), std::floor((height - h) / 2), w, h};
+    // torchvision: i = (height - h) // 2 (floor division, h may exceed height by rounding).
+    const auto floor_div2 = [](int v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); };
+    d.rect = RectF{double(floor_div2(width - w)), double(floor_div2(height - h)), double(w), double(h)};
   }
   d.flip = p.hflip && rng->Uniform() < 0.5;
   return d;
 }
 
 CropDecision CenterCrop(int width, int height, const TransformParams& p) {
-  const int resize = static_cast<int>(std::lround(p.size / p.crop_fraction));
+  const int resize = static_cast<int>(PyRound(p.size / p.crop_fraction));
   // torchvision Resize(int): the short side becomes `resize`, the long side is truncated.
   int nw, nh;
   if (width <= height) {
@@ -48,7 +57,8 @@ CropDecision CenterCrop(int width, int height, const TransformParams& p) {
     nh = resize;
     nw = static_cast<int>(double(resize) * width / height);
   }
-  const double left = std::round((nw - p.size) / 2.0), top = std::round((nh - p.size) / 2.0);
+  // torchvision CenterCrop: int(round((resized - crop) / 2.0)), halves to even.
+  const double left = PyRound((nw - p.size) / 2.0), top = PyRound((nh - p.size) / 2.0);
   const double sx = double(width) / nw, sy = double(height) / nh;
   CropDecision d;
   d.rect = RectF{left * sx, top * sy, p.size * sx, p.size * sy};

@@ -9,19 +9,24 @@
 # the manifest (size and CRC32C) and renamed; shards already staged and intact
 # are skipped; the manifest is copied last, so a half-staged dataset never
 # looks complete. Fails clearly when local space is short. Reports GB/s.
+# A DEST that is SRC itself (the same directory by path, symlink or mount) is
+# left alone: the source is never modified. Exit codes: 0 staged (or nothing
+# to do), 2 any error.
 set -euo pipefail
 
 usage() { echo "usage: $0 SRC_DATASET [DEST] [--jobs N]" >&2; exit 2; }
 SRC="" DEST="" JOBS=${STAGE_JOBS:-8}
 while [ $# -gt 0 ]; do
   case "$1" in
-    --jobs) JOBS=$2; shift 2 ;;
+    --jobs) [ $# -ge 2 ] || usage; JOBS=$2; shift 2 ;;
     --jobs=*) JOBS=${1#*=}; shift ;;
-    -h|--help) usage ;;
+    -h|--help) echo "usage: $0 SRC_DATASET [DEST] [--jobs N]"; exit 0 ;;
     *) if [ -z "$SRC" ]; then SRC=$1; elif [ -z "$DEST" ]; then DEST=$1; else usage; fi; shift ;;
   esac
 done
 [ -n "$SRC" ] || usage
+case "$JOBS" in ''|*[!0-9]*) echo "stage: --jobs '$JOBS' is not an integer in 1..64" >&2; exit 2 ;; esac
+[ "$JOBS" -ge 1 ] && [ "$JOBS" -le 64 ] || { echo "stage: --jobs $JOBS is not in 1..64" >&2; exit 2; }
 PACK=${SHARDKIT_PACK:-$(command -v shardkit-pack || echo "$(dirname "$0")/../build/tools/pack/shardkit-pack")}
 [ -x "$PACK" ] || { echo "stage: shardkit-pack not found (set SHARDKIT_PACK)" >&2; exit 2; }
 [ -f "$SRC/manifest.json" ] || { echo "stage: $SRC is not a shardkit dataset (no manifest.json)" >&2; exit 2; }
@@ -29,19 +34,28 @@ if [ -z "$DEST" ]; then
   DEST=${SLURM_TMPDIR:-${TMPDIR:-/tmp}}/$(basename "$(realpath "$SRC")")
 fi
 NODE=${SLURMD_NODENAME:-$(hostname)}
+# Staging onto the source: same resolved path, or (through a bind mount or a
+# symlinked parent) the same directory inode. Nothing to copy, nothing to touch.
+same_dir() { [ -d "$2" ] && [ "$(stat -L -c %d:%i "$1")" = "$(stat -L -c %d:%i "$2")" ]; }
+if [ "$(realpath -m "$DEST")" = "$(realpath -m "$SRC")" ] || same_dir "$SRC" "$DEST"; then
+  echo "stage[$NODE]: $DEST is the source dataset itself; nothing to stage (source left untouched)"
+  exit 0
+fi
 mkdir -p "$DEST"
 
 # file<TAB>bytes<TAB>crc32c, from the source manifest.
 LIST=$("$PACK" inspect --shards "$SRC")
 need=0
 while IFS=$'\t' read -r file bytes crc; do
+  # Never open a FIFO or device for reading: cp would block on it.
+  [ -f "$SRC/$file" ] || { echo "stage[$NODE]: $SRC/$file: missing or not a regular file" >&2; exit 2; }
   if [ -f "$DEST/$file" ] && [ "$(stat -c %s "$DEST/$file")" = "$bytes" ]; then continue; fi
   need=$((need + bytes))
 done <<< "$LIST"
 avail=$(df -B1 --output=avail "$DEST" | tail -n 1 | tr -d ' ')
 if [ "$need" -gt "$avail" ]; then
   echo "stage[$NODE]: not enough space in $DEST: need $need bytes, $avail available" >&2
-  exit 1
+  exit 2
 fi
 
 # A staged manifest is only valid once every shard is; remove it first.
@@ -73,7 +87,7 @@ start=$(date +%s.%N)
 results=$(printf '%s\n' "$LIST" | xargs -P "$JOBS" -L 1 bash -c 'stage_one "$0" "$1" "$2"') || {
   echo "stage[$NODE]: failed; rerun to resume (intact shards are kept)" >&2
   rm -f "$DEST"/.*.staging.* 2>/dev/null || true
-  exit 1
+  exit 2
 }
 end=$(date +%s.%N)
 copied=$(grep -c copied <<< "$results" || true)
