@@ -193,7 +193,7 @@ TEST(FaultInjection, StagingFailsClearlyWhenLocalSpaceIsShort) {
                        kFashion + "/train-labels-idx1-ubyte.gz " + dir / "shared").exit_code, 0);
   auto r = RunCommand("env SHARDKIT_PACK=" + testing::PackTool() + " " + kStage + " " + dir / "shared" + " " + dir / "tmpfs/local");
   umount((dir / "tmpfs").c_str());
-  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("not enough space"), std::string::npos) << r.out;
 }
 

@@ -575,11 +575,41 @@ TEST(TransformGeometry, CenterCropMatchesTorchvision) {
   EXPECT_NEAR(d.rect.w, 224 * 500.0 / 341, 1e-9);
   EXPECT_NEAR(d.rect.h, 224 * s, 1e-9);
   EXPECT_NEAR(d.rect.y, 16 * s, 1e-9);
-  EXPECT_NEAR(d.rect.x, std::round(58.5) * 500.0 / 341, 1e-9);
+  EXPECT_NEAR(d.rect.x, 58 * 500.0 / 341, 1e-9);
   // Square image: the crop is centered and 224/256 of the side.
   d = CenterCrop(512, 512, p);
   EXPECT_NEAR(d.rect.w, 448, 1e-9);
   EXPECT_NEAR(d.rect.x, 32, 1e-9);
+}
+
+TEST(TransformGeometry, CenterCropRoundsOddMarginsHalfToEvenAsPythonDoes) {
+  // torchvision: crop_top = int(round((H - 224) / 2.0)) with Python's round,
+  // so a margin of x.5 goes to the even neighbour: 58.5 -> 58, 79.5 -> 80.
+  struct Case {
+    int w, h;       // source
+    int nw, nh;     // after Resize(256): short side 256, long side truncated
+    int left, top;  // torchvision's CenterCrop(224) offsets in the resized image
+  } cases[] = {
+      {500, 375, 341, 256, 58, 16},  // 58.5 -> 58
+      {375, 500, 256, 341, 16, 58},
+      {640, 427, 383, 256, 80, 16},  // 79.5 -> 80
+      {427, 640, 256, 383, 16, 80},
+      {333, 500, 256, 384, 16, 80},  // even margins
+      {257, 256, 257, 256, 16, 16},  // 16.5 -> 16
+      {259, 256, 259, 256, 18, 16},  // 17.5 -> 18
+  };
+  TransformParams p;
+  p.kind = TransformKind::kVal;
+  p.size = 224;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::to_string(c.w) + "x" + std::to_string(c.h));
+    CropDecision d = CenterCrop(c.w, c.h, p);
+    const double sx = double(c.w) / c.nw, sy = double(c.h) / c.nh;
+    EXPECT_NEAR(d.rect.x, c.left * sx, 1e-9);
+    EXPECT_NEAR(d.rect.y, c.top * sy, 1e-9);
+    EXPECT_NEAR(d.rect.w, 224 * sx, 1e-9);
+    EXPECT_NEAR(d.rect.h, 224 * sy, 1e-9);
+  }
 }
 
 TEST(TransformGeometry, RandomResizedCropStaysInsideAndWithinRanges) {

@@ -344,7 +344,9 @@ TEST(DatasetTest, DirectoryWithoutManifestIsNotADataset) {
   auto ds = Dataset::Open(dir.path());
   EXPECT_TRUE(ds.status().IsNotFound());
   EXPECT_NE(ds.status().message().find("manifest.json"), std::string::npos);
-  EXPECT_TRUE(ListDir(dir.path())->empty()) << "the unfinished shard's temporary file must be gone";
+  // Only the writers' lock file stays (it is never a dataset's part).
+  EXPECT_EQ(*ListDir(dir.path()), std::vector<std::string>{kLockFileName})
+      << "the unfinished shard's temporary file must be gone";
 }
 
 TEST(DatasetTest, RefusesToOverwriteADatasetUnlessAsked) {

@@ -33,22 +33,26 @@ bool PythonHasTorchvision() {
 }
 
 // A raw dataset of n 8x8x1 images whose mean brightness encodes the label.
-void WriteToyDataset(const std::string& dir, int n, int classes = 4) {
+void WriteToyDataset(const std::string& dir, int n, int classes = 4, const std::string& class_prefix = "c") {
   DatasetWriterOptions o;
   o.shard.kind = format::RecordKind::kRawU8;
   auto w = DatasetWriter::Create(dir, o);
   ASSERT_TRUE(w.ok());
   KeyedRng rng(7);
   for (int i = 0; i < n; ++i) {
-    const int label = i % classes;
+    const int label = classes > 0 ? i % classes : -1;
     std::string px(64, '\0');
     for (auto& c : px) c = static_cast<char>(std::min<int>(255, label * 60 + static_cast<int>(rng.Below(40))));
+    if (classes == 0) {  // unlabelled
+      ASSERT_TRUE((*w)->Add(px, -1, std::to_string(i)).ok());
+      continue;
+    }
     ASSERT_TRUE((*w)->Add(px, label, std::to_string(i)).ok());
   }
   Manifest m;
   m.record.kind = format::RecordKind::kRawU8;
   m.record.shape = {8, 8, 1};
-  for (int c = 0; c < classes; ++c) m.classes.push_back("c" + std::to_string(c));
+  for (int c = 0; c < classes; ++c) m.classes.push_back(class_prefix + std::to_string(c));
   ASSERT_TRUE((*w)->Finish(m).ok());
 }
 
@@ -297,15 +301,161 @@ TEST(TrainTest, ClearErrors) {
   TempDir dir;
   WriteToyDataset(dir / "data", 64);
   auto r = RunCommand(kTrain + " --data " + dir / "nope --arch tiny");
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("no manifest.json"), std::string::npos) << r.out;
   r = RunCommand(kTrain + " --data " + dir / "data" + " --arch resnet99");
-  EXPECT_NE(r.out.find("unknown --arch"), std::string::npos) << r.out;
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("'resnet99' is not one of"), std::string::npos) << r.out;
   r = RunCommand(kTrain + " --data " + dir / "data" + " --arch tiny --amp --device cpu");
   EXPECT_NE(r.out.find("--amp needs a CUDA device"), std::string::npos) << r.out;
   r = RunCommand("env RANK=3 WORLD_SIZE=2 " + kTrain + " --data " + dir / "data");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("not below world size"), std::string::npos) << r.out;
+}
+
+TEST(CheckpointTest, FlippedTensorBytesAreRefusedByNameAndThePreviousOneIsKept) {
+  TempDir dir;
+  ModelSpec spec;
+  spec.arch = "tiny";
+  spec.num_classes = 3;
+  spec.in_channels = 1;
+  auto m = MakeModel(spec);
+  // A distinctive value, so the test can find the tensor's bytes in the file.
+  const float marker = 1234.5678f;
+  {
+    torch::NoGradGuard no_grad;
+    AsModule(m).parameters().front().view(-1)[0].fill_(marker);
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (auto& p : AsModule(m).named_parameters()) named.emplace_back(p.key(), p.value());
+  Sgd opt(named, Sgd::Options{});
+  TrainPosition pos;
+  pos.arch = "tiny";
+  const std::string path = dir / "last.pt";
+  ASSERT_TRUE(SaveCheckpoint(path, AsModule(m), opt, pos).ok());
+  pos.epoch = 1;
+  ASSERT_TRUE(SaveCheckpoint(path, AsModule(m), opt, pos).ok());
+  ASSERT_TRUE(FileExists(dir / "prev.pt")) << "the replaced checkpoint is kept as prev.pt";
+  std::string bytes = testing::ReadFile(path);
+  const std::string pattern(reinterpret_cast<const char*>(&marker), sizeof(marker));
+  const size_t at = bytes.find(pattern);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] ^= 0x01;  // one bit of one weight
+  testing::WriteFile(path, bytes);
+  TrainPosition got;
+  auto m2 = MakeModel(spec);
+  Status st = LoadCheckpoint(path, AsModule(m2), nullptr, &got);
+  ASSERT_FALSE(st.ok()) << "a flipped tensor bit must not load silently";
+  EXPECT_TRUE(st.IsCorruption()) << st.ToString();
+  EXPECT_NE(st.message().find(path + ": checkpoint is damaged"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("prev.pt"), std::string::npos) << st.ToString();
+  ASSERT_TRUE(LoadCheckpoint(dir / "prev.pt", AsModule(m2), nullptr, &got).ok());
+  EXPECT_EQ(got.epoch, 0);
+}
+
+TEST(TrainTest, ResumeFromADamagedCheckpointIsRefusedByName) {
+  TempDir dir;
+  WriteToyDataset(dir / "data", 64);
+  const std::string cmd = TrainCmd(dir / "data", "--batch-size 8 --checkpoint-dir " + dir / "ck");
+  ASSERT_EQ(RunCommand(cmd + " --epochs 1").exit_code, 0);
+  std::string bytes = testing::ReadFile(dir / "ck/last.pt");
+  // Flip the first byte of the first stored tensor: in the zip that
+  // torch.save writes, entry "archive/data/0" has its name, an extra field
+  // ("FB", size, 'Z' padding to 64 bytes), then the tensor's bytes.
+  size_t p = bytes.find("data/0");
+  ASSERT_NE(p, std::string::npos);
+  p += 6 + 4;
+  while (p < bytes.size() && bytes[p] == 'Z') ++p;
+  ASSERT_LT(p, bytes.size());
+  bytes[p] ^= 0x10;
+  testing::WriteFile(dir / "ck/last.pt", bytes);
+  auto r = RunCommand(cmd + " --resume --epochs 2");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find(dir / "ck/last.pt"), std::string::npos) << r.out;
+}
+
+TEST(TrainTest, ValidationSetThatDoesNotMatchIsRefusedBeforeTraining) {
+  TempDir dir;
+  WriteToyDataset(dir / "data", 64);
+  WriteToyDataset(dir / "val3", 32, 3);
+  WriteToyDataset(dir / "valnames", 32, 4, "k");
+  WriteToyDataset(dir / "unlabelled", 32, 0);
+  struct Case {
+    std::string args, expect;
+  } cases[] = {
+      {"--val " + dir / "val3", "has 3 classes, --data " + dir / "data" + " has 4"},
+      {"--val " + dir / "valnames", "class 0 is 'k0', in --data it is 'c0'"},
+      {"--val " + dir / "unlabelled", "lists no classes"},
+  };
+  for (const auto& c : cases) {
+    auto r = RunCommand(TrainCmd(dir / "data", "--batch-size 8 --epochs 1 " + c.args));
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("\"epoch\""), std::string::npos) << "no training may start: " << r.out;
+  }
+  auto r = RunCommand(TrainCmd(dir / "unlabelled", "--batch-size 8 --epochs 1"));
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("lists no classes"), std::string::npos) << r.out;
+}
+
+// A peer that accepts connections and never answers: not a c10d store.
+int StartSilentServer(const std::string& dir, int* port) {
+  testing::WriteFile(dir + "/silent.py",
+                     "import socket, sys\n"
+                     "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                     "s.bind(('127.0.0.1', 0)); s.listen(16)\n"
+                     "print('port', s.getsockname()[1], flush=True)\n"
+                     "held = []\n"
+                     "while True:\n"
+                     "    c, _ = s.accept(); held.append(c)\n");
+  const int pid = Spawn(std::string(kPython) + " " + dir + "/silent.py", dir + "/silent.log");
+  EXPECT_TRUE(WaitForText(dir + "/silent.log", "port ", 20));
+  *port = std::atoi(testing::ReadFile(dir + "/silent.log").substr(5).c_str());
+  return pid;
+}
+
+TEST(TrainTest, RendezvousWithAPeerThatIsNotAStoreHonoursTimeoutAndSigterm) {
+  TempDir dir;
+  WriteToyDataset(dir / "data", 64);
+  int port = 0;
+  const int server = StartSilentServer(dir.path(), &port);
+  ASSERT_GT(port, 0);
+  const std::string env = "env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = RunCommand("timeout -s KILL 120 " + env + TrainCmd(dir / "data", "--batch-size 8 --timeout 3"));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("timed out after 3 s"), std::string::npos) << r.out;
+  EXPECT_LT(secs, 60) << "--timeout 3 must end the rendezvous long before the watchdog";
+  // SIGTERM while waiting: the rank stops promptly (exit 75: requeue and resume).
+  const int pid = Spawn(env + TrainCmd(dir / "data", "--batch-size 8 --timeout 600"), dir / "term.log");
+  sleep(3);
+  kill(pid, SIGTERM);
+  EXPECT_EQ(WaitExit(pid, 30), 75) << testing::ReadFile(dir / "term.log");
+  EXPECT_NE(testing::ReadFile(dir / "term.log").find("stopped by a signal during the rendezvous"), std::string::npos)
+      << testing::ReadFile(dir / "term.log");
+  kill(server, SIGKILL);
+  WaitExit(server, 10);
+}
+
+TEST(TrainTest, CorruptRecordsFailNamingTheShardOrAreSkippedAndCounted) {
+  TempDir dir;
+  WriteToyDataset(dir / "data", 256);
+  auto ds = Dataset::Open(dir / "data");
+  ASSERT_TRUE(ds.ok());
+  const uint64_t offset = (*ds)->shard(0).block(0).offset + (*ds)->shard(0).block(0).stored_size / 2;
+  ds->reset();
+  std::string bytes = testing::ReadFile(dir / "data/shard-00000.sks");
+  bytes[offset] ^= 0x5A;
+  testing::WriteFile(dir / "data/shard-00000.sks", bytes);
+  auto r = RunCommand(TrainCmd(dir / "data", "--batch-size 8 --epochs 1"));
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("shard-00000.sks"), std::string::npos) << r.out;
+  r = RunCommand(TrainCmd(dir / "data", "--batch-size 8 --epochs 1 --on-corrupt skip --skip-budget 100000"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const size_t at = r.out.find("\"corrupt_skipped\":");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_GT(std::atoi(r.out.c_str() + at + 18), 0) << r.out;
 }
 
 }  // namespace
