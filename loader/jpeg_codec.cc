@@ -91,7 +91,7 @@ Status JpegDecoder::Decode(const uint8_t* data, size_t size, const DecodeRequest
   int num = 8;
   if (req.min_width > 0 && req.min_height > 0) {
     for (int n = 1; n <= 8; ++n) {
-      if (req.fast && (n & (n - 1)) != 0) continue;  // 1, 2, 4, 8 only
+      if (req.simd_scales_only && (n & (n - 1)) != 0) continue;  // 1, 2, 4, 8 only
       if (crop.w * n / 8 >= req.min_width && crop.h * n / 8 >= req.min_height) {
         num = n;
         break;

@@ -33,8 +33,13 @@ struct DecodeRequest {
   std::function<RectF(int width, int height)> choose_crop;
   int min_width = 0;    // the decoded crop must keep at least this size (0: full resolution)
   int min_height = 0;
-  // Speed over exactness, for training input: only the DCT scales libjpeg-turbo
-  // has SIMD for (8/8, 4/8, 2/8, 1/8) and the fast integer IDCT.
+  // Only the DCT scales libjpeg-turbo has SIMD for (8/8, 4/8, 2/8, 1/8): the
+  // loader's choice. Other N/8 scales cost more and, resampled afterwards,
+  // land further from a full decode (PIL, torchvision).
+  bool simd_scales_only = false;
+  // The fast integer IDCT instead of the accurate one: training input, where
+  // augmentation dwarfs its error. Val uses the accurate one, which keeps its
+  // pixels within a fraction of a level of torchvision's on real photos.
   bool fast = false;
   bool strict = false;  // treat libjpeg's corrupt-data warnings (truncated data, bad
                         // Huffman codes) as errors instead of decoding gray filler

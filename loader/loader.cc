@@ -247,7 +247,8 @@ struct Loader::Impl {
       return crop.rect;
     };
     req.min_width = req.min_height = tp.size;
-    req.fast = true;
+    req.simd_scales_only = true;
+    req.fast = tp.kind != TransformKind::kVal;
     SK_RETURN_IF_ERROR(c.jpeg.Decode(p, payload.size(), req, &c.region));
     uint64_t t1 = NowNs();
     c.decode_ns.fetch_add(t1 - t0, std::memory_order_relaxed);

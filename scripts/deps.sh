@@ -9,7 +9,8 @@ SHARDKIT_DEPS=(
   libtorch-dev libgloo-dev
   dataset-fashion-mnist
   slurm-wlm munge procps
-  python3 python3-torch python3-torchvision python3-numpy python3-pil
+  python3 python3-torch python3-torchvision python3-numpy python3-pil python3-pytest
+  mate-backgrounds python3-skimage
 )
 
 shardkit_install_deps() {

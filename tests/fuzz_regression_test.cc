@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "tests/fuzz/fuzz_cli.h"
 #include "tests/fuzz/fuzz_targets.h"
 #include "tests/test_util.h"
 
@@ -34,6 +35,7 @@ TEST(FuzzRegression, Manifest) { Replay("manifest", fuzz::Manifest); }
 TEST(FuzzRegression, Idx) { Replay("idx", fuzz::Idx); }
 TEST(FuzzRegression, JpegTransform) { Replay("jpeg_transform", fuzz::JpegTransform); }
 TEST(FuzzRegression, Hdf5Import) { Replay("hdf5_import", fuzz::Hdf5Import); }
+TEST(FuzzRegression, CommandLine) { Replay("cli", fuzz::CommandLine); }
 
 }  // namespace
 }  // namespace shardkit

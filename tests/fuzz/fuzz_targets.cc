@@ -103,7 +103,7 @@ int JpegTransform(const uint8_t* data, size_t size) {
   DecodeRequest req;
   req.crop = crop.rect;
   req.min_width = req.min_height = side;
-  req.fast = (mode & 4) != 0;
+  req.fast = req.simd_scales_only = (mode & 4) != 0;
   req.strict = (mode & 8) != 0;
   DecodedRegion region;
   if (!dec.Decode(data, size, req, &region).ok()) return 0;

@@ -302,8 +302,11 @@ void AddTransformFlags(CLI::App* cmd, AugmentParams* p) {
 }  // namespace
 }  // namespace shardkit
 
-int main(int argc, char** argv) {
-  using namespace shardkit;
+namespace shardkit {
+
+// The whole tool; with parse_only it stops after the command line is parsed
+// and checked (the command-line fuzz target calls it so).
+int AugmentMain(int argc, char** argv, bool parse_only) {
   CLI::App app{"shardkit-augment: synthesise bigMNIST (60,000 x 6 versions x 200 copies = 72,000,000 samples)"};
   app.require_subcommand(1);
   Plan plan;
@@ -333,6 +336,7 @@ int main(int argc, char** argv) {
   preview->add_option("--seed", plan.seed, "seed")->capture_default_str()->check(cli::Unsigned());
   AddTransformFlags(preview, &plan.params);
   if (int rc = cli::Parse(app, argc, argv, "shardkit-augment"); rc >= 0) return rc;
+  if (parse_only) return 0;
 
   if (plan.versions < 1 || plan.copies < 1) return Fail(Status::InvalidArgument("--versions and --copies must be >= 1"));
   if (plan.params.scale_min <= 0 || plan.params.scale_max < plan.params.scale_min) {
@@ -374,3 +378,9 @@ int main(int argc, char** argv) {
   return WriteShards(out, *src, plan, aug, shard_size, level, threads, force, src_dir,
                      created.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
+
+}  // namespace shardkit
+
+#ifndef SHARDKIT_NO_MAIN
+int main(int argc, char** argv) { return shardkit::AugmentMain(argc, argv, /*parse_only=*/false); }
+#endif

@@ -201,7 +201,7 @@ int RunReference(const std::string& dir, uint64_t max_records, int repeat, bool 
   return 0;
 }
 
-int Run(int argc, char** argv) {
+int Run(int argc, char** argv, bool parse_only) {
   CLI::App app{"shardkit-bench: measure the loader"};
   app.require_subcommand(1);
   auto* cmd = app.add_subcommand("loader", "images/s of the loader per worker count, with stage breakdown");
@@ -253,6 +253,7 @@ int Run(int argc, char** argv) {
   report->add_option("METRICS_DIR", metrics_dir, "directory of *.jsonl metrics files, one per run")->required();
   report->add_option("--out", report_out, "where report.md, report.csv and the SVG plots go (default: METRICS_DIR)");
   if (int rc = cli::Parse(app, argc, argv, "shardkit-bench"); rc >= 0) return rc;
+  if (parse_only) return 0;
   if (*ref) return RunReference(ref_dir, ref_max, ref_repeat, ref_json);
   if (*report) {
     Status s = WriteScalingReport(metrics_dir, report_out.empty() ? metrics_dir : report_out);
@@ -353,9 +354,14 @@ int Run(int argc, char** argv) {
 }
 
 }  // namespace
+
+int BenchMain(int argc, char** argv, bool parse_only) { return Run(argc, argv, parse_only); }
+
 }  // namespace shardkit
 
+#ifndef SHARDKIT_NO_MAIN
 int main(int argc, char** argv) {
   shardkit::PreferPassiveOpenMP(argv);
-  return shardkit::Run(argc, argv);
+  return shardkit::BenchMain(argc, argv, /*parse_only=*/false);
 }
+#endif

@@ -249,8 +249,11 @@ int RunExtract(const std::string& dir, uint64_t index, const std::string& file) 
 }  // namespace
 }  // namespace shardkit
 
-int main(int argc, char** argv) {
-  using namespace shardkit;
+namespace shardkit {
+
+// The whole tool; with parse_only it stops after the command line is parsed
+// and checked (the command-line fuzz target calls it so).
+int PackMain(int argc, char** argv, bool parse_only) {
   CLI::App app{"shardkit-pack: pack image datasets into checksummed zstd shards; verify, inspect, extract"};
   app.require_subcommand(1);
   const std::string argv_json = ArgvJson(argc, argv);
@@ -331,6 +334,7 @@ int main(int argc, char** argv) {
     return kExitError;
   }
   if (int rc = cli::Parse(app, argc, argv, "shardkit-pack"); rc >= 0) return rc;
+  if (parse_only) return 0;
   try {
     if (*imagenet) {
       in.created_by = CreatedBy("shardkit-pack imagenet", argv_json,
@@ -356,3 +360,9 @@ int main(int argc, char** argv) {
   }
   return kExitError;
 }
+
+}  // namespace shardkit
+
+#ifndef SHARDKIT_NO_MAIN
+int main(int argc, char** argv) { return shardkit::PackMain(argc, argv, /*parse_only=*/false); }
+#endif

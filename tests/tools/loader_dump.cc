@@ -1,0 +1,61 @@
+// loader_dump: writes what the loader delivers for a dataset, one epoch in
+// record order (no shuffle), so that tests in other languages can compare it
+// with a reference (tests/python/test_val_pixels.py: torchvision).
+//
+//   loader_dump DIR OUT --transform train|val|none [--size N] [--seed S]
+//
+// OUT: "N C H W\n", then for each sample "record label key\n" lines, then the
+// N x C x H x W uint8 pixels (NCHW).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "loader/loader.h"
+
+int main(int argc, char** argv) {
+  using namespace shardkit;
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: loader_dump DIR OUT --transform train|val|none [--size N] [--seed S]\n");
+    return 2;
+  }
+  LoaderOptions o;
+  o.shuffle = ShuffleChoice::kNone;
+  o.batch_size = 16;
+  o.workers = 2;
+  for (int i = 3; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], v = argv[i + 1];
+    if (flag == "--transform") {
+      o.transform.kind = v == "train" ? TransformKind::kTrain : v == "val" ? TransformKind::kVal : TransformKind::kNone;
+    } else if (flag == "--size") {
+      o.transform.size = std::stoi(v);
+    } else if (flag == "--seed") {
+      o.seed = std::stoull(v);
+    }
+  }
+  auto loader = Loader::Open(argv[1], o);
+  Status s = loader.ok() ? (*loader)->StartEpoch(0) : loader.status();
+  std::string index, pixels;
+  uint64_t n = 0;
+  auto ds = Dataset::Open(argv[1]);
+  while (s.ok() && ds.ok()) {
+    const Batch* b = nullptr;
+    s = (*loader)->Next(&b);
+    if (!s.ok() || b == nullptr) break;
+    for (int i = 0; i < b->real_size; ++i, ++n) {
+      auto [shard, local] = (*ds)->Locate(b->sample_ids[i]);
+      index += std::to_string(b->sample_ids[i]) + " " + std::to_string(b->labels[i]) + " " +
+               std::string((*ds)->shard(shard).key(local)) + "\n";
+      pixels.append(reinterpret_cast<const char*>(b->data + i * b->sample_bytes()), b->sample_bytes());
+    }
+  }
+  if (!s.ok() || !ds.ok()) {
+    std::fprintf(stderr, "loader_dump: error: %s\n", (s.ok() ? ds.status() : s).message().c_str());
+    return 2;
+  }
+  FILE* f = std::fopen(argv[2], "wb");
+  if (f == nullptr) return 2;
+  std::fprintf(f, "%llu %d %d %d\n%s", (unsigned long long)n, (*loader)->channels(), (*loader)->height(),
+               (*loader)->width(), index.c_str());
+  std::fwrite(pixels.data(), 1, pixels.size(), f);
+  return std::fclose(f) == 0 ? 0 : 2;
+}
