@@ -421,7 +421,12 @@ struct Loader::Impl {
         const uint64_t key = BlockCache::MakeKey(shard, block);
         if (!scheduled.insert(key).second) continue;
         if (scan_next >= batch_end) ahead.push_back(scan_next);
-        if (!cache->Contains(key)) warm.emplace_back(shard, block);
+        if (!cache->Contains(key)) {
+          warm.emplace_back(shard, block);
+          // Start its read now, in the background, beside the others ahead:
+          // storage works on several blocks while workers decompress.
+          ds->shard(shard).PrefetchBlock(block);
+        }
       }
       scan_next += std::min(end - pos, part.per_rank - scan_next);
     }
@@ -585,7 +590,7 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
   Impl& d = *impl;
   d.opt = options;
   SK_RETURN_IF_ERROR(ValidateLoaderOptions(options));
-  SK_ASSIGN_OR_RETURN(d.ds, Dataset::Open(dir, options.mmap));
+  SK_ASSIGN_OR_RETURN(d.ds, Dataset::Open(dir));  // mapped below once the access pattern is known
   const Manifest& m = d.ds->manifest();
   bool compressed = false;
   uint64_t max_block = 1;
@@ -640,6 +645,12 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
       d.mode = compressed && m.raw_bytes() > options.block_cache_bytes ? ShuffleMode::kBlockLocal : ShuffleMode::kFull;
       break;
   }
+  // Random record reads must not pull in the read-ahead window around each
+  // record (113x the bytes delivered, cold, with an 8 MB window); block-local
+  // and in-order reading is sequential within a shard and wants read-ahead.
+  if (options.mmap && d.mode != ShuffleMode::kFull) SK_RETURN_IF_ERROR(d.ds->Map());
+  d.ds->Advise(d.mode == ShuffleMode::kFull ? RandomAccessFile::Access::kRandom
+                                            : RandomAccessFile::Access::kSequential);
   SK_ASSIGN_OR_RETURN(d.part, Partition::Make(d.ds->num_records(), options.rank, options.world_size,
                                               static_cast<uint64_t>(options.batch_size), options.drop_last,
                                               /*strided=*/d.mode != ShuffleMode::kBlockLocal));

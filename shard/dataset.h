@@ -31,6 +31,15 @@ class Dataset {
   const ShardReader& shard(size_t i) const { return *shards_[i]; }
   uint64_t num_records() const { return first_record_.back(); }
   uint64_t shard_first_record(size_t i) const { return first_record_[i]; }
+  // Maps every shard read-only (as Open(dir, true) does); before any reads.
+  Status Map() {
+    for (auto& s : shards_) SK_RETURN_IF_ERROR(s->Map());
+    return Status::OK();
+  }
+  // Tells the kernel how every shard will be read (ShardReader::Advise).
+  void Advise(RandomAccessFile::Access access) const {
+    for (const auto& s : shards_) s->Advise(access);
+  }
   // Global record number -> (shard, record within the shard). global < num_records().
   std::pair<uint32_t, uint32_t> Locate(uint64_t global) const;
 

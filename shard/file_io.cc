@@ -188,6 +188,35 @@ Status RandomAccessFile::View(uint64_t offset, size_t n, std::string_view* out) 
   return Status::OK();
 }
 
+void RandomAccessFile::Advise(Access access) const {
+  const int fadv = access == Access::kRandom       ? POSIX_FADV_RANDOM
+                   : access == Access::kSequential ? POSIX_FADV_SEQUENTIAL
+                                                   : POSIX_FADV_NORMAL;
+  ::posix_fadvise(fd_, 0, 0, fadv);
+  if (map_ != nullptr) {
+    const int madv = access == Access::kRandom       ? MADV_RANDOM
+                     : access == Access::kSequential ? MADV_SEQUENTIAL
+                                                     : MADV_NORMAL;
+    ::madvise(const_cast<char*>(map_), size_, madv);
+  }
+}
+
+void RandomAccessFile::WillNeed(uint64_t offset, size_t n) const {
+  if (offset >= size_) return;
+  ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(std::min<uint64_t>(n, size_ - offset)),
+                  POSIX_FADV_WILLNEED);
+}
+
+Status EvictFromPageCache(const std::string& path) {
+  SK_RETURN_IF_ERROR(CheckRegularFile(path));
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return Errno("cannot open", path, errno);
+  const int rc = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  if (rc != 0) return Errno("cannot evict from the page cache", path, rc);
+  return Status::OK();
+}
+
 Status RandomAccessFile::Read(uint64_t offset, size_t n, void* dst) const {
   SK_RETURN_IF_ERROR(CheckRange(offset, n));
   if (map_ != nullptr) {

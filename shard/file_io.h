@@ -63,6 +63,16 @@ class RandomAccessFile {
   // If mapped: points *out at n bytes at offset (bounds-checked like Read).
   Status View(uint64_t offset, size_t n, std::string_view* out) const;
 
+  // How the file will be read, told to the kernel for the descriptor and the
+  // mapping: kRandom turns read-ahead off, so a random record read (a page
+  // fault on the mapping, or a pread) brings in the pages it touches and not
+  // the device's read-ahead window (8 MB on some disks, more on GPFS/Lustre);
+  // kSequential asks for aggressive read-ahead. Hints only: never an error.
+  enum class Access { kNormal, kRandom, kSequential };
+  void Advise(Access access) const;
+  // Starts reading [offset, offset + n) into the page cache in the background.
+  void WillNeed(uint64_t offset, size_t n) const;
+
  private:
   RandomAccessFile(std::string path, int fd, uint64_t size)
       : path_(std::move(path)), fd_(fd), size_(size) {}
@@ -106,6 +116,10 @@ Result<uint64_t> FileSize(const std::string& path);
 // Names (not paths) of the entries of dir, sorted.
 Result<std::vector<std::string>> ListDir(const std::string& dir);
 std::string JoinPath(const std::string& a, const std::string& b);
+// Drops the file's clean pages from the page cache (posix_fadvise DONTNEED;
+// no root needed), so the next read comes from storage: cold-read benchmarks.
+// Pages that a process still maps stay.
+Status EvictFromPageCache(const std::string& path);
 // Streams a file's bytes through CRC32C.
 Result<uint32_t> FileCrc32c(const std::string& path);
 

@@ -65,6 +65,13 @@ class ShardReader {
   // Slices record i out of its block's raw bytes (from ReadBlock) and checks its CRC.
   Status RecordFromBlock(uint32_t i, std::string_view block_raw, std::string_view* payload) const;
 
+  // Maps the file (see RandomAccessFile::Map); not while other threads read.
+  Status Map() { return file_->Map(); }
+  // Read-pattern hints for the kernel (see RandomAccessFile::Advise), and a
+  // background read of block b's stored bytes (block-local reading ahead).
+  void Advise(RandomAccessFile::Access access) const { file_->Advise(access); }
+  void PrefetchBlock(uint32_t b) const { file_->WillNeed(blocks_[b].offset, blocks_[b].stored_size); }
+
   // "shard-00001.sks: record 7 (block 0, offset 5488)", for error messages.
   std::string Where(uint32_t record) const;
 

@@ -28,7 +28,13 @@ struct Row {
   double read_us = 0, decompress_us = 0, decode_us = 0, transform_us = 0;  // per image, summed over workers
   double wait_fraction = 0;
   uint64_t corrupt_skipped = 0;  // over every round (--on-corrupt skip)
+  // --cold: bytes storage read (/proc/self/io) and the records' stored bytes
+  // the loader asked for, in the fastest round; peak resident memory.
+  uint64_t storage_bytes = 0, record_bytes = 0, peak_rss = 0;
 };
+
+struct FastestRound;
+void FillRow(const LoaderOptions& opt, const FastestRound& best, const LoaderStats& st, Row* row);
 
 // Every measurement here is the fastest of several timed rounds: on a shared
 // machine the slow rounds measure the neighbours (the PyTorch peer in bench/
@@ -53,6 +59,73 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
 }
 
 // Times `repeat` rounds of `batches` batches on one loader, after the warm-up.
+// /proc/self/io's read_bytes: what this process made storage read (0 where
+// the filesystem reports none, e.g. tmpfs).
+uint64_t StorageReadBytes() {
+  std::ifstream f("/proc/self/io");
+  std::string key;
+  uint64_t v = 0;
+  while (f >> key >> v) {
+    if (key == "read_bytes:") return v;
+  }
+  return 0;
+}
+
+// Peak resident memory (VmHWM) since the last ResetPeakRss().
+uint64_t PeakRssBytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+  }
+  return 0;
+}
+void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+// Cold: every shard out of the page cache (no root needed).
+Status EvictDataset(const std::string& dir) {
+  SK_ASSIGN_OR_RETURN(Manifest m, ReadManifest(dir));
+  for (const ShardInfo& s : m.shards) SK_RETURN_IF_ERROR(EvictFromPageCache(JoinPath(dir, s.file)));
+  return Status::OK();
+}
+
+// Cold rounds: before each, the shards leave the page cache and a fresh
+// loader is opened (a mapping keeps its pages resident); no warm-up. Records
+// the storage bytes read and the loader's own bytes of the fastest round.
+Status MeasureCold(const std::string& dir, const LoaderOptions& opt, uint64_t batches, int repeat, Row* row) {
+  FastestRound best;
+  LoaderStats st;
+  uint64_t storage = 0;
+  for (int round = 0; round < std::max(1, repeat); ++round) {
+    SK_RETURN_IF_ERROR(EvictDataset(dir));
+    const uint64_t io0 = StorageReadBytes();
+    const auto t0 = std::chrono::steady_clock::now();
+    SK_ASSIGN_OR_RETURN(auto loader, Loader::Open(dir, opt));
+    uint64_t n = 0, nb = 0, epoch = 0;
+    SK_RETURN_IF_ERROR(loader->StartEpoch(epoch));
+    for (uint64_t i = 0; i < batches; ++i) {
+      const Batch* b = nullptr;
+      SK_RETURN_IF_ERROR(loader->Next(&b));
+      if (b == nullptr) {
+        SK_RETURN_IF_ERROR(loader->StartEpoch(++epoch));
+        SK_RETURN_IF_ERROR(loader->Next(&b));
+      }
+      n += b->size;
+      nb += b->sample_bytes() * b->size;
+    }
+    const double t = SecondsSince(t0);
+    const uint64_t io = StorageReadBytes() - io0;
+    if (best.Offer(n, nb, t)) {
+      st = loader->stats();
+      storage = io;
+    }
+  }
+  row->storage_bytes = storage;
+  row->record_bytes = st.bytes_read;
+  FillRow(opt, best, st, row);
+  return Status::OK();
+}
+
 Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint64_t batches, int repeat, Row* row) {
   SK_ASSIGN_OR_RETURN(auto loader, Loader::Open(dir, opt));
   uint64_t epoch = 0;
@@ -85,6 +158,11 @@ Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint6
     if (best.Offer(n, nb, SecondsSince(t0))) st = round_stats;
   }
   row->corrupt_skipped = skipped;
+  FillRow(opt, best, st, row);
+  return Status::OK();
+}
+
+void FillRow(const LoaderOptions& opt, const FastestRound& best, const LoaderStats& st, Row* row) {
   const double secs = best.seconds;
   const uint64_t images = best.items, bytes = best.bytes;
   row->workers = opt.workers;
@@ -98,7 +176,6 @@ Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint6
   row->decode_us = st.decode_s * per;
   row->transform_us = st.transform_s * per;
   row->wait_fraction = st.wait_s / secs;
-  return Status::OK();
 }
 
 // The physical reference: how fast one core turns the dataset's stored bytes,
@@ -218,8 +295,11 @@ int Run(int argc, char** argv, bool parse_only) {
   cmd->add_option("--batches", batches, "batches timed per worker count")->capture_default_str()->check(cli::IntIn(1, 1ll << 40));
   cmd->add_option("--warmup", warmup, "batches before timing starts")->capture_default_str()->check(cli::IntIn(0, 1ll << 40));
   cmd->add_option("--repeat", repeat, "timed rounds per worker count; the fastest counts")->capture_default_str()->check(cli::IntIn(1, 1000));
-  bool no_mmap = false;
+  bool no_mmap = false, cold = false;
   cmd->add_flag("--no-mmap", no_mmap, "read shards with pread instead of read-only mappings");
+  cmd->add_flag("--cold", cold,
+                "evict the shards from the page cache before each round (posix_fadvise); report bytes read from "
+                "storage per byte of record delivered, and peak resident memory");
   cmd->add_option("--prefetch", prefetch, "ring slots")->capture_default_str()->check(cli::IntIn(1, 1024));
   cmd->add_option("--shuffle", shuffle, "auto | full | block | none")->capture_default_str()->check(cli::OneOf({"auto", "full", "block", "none"}));
   cmd->add_option("--layout", layout, "nchw | nhwc")->capture_default_str()->check(cli::OneOf({"nchw", "nhwc"}));
@@ -290,12 +370,15 @@ int Run(int argc, char** argv, bool parse_only) {
   FILE* out = json ? stderr : stdout;
   std::fprintf(out, "shardkit-bench loader %s: batch %d, transform %s, size %d, best of %d rounds of %llu batches per point\n",
                dir.c_str(), batch, transform.c_str(), size, repeat, (unsigned long long)batches);
-  std::fprintf(out, "%7s %12s %9s %8s %10s | %8s %8s %8s %8s  (us/img, all workers) %6s\n", "workers", "images/s",
-               "MB/s", "speedup", "efficiency", "read", "zstd", "decode", "xform", "wait");
+  std::fprintf(out, "%7s %12s %9s %8s %10s | %8s %8s %8s %8s  (us/img, all workers) %6s | %10s %10s %9s\n",
+               "workers", "images/s", "MB/s", "speedup", "efficiency", "read", "zstd", "decode", "xform", "wait",
+               cold ? "storage MB" : "", cold ? "read/rec" : "", "peak RSS");
   for (int w : workers) {
     opt.workers = w;
     Row r;
-    Status s = Measure(dir, opt, warmup, batches, repeat, &r);
+    ResetPeakRss();
+    Status s = cold ? MeasureCold(dir, opt, batches, repeat, &r) : Measure(dir, opt, warmup, batches, repeat, &r);
+    r.peak_rss = PeakRssBytes();
     if (!s.ok()) return Fail(s);
     if (r.corrupt_skipped > 0) {
       std::fprintf(stderr, "shardkit-bench: %llu corrupt record(s) skipped with %d worker(s) (--on-corrupt skip)\n",
@@ -303,9 +386,14 @@ int Run(int argc, char** argv, bool parse_only) {
     }
     rows.push_back(r);
     const double speedup = r.images_per_sec / rows.front().images_per_sec * rows.front().workers;
-    std::fprintf(out, "%7d %12.0f %9.1f %8.2f %9.0f%% | %8.1f %8.1f %8.1f %8.1f  %21s %5.0f%%\n", w,
+    char cold_cols[64] = "";
+    if (cold) {
+      std::snprintf(cold_cols, sizeof(cold_cols), "%10.1f %9.2fx", r.storage_bytes / 1e6,
+                    r.record_bytes > 0 ? double(r.storage_bytes) / r.record_bytes : 0.0);
+    }
+    std::fprintf(out, "%7d %12.0f %9.1f %8.2f %9.0f%% | %8.1f %8.1f %8.1f %8.1f  %21s %5.0f%% | %21s %6.0f MB\n", w,
                  r.images_per_sec, r.mb_per_sec, speedup, 100 * speedup / w, r.read_us, r.decompress_us,
-                 r.decode_us, r.transform_us, "", 100 * r.wait_fraction);
+                 r.decode_us, r.transform_us, "", 100 * r.wait_fraction, cold_cols, r.peak_rss / 1e6);
     std::fflush(out);
   }
   const Row& base = rows.front();
@@ -313,11 +401,12 @@ int Run(int argc, char** argv, bool parse_only) {
   if (!csv.empty()) {
     std::ostringstream c;
     c << "workers,images_per_sec,mb_per_sec,speedup,efficiency,read_us,decompress_us,decode_us,transform_us,"
-         "wait_fraction\n";
+         "wait_fraction,storage_bytes,record_bytes,peak_rss_bytes\n";
     for (const Row& r : rows) {
       c << r.workers << "," << r.images_per_sec << "," << r.mb_per_sec << "," << speedup_of(r) << ","
         << speedup_of(r) / r.workers << "," << r.read_us << "," << r.decompress_us << "," << r.decode_us << ","
-        << r.transform_us << "," << r.wait_fraction << "\n";
+        << r.transform_us << "," << r.wait_fraction << "," << r.storage_bytes << "," << r.record_bytes << ","
+        << r.peak_rss << "\n";
     }
     Status s = WriteFileAtomic(csv, c.str());
     if (!s.ok()) return Fail(s);
@@ -346,7 +435,13 @@ int Run(int argc, char** argv, bool parse_only) {
                    {"speedup", speedup_of(r)}, {"efficiency", speedup_of(r) / r.workers},
                    {"read_us", r.read_us}, {"decompress_us", r.decompress_us}, {"decode_us", r.decode_us},
                    {"transform_us", r.transform_us}, {"wait_fraction", r.wait_fraction},
-                   {"images", r.images}, {"seconds", r.seconds}, {"corrupt_skipped", r.corrupt_skipped}});
+                   {"images", r.images}, {"seconds", r.seconds}, {"corrupt_skipped", r.corrupt_skipped},
+                   {"peak_rss_bytes", r.peak_rss}});
+      if (cold) {
+        j.back()["storage_bytes"] = r.storage_bytes;
+        j.back()["record_bytes"] = r.record_bytes;
+        j.back()["storage_per_record_byte"] = r.record_bytes > 0 ? double(r.storage_bytes) / r.record_bytes : 0.0;
+      }
     }
     std::printf("%s\n", j.dump(1).c_str());
   }
