@@ -555,6 +555,20 @@ Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Loader::~Loader() { impl_->StopProducer(); }
 
+// MemAvailable: what the page cache could hold of a dataset (all of memory
+// if /proc/meminfo cannot be read).
+uint64_t AvailableMemoryBytes() {
+  FILE* f = std::fopen("/proc/meminfo", "r");
+  unsigned long long kb = 0;
+  char line[256];
+  while (f != nullptr && std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+  }
+  if (f != nullptr) std::fclose(f);
+  if (kb > 0) return kb * 1024;
+  return static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+}
+
 Status ValidateLoaderOptions(const LoaderOptions& o) {
   auto bad = [](const std::string& what) { return Status::InvalidArgument(what); };
   if (o.workers < 1 || o.workers > kMaxLoaderWorkers) {
@@ -641,14 +655,22 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
     case ShuffleChoice::kNone: d.mode = ShuffleMode::kNone; break;
     case ShuffleChoice::kFull: d.mode = ShuffleMode::kFull; break;
     case ShuffleChoice::kBlockLocal: d.mode = ShuffleMode::kBlockLocal; break;
-    case ShuffleChoice::kAuto:
-      d.mode = compressed && m.raw_bytes() > options.block_cache_bytes ? ShuffleMode::kBlockLocal : ShuffleMode::kFull;
+    case ShuffleChoice::kAuto: {
+      const bool over_cache = compressed && m.raw_bytes() > options.block_cache_bytes;
+      const bool over_memory = m.bytes() > AvailableMemoryBytes();
+      d.mode = over_cache || over_memory ? ShuffleMode::kBlockLocal : ShuffleMode::kFull;
       break;
+    }
   }
   // Random record reads must not pull in the read-ahead window around each
   // record (113x the bytes delivered, cold, with an 8 MB window); block-local
   // and in-order reading is sequential within a shard and wants read-ahead.
   if (options.mmap && d.mode != ShuffleMode::kFull) SK_RETURN_IF_ERROR(d.ds->Map());
+  if (d.mode == ShuffleMode::kFull &&
+      (options.direct_reads == LoaderOptions::DirectReads::kAlways ||
+       (options.direct_reads == LoaderOptions::DirectReads::kAuto && m.bytes() > AvailableMemoryBytes()))) {
+    d.ds->EnableDirectReads();  // where a filesystem has no O_DIRECT, its reads stay buffered
+  }
   d.ds->Advise(d.mode == ShuffleMode::kFull ? RandomAccessFile::Access::kRandom
                                             : RandomAccessFile::Access::kSequential);
   SK_ASSIGN_OR_RETURN(d.part, Partition::Make(d.ds->num_records(), options.rank, options.world_size,

@@ -42,8 +42,10 @@ struct LoaderOptions {
   int prefetch = 4;   // batches decoded ahead of the consumer (ring slots)
   uint64_t seed = 0;
   // kAuto: full permutation, unless the dataset is compressed and larger than
-  // the block cache, where block-local shuffling keeps each block decompressed
-  // about once per epoch.
+  // the block cache (block-local shuffling then keeps each block decompressed
+  // about once per epoch), or larger than the memory available for the page
+  // cache (every epoch then comes from storage, which block-local reads
+  // sequentially, at its bandwidth, instead of record by record).
   ShuffleChoice shuffle = ShuffleChoice::kAuto;
   uint32_t block_window = 32;  // block-local: blocks whose records are mixed
   bool drop_last = false;      // see Partition
@@ -62,6 +64,13 @@ struct LoaderOptions {
   // them, or where the filesystem's mmap misbehaves: a mapped page that
   // vanishes raises SIGBUS, not an error.
   bool mmap = true;
+  // Full shuffle only: read records with O_DIRECT, sector-aligned, bypassing
+  // the page cache (RandomAccessFile::EnableDirectReads): a random record of
+  // a few KB then costs its bytes, not whole pages (1.5x and more). kAuto
+  // does so when the dataset is larger than the memory available for the
+  // page cache, where caching it is futile; smaller datasets keep the cache.
+  enum class DirectReads { kAuto, kAlways, kNever };
+  DirectReads direct_reads = DirectReads::kAuto;
 };
 
 // One batch: uint8 pixels (N x C x H x W or N x H x W x C), labels, and the

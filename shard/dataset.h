@@ -36,6 +36,12 @@ class Dataset {
     for (auto& s : shards_) SK_RETURN_IF_ERROR(s->Map());
     return Status::OK();
   }
+  // Every shard's reads bypass the page cache; false if any could not.
+  bool EnableDirectReads() {
+    bool all = true;
+    for (auto& s : shards_) all = s->EnableDirectReads() && all;
+    return all;
+  }
   // Tells the kernel how every shard will be read (ShardReader::Advise).
   void Advise(RandomAccessFile::Access access) const {
     for (const auto& s : shards_) s->Advise(access);

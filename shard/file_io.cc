@@ -162,6 +162,59 @@ Result<std::unique_ptr<RandomAccessFile>> RandomAccessFile::Open(const std::stri
 RandomAccessFile::~RandomAccessFile() {
   if (map_ != nullptr) ::munmap(const_cast<char*>(map_), size_);
   if (fd_ >= 0) ::close(fd_);
+  if (direct_fd_ >= 0) ::close(direct_fd_);
+}
+
+bool RandomAccessFile::EnableDirectReads() {
+  if (direct_fd_ >= 0) return true;
+  direct_fd_ = ::open(path_.c_str(), O_RDONLY | O_DIRECT | O_NONBLOCK | O_CLOEXEC);
+  return direct_fd_ >= 0;
+}
+
+Status RandomAccessFile::ReadDirect(uint64_t offset, size_t n, char* dst) const {
+  // One aligned bounce buffer per thread, grown as needed.
+  struct Buffer {
+    char* p = nullptr;
+    size_t size = 0;
+    ~Buffer() { std::free(p); }
+  };
+  thread_local Buffer buf;
+  for (;;) {
+    const uint64_t align = direct_align_.load(std::memory_order_relaxed);
+    const uint64_t begin = offset / align * align;
+    const uint64_t end = std::min<uint64_t>((offset + n + align - 1) / align * align, (size_ + align - 1) / align * align);
+    const size_t len = static_cast<size_t>(end - begin);
+    if (buf.size < len) {
+      std::free(buf.p);
+      buf.size = (len + 65535) / 65536 * 65536;
+      buf.p = static_cast<char*>(std::aligned_alloc(4096, buf.size));
+      if (buf.p == nullptr) {
+        buf.size = 0;
+        return Status::IOError(path_ + ": cannot allocate a read buffer");
+      }
+    }
+    size_t got = 0;
+    int err = 0;
+    while (got < len) {
+      const ssize_t r = ::pread(direct_fd_, buf.p + got, len - got, static_cast<off_t>(begin + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        err = r < 0 ? errno : 0;
+        break;
+      }
+      got += static_cast<size_t>(r);
+    }
+    if (err == EINVAL && align < 4096) {  // the device wants larger sectors
+      direct_align_.store(4096, std::memory_order_relaxed);
+      continue;
+    }
+    if (err != 0) return Errno("read failed at offset " + std::to_string(offset), path_, err);
+    if (begin + got < offset + n) {
+      return Status::Corruption(path_ + ": unexpected end of file at offset " + std::to_string(begin + got));
+    }
+    std::memcpy(dst, buf.p + (offset - begin), n);
+    return Status::OK();
+  }
 }
 
 Status RandomAccessFile::CheckRange(uint64_t offset, size_t n) const {
@@ -207,6 +260,14 @@ void RandomAccessFile::WillNeed(uint64_t offset, size_t n) const {
                   POSIX_FADV_WILLNEED);
 }
 
+void RandomAccessFile::Release(uint64_t offset, size_t n) const {
+  if (map_ == nullptr || offset >= size_) return;
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  const uint64_t begin = (offset + page - 1) / page * page;
+  const uint64_t end = std::min<uint64_t>(offset + n, size_) / page * page;
+  if (end > begin) ::madvise(const_cast<char*>(map_) + begin, end - begin, MADV_DONTNEED);
+}
+
 Status EvictFromPageCache(const std::string& path) {
   SK_RETURN_IF_ERROR(CheckRegularFile(path));
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -223,6 +284,7 @@ Status RandomAccessFile::Read(uint64_t offset, size_t n, void* dst) const {
     std::memcpy(dst, map_ + offset, n);
     return Status::OK();
   }
+  if (direct_fd_ >= 0) return ReadDirect(offset, n, static_cast<char*>(dst));
   char* p = static_cast<char*>(dst);
   while (n > 0) {
     ssize_t r = ::pread(fd_, p, n, static_cast<off_t>(offset));

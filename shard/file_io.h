@@ -3,6 +3,7 @@
 // atomic-publish primitives (fsync, rename, directory sync) datasets rely on.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -70,15 +71,31 @@ class RandomAccessFile {
   // kSequential asks for aggressive read-ahead. Hints only: never an error.
   enum class Access { kNormal, kRandom, kSequential };
   void Advise(Access access) const;
+  // From now on Read() bypasses the page cache (O_DIRECT): it reads the
+  // device sectors covering the range (512-byte aligned, 4096 where the
+  // device needs it) into an aligned buffer and copies the range out, so a
+  // random small record costs its own bytes plus less than a sector or two,
+  // not whole pages. For datasets larger than memory, where caching is
+  // futile. Returns false (and leaves buffered reads on) where the
+  // filesystem has no O_DIRECT (tmpfs). Call before any reads.
+  bool EnableDirectReads();
+  bool direct() const { return direct_fd_ >= 0; }
   // Starts reading [offset, offset + n) into the page cache in the background.
   void WillNeed(uint64_t offset, size_t n) const;
+  // If mapped: unmaps the whole pages inside [offset, offset + n) from this
+  // process (MADV_DONTNEED; the page cache keeps them), so that streaming a
+  // dataset through the mapping does not grow the resident set with it.
+  void Release(uint64_t offset, size_t n) const;
 
  private:
   RandomAccessFile(std::string path, int fd, uint64_t size)
       : path_(std::move(path)), fd_(fd), size_(size) {}
   Status CheckRange(uint64_t offset, size_t n) const;
+  Status ReadDirect(uint64_t offset, size_t n, char* dst) const;
   std::string path_;
   int fd_ = -1;
+  int direct_fd_ = -1;
+  mutable std::atomic<uint32_t> direct_align_{512};
   uint64_t size_ = 0;
   const char* map_ = nullptr;
 };

@@ -157,6 +157,7 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
   if (e.codec == static_cast<uint32_t>(format::Codec::kStored)) {
     out->resize(e.raw_size);
     SK_RETURN_IF_ERROR(file_->Read(e.offset, e.stored_size, out->data()));
+    file_->Release(e.offset, e.stored_size);
     if (stored != nullptr) *stored = std::string_view(out->data(), e.stored_size);
     if (crc32c::Value(out->data(), e.stored_size) != e.crc32c) {
       return Status::Corruption(where + ": checksum mismatch");
@@ -188,6 +189,7 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
     return Status::Corruption(where + ": decompressed to " + std::to_string(n) + " bytes, expected " +
                               std::to_string(e.raw_size));
   }
+  file_->Release(e.offset, e.stored_size);  // the decompressed copy is what is used from now on
   return Status::OK();
 }
 
@@ -217,6 +219,7 @@ Status ShardReader::ReadRecord(uint32_t i, ReadScratch* scratch, std::string_vie
   if (b.codec == static_cast<uint32_t>(format::Codec::kStored)) {
     scratch->raw.resize(r.length);
     SK_RETURN_IF_ERROR(file_->Read(b.offset + r.offset, r.length, scratch->raw.data()).WithContext(Where(i)));
+    file_->Release(b.offset + r.offset, r.length);
     const uint32_t got = crc32c::Value(scratch->raw.data(), r.length);
     if (got != r.crc32c) {
       return Status::Corruption(Where(i) + ": checksum mismatch (expected " + Hex(r.crc32c) +

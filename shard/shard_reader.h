@@ -67,6 +67,8 @@ class ShardReader {
 
   // Maps the file (see RandomAccessFile::Map); not while other threads read.
   Status Map() { return file_->Map(); }
+  // Reads bypass the page cache (see RandomAccessFile::EnableDirectReads).
+  bool EnableDirectReads() { return file_->EnableDirectReads(); }
   // Read-pattern hints for the kernel (see RandomAccessFile::Advise), and a
   // background read of block b's stored bytes (block-local reading ahead).
   void Advise(RandomAccessFile::Access access) const { file_->Advise(access); }

@@ -159,7 +159,9 @@ TEST(HostileInput, ImagesInSubFoldersArePackedAsImageFolderDoes) {
   for (size_t s = 0; s < (*ds)->num_shards(); ++s) {
     for (uint32_t i = 0; i < (*ds)->shard(s).num_records(); ++i) {
       keys.insert(std::string((*ds)->shard(s).key(i)));
-      if ((*ds)->shard(s).key(i) == "c1/extra/deeper/b.JPEG") EXPECT_EQ((*ds)->shard(s).record(i).label, 1);
+      if ((*ds)->shard(s).key(i) == "c1/extra/deeper/b.JPEG") {
+        EXPECT_EQ((*ds)->shard(s).record(i).label, 1);
+      }
     }
   }
   EXPECT_TRUE(keys.count("c1/extra/a.JPEG")) << "nested images must be packed";

@@ -31,6 +31,7 @@ struct Row {
   // --cold: bytes storage read (/proc/self/io) and the records' stored bytes
   // the loader asked for, in the fastest round; peak resident memory.
   uint64_t storage_bytes = 0, record_bytes = 0, peak_rss = 0;
+  double open_seconds = 0;  // Loader::Open: manifest, every shard's header and index
 };
 
 struct FastestRound;
@@ -101,6 +102,7 @@ Status MeasureCold(const std::string& dir, const LoaderOptions& opt, uint64_t ba
     const uint64_t io0 = StorageReadBytes();
     const auto t0 = std::chrono::steady_clock::now();
     SK_ASSIGN_OR_RETURN(auto loader, Loader::Open(dir, opt));
+    const double open_seconds = SecondsSince(t0);
     uint64_t n = 0, nb = 0, epoch = 0;
     SK_RETURN_IF_ERROR(loader->StartEpoch(epoch));
     for (uint64_t i = 0; i < batches; ++i) {
@@ -118,6 +120,7 @@ Status MeasureCold(const std::string& dir, const LoaderOptions& opt, uint64_t ba
     if (best.Offer(n, nb, t)) {
       st = loader->stats();
       storage = io;
+      row->open_seconds = open_seconds;
     }
   }
   row->storage_bytes = storage;
@@ -127,7 +130,9 @@ Status MeasureCold(const std::string& dir, const LoaderOptions& opt, uint64_t ba
 }
 
 Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint64_t batches, int repeat, Row* row) {
+  const auto t_open = std::chrono::steady_clock::now();
   SK_ASSIGN_OR_RETURN(auto loader, Loader::Open(dir, opt));
+  row->open_seconds = SecondsSince(t_open);
   uint64_t epoch = 0;
   SK_RETURN_IF_ERROR(loader->StartEpoch(epoch));
   auto next = [&](const Batch** b) -> Status {
@@ -296,6 +301,11 @@ int Run(int argc, char** argv, bool parse_only) {
   cmd->add_option("--warmup", warmup, "batches before timing starts")->capture_default_str()->check(cli::IntIn(0, 1ll << 40));
   cmd->add_option("--repeat", repeat, "timed rounds per worker count; the fastest counts")->capture_default_str()->check(cli::IntIn(1, 1000));
   bool no_mmap = false, cold = false;
+  std::string direct = "auto";
+  cmd->add_option("--direct", direct,
+                  "full shuffle: read records with O_DIRECT (auto: when the dataset is larger than free memory)")
+      ->capture_default_str()
+      ->check(cli::OneOf({"auto", "on", "off"}));
   cmd->add_flag("--no-mmap", no_mmap, "read shards with pread instead of read-only mappings");
   cmd->add_flag("--cold", cold,
                 "evict the shards from the page cache before each round (posix_fadvise); report bytes read from "
@@ -346,6 +356,9 @@ int Run(int argc, char** argv, bool parse_only) {
   opt.seed = seed;
   opt.block_cache_bytes = cache_mb << 20;
   opt.mmap = !no_mmap;
+  opt.direct_reads = direct == "on"    ? LoaderOptions::DirectReads::kAlways
+                     : direct == "off" ? LoaderOptions::DirectReads::kNever
+                                       : LoaderOptions::DirectReads::kAuto;
   opt.transform.size = size;
   if (transform == "train") opt.transform.kind = TransformKind::kTrain;
   else if (transform == "val") opt.transform.kind = TransformKind::kVal;
@@ -436,7 +449,7 @@ int Run(int argc, char** argv, bool parse_only) {
                    {"read_us", r.read_us}, {"decompress_us", r.decompress_us}, {"decode_us", r.decode_us},
                    {"transform_us", r.transform_us}, {"wait_fraction", r.wait_fraction},
                    {"images", r.images}, {"seconds", r.seconds}, {"corrupt_skipped", r.corrupt_skipped},
-                   {"peak_rss_bytes", r.peak_rss}});
+                   {"peak_rss_bytes", r.peak_rss}, {"open_seconds", r.open_seconds}});
       if (cold) {
         j.back()["storage_bytes"] = r.storage_bytes;
         j.back()["record_bytes"] = r.record_bytes;
