@@ -8,12 +8,14 @@
 
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "shard/random.h"
 #include "shard/shard.h"
 #include "tests/test_util.h"
 #include "train/checkpoint.h"
+#include "train/dist.h"
 #include "train/resnet.h"
 
 namespace shardkit {
@@ -456,6 +458,96 @@ TEST(TrainTest, CorruptRecordsFailNamingTheShardOrAreSkippedAndCounted) {
   const size_t at = r.out.find("\"corrupt_skipped\":");
   ASSERT_NE(at, std::string::npos) << r.out;
   EXPECT_GT(std::atoi(r.out.c_str() + at + 18), 0) << r.out;
+}
+
+TEST(DistEnvTest, FirstHostOfNodeListFollowsSlurmsGrammar) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"node1", "node1"},
+      {"node1,node2", "node1"},
+      {"n[01-04,07],gpu5", "n01"},
+      {"n[07,01-04]", "n07"},
+      {"rack[1-2]-n[01-04]", "rack1-n01"},
+      {"rack[3,5]-n[009-012],rack7-n1", "rack3-n009"},
+      {"gpu-a100-[0003-0010]", "gpu-a100-0003"},
+      {"c[1-2]x", "c1x"},
+      {"", ""},
+  };
+  for (const auto& [list, first] : cases) EXPECT_EQ(FirstHostOfNodeList(list), first) << list;
+}
+
+// Sets environment variables for one scope, restoring them after.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(std::vector<std::pair<std::string, const char*>> vars) {
+    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID",
+                             "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_JOB_NODELIST", "SLURM_NODELIST",
+                             "SLURM_JOB_ID"}) {
+      const char* v = std::getenv(name);
+      saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
+      unsetenv(name);
+    }
+    for (const auto& [k, v] : vars) setenv(k.c_str(), v, 1);
+  }
+  ~ScopedEnv() {
+    for (const auto& [k, v] : saved_) {
+      if (v) setenv(k.c_str(), v->c_str(), 1); else unsetenv(k.c_str());
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+TEST(DistEnvTest, TorchrunVariablesWinOverSlurmsAndMasterVariablesOverride) {
+  {
+    ScopedEnv env({});
+    auto e = DistEnvFromEnvironment();
+    ASSERT_TRUE(e.ok());
+    EXPECT_EQ(e->world_size, 1);
+    EXPECT_EQ(e->source, "single process");
+  }
+  {
+    ScopedEnv env({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+                   {"SLURM_JOB_NODELIST", "rack[1-2]-n[01-04]"}, {"SLURM_JOB_ID", "12345"}});
+    auto e = DistEnvFromEnvironment();
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    EXPECT_EQ(e->source, "SLURM variables");
+    EXPECT_EQ(e->rank, 3);
+    EXPECT_EQ(e->world_size, 8);
+    EXPECT_EQ(e->local_rank, 1);
+    EXPECT_EQ(e->master_addr, "rack1-n01");
+    EXPECT_EQ(e->master_port, 20000 + 12345 % 20000);
+  }
+  {  // torchrun's variables take precedence; MASTER_* override the node list
+    ScopedEnv env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"},
+                   {"SLURM_JOB_NODELIST", "n[1-4]"}, {"MASTER_ADDR", "10.0.0.7"}, {"MASTER_PORT", "29511"}});
+    auto e = DistEnvFromEnvironment();
+    ASSERT_TRUE(e.ok());
+    EXPECT_EQ(e->source, "torchrun variables");
+    EXPECT_EQ(e->rank, 1);
+    EXPECT_EQ(e->world_size, 2);
+    EXPECT_EQ(e->local_rank, 1) << "LOCAL_RANK defaults to RANK";
+    EXPECT_EQ(e->master_addr, "10.0.0.7");
+    EXPECT_EQ(e->master_port, 29511);
+  }
+  for (const auto& bad : std::vector<std::vector<std::pair<std::string, const char*>>>{
+           {{"RANK", "0"}},                                  // no WORLD_SIZE
+           {{"RANK", "2"}, {"WORLD_SIZE", "2"}},             // rank not below world
+           {{"RANK", "x"}, {"WORLD_SIZE", "2"}},             // not a number
+           {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "-1"}},
+       }) {
+    ScopedEnv env(bad);
+    EXPECT_FALSE(DistEnvFromEnvironment().ok());
+  }
+}
+
+TEST(DistEnvTest, GradientBucketsFollowReverseOrderWithASmallFirstBucket) {
+  // 6 parameters of 1 MB each (262144 floats): with 1 MB first and 2.5 MB
+  // later buckets, reverse order gives buckets {5}, {4, 3}, {2, 1}, {0}.
+  std::vector<torch::Tensor> params;
+  for (int i = 0; i < 6; ++i) params.push_back(torch::zeros({262144}, torch::requires_grad()));
+  GradientReducer r(params, c10::intrusive_ptr<CollectiveGroup>(), 1, 2621440, 1 << 20);
+  EXPECT_EQ(r.num_buckets(), 4u);
 }
 
 }  // namespace

@@ -33,24 +33,25 @@ Status ParseInt(const char* name, const char* value, int* out) {
 }  // namespace
 
 std::string FirstHostOfNodeList(const std::string& list) {
-  // The first entry ends at the first comma outside brackets.
-  size_t depth = 0, end = list.size();
-  for (size_t i = 0; i < list.size(); ++i) {
-    if (list[i] == '[') ++depth;
-    if (list[i] == ']' && depth > 0) --depth;
-    if (list[i] == ',' && depth == 0) {
-      end = i;
-      break;
+  // SLURM's hostlist grammar: entries separated by commas outside brackets;
+  // an entry is text with any number of bracket groups, each a comma list of
+  // numbers or ranges ("01-04,07"). The first host takes, in every group,
+  // the first number of its first range, zero padding kept:
+  // "rack[1-2]-n[01-04],gpu5" -> "rack1-n01".
+  std::string host;
+  size_t i = 0;
+  while (i < list.size() && list[i] != ',') {
+    if (list[i] != '[') {
+      host += list[i++];
+      continue;
     }
+    const size_t close = list.find(']', i);
+    const std::string group = list.substr(i + 1, close == std::string::npos ? std::string::npos : close - i - 1);
+    host += group.substr(0, group.find_first_of(",-"));
+    if (close == std::string::npos) break;
+    i = close + 1;
   }
-  std::string first = list.substr(0, end);
-  const size_t open = first.find('[');
-  if (open == std::string::npos) return first;
-  const size_t close = first.find(']', open);
-  std::string range = first.substr(open + 1, close - open - 1);
-  range = range.substr(0, range.find(','));
-  range = range.substr(0, range.find('-'));  // keeps zero padding: "01"
-  return first.substr(0, open) + range + (close == std::string::npos ? "" : first.substr(close + 1));
+  return host;
 }
 
 Result<DistEnv> DistEnvFromEnvironment() {

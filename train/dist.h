@@ -30,7 +30,8 @@ struct DistEnv {
 // SLURM_JOB_NODELIST as master (MASTER_ADDR/MASTER_PORT still override);
 // else a single process.
 Result<DistEnv> DistEnvFromEnvironment();
-// "n[01-04,07],gpu5" -> "n01"; "node1,node2" -> "node1".
+// The first host of a SLURM node list: "n[01-04,07],gpu5" -> "n01";
+// "rack[1-2]-n[01-04]" -> "rack1-n01"; "node1,node2" -> "node1".
 std::string FirstHostOfNodeList(const std::string& nodelist);
 
 struct ProcessGroup {
