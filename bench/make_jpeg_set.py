@@ -6,7 +6,7 @@ sample photos); its images are seeded random crops (20-100% of the area, aspect
 3:4 to 4:3) resized so the long side is 500 (about ImageNet's typical 500x375)
 and saved at JPEG quality 90: real photographic content, not noise.
 
-usage: make_jpeg_set.py OUT [--per-class N] [--seed S]
+usage: make_jpeg_set.py OUT [--per-class N] [--seed S] [--long-side 500] [--quality 90]
 """
 import argparse
 import glob
@@ -31,6 +31,8 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--per-class", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--long-side", type=int, default=500)
+    ap.add_argument("--quality", type=int, default=90)
     args = ap.parse_args()
     if not SOURCES:
         raise SystemExit("no source photographs: apt-get install mate-backgrounds python3-skimage")
@@ -48,11 +50,11 @@ def main():
             h = min(H, int(round((area / aspect) ** 0.5)))
             x, y = rng.randint(0, W - w), rng.randint(0, H - h)
             crop = photo.crop((x, y, x + w, y + h))
-            s = 500 / max(w, h)
+            s = args.long_side / max(w, h)
             crop = crop.resize((max(1, round(w * s)), max(1, round(h * s))), Image.BILINEAR)
             if rng.random() < 0.5:
                 crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
-            crop.save(os.path.join(args.out, name, "%s_%05d.JPEG" % (name, k)), quality=90)
+            crop.save(os.path.join(args.out, name, "%s_%05d.JPEG" % (name, k)), quality=args.quality)
             total += 1
     print("wrote %d JPEGs in %d classes to %s" % (total, len(SOURCES), args.out))
 
