@@ -67,6 +67,10 @@ struct Slot {
 
 }  // namespace
 
+// Full shuffle: batches beyond the ones being filled whose records are read
+// ahead into the page cache.
+constexpr uint64_t kReadAheadBatches = 2;
+
 struct Loader::Impl {
   LoaderOptions opt;
   std::unique_ptr<Dataset> ds;
@@ -77,6 +81,9 @@ struct Loader::Impl {
   // Look-ahead over the epoch: the rank's samples up to scan_next have had
   // their blocks scheduled for decompression.
   uint64_t scan_next = 0;
+  uint64_t read_ahead_next = 0;  // full shuffle: the first batch whose records are not yet asked for
+  uint64_t read_ahead_pos = 0;   // otherwise: the first rank position whose blocks are not yet asked for
+  bool direct = false;           // records read with O_DIRECT (no page cache to read ahead into)
   std::unordered_set<uint64_t> scheduled;
   std::deque<uint64_t> ahead;  // first positions of scheduled blocks past the current batch
   std::vector<std::pair<uint32_t, uint32_t>> warm;  // (shard, block) to decompress now
@@ -447,6 +454,40 @@ struct Loader::Impl {
     }
   }
 
+  // Stored (uncompressed) records: starts the reads of what this fill and the
+  // next few batches need in the background (POSIX_FADV_WILLNEED), so that
+  // cold storage serves many requests at once instead of one per worker at a
+  // time: each record in a full shuffle, whole blocks otherwise. Cheap when
+  // the pages are cached.
+  void ReadAhead(const std::vector<Job>& jobs) {
+    if (compressed || direct || jobs.empty()) return;  // compressed: ScheduleBlocks reads blocks ahead
+    if (mode != ShuffleMode::kFull) {
+      // Block-local or in order: the stored blocks of the segments these
+      // batches and the next few read (positions are contiguous here).
+      uint64_t i = std::max(jobs.front().base, read_ahead_pos);
+      const uint64_t end_i =
+          std::min<uint64_t>(part.per_rank, (jobs.back().k + 1 + kReadAheadBatches) * part.batch_size);
+      while (i < end_i) {
+        const uint64_t pos = part.Position(i);
+        uint64_t end = 0;
+        sampler->Segment(pos, &end, &segment);
+        for (uint32_t g : segment) ds->shard(global_blocks[g].first).PrefetchBlock(global_blocks[g].second);
+        i += std::max<uint64_t>(1, std::min(end - pos, part.per_rank - i));
+      }
+      read_ahead_pos = std::max(read_ahead_pos, i);
+      return;
+    }
+    const uint64_t last = std::min<uint64_t>(jobs.back().k + kReadAheadBatches, part.batches - 1);
+    for (uint64_t k = std::max(jobs.front().k, read_ahead_next); k <= last; ++k) {
+      const uint64_t base = k * part.batch_size, n = part.BatchLength(k);
+      for (uint64_t i = 0; i < n; ++i) {
+        const auto [shard, local] = ds->Locate(RecordFor(part.Position(base + i)));
+        ds->shard(shard).PrefetchRecord(local);
+      }
+    }
+    read_ahead_next = std::max(read_ahead_next, last + 1);
+  }
+
   void FillMany(const std::vector<Job>& jobs) {
     warm.clear();
     int total = 0;
@@ -457,6 +498,7 @@ struct Loader::Impl {
       total += job.n;
     }
     PrepareWindows(jobs);
+    ReadAhead(jobs);
     ReleaseEvicted();
     const int nwarm = static_cast<int>(warm.size());
     // Work items: raw samples are cheap, handed out in chunks; JPEGs one at a time.
@@ -669,7 +711,7 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
   if (d.mode == ShuffleMode::kFull &&
       (options.direct_reads == LoaderOptions::DirectReads::kAlways ||
        (options.direct_reads == LoaderOptions::DirectReads::kAuto && m.bytes() > AvailableMemoryBytes()))) {
-    d.ds->EnableDirectReads();  // where a filesystem has no O_DIRECT, its reads stay buffered
+    d.direct = d.ds->EnableDirectReads();  // where a filesystem has no O_DIRECT, its reads stay buffered
   }
   d.ds->Advise(d.mode == ShuffleMode::kFull ? RandomAccessFile::Access::kRandom
                                             : RandomAccessFile::Access::kSequential);
@@ -708,6 +750,8 @@ Status Loader::StartEpoch(uint64_t epoch, uint64_t start_batch) {
   d.epoch = epoch;
   d.sampler = std::make_unique<EpochSampler>(d.block_sizes, d.mode, d.opt.seed, epoch, d.window);
   d.scan_next = start_batch * d.part.batch_size;
+  d.read_ahead_next = start_batch;
+  d.read_ahead_pos = start_batch * d.part.batch_size;
   d.scheduled.clear();
   d.ahead.clear();
   d.live.clear();

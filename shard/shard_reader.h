@@ -73,6 +73,13 @@ class ShardReader {
   // background read of block b's stored bytes (block-local reading ahead).
   void Advise(RandomAccessFile::Access access) const { file_->Advise(access); }
   void PrefetchBlock(uint32_t b) const { file_->WillNeed(blocks_[b].offset, blocks_[b].stored_size); }
+  // The same for record i's bytes alone, when its block is stored uncompressed.
+  void PrefetchRecord(uint32_t i) const {
+    const format::BlockEntry& b = blocks_[records_[i].block];
+    if (b.codec == static_cast<uint32_t>(format::Codec::kStored)) {
+      file_->WillNeed(b.offset + records_[i].offset, records_[i].length);
+    }
+  }
 
   // "shard-00001.sks: record 7 (block 0, offset 5488)", for error messages.
   std::string Where(uint32_t record) const;
