@@ -3,8 +3,8 @@
 
 namespace shardkit {
 
-std::shared_ptr<BlockCache::Block> BlockCache::Get(uint32_t shard, uint32_t block, ReadScratch* scratch,
-                                                   bool* decompressed) {
+std::shared_ptr<BlockCache::Block> BlockCache::Get(uint32_t shard, uint32_t block,
+                                                   ReadScratch* scratch, bool* decompressed) {
   const Key key = MakeKey(shard, block);
   std::shared_ptr<Block> b;
   {

@@ -1,9 +1,9 @@
 // BlockCache: decompressed blocks of a dataset shared by the loader's workers,
 // bounded in bytes, oldest evicted first: the loader schedules blocks in the
 // order it reads them, so insertion order is use order (and workers' hits,
-// which bypass the cache through a per-thread memo, need not refresh it). A block is decompressed by
-// the first worker that needs it; others needing it meanwhile wait for that
-// one instead of decompressing it again. Thread-safe.
+// which bypass the cache through a per-thread memo, need not refresh it). A block is decompressed
+// by the first worker that needs it; others needing it meanwhile wait for that one instead of
+// decompressing it again. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -46,12 +46,14 @@ class BlockCache {
   using Key = uint64_t;  // shard << 32 | block
   static Key MakeKey(uint32_t shard, uint32_t block) { return (uint64_t{shard} << 32) | block; }
 
-  BlockCache(const Dataset* dataset, uint64_t capacity_bytes) : dataset_(dataset), capacity_(capacity_bytes) {}
+  BlockCache(const Dataset* dataset, uint64_t capacity_bytes)
+      : dataset_(dataset), capacity_(capacity_bytes) {}
 
   // Returns the block, decompressing it with `scratch` (the caller's) if it is
   // not cached; *decompressed tells whether this call did the work. The
   // returned block stays valid while the pointer is held, even if evicted.
-  std::shared_ptr<Block> Get(uint32_t shard, uint32_t block, ReadScratch* scratch, bool* decompressed);
+  std::shared_ptr<Block> Get(uint32_t shard, uint32_t block, ReadScratch* scratch,
+                             bool* decompressed);
 
   bool Contains(Key key) const;
   uint64_t bytes() const;

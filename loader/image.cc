@@ -64,8 +64,8 @@ int Coefficients(double in0, double in_len, int in_size, int out_size, std::vect
 // One output row of a vertical pass: dst[i] = round(sum_t w[t] * src[t * stride + i])
 // clamped to 0..255, for i < n. Sums are formed as w[0] * x0, then + w[t] * xt
 // in that order, in float, in every variant, so the variants agree to the bit.
-void RowsToBytesPortable(const uint8_t* src, size_t stride, int taps, const float* w, size_t n, float* acc,
-                         uint8_t* dst) {
+void RowsToBytesPortable(const uint8_t* src, size_t stride, int taps, const float* w, size_t n,
+                         float* acc, uint8_t* dst) {
   const float w0 = w[0];
   for (size_t i = 0; i < n; ++i) acc[i] = w0 * static_cast<float>(src[i]);
   for (int t = 1; t < taps; ++t) {
@@ -94,11 +94,13 @@ void RowsToBytesPortable(const uint8_t* src, size_t stride, int taps, const floa
 // AVX2: 32 outputs at a time, the sums kept in registers across the taps
 // (no float row in memory), converted and packed to bytes in place.
 __attribute__((target("avx2"))) inline __m256 Widen8(const uint8_t* p) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 
-__attribute__((target("avx2"))) void RowsToBytesAvx2(const uint8_t* src, size_t stride, int taps, const float* w,
-                                                      size_t n, float* acc, uint8_t* dst) {
+__attribute__((target("avx2"))) void RowsToBytesAvx2(const uint8_t* src, size_t stride, int taps,
+                                                     const float* w, size_t n, float* acc,
+                                                     uint8_t* dst) {
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
@@ -125,9 +127,10 @@ __attribute__((target("avx2"))) void RowsToBytesAvx2(const uint8_t* src, size_t 
 
 // Pass 1 for 3 channels, written as planes: the AVX2 row kernel on 16 pixels
 // (48 bytes) at a time, then an SSSE3 shuffle splits R, G and B.
-__attribute__((target("avx2"))) void RowsToPlanes3Avx2(const uint8_t* src, size_t stride, int taps, const float* w,
-                                                        int npix, float* acc, uint8_t* tmp, uint8_t* r, uint8_t* g,
-                                                        uint8_t* b) {
+__attribute__((target("avx2"))) void RowsToPlanes3Avx2(const uint8_t* src, size_t stride, int taps,
+                                                       const float* w, int npix, float* acc,
+                                                       uint8_t* tmp, uint8_t* r, uint8_t* g,
+                                                       uint8_t* b) {
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const __m128i ra = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
   const __m128i rb = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1);
@@ -147,20 +150,27 @@ __attribute__((target("avx2"))) void RowsToPlanes3Avx2(const uint8_t* src, size_
     for (int t = 1; t < taps; ++t) {
       const uint8_t* row = s0 + stride * t;
       const __m256 wt = _mm256_set1_ps(w[t]);
-      for (int k = 0; k < 6; ++k) v[k] = _mm256_add_ps(v[k], _mm256_mul_ps(wt, Widen8(row + 8 * k)));
+      for (int k = 0; k < 6; ++k)
+        v[k] = _mm256_add_ps(v[k], _mm256_mul_ps(wt, Widen8(row + 8 * k)));
     }
     const __m256i p01 = _mm256_packs_epi32(_mm256_cvtps_epi32(v[0]), _mm256_cvtps_epi32(v[1]));
     const __m256i p23 = _mm256_packs_epi32(_mm256_cvtps_epi32(v[2]), _mm256_cvtps_epi32(v[3]));
     const __m256i p45 = _mm256_packs_epi32(_mm256_cvtps_epi32(v[4]), _mm256_cvtps_epi32(v[5]));
-    const __m256i lo = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(p01, p23), order);  // bytes 0..31
-    const __m256i hi = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(p45, p45), order);  // bytes 32..47
-    const __m128i a = _mm256_castsi256_si128(lo), bv = _mm256_extracti128_si256(lo, 1), c = _mm256_castsi256_si128(hi);
+    const __m256i lo =
+        _mm256_permutevar8x32_epi32(_mm256_packus_epi16(p01, p23), order);  // bytes 0..31
+    const __m256i hi =
+        _mm256_permutevar8x32_epi32(_mm256_packus_epi16(p45, p45), order);  // bytes 32..47
+    const __m128i a = _mm256_castsi256_si128(lo), bv = _mm256_extracti128_si256(lo, 1),
+                  c = _mm256_castsi256_si128(hi);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(r + p),
-                     _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, ra), _mm_shuffle_epi8(bv, rb)), _mm_shuffle_epi8(c, rc)));
+                     _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, ra), _mm_shuffle_epi8(bv, rb)),
+                                  _mm_shuffle_epi8(c, rc)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(g + p),
-                     _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, ga), _mm_shuffle_epi8(bv, gb)), _mm_shuffle_epi8(c, gc)));
+                     _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, ga), _mm_shuffle_epi8(bv, gb)),
+                                  _mm_shuffle_epi8(c, gc)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(b + p),
-                     _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, ba), _mm_shuffle_epi8(bv, bb)), _mm_shuffle_epi8(c, bc)));
+                     _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, ba), _mm_shuffle_epi8(bv, bb)),
+                                  _mm_shuffle_epi8(c, bc)));
   }
   if (p < npix) {
     const int rest = npix - p;
@@ -174,8 +184,8 @@ __attribute__((target("avx2"))) void RowsToPlanes3Avx2(const uint8_t* src, size_
 }
 #endif
 
-void RowsToPlanes3Portable(const uint8_t* src, size_t stride, int taps, const float* w, int npix, float* acc,
-                           uint8_t* tmp, uint8_t* r, uint8_t* g, uint8_t* b) {
+void RowsToPlanes3Portable(const uint8_t* src, size_t stride, int taps, const float* w, int npix,
+                           float* acc, uint8_t* tmp, uint8_t* r, uint8_t* g, uint8_t* b) {
   RowsToBytesPortable(src, stride, taps, w, static_cast<size_t>(npix) * 3, acc, tmp);
   for (int q = 0; q < npix; ++q) {
     r[q] = tmp[3 * q];
@@ -194,20 +204,22 @@ bool HasAvx2() {
 #define SK_PICK(avx2, portable) (portable)
 #endif
 
-void RowsToPlanes3(const uint8_t* src, size_t stride, int taps, const float* w, int npix, float* acc, uint8_t* tmp,
-                   uint8_t* r, uint8_t* g, uint8_t* b) {
+void RowsToPlanes3(const uint8_t* src, size_t stride, int taps, const float* w, int npix,
+                   float* acc, uint8_t* tmp, uint8_t* r, uint8_t* g, uint8_t* b) {
   static const auto fn = SK_PICK(RowsToPlanes3Avx2, RowsToPlanes3Portable);
   fn(src, stride, taps, w, npix, acc, tmp, r, g, b);
 }
 
-void RowsToBytes(const uint8_t* src, size_t stride, int taps, const float* w, size_t n, float* acc, uint8_t* dst) {
+void RowsToBytes(const uint8_t* src, size_t stride, int taps, const float* w, size_t n, float* acc,
+                 uint8_t* dst) {
   static const auto fn = SK_PICK(RowsToBytesAvx2, RowsToBytesPortable);
   fn(src, stride, taps, w, n, acc, dst);
 }
 
 // Byte matrix transpose: out[x * out_stride + y] = in[y * in_stride + x] for
 // y < rows, x < cols; 16x16 tiles with SSE2 unpacks, scalar edges.
-void TransposeBytes(const uint8_t* in, size_t in_stride, int rows, int cols, uint8_t* out, size_t out_stride) {
+void TransposeBytes(const uint8_t* in, size_t in_stride, int rows, int cols, uint8_t* out,
+                    size_t out_stride) {
   int y0 = 0;
 #if defined(__SSE2__)
   for (; y0 + 16 <= rows; y0 += 16) {
@@ -224,18 +236,23 @@ void TransposeBytes(const uint8_t* in, size_t in_stride, int rows, int cols, uin
           b[i + 8] = hi(a[2 * i], a[2 * i + 1]);
         }
       };
-      round(x, y, [](__m128i a, __m128i b) { return _mm_unpacklo_epi8(a, b); },
-            [](__m128i a, __m128i b) { return _mm_unpackhi_epi8(a, b); });
-      round(y, x, [](__m128i a, __m128i b) { return _mm_unpacklo_epi16(a, b); },
-            [](__m128i a, __m128i b) { return _mm_unpackhi_epi16(a, b); });
-      round(x, y, [](__m128i a, __m128i b) { return _mm_unpacklo_epi32(a, b); },
-            [](__m128i a, __m128i b) { return _mm_unpackhi_epi32(a, b); });
-      round(y, x, [](__m128i a, __m128i b) { return _mm_unpacklo_epi64(a, b); },
-            [](__m128i a, __m128i b) { return _mm_unpackhi_epi64(a, b); });
+      round(
+          x, y, [](__m128i a, __m128i b) { return _mm_unpacklo_epi8(a, b); },
+          [](__m128i a, __m128i b) { return _mm_unpackhi_epi8(a, b); });
+      round(
+          y, x, [](__m128i a, __m128i b) { return _mm_unpacklo_epi16(a, b); },
+          [](__m128i a, __m128i b) { return _mm_unpackhi_epi16(a, b); });
+      round(
+          x, y, [](__m128i a, __m128i b) { return _mm_unpacklo_epi32(a, b); },
+          [](__m128i a, __m128i b) { return _mm_unpackhi_epi32(a, b); });
+      round(
+          y, x, [](__m128i a, __m128i b) { return _mm_unpacklo_epi64(a, b); },
+          [](__m128i a, __m128i b) { return _mm_unpackhi_epi64(a, b); });
       // Four rounds of the perfect shuffle leave column j in x[bitreverse4(j)].
       static constexpr int kColumn[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
       for (int k = 0; k < 16; ++k) {
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (x0 + kColumn[k]) * out_stride + y0), x[k]);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (x0 + kColumn[k]) * out_stride + y0),
+                         x[k]);
       }
     }
     for (int yy = y0; yy < y0 + 16; ++yy) {
@@ -263,7 +280,8 @@ void TransposeTiles(const uint8_t* in, int rows, int cols, uint8_t* out) {
     for (int tx = 0; tx < cols; tx += kTile) {
       const int xe = std::min(cols, tx + kTile);
       for (int y = ty; y < ye; ++y) {
-        for (int x = tx; x < xe; ++x) op[static_cast<size_t>(x) * rows + y] = ip[static_cast<size_t>(y) * cols + x];
+        for (int x = tx; x < xe; ++x)
+          op[static_cast<size_t>(x) * rows + y] = ip[static_cast<size_t>(y) * cols + x];
       }
     }
   }
@@ -271,14 +289,18 @@ void TransposeTiles(const uint8_t* in, int rows, int cols, uint8_t* out) {
 
 void TransposePixels(const uint8_t* in, int rows, int cols, int c, uint8_t* out) {
   switch (c) {
-    case 1: return TransposeTiles<1>(in, rows, cols, out);
-    case 3: return TransposeTiles<3>(in, rows, cols, out);
-    case 4: return TransposeTiles<4>(in, rows, cols, out);
+    case 1:
+      return TransposeTiles<1>(in, rows, cols, out);
+    case 3:
+      return TransposeTiles<3>(in, rows, cols, out);
+    case 4:
+      return TransposeTiles<4>(in, rows, cols, out);
   }
   for (int y = 0; y < rows; ++y) {
     for (int x = 0; x < cols; ++x) {
       for (int ch = 0; ch < c; ++ch) {
-        out[(static_cast<size_t>(x) * rows + y) * c + ch] = in[(static_cast<size_t>(y) * cols + x) * c + ch];
+        out[(static_cast<size_t>(x) * rows + y) * c + ch] =
+            in[(static_cast<size_t>(y) * cols + x) * c + ch];
       }
     }
   }
@@ -304,7 +326,9 @@ void Resample(const Image& src, const RectF& region, int out_w, int out_h, bool 
   grow(&s->acc, std::max(row1, static_cast<size_t>(out_h) * c));
   grow(&s->p1, static_cast<size_t>(out_h) * row1);
   // Pass 1 (vertical) reads rows yb[y].. of the needed columns with weights yw[y].
-  auto source_rows = [&](int y) { return src.pixels.data() + s->yb[y] * src_stride + static_cast<size_t>(x0) * c; };
+  auto source_rows = [&](int y) {
+    return src.pixels.data() + s->yb[y] * src_stride + static_cast<size_t>(x0) * c;
+  };
   auto y_weights = [&](int y) { return s->yw.data() + static_cast<size_t>(y) * s->yk; };
   // Pass 2 (horizontal), run on transposed data as a vertical pass: output
   // row x (mirrored if flip) sums input rows xb[x] - x0 + t, rows of `len` bytes.
@@ -312,7 +336,8 @@ void Resample(const Image& src, const RectF& region, int out_w, int out_h, bool 
     for (int x = 0; x < out_w; ++x) {
       const int ox = flip ? out_w - 1 - x : x;
       RowsToBytes(in + static_cast<size_t>(s->xb[x] - x0) * len, len, s->xn[x],
-                  s->xw.data() + static_cast<size_t>(x) * s->xk, len, s->acc.data(), out + static_cast<size_t>(ox) * len);
+                  s->xw.data() + static_cast<size_t>(x) * s->xk, len, s->acc.data(),
+                  out + static_cast<size_t>(ox) * len);
     }
   };
   if (layout == PixelLayout::kCHW || c == 1) {
@@ -320,20 +345,22 @@ void Resample(const Image& src, const RectF& region, int out_w, int out_h, bool 
     // one plane per channel, out_h rows of cols; byte transposes turn each
     // into cols rows of out_h, the horizontal pass runs as a vertical one on
     // each, and byte transposes put the planes upright.
-    const size_t mid_plane = static_cast<size_t>(cols) * out_h, out_plane = static_cast<size_t>(out_w) * out_h;
+    const size_t mid_plane = static_cast<size_t>(cols) * out_h,
+                 out_plane = static_cast<size_t>(out_w) * out_h;
     uint8_t* planes = s->p1.data();
     if (c == 3) {  // split into planes as the rows are written
       grow(&s->tmp, row1);
       for (int y = 0; y < out_h; ++y) {
         uint8_t* r = planes + static_cast<size_t>(y) * cols;
-        RowsToPlanes3(source_rows(y), src_stride, s->yn[y], y_weights(y), cols, s->acc.data(), s->tmp.data(), r,
-                      r + mid_plane, r + 2 * mid_plane);
+        RowsToPlanes3(source_rows(y), src_stride, s->yn[y], y_weights(y), cols, s->acc.data(),
+                      s->tmp.data(), r, r + mid_plane, r + 2 * mid_plane);
       }
     } else {  // one channel written in place; others interleaved, then split
       grow(&s->tmp, c == 1 ? 0 : out_h * row1);
       uint8_t* rows = c == 1 ? planes : s->tmp.data();
       for (int y = 0; y < out_h; ++y) {
-        RowsToBytes(source_rows(y), src_stride, s->yn[y], y_weights(y), row1, s->acc.data(), rows + y * row1);
+        RowsToBytes(source_rows(y), src_stride, s->yn[y], y_weights(y), row1, s->acc.data(),
+                    rows + y * row1);
       }
       if (c > 1) {
         for (int ch = 0; ch < c; ++ch) {
@@ -343,7 +370,8 @@ void Resample(const Image& src, const RectF& region, int out_w, int out_h, bool 
     }
     grow(&s->p2, mid_plane * c);
     for (int ch = 0; ch < c; ++ch) {
-      TransposeBytes(planes + ch * mid_plane, cols, out_h, cols, s->p2.data() + ch * mid_plane, out_h);
+      TransposeBytes(planes + ch * mid_plane, cols, out_h, cols, s->p2.data() + ch * mid_plane,
+                     out_h);
     }
     grow(&s->p1, out_plane * c);
     for (int ch = 0; ch < c; ++ch) {
@@ -356,7 +384,8 @@ void Resample(const Image& src, const RectF& region, int out_w, int out_h, bool 
   // Interleaved (HWC out): pass 1 into pixel rows, transpose pixels, the
   // horizontal pass as a vertical one over pixel rows, transpose back.
   for (int y = 0; y < out_h; ++y) {
-    RowsToBytes(source_rows(y), src_stride, s->yn[y], y_weights(y), row1, s->acc.data(), s->p1.data() + y * row1);
+    RowsToBytes(source_rows(y), src_stride, s->yn[y], y_weights(y), row1, s->acc.data(),
+                s->p1.data() + y * row1);
   }
   const size_t row2 = static_cast<size_t>(out_h) * c;
   grow(&s->p2, static_cast<size_t>(cols) * row2);

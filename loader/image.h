@@ -30,9 +30,9 @@ enum class PixelLayout { kHWC, kCHW };
 
 // Per-thread scratch for Resample (coefficient tables, intermediate passes).
 struct ResampleScratch {
-  std::vector<float> acc;             // one row of sums
-  std::vector<uint8_t> p1, p2;        // pass outputs
-  std::vector<uint8_t> tmp;           // one interleaved row
+  std::vector<float> acc;       // one row of sums
+  std::vector<uint8_t> p1, p2;  // pass outputs
+  std::vector<uint8_t> tmp;     // one interleaved row
   std::vector<int> xb, yb, xn, yn;
   std::vector<float> xw, yw;
   int xk = 0, yk = 0;

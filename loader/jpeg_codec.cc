@@ -1,11 +1,11 @@
 // libjpeg-turbo decode (scaled, cropped, CMYK-aware), TurboJPEG encode, libpng decode.
 #include "loader/jpeg_codec.h"
 
+#include <algorithm>
+#include <cmath>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
-#include <cmath>
 
 #include <jpeglib.h>
 #include <png.h>
@@ -79,7 +79,8 @@ Status JpegDecoder::Decode(const uint8_t* data, size_t size, const DecodeRequest
   if (iw <= 0 || ih <= 0 || iw > kMaxImageSide || ih > kMaxImageSide) {
     jpeg_abort_decompress(&cinfo);
     return Status::Corruption("JPEG declares " + std::to_string(iw) + "x" + std::to_string(ih) +
-                              " pixels, over the " + std::to_string(kMaxImageSide) + " per side limit");
+                              " pixels, over the " + std::to_string(kMaxImageSide) +
+                              " per side limit");
   }
   RectF crop = req.choose_crop ? req.choose_crop(iw, ih) : req.crop;
   if (crop.w <= 0 || crop.h <= 0) crop = RectF{0, 0, double(iw), double(ih)};
@@ -118,7 +119,8 @@ Status JpegDecoder::Decode(const uint8_t* data, size_t size, const DecodeRequest
   const uint64_t bytes = uint64_t(ox1 - ox0) * (oy1 - oy0) * (cmyk ? 4 : 3);
   if (bytes > kMaxDecodedBytes) {
     jpeg_abort_decompress(&cinfo);
-    return Status::Corruption("JPEG crop would decode to " + std::to_string(bytes) + " bytes, over the limit");
+    return Status::Corruption("JPEG crop would decode to " + std::to_string(bytes) +
+                              " bytes, over the limit");
   }
   jpeg_start_decompress(&cinfo);
   JDIMENSION xoff = static_cast<JDIMENSION>(ox0), cw = static_cast<JDIMENSION>(ox1 - ox0);
@@ -137,16 +139,22 @@ Status JpegDecoder::Decode(const uint8_t* data, size_t size, const DecodeRequest
     if (jpeg_read_scanlines(&cinfo, &rowp, 1) != 1) {
       const unsigned at = cinfo.output_scanline, height = cinfo.output_height;
       jpeg_abort_decompress(&cinfo);
-      return Status::Corruption("JPEG: no scanline " + std::to_string(r) + " of rows " + std::to_string(oy0) + ".." +
-                                std::to_string(oy1) + " (decoder at " + std::to_string(at) + " of " +
-                                std::to_string(height) + ", image " + std::to_string(iw) + "x" + std::to_string(ih) +
-                                ", scale " + std::to_string(num) + "/8)");
+      return Status::Corruption("JPEG: no scanline " + std::to_string(r) + " of rows " +
+                                std::to_string(oy0) + ".." + std::to_string(oy1) + " (decoder at " +
+                                std::to_string(at) + " of " + std::to_string(height) + ", image " +
+                                std::to_string(iw) + "x" + std::to_string(ih) + ", scale " +
+                                std::to_string(num) + "/8)");
     }
     if (cmyk) {
       const uint8_t* s = state_->row.data();
       for (int x = 0; x < width; ++x, s += 4) {
         int c = s[0], m = s[1], y = s[2], k = s[3];
-        if (!inverted) { c = 255 - c; m = 255 - m; y = 255 - y; k = 255 - k; }
+        if (!inverted) {
+          c = 255 - c;
+          m = 255 - m;
+          y = 255 - y;
+          k = 255 - k;
+        }
         dst[3 * x] = static_cast<uint8_t>(c * k / 255);
         dst[3 * x + 1] = static_cast<uint8_t>(m * k / 255);
         dst[3 * x + 2] = static_cast<uint8_t>(y * k / 255);
@@ -169,7 +177,8 @@ Status JpegDecoder::Decode(const uint8_t* data, size_t size, const DecodeRequest
 }
 
 Status EncodeJpeg(const Image& image, int quality, std::string* out) {
-  if (image.channels != 3 && image.channels != 1) return Status::InvalidArgument("EncodeJpeg: 1 or 3 channels");
+  if (image.channels != 3 && image.channels != 1)
+    return Status::InvalidArgument("EncodeJpeg: 1 or 3 channels");
   tjhandle tj = tjInitCompress();
   if (tj == nullptr) return Status::IOError("TurboJPEG: cannot create a compressor");
   unsigned char* buf = nullptr;
@@ -259,7 +268,8 @@ void PngFlushNothing(png_structp) {}
 }  // namespace
 
 Status EncodePng(const Image& image, std::string* out) {
-  if (image.channels != 1 && image.channels != 3) return Status::InvalidArgument("EncodePng: 1 or 3 channels");
+  if (image.channels != 1 && image.channels != 3)
+    return Status::InvalidArgument("EncodePng: 1 or 3 channels");
   out->clear();
   PngReadState st{nullptr, 0, 0, {0}};
   png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &st, PngError, PngWarning);
@@ -270,11 +280,14 @@ Status EncodePng(const Image& image, std::string* out) {
     return Status::IOError(std::string("PNG encode: ") + st.error);
   }
   png_set_write_fn(png, out, PngWriteToString, PngFlushNothing);
-  png_set_IHDR(png, info, image.width, image.height, 8, image.channels == 3 ? PNG_COLOR_TYPE_RGB : PNG_COLOR_TYPE_GRAY,
-               PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_set_IHDR(png, info, image.width, image.height, 8,
+               image.channels == 3 ? PNG_COLOR_TYPE_RGB : PNG_COLOR_TYPE_GRAY, PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   png_write_info(png, info);
   for (int y = 0; y < image.height; ++y) {
-    png_write_row(png, const_cast<png_bytep>(image.pixels.data() + static_cast<size_t>(y) * image.width * image.channels));
+    png_write_row(png,
+                  const_cast<png_bytep>(image.pixels.data() +
+                                        static_cast<size_t>(y) * image.width * image.channels));
   }
   png_write_end(png, nullptr);
   png_destroy_write_struct(&png, &info);

@@ -18,7 +18,7 @@ namespace shardkit {
 struct JpegInfo {
   int width = 0, height = 0;
   int components = 0;
-  bool cmyk = false;         // CMYK or YCCK: needs conversion to RGB
+  bool cmyk = false;  // CMYK or YCCK: needs conversion to RGB
   bool progressive = false;
 };
 
@@ -27,11 +27,11 @@ inline constexpr int kMaxImageSide = 32768;
 inline constexpr uint64_t kMaxDecodedBytes = 512ull << 20;
 
 struct DecodeRequest {
-  RectF crop;           // in full-resolution source pixels; w == 0 means the whole image
+  RectF crop;  // in full-resolution source pixels; w == 0 means the whole image
   // If set, called once the header is read, with the image's full size, to
   // choose the crop (instead of `crop`): saves parsing the header twice.
   std::function<RectF(int width, int height)> choose_crop;
-  int min_width = 0;    // the decoded crop must keep at least this size (0: full resolution)
+  int min_width = 0;  // the decoded crop must keep at least this size (0: full resolution)
   int min_height = 0;
   // Only the DCT scales libjpeg-turbo has SIMD for (8/8, 4/8, 2/8, 1/8): the
   // loader's choice. Other N/8 scales cost more and, resampled afterwards,
@@ -47,8 +47,8 @@ struct DecodeRequest {
 
 // RGB pixels of (a region around) the requested crop, and where the crop lies in them.
 struct DecodedRegion {
-  Image image;  // 3 channels
-  RectF crop;   // the requested crop, in image's pixel coordinates (scaled, shifted)
+  Image image;        // 3 channels
+  RectF crop;         // the requested crop, in image's pixel coordinates (scaled, shifted)
   int scale_num = 8;  // the DCT scale used: scale_num / 8
 };
 

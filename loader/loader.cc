@@ -26,13 +26,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 inline uint64_t NowNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+          .count());
 }
 
 constexpr size_t kMemoSlots = 32;
 constexpr size_t kParallelCopyBytes = 128 << 10;
 constexpr size_t kMaxCorruptMessages = 10;
-constexpr uint64_t kReplacementStride = 7919;  // a prime: replacements spread over the rank's samples
+constexpr uint64_t kReplacementStride =
+    7919;  // a prime: replacements spread over the rank's samples
 
 // Everything one worker thread owns: decoder handles, buffers, counters.
 struct WorkerContext {
@@ -81,9 +84,11 @@ struct Loader::Impl {
   // Look-ahead over the epoch: the rank's samples up to scan_next have had
   // their blocks scheduled for decompression.
   uint64_t scan_next = 0;
-  uint64_t read_ahead_next = 0;  // full shuffle: the first batch whose records are not yet asked for
-  uint64_t read_ahead_pos = 0;   // otherwise: the first rank position whose blocks are not yet asked for
-  bool direct = false;           // records read with O_DIRECT (no page cache to read ahead into)
+  uint64_t read_ahead_next =
+      0;  // full shuffle: the first batch whose records are not yet asked for
+  uint64_t read_ahead_pos =
+      0;                // otherwise: the first rank position whose blocks are not yet asked for
+  bool direct = false;  // records read with O_DIRECT (no page cache to read ahead into)
   std::unordered_set<uint64_t> scheduled;
   std::deque<uint64_t> ahead;  // first positions of scheduled blocks past the current batch
   std::vector<std::pair<uint32_t, uint32_t>> warm;  // (shard, block) to decompress now
@@ -92,7 +97,8 @@ struct Loader::Impl {
   };
   std::vector<Item> items;
   std::vector<uint32_t> segment;
-  std::vector<std::pair<uint32_t, uint32_t>> global_blocks;  // dataset block number -> (shard, block)
+  std::vector<std::pair<uint32_t, uint32_t>>
+      global_blocks;  // dataset block number -> (shard, block)
   ShuffleMode mode = ShuffleMode::kFull;
   Partition part;
   int channels = 0, height = 0, width = 0;
@@ -118,9 +124,9 @@ struct Loader::Impl {
   std::vector<Slot> slots;
   std::thread producer;
   std::atomic<bool> stop{false};
-  uint64_t next_batch = 0;   // the consumer's next batch
-  Slot* held = nullptr;      // the slot the consumer is reading
-  Status error;              // sticky until StartEpoch
+  uint64_t next_batch = 0;  // the consumer's next batch
+  Slot* held = nullptr;     // the slot the consumer is reading
+  Status error;             // sticky until StartEpoch
   bool started = false;
 
   // Counters.
@@ -306,8 +312,9 @@ struct Loader::Impl {
 
   // Fetches record `rec` (shard, local) for sample slot i; sets its label and id.
   template <typename BeforeReuse = void (*)()>
-  Status Resolve(WorkerContext& c, uint64_t rec, uint32_t shard, uint32_t local, Slot* slot, int i,
-                 std::string_view* payload, BeforeReuse before_reuse = [] {}) {
+  Status Resolve(
+      WorkerContext& c, uint64_t rec, uint32_t shard, uint32_t local, Slot* slot, int i,
+      std::string_view* payload, BeforeReuse before_reuse = [] {}) {
     SK_RETURN_IF_ERROR(Fetch(c, shard, local, payload, before_reuse));
     slot->labels[i] = ds->shard(shard).record(local).label;
     slot->ids[i] = rec;
@@ -419,7 +426,8 @@ struct Loader::Impl {
     // worker, so that decompression always has every worker busy.
     const bool refill = ahead.empty();
     while (scan_next < part.per_rank) {
-      if (scan_next >= batch_end && (!refill || ahead.size() >= want || warm.size() >= max_warm)) break;
+      if (scan_next >= batch_end && (!refill || ahead.size() >= want || warm.size() >= max_warm))
+        break;
       const uint64_t pos = part.Position(scan_next);
       uint64_t end = 0;
       sampler->Segment(pos, &end, &segment);
@@ -460,18 +468,20 @@ struct Loader::Impl {
   // time: each record in a full shuffle, whole blocks otherwise. Cheap when
   // the pages are cached.
   void ReadAhead(const std::vector<Job>& jobs) {
-    if (compressed || direct || jobs.empty()) return;  // compressed: ScheduleBlocks reads blocks ahead
+    if (compressed || direct || jobs.empty())
+      return;  // compressed: ScheduleBlocks reads blocks ahead
     if (mode != ShuffleMode::kFull) {
       // Block-local or in order: the stored blocks of the segments these
       // batches and the next few read (positions are contiguous here).
       uint64_t i = std::max(jobs.front().base, read_ahead_pos);
-      const uint64_t end_i =
-          std::min<uint64_t>(part.per_rank, (jobs.back().k + 1 + kReadAheadBatches) * part.batch_size);
+      const uint64_t end_i = std::min<uint64_t>(
+          part.per_rank, (jobs.back().k + 1 + kReadAheadBatches) * part.batch_size);
       while (i < end_i) {
         const uint64_t pos = part.Position(i);
         uint64_t end = 0;
         sampler->Segment(pos, &end, &segment);
-        for (uint32_t g : segment) ds->shard(global_blocks[g].first).PrefetchBlock(global_blocks[g].second);
+        for (uint32_t g : segment)
+          ds->shard(global_blocks[g].first).PrefetchBlock(global_blocks[g].second);
         i += std::max<uint64_t>(1, std::min(end - pos, part.per_rank - i));
       }
       read_ahead_pos = std::max(read_ahead_pos, i);
@@ -506,7 +516,8 @@ struct Loader::Impl {
     for (size_t j = 0; j < jobs.size(); ++j) {
       const int n = jobs[j].n;
       const int chunk = jpeg ? 1 : std::max(1, n / (4 * opt.workers));
-      for (int i0 = 0; i0 < n; i0 += chunk) items.push_back(Item{static_cast<int>(j), i0, std::min(n, i0 + chunk)});
+      for (int i0 = 0; i0 < n; i0 += chunk)
+        items.push_back(Item{static_cast<int>(j), i0, std::min(n, i0 + chunk)});
     }
     const int nitems = static_cast<int>(items.size());
     // Waking the team costs tens of microseconds: more than copying a batch
@@ -526,7 +537,8 @@ struct Loader::Impl {
         auto b = cache->Get(warm[j].first, warm[j].second, &c.scratch, &decompressed);
         if (decompressed) {
           c.decompress_ns.fetch_add(NowNs() - t0, std::memory_order_relaxed);
-          c.bytes.fetch_add(ds->shard(warm[j].first).block(warm[j].second).stored_size, std::memory_order_relaxed);
+          c.bytes.fetch_add(ds->shard(warm[j].first).block(warm[j].second).stored_size,
+                            std::memory_order_relaxed);
         }
       }
 #pragma omp for schedule(dynamic, 1)
@@ -575,8 +587,9 @@ struct Loader::Impl {
         }
         NoteSkip(s);
         if (skipped.load() > opt.skip_budget) {
-          slot->status = Status::Corruption("more than " + std::to_string(opt.skip_budget) +
-                                            " corrupt samples skipped (the skip budget); last: " + s.message());
+          slot->status = Status::Corruption(
+              "more than " + std::to_string(opt.skip_budget) +
+              " corrupt samples skipped (the skip budget); last: " + s.message());
           return;
         }
         const uint64_t replacement = (base + i + attempt * kReplacementStride) % part.per_rank;
@@ -608,15 +621,18 @@ uint64_t AvailableMemoryBytes() {
   }
   if (f != nullptr) std::fclose(f);
   if (kb > 0) return kb * 1024;
-  return static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  return static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+         static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
 }
 
 Status ValidateLoaderOptions(const LoaderOptions& o) {
   auto bad = [](const std::string& what) { return Status::InvalidArgument(what); };
   if (o.workers < 1 || o.workers > kMaxLoaderWorkers) {
-    return bad("workers must be in 1.." + std::to_string(kMaxLoaderWorkers) + ", not " + std::to_string(o.workers));
+    return bad("workers must be in 1.." + std::to_string(kMaxLoaderWorkers) + ", not " +
+               std::to_string(o.workers));
   }
-  if (o.prefetch < 1 || o.prefetch > 1024) return bad("prefetch must be in 1..1024, not " + std::to_string(o.prefetch));
+  if (o.prefetch < 1 || o.prefetch > 1024)
+    return bad("prefetch must be in 1..1024, not " + std::to_string(o.prefetch));
   if (o.batch_size < 1 || o.batch_size > (1 << 20)) {
     return bad("batch size must be in 1..1048576, not " + std::to_string(o.batch_size));
   }
@@ -626,13 +642,15 @@ Status ValidateLoaderOptions(const LoaderOptions& o) {
   }
   if (o.block_window < 1) return bad("block window must be at least 1");
   const TransformParams& t = o.transform;
-  if (t.size < 1 || t.size > 4096) return bad("transform size must be in 1..4096, not " + std::to_string(t.size));
+  if (t.size < 1 || t.size > 4096)
+    return bad("transform size must be in 1..4096, not " + std::to_string(t.size));
   auto finite = [](double v) { return std::isfinite(v); };
-  if (!finite(t.min_scale) || !finite(t.max_scale) || t.min_scale <= 0 || t.min_scale > t.max_scale ||
-      t.max_scale > 1) {
+  if (!finite(t.min_scale) || !finite(t.max_scale) || t.min_scale <= 0 ||
+      t.min_scale > t.max_scale || t.max_scale > 1) {
     return bad("crop scale range must satisfy 0 < min <= max <= 1");
   }
-  if (!finite(t.min_ratio) || !finite(t.max_ratio) || t.min_ratio <= 0 || t.min_ratio > t.max_ratio) {
+  if (!finite(t.min_ratio) || !finite(t.max_ratio) || t.min_ratio <= 0 ||
+      t.min_ratio > t.max_ratio) {
     return bad("crop aspect-ratio range must satisfy 0 < min <= max");
   }
   if (!finite(t.crop_fraction) || t.crop_fraction <= 0 || t.crop_fraction > 1) {
@@ -661,7 +679,8 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
   }
   // The cache holds the window being read, the look-ahead and some slack.
   const uint64_t cache_blocks = std::max<uint64_t>(1, options.block_cache_bytes / max_block);
-  d.window = static_cast<uint32_t>(std::clamp<uint64_t>(cache_blocks / 3, 1, std::max<uint32_t>(1, options.block_window)));
+  d.window = static_cast<uint32_t>(
+      std::clamp<uint64_t>(cache_blocks / 3, 1, std::max<uint32_t>(1, options.block_window)));
   d.max_warm = std::max<uint64_t>(options.workers, cache_blocks / 3);
   d.compressed = compressed;
   switch (m.record.kind) {
@@ -688,15 +707,23 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
   if (memory > 0 && ring_bytes > memory / 2) {
     char buf[256];
     std::snprintf(buf, sizeof(buf),
-                  "batch size %d x prefetch %d x %zu bytes per sample = %.1f GB of ring slots, more than half of "
+                  "batch size %d x prefetch %d x %zu bytes per sample = %.1f GB of ring slots, "
+                  "more than half of "
                   "this machine's %.1f GB of memory; use a smaller batch or prefetch",
-                  options.batch_size, options.prefetch, d.sample_bytes, ring_bytes / 1e9, memory / 1e9);
+                  options.batch_size, options.prefetch, d.sample_bytes, ring_bytes / 1e9,
+                  memory / 1e9);
     return Status::InvalidArgument(buf);
   }
   switch (options.shuffle) {
-    case ShuffleChoice::kNone: d.mode = ShuffleMode::kNone; break;
-    case ShuffleChoice::kFull: d.mode = ShuffleMode::kFull; break;
-    case ShuffleChoice::kBlockLocal: d.mode = ShuffleMode::kBlockLocal; break;
+    case ShuffleChoice::kNone:
+      d.mode = ShuffleMode::kNone;
+      break;
+    case ShuffleChoice::kFull:
+      d.mode = ShuffleMode::kFull;
+      break;
+    case ShuffleChoice::kBlockLocal:
+      d.mode = ShuffleMode::kBlockLocal;
+      break;
     case ShuffleChoice::kAuto: {
       const bool over_cache = compressed && m.raw_bytes() > options.block_cache_bytes;
       const bool over_memory = m.bytes() > AvailableMemoryBytes();
@@ -710,14 +737,17 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
   if (options.mmap && d.mode != ShuffleMode::kFull) SK_RETURN_IF_ERROR(d.ds->Map());
   if (d.mode == ShuffleMode::kFull &&
       (options.direct_reads == LoaderOptions::DirectReads::kAlways ||
-       (options.direct_reads == LoaderOptions::DirectReads::kAuto && m.bytes() > AvailableMemoryBytes()))) {
-    d.direct = d.ds->EnableDirectReads();  // where a filesystem has no O_DIRECT, its reads stay buffered
+       (options.direct_reads == LoaderOptions::DirectReads::kAuto &&
+        m.bytes() > AvailableMemoryBytes()))) {
+    d.direct =
+        d.ds->EnableDirectReads();  // where a filesystem has no O_DIRECT, its reads stay buffered
   }
   d.ds->Advise(d.mode == ShuffleMode::kFull ? RandomAccessFile::Access::kRandom
                                             : RandomAccessFile::Access::kSequential);
-  SK_ASSIGN_OR_RETURN(d.part, Partition::Make(d.ds->num_records(), options.rank, options.world_size,
-                                              static_cast<uint64_t>(options.batch_size), options.drop_last,
-                                              /*strided=*/d.mode != ShuffleMode::kBlockLocal));
+  SK_ASSIGN_OR_RETURN(d.part,
+                      Partition::Make(d.ds->num_records(), options.rank, options.world_size,
+                                      static_cast<uint64_t>(options.batch_size), options.drop_last,
+                                      /*strided=*/d.mode != ShuffleMode::kBlockLocal));
   d.cache = std::make_unique<BlockCache>(d.ds.get(), options.block_cache_bytes);
   for (int w = 0; w < options.workers; ++w) d.ctx.push_back(std::make_unique<WorkerContext>());
   d.slots.resize(options.prefetch);
@@ -740,8 +770,9 @@ Status Loader::StartEpoch(uint64_t epoch, uint64_t start_batch) {
   Impl& d = *impl_;
   d.StopProducer();
   if (start_batch > d.part.batches) {
-    return Status::InvalidArgument("start batch " + std::to_string(start_batch) + " past the epoch's " +
-                                   std::to_string(d.part.batches) + " batches");
+    return Status::InvalidArgument("start batch " + std::to_string(start_batch) +
+                                   " past the epoch's " + std::to_string(d.part.batches) +
+                                   " batches");
   }
   for (Slot& s : d.slots) s.state = Slot::State::kFree;
   d.held = nullptr;
@@ -790,7 +821,8 @@ Status Loader::Next(const Batch** batch) {
 
 uint64_t Loader::batches_per_epoch() const { return impl_->part.batches; }
 uint64_t Loader::samples_per_epoch() const {
-  return impl_->part.drop_last ? impl_->part.batches * impl_->part.batch_size : impl_->part.per_rank;
+  return impl_->part.drop_last ? impl_->part.batches * impl_->part.batch_size
+                               : impl_->part.per_rank;
 }
 uint64_t Loader::real_samples_per_epoch() const {
   return impl_->part.drop_last ? impl_->part.batches * impl_->part.batch_size : impl_->part.real;
@@ -840,7 +872,8 @@ void NormalizeBatch(const Batch& b, const float mean[3], const float std[3], flo
   }
   const size_t total = b.sample_bytes() * b.size;
   for (size_t i = 0; i < total; ++i) {
-    const int ch = b.layout == Layout::kNCHW ? static_cast<int>((i / plane) % c) : static_cast<int>(i % c);
+    const int ch =
+        b.layout == Layout::kNCHW ? static_cast<int>((i / plane) % c) : static_cast<int>(i % c);
     out[i] = b.data[i] * scale[ch] + bias[ch];
   }
 }

@@ -38,8 +38,8 @@ struct LoaderOptions {
   int rank = 0;
   int world_size = 1;
   int batch_size = 32;
-  int workers = 1;    // OpenMP threads decoding
-  int prefetch = 4;   // batches decoded ahead of the consumer (ring slots)
+  int workers = 1;   // OpenMP threads decoding
+  int prefetch = 4;  // batches decoded ahead of the consumer (ring slots)
   uint64_t seed = 0;
   // kAuto: full permutation, unless the dataset is compressed and larger than
   // the block cache (block-local shuffling then keeps each block decompressed
@@ -123,7 +123,7 @@ class Loader {
   Status Next(const Batch** batch);
 
   uint64_t batches_per_epoch() const;
-  uint64_t samples_per_epoch() const;  // this rank's
+  uint64_t samples_per_epoch() const;       // this rank's
   uint64_t real_samples_per_epoch() const;  // this rank's, padding excluded
   uint64_t dataset_records() const;
   int channels() const;

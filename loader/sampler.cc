@@ -37,9 +37,13 @@ uint64_t KeyedPermutation::operator()(uint64_t i) const {
   return x;
 }
 
-EpochSampler::EpochSampler(const std::vector<uint32_t>& block_sizes, ShuffleMode mode, uint64_t seed,
-                           uint64_t epoch, uint32_t window)
-    : mode_(mode), window_(std::max<uint32_t>(1, window)), seed_(seed), epoch_(epoch), block_sizes_(block_sizes) {
+EpochSampler::EpochSampler(const std::vector<uint32_t>& block_sizes, ShuffleMode mode,
+                           uint64_t seed, uint64_t epoch, uint32_t window)
+    : mode_(mode),
+      window_(std::max<uint32_t>(1, window)),
+      seed_(seed),
+      epoch_(epoch),
+      block_sizes_(block_sizes) {
   block_first_.reserve(block_sizes.size());
   for (uint32_t s : block_sizes) {
     block_first_.push_back(n_);
@@ -54,7 +58,8 @@ EpochSampler::EpochSampler(const std::vector<uint32_t>& block_sizes, ShuffleMode
     uint64_t pos = 0;
     for (size_t w = 0; w < order_.size(); w += window_) {
       window_start_.push_back(pos);
-      for (size_t b = w; b < std::min(order_.size(), w + window_); ++b) pos += block_sizes_[order_[b]];
+      for (size_t b = w; b < std::min(order_.size(), w + window_); ++b)
+        pos += block_sizes_[order_[b]];
     }
     window_start_.push_back(pos);
   }
@@ -105,18 +110,19 @@ bool EpochSampler::Segment(uint64_t position, uint64_t* end, std::vector<uint32_
   }
   if (mode_ == ShuffleMode::kBlockLocal) {
     const size_t w = WindowOf(position);
-    for (size_t k = w * window_; k < std::min(order_.size(), (w + 1) * window_); ++k) blocks->push_back(order_[k]);
+    for (size_t k = w * window_; k < std::min(order_.size(), (w + 1) * window_); ++k)
+      blocks->push_back(order_[k]);
     *end = window_start_[w + 1];
     return true;
   }
   return false;
 }
 
-Result<Partition> Partition::Make(uint64_t n, int rank, int world_size, uint64_t batch_size, bool drop_last,
-                                  bool strided) {
+Result<Partition> Partition::Make(uint64_t n, int rank, int world_size, uint64_t batch_size,
+                                  bool drop_last, bool strided) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
-    return Status::InvalidArgument("rank " + std::to_string(rank) + " out of range for world size " +
-                                   std::to_string(world_size));
+    return Status::InvalidArgument("rank " + std::to_string(rank) +
+                                   " out of range for world size " + std::to_string(world_size));
   }
   if (batch_size < 1) return Status::InvalidArgument("batch size must be at least 1");
   Partition p;
@@ -135,8 +141,9 @@ Result<Partition> Partition::Make(uint64_t n, int rank, int world_size, uint64_t
   }
   p.batches = drop_last ? p.per_rank / batch_size : (p.per_rank + batch_size - 1) / batch_size;
   if (p.batches == 0) {
-    return Status::InvalidArgument("dataset of " + std::to_string(n) + " records gives rank " + std::to_string(rank) +
-                                   " of " + std::to_string(world_size) + " no batch of " + std::to_string(batch_size) +
+    return Status::InvalidArgument("dataset of " + std::to_string(n) + " records gives rank " +
+                                   std::to_string(rank) + " of " + std::to_string(world_size) +
+                                   " no batch of " + std::to_string(batch_size) +
                                    (drop_last ? " (drop_last)" : ""));
   }
   return p;

@@ -44,8 +44,8 @@ class EpochSampler {
  public:
   // block_sizes: the number of records of each block, in dataset order (all
   // shards' blocks concatenated); records are numbered through them.
-  EpochSampler(const std::vector<uint32_t>& block_sizes, ShuffleMode mode, uint64_t seed, uint64_t epoch,
-               uint32_t window);
+  EpochSampler(const std::vector<uint32_t>& block_sizes, ShuffleMode mode, uint64_t seed,
+               uint64_t epoch, uint32_t window);
   uint64_t size() const { return n_; }
   // The record at `position` of this epoch's order; position < size().
   uint64_t RecordAt(uint64_t position) const;
@@ -69,13 +69,13 @@ class EpochSampler {
   uint64_t n_ = 0;
   KeyedPermutation full_;
   // Block-local: the blocks in shuffled order, grouped in windows.
-  std::vector<uint64_t> block_first_;         // first record of each block (dataset order)
-  std::vector<uint32_t> order_;               // shuffled block order
-  std::vector<uint64_t> window_start_;        // position where each window starts (+ end)
+  std::vector<uint64_t> block_first_;   // first record of each block (dataset order)
+  std::vector<uint32_t> order_;         // shuffled block order
+  std::vector<uint64_t> window_start_;  // position where each window starts (+ end)
   uint32_t window_;
   uint64_t seed_ = 0, epoch_ = 0;
   std::vector<uint32_t> block_sizes_;
-  mutable std::mutex last_mu_;                // RecordAt's one-window cache
+  mutable std::mutex last_mu_;  // RecordAt's one-window cache
   mutable size_t last_window_ = ~size_t{0};
   mutable std::vector<uint64_t> last_records_;
 };
@@ -101,8 +101,8 @@ struct Partition {
   int rank = 0, world_size = 1;
   uint64_t n = 0;
 
-  static Result<Partition> Make(uint64_t n, int rank, int world_size, uint64_t batch_size, bool drop_last,
-                                bool strided = true);
+  static Result<Partition> Make(uint64_t n, int rank, int world_size, uint64_t batch_size,
+                                bool drop_last, bool strided = true);
   // Epoch position of the rank's i-th sample, i < per_rank.
   uint64_t Position(uint64_t i) const {
     const uint64_t w = static_cast<uint64_t>(world_size), r = static_cast<uint64_t>(rank);

@@ -40,7 +40,8 @@ CropDecision RandomResizedCrop(int width, int height, const TransformParams& p, 
     }
     // torchvision: i = (height - h) // 2 (floor division, h may exceed height by rounding).
     const auto floor_div2 = [](int v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); };
-    d.rect = RectF{double(floor_div2(width - w)), double(floor_div2(height - h)), double(w), double(h)};
+    d.rect =
+        RectF{double(floor_div2(width - w)), double(floor_div2(height - h)), double(w), double(h)};
   }
   d.flip = p.hflip && rng->Uniform() < 0.5;
   return d;

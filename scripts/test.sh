@@ -4,12 +4,22 @@
 #     integration test on a real 2-node SLURM when run as root);
 #  2. the loader's tests under ThreadSanitizer;
 #  3. each fuzz target for a few seconds (FUZZ_SECONDS, default 5);
-#  4. every non-training test under AddressSanitizer + UndefinedBehaviorSanitizer.
+#  4. every non-training test under AddressSanitizer + UndefinedBehaviorSanitizer;
+# after checking that the C++ sources are formatted as .clang-format says.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
-shardkit_install_deps clang libclang-rt-14-dev
+shardkit_install_deps clang libclang-rt-14-dev clang-format
 jobs=$(nproc)
+
+echo "== format (clang-format 14, .clang-format)"
+if git rev-parse --git-dir > /dev/null 2>&1; then
+  sources=$(git ls-files '*.cc' '*.h')
+else
+  sources=$(find . \( -path './build*' -o -path ./out \) -prune -o \( -name '*.cc' -o -name '*.h' \) -print)
+fi
+clang-format --dry-run --Werror $sources || {
+  echo "format: run 'clang-format -i' on the files above"; exit 1; }
 
 echo "== build and test"
 shardkit_build build

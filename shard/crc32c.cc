@@ -100,8 +100,8 @@ constexpr size_t kLong = 8192, kShort = 256;
 
 // Three independent crc32 streams over `len`-byte chunks hide the
 // instruction's latency; their results are combined with the shift tables.
-__attribute__((target("sse4.2"))) inline void Triple(uint64_t* crc, const uint8_t** pp, size_t* n, size_t len,
-                                                    const ShiftTables& shift) {
+__attribute__((target("sse4.2"))) inline void Triple(uint64_t* crc, const uint8_t** pp, size_t* n,
+                                                     size_t len, const ShiftTables& shift) {
   uint64_t c0 = *crc;
   const uint8_t* p = *pp;
   while (*n >= 3 * len) {

@@ -67,8 +67,8 @@ void VerifyShard(const std::string& dir, const Manifest& m, const ShardInfo& inf
   if (!reader.ok()) return fail_shard(reader.status().message());
   const ShardReader& sr = **reader;
   if (sr.num_records() != info.records) {
-    return fail_shard(path + ": holds " + std::to_string(sr.num_records()) + " records, manifest says " +
-                      std::to_string(info.records));
+    return fail_shard(path + ": holds " + std::to_string(sr.num_records()) +
+                      " records, manifest says " + std::to_string(info.records));
   }
   // The whole-file CRC is accumulated from the reads the checks make anyway:
   // the header, every block as stored (blocks are contiguous), the index and

@@ -53,7 +53,8 @@ Status PublishShard(const std::string& dir, uint64_t index) {
 
 Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& dir,
                                                              const DatasetWriterOptions& options) {
-  if (options.shard_size < 4096) return Status::InvalidArgument("shard size must be at least 4096 bytes");
+  if (options.shard_size < 4096)
+    return Status::InvalidArgument("shard size must be at least 4096 bytes");
   SK_RETURN_IF_ERROR(CreateDirs(dir));
   SK_ASSIGN_OR_RETURN(auto lock, DirLock::Acquire(dir));
   SK_RETURN_IF_ERROR(PrepareOutputDir(dir, options.overwrite));
@@ -79,8 +80,9 @@ Status DatasetWriter::Add(std::string_view payload, int32_t label, std::string_v
     SK_RETURN_IF_ERROR(CloseShard());
   }
   if (current_ == nullptr) {
-    SK_ASSIGN_OR_RETURN(current_,
-                        ShardWriter::Create(JoinPath(dir_, TempShardFileName(shards_.size())), options_.shard));
+    SK_ASSIGN_OR_RETURN(
+        current_,
+        ShardWriter::Create(JoinPath(dir_, TempShardFileName(shards_.size())), options_.shard));
   }
   SK_RETURN_IF_ERROR(current_->Add(payload, label, key));
   ++records_;

@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "shard/crc32c.h"
@@ -182,7 +182,8 @@ Status RandomAccessFile::ReadDirect(uint64_t offset, size_t n, char* dst) const 
   for (;;) {
     const uint64_t align = direct_align_.load(std::memory_order_relaxed);
     const uint64_t begin = offset / align * align;
-    const uint64_t end = std::min<uint64_t>((offset + n + align - 1) / align * align, (size_ + align - 1) / align * align);
+    const uint64_t end = std::min<uint64_t>((offset + n + align - 1) / align * align,
+                                            (size_ + align - 1) / align * align);
     const size_t len = static_cast<size_t>(end - begin);
     if (buf.size < len) {
       std::free(buf.p);
@@ -196,7 +197,8 @@ Status RandomAccessFile::ReadDirect(uint64_t offset, size_t n, char* dst) const 
     size_t got = 0;
     int err = 0;
     while (got < len) {
-      const ssize_t r = ::pread(direct_fd_, buf.p + got, len - got, static_cast<off_t>(begin + got));
+      const ssize_t r =
+          ::pread(direct_fd_, buf.p + got, len - got, static_cast<off_t>(begin + got));
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) {
         err = r < 0 ? errno : 0;
@@ -210,7 +212,8 @@ Status RandomAccessFile::ReadDirect(uint64_t offset, size_t n, char* dst) const 
     }
     if (err != 0) return Errno("read failed at offset " + std::to_string(offset), path_, err);
     if (begin + got < offset + n) {
-      return Status::Corruption(path_ + ": unexpected end of file at offset " + std::to_string(begin + got));
+      return Status::Corruption(path_ + ": unexpected end of file at offset " +
+                                std::to_string(begin + got));
     }
     std::memcpy(dst, buf.p + (offset - begin), n);
     return Status::OK();
@@ -256,8 +259,8 @@ void RandomAccessFile::Advise(Access access) const {
 
 void RandomAccessFile::WillNeed(uint64_t offset, size_t n) const {
   if (offset >= size_) return;
-  ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(std::min<uint64_t>(n, size_ - offset)),
-                  POSIX_FADV_WILLNEED);
+  ::posix_fadvise(fd_, static_cast<off_t>(offset),
+                  static_cast<off_t>(std::min<uint64_t>(n, size_ - offset)), POSIX_FADV_WILLNEED);
 }
 
 void RandomAccessFile::Release(uint64_t offset, size_t n) const {
@@ -310,8 +313,9 @@ Result<std::unique_ptr<DirLock>> DirLock::Acquire(const std::string& dir) {
     const int err = errno;
     ::close(fd);
     if (err == EWOULDBLOCK) {
-      return Status::IOError(dir + ": another shardkit process is writing this dataset (lock held on " + path +
-                             "); wait for it to finish or choose another output directory");
+      return Status::IOError(dir +
+                             ": another shardkit process is writing this dataset (lock held on " +
+                             path + "); wait for it to finish or choose another output directory");
     }
     return Errno("cannot lock", path, err);
   }

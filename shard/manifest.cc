@@ -2,8 +2,8 @@
 #include "shard/manifest.h"
 
 #include <ctime>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "shard/file_io.h"
 
@@ -36,9 +36,12 @@ uint64_t Manifest::raw_bytes() const {
 
 const char* RecordKindName(format::RecordKind kind) {
   switch (kind) {
-    case format::RecordKind::kJpeg: return "jpeg";
-    case format::RecordKind::kRawU8: return "raw_u8";
-    case format::RecordKind::kBytes: break;
+    case format::RecordKind::kJpeg:
+      return "jpeg";
+    case format::RecordKind::kRawU8:
+      return "raw_u8";
+    case format::RecordKind::kBytes:
+      break;
   }
   return "bytes";
 }
@@ -64,11 +67,21 @@ bool IsValidUtf8(std::string_view s) {
     const auto c = static_cast<unsigned char>(s[i]);
     int n = 0;
     uint32_t cp = 0;
-    if (c < 0x80) { ++i; continue; }
-    if ((c & 0xE0) == 0xC0) { n = 1; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { n = 2; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { n = 3; cp = c & 0x07; }
-    else return false;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if ((c & 0xE0) == 0xC0) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3;
+      cp = c & 0x07;
+    } else
+      return false;
     if (i + static_cast<size_t>(n) >= s.size()) return false;  // truncated sequence
     for (int k = 1; k <= n; ++k) {
       const auto cc = static_cast<unsigned char>(s[i + k]);
@@ -76,7 +89,8 @@ bool IsValidUtf8(std::string_view s) {
       cp = (cp << 6) | (cc & 0x3F);
     }
     static const uint32_t kMin[4] = {0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;  // overlong, surrogate
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+      return false;  // overlong, surrogate
     i += static_cast<size_t>(n) + 1;
   }
   return true;
@@ -119,7 +133,8 @@ std::string ManifestToJson(const Manifest& m) {
                       {"crc32c", Crc32cHex(s.crc32c)}});
   }
   j["shards"] = shards;
-  json created = json::parse(m.created_by.empty() ? "{}" : m.created_by, nullptr, /*allow_exceptions=*/false);
+  json created =
+      json::parse(m.created_by.empty() ? "{}" : m.created_by, nullptr, /*allow_exceptions=*/false);
   j["created_by"] = created.is_discarded() ? json::object() : created;
   j["created_at"] = m.created_at;
   // Class names are checked by WriteManifest; anything else (paths in
@@ -133,7 +148,8 @@ Result<Manifest> ParseManifest(std::string_view text, const std::string& where) 
   if (j.is_discarded()) return bad("not valid JSON");
   if (!j.is_object()) return bad("not a JSON object");
   try {
-    if (j.value("format", "") != "shardkit-dataset") return bad("\"format\" is not \"shardkit-dataset\"");
+    if (j.value("format", "") != "shardkit-dataset")
+      return bad("\"format\" is not \"shardkit-dataset\"");
     const int version = j.at("version").get<int>();
     if (version > kManifestVersion) {
       return Status::Unsupported(where + ": manifest version " + std::to_string(version) +
@@ -166,7 +182,8 @@ Result<Manifest> ParseManifest(std::string_view text, const std::string& where) 
         return bad("shard file name \"" + info.file + "\" is not a plain file name");
       }
       if (!seen.insert(info.file).second) {
-        return bad("shard \"" + info.file + "\" is listed more than once (its records would be read twice)");
+        return bad("shard \"" + info.file +
+                   "\" is listed more than once (its records would be read twice)");
       }
       info.records = s.at("records").get<uint64_t>();
       info.bytes = s.at("bytes").get<uint64_t>();
@@ -174,7 +191,8 @@ Result<Manifest> ParseManifest(std::string_view text, const std::string& where) 
       const std::string crc = s.at("crc32c").get<std::string>();
       char* end = nullptr;
       unsigned long v = std::strtoul(crc.c_str(), &end, 16);
-      if (crc.size() != 8 || *end != '\0') return bad("shard " + info.file + ": bad crc32c \"" + crc + "\"");
+      if (crc.size() != 8 || *end != '\0')
+        return bad("shard " + info.file + ": bad crc32c \"" + crc + "\"");
       info.crc32c = static_cast<uint32_t>(v);
       m.shards.push_back(std::move(info));
     }
@@ -193,7 +211,8 @@ Result<Manifest> ParseManifest(std::string_view text, const std::string& where) 
 Result<Manifest> ReadManifest(const std::string& dir) {
   const std::string path = JoinPath(dir, kManifestName);
   if (!FileExists(path)) {
-    return Status::NotFound(dir + ": no " + kManifestName + " (not a shardkit dataset, or packing did not finish)");
+    return Status::NotFound(dir + ": no " + kManifestName +
+                            " (not a shardkit dataset, or packing did not finish)");
   }
   SK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, 256ull << 20));
   return ParseManifest(text, path);
@@ -202,8 +221,9 @@ Result<Manifest> ReadManifest(const std::string& dir) {
 Status WriteManifest(const std::string& dir, const Manifest& m) {
   for (size_t c = 0; c < m.classes.size(); ++c) {
     if (!IsValidUtf8(m.classes[c])) {
-      return Status::InvalidArgument(dir + ": class " + std::to_string(c) + " name '" + Printable(m.classes[c]) +
-                                     "' is not valid UTF-8; manifests store class names as UTF-8 text");
+      return Status::InvalidArgument(
+          dir + ": class " + std::to_string(c) + " name '" + Printable(m.classes[c]) +
+          "' is not valid UTF-8; manifests store class names as UTF-8 text");
     }
   }
   return WriteFileAtomic(JoinPath(dir, kManifestName), ManifestToJson(m));

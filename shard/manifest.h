@@ -17,7 +17,7 @@ inline constexpr int kManifestVersion = 1;
 
 struct RecordFormat {
   format::RecordKind kind = format::RecordKind::kBytes;
-  std::vector<int64_t> shape;  // raw_u8 only: {H, W, C}
+  std::vector<int64_t> shape;        // raw_u8 only: {H, W, C}
   uint64_t raw_record_size() const;  // product of shape (raw_u8), else 0
 };
 

@@ -14,9 +14,9 @@ inline constexpr char kHeaderMagic[8] = {'S', 'K', 'S', 'H', 'A', 'R', 'D', '\0'
 inline constexpr char kTrailerMagic[8] = {'S', 'K', 'I', 'N', 'D', 'E', 'X', '\0'};
 inline constexpr uint32_t kVersion = 1;
 
-inline constexpr uint32_t kHeaderSize = 32;      // magic, version, header size, kind, reserved, crc
-inline constexpr uint32_t kTrailerSize = 32;     // index offset, size, crc, version, magic
-inline constexpr uint32_t kIndexHeaderSize = 16; // block count, record count, keys size
+inline constexpr uint32_t kHeaderSize = 32;   // magic, version, header size, kind, reserved, crc
+inline constexpr uint32_t kTrailerSize = 32;  // index offset, size, crc, version, magic
+inline constexpr uint32_t kIndexHeaderSize = 16;  // block count, record count, keys size
 inline constexpr uint32_t kBlockEntrySize = 32;
 inline constexpr uint32_t kRecordEntrySize = 28;
 
@@ -46,15 +46,23 @@ struct RecordEntry {
   uint32_t offset;  // within the block's raw bytes
   uint32_t length;
   int32_t label;
-  uint32_t crc32c;  // of the payload
+  uint32_t crc32c;      // of the payload
   uint32_t key_offset;  // into the keys blob
   uint32_t key_length;
 };
 
 inline void PutU32(char* p, uint32_t v) { std::memcpy(p, &v, 4); }
 inline void PutU64(char* p, uint64_t v) { std::memcpy(p, &v, 8); }
-inline uint32_t GetU32(const char* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
-inline uint64_t GetU64(const char* p) { uint64_t v; std::memcpy(&v, p, 8); return v; }
+inline uint32_t GetU32(const char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline uint64_t GetU64(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
 
 inline void EncodeBlock(const BlockEntry& b, char* p) {
   PutU64(p, b.offset);
@@ -66,7 +74,7 @@ inline void EncodeBlock(const BlockEntry& b, char* p) {
   PutU32(p + 28, b.num_records);
 }
 inline BlockEntry DecodeBlock(const char* p) {
-  return BlockEntry{GetU64(p), GetU32(p + 8), GetU32(p + 12), GetU32(p + 16),
+  return BlockEntry{GetU64(p),      GetU32(p + 8),  GetU32(p + 12), GetU32(p + 16),
                     GetU32(p + 20), GetU32(p + 24), GetU32(p + 28)};
 }
 inline void EncodeRecord(const RecordEntry& r, char* p) {
@@ -79,8 +87,9 @@ inline void EncodeRecord(const RecordEntry& r, char* p) {
   PutU32(p + 24, r.key_length);
 }
 inline RecordEntry DecodeRecord(const char* p) {
-  return RecordEntry{GetU32(p), GetU32(p + 4), GetU32(p + 8), static_cast<int32_t>(GetU32(p + 12)),
-                     GetU32(p + 16), GetU32(p + 20), GetU32(p + 24)};
+  return RecordEntry{
+      GetU32(p),      GetU32(p + 4),  GetU32(p + 8), static_cast<int32_t>(GetU32(p + 12)),
+      GetU32(p + 16), GetU32(p + 20), GetU32(p + 24)};
 }
 
 }  // namespace shardkit::format

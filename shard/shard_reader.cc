@@ -31,19 +31,22 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, 
   const uint64_t size = file->size();
   auto corrupt = [&](const std::string& what) { return Status::Corruption(path + ": " + what); };
   if (size < format::kHeaderSize + format::kTrailerSize) {
-    return corrupt("file is " + std::to_string(size) + " bytes, too short to be a shard (truncated?)");
+    return corrupt("file is " + std::to_string(size) +
+                   " bytes, too short to be a shard (truncated?)");
   }
   char header[format::kHeaderSize];
   SK_RETURN_IF_ERROR(file->Read(0, sizeof(header), header));
-  if (std::memcmp(header, format::kHeaderMagic, 8) != 0) return corrupt("bad header magic: not a shardkit shard");
+  if (std::memcmp(header, format::kHeaderMagic, 8) != 0)
+    return corrupt("bad header magic: not a shardkit shard");
   const uint32_t version = format::GetU32(header + 8);
   if (version > format::kVersion) {
     return Status::Unsupported(path + ": shard format version " + std::to_string(version) +
-                               " is newer than this build reads (" + std::to_string(format::kVersion) +
-                               "); upgrade shardkit");
+                               " is newer than this build reads (" +
+                               std::to_string(format::kVersion) + "); upgrade shardkit");
   }
   if (version == 0) return corrupt("bad format version 0");
-  if (crc32c::Value(header, 28) != format::GetU32(header + 28)) return corrupt("header checksum mismatch");
+  if (crc32c::Value(header, 28) != format::GetU32(header + 28))
+    return corrupt("header checksum mismatch");
   if (format::GetU32(header + 12) != format::kHeaderSize) return corrupt("bad header size");
 
   char trailer[format::kTrailerSize];
@@ -51,7 +54,8 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, 
   if (std::memcmp(trailer + 24, format::kTrailerMagic, 8) != 0) {
     return corrupt("bad trailer magic (file truncated or not finished)");
   }
-  if (format::GetU32(trailer + 20) != version) return corrupt("trailer version differs from header");
+  if (format::GetU32(trailer + 20) != version)
+    return corrupt("trailer version differs from header");
   const uint64_t index_offset = format::GetU64(trailer);
   const uint64_t index_size = format::GetU64(trailer + 8);
   const uint64_t index_end = size - format::kTrailerSize;
@@ -76,7 +80,9 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, 
 }
 
 Status ShardReader::ParseIndex(const std::string& index, uint64_t index_offset) {
-  auto corrupt = [&](const std::string& what) { return Status::Corruption(path() + ": index: " + what); };
+  auto corrupt = [&](const std::string& what) {
+    return Status::Corruption(path() + ": index: " + what);
+  };
   const char* p = index.data();
   const uint64_t nblocks = format::GetU32(p);
   const uint64_t nrecords = format::GetU32(p + 4);
@@ -85,8 +91,8 @@ Status ShardReader::ParseIndex(const std::string& index, uint64_t index_offset) 
                         nrecords * format::kRecordEntrySize;
   if (keys_size > index.size() || need != index.size() - keys_size) {
     return corrupt("counts (" + std::to_string(nblocks) + " blocks, " + std::to_string(nrecords) +
-                   " records, " + std::to_string(keys_size) + " key bytes) disagree with its size " +
-                   std::to_string(index.size()));
+                   " records, " + std::to_string(keys_size) +
+                   " key bytes) disagree with its size " + std::to_string(index.size()));
   }
   p += format::kIndexHeaderSize;
   blocks_.resize(nblocks);
@@ -95,14 +101,18 @@ Status ShardReader::ParseIndex(const std::string& index, uint64_t index_offset) 
   for (uint64_t b = 0; b < nblocks; ++b, p += format::kBlockEntrySize) {
     BlockEntry e = format::DecodeBlock(p);
     std::string where = "block " + std::to_string(b) + ": ";
-    if (e.offset != next_offset) return corrupt(where + "offset " + std::to_string(e.offset) + " out of place");
+    if (e.offset != next_offset)
+      return corrupt(where + "offset " + std::to_string(e.offset) + " out of place");
     if (e.stored_size > index_offset - e.offset) return corrupt(where + "extends past the index");
-    if (e.raw_size > format::kMaxBlockRawSize) return corrupt(where + "declared raw size over the limit");
-    if (e.codec > static_cast<uint32_t>(format::Codec::kZstd)) return corrupt(where + "unknown codec");
+    if (e.raw_size > format::kMaxBlockRawSize)
+      return corrupt(where + "declared raw size over the limit");
+    if (e.codec > static_cast<uint32_t>(format::Codec::kZstd))
+      return corrupt(where + "unknown codec");
     if (e.codec == static_cast<uint32_t>(format::Codec::kStored) && e.stored_size != e.raw_size) {
       return corrupt(where + "stored block with raw size != stored size");
     }
-    if (e.first_record != next_record || e.num_records == 0 || e.num_records > nrecords - e.first_record) {
+    if (e.first_record != next_record || e.num_records == 0 ||
+        e.num_records > nrecords - e.first_record) {
       return corrupt(where + "record range out of place");
     }
     next_offset = e.offset + e.stored_size;
@@ -151,9 +161,11 @@ Status ShardReader::ReadBlock(uint32_t b, ReadScratch* scratch, std::string_view
 Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<char>* out,
                                   std::string_view* stored) const {
   if (stored != nullptr) *stored = std::string_view();
-  if (b >= blocks_.size()) return Status::InvalidArgument(path() + ": no block " + std::to_string(b));
+  if (b >= blocks_.size())
+    return Status::InvalidArgument(path() + ": no block " + std::to_string(b));
   const BlockEntry& e = blocks_[b];
-  const std::string where = path() + ": block " + std::to_string(b) + " at offset " + std::to_string(e.offset);
+  const std::string where =
+      path() + ": block " + std::to_string(b) + " at offset " + std::to_string(e.offset);
   if (e.codec == static_cast<uint32_t>(format::Codec::kStored)) {
     out->resize(e.raw_size);
     SK_RETURN_IF_ERROR(file_->Read(e.offset, e.stored_size, out->data()));
@@ -175,7 +187,8 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
   if (stored != nullptr) *stored = in;
   const uint32_t got = crc32c::Value(in.data(), in.size());
   if (got != e.crc32c) {
-    return Status::Corruption(where + ": checksum mismatch (expected " + Hex(e.crc32c) + ", got " + Hex(got) + ")");
+    return Status::Corruption(where + ": checksum mismatch (expected " + Hex(e.crc32c) + ", got " +
+                              Hex(got) + ")");
   }
   if (scratch->dctx == nullptr) scratch->dctx = ZSTD_createDCtx();
   out->resize(e.raw_size);
@@ -186,8 +199,8 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
     return Status::Corruption(where + ": zstd: " + ZSTD_getErrorName(n));
   }
   if (n != e.raw_size) {
-    return Status::Corruption(where + ": decompressed to " + std::to_string(n) + " bytes, expected " +
-                              std::to_string(e.raw_size));
+    return Status::Corruption(where + ": decompressed to " + std::to_string(n) +
+                              " bytes, expected " + std::to_string(e.raw_size));
   }
   file_->Release(e.offset, e.stored_size);  // the decompressed copy is what is used from now on
   return Status::OK();
@@ -202,8 +215,8 @@ Status ShardReader::RecordFromBlock(uint32_t i, std::string_view block_raw,
   std::string_view p = block_raw.substr(r.offset, r.length);
   const uint32_t got = crc32c::Value(p.data(), p.size());
   if (got != r.crc32c) {
-    return Status::Corruption(Where(i) + ": checksum mismatch (expected " + Hex(r.crc32c) + ", got " +
-                              Hex(got) + ")");
+    return Status::Corruption(Where(i) + ": checksum mismatch (expected " + Hex(r.crc32c) +
+                              ", got " + Hex(got) + ")");
   }
   *payload = p;
   return Status::OK();
@@ -218,7 +231,8 @@ Status ShardReader::ReadRecord(uint32_t i, ReadScratch* scratch, std::string_vie
   const BlockEntry& b = blocks_[r.block];
   if (b.codec == static_cast<uint32_t>(format::Codec::kStored)) {
     scratch->raw.resize(r.length);
-    SK_RETURN_IF_ERROR(file_->Read(b.offset + r.offset, r.length, scratch->raw.data()).WithContext(Where(i)));
+    SK_RETURN_IF_ERROR(
+        file_->Read(b.offset + r.offset, r.length, scratch->raw.data()).WithContext(Where(i)));
     file_->Release(b.offset + r.offset, r.length);
     const uint32_t got = crc32c::Value(scratch->raw.data(), r.length);
     if (got != r.crc32c) {

@@ -57,7 +57,8 @@ class ShardReader {
                        std::string_view* stored = nullptr) const;
   // Offset of the index: where the last block ends.
   uint64_t index_offset() const {
-    return blocks_.empty() ? format::kHeaderSize : blocks_.back().offset + blocks_.back().stored_size;
+    return blocks_.empty() ? format::kHeaderSize
+                           : blocks_.back().offset + blocks_.back().stored_size;
   }
   // Reads record i and checks its CRC. For a stored block only the record's
   // bytes are read; for a compressed one the whole block is decompressed.
@@ -72,7 +73,9 @@ class ShardReader {
   // Read-pattern hints for the kernel (see RandomAccessFile::Advise), and a
   // background read of block b's stored bytes (block-local reading ahead).
   void Advise(RandomAccessFile::Access access) const { file_->Advise(access); }
-  void PrefetchBlock(uint32_t b) const { file_->WillNeed(blocks_[b].offset, blocks_[b].stored_size); }
+  void PrefetchBlock(uint32_t b) const {
+    file_->WillNeed(blocks_[b].offset, blocks_[b].stored_size);
+  }
   // The same for record i's bytes alone, when its block is stored uncompressed.
   void PrefetchRecord(uint32_t i) const {
     const format::BlockEntry& b = blocks_[records_[i].block];

@@ -38,11 +38,12 @@ Status ShardWriter::Add(std::string_view payload, int32_t label, std::string_vie
   if (finished_) return Status::InvalidArgument(path() + ": Add after Finish");
   if (payload.size() > format::kMaxRecordSize) {
     return Status::InvalidArgument(path() + ": record '" + std::string(key) + "' is " +
-                                   std::to_string(payload.size()) + " bytes, over the 256 MiB limit");
+                                   std::to_string(payload.size()) +
+                                   " bytes, over the 256 MiB limit");
   }
   if (key.size() > format::kMaxKeySize) {
-    return Status::InvalidArgument(path() + ": key longer than 4096 bytes: " +
-                                   std::string(key.substr(0, 64)) + "...");
+    return Status::InvalidArgument(
+        path() + ": key longer than 4096 bytes: " + std::string(key.substr(0, 64)) + "...");
   }
   if (records_.size() >= UINT32_MAX - 1 || keys_.size() + key.size() > UINT32_MAX) {
     return Status::InvalidArgument(path() + ": too many records for one shard");

@@ -32,9 +32,9 @@ struct ShardWriterOptions {
 // What a finished shard holds, for the manifest.
 struct ShardSummary {
   uint64_t records = 0;
-  uint64_t bytes = 0;        // file size
-  uint64_t raw_bytes = 0;    // sum of payload sizes
-  uint32_t crc32c = 0;       // of the whole file
+  uint64_t bytes = 0;      // file size
+  uint64_t raw_bytes = 0;  // sum of payload sizes
+  uint32_t crc32c = 0;     // of the whole file
 };
 
 // Not thread-safe. The file is complete only after Finish() returns OK; a
@@ -62,8 +62,8 @@ class ShardWriter {
   ShardWriterOptions options_;
   std::unique_ptr<WritableFile> file_;
   ZSTD_CCtx* cctx_ = nullptr;
-  std::string pending_;        // raw bytes of the open block
-  uint32_t pending_first_ = 0; // first record of the open block
+  std::string pending_;         // raw bytes of the open block
+  uint32_t pending_first_ = 0;  // first record of the open block
   std::vector<char> compressed_;
   std::vector<format::BlockEntry> blocks_;
   std::vector<format::RecordEntry> records_;

@@ -11,7 +11,15 @@ namespace shardkit {
 
 class [[nodiscard]] Status {
  public:
-  enum class Code { kOk = 0, kNotFound, kCorruption, kInvalidArgument, kIOError, kUnsupported, kAborted };
+  enum class Code {
+    kOk = 0,
+    kNotFound,
+    kCorruption,
+    kInvalidArgument,
+    kIOError,
+    kUnsupported,
+    kAborted
+  };
 
   Status() = default;
   static Status OK() { return Status(); }
@@ -74,10 +82,10 @@ class [[nodiscard]] Result {
   std::variant<T, Status> v_;
 };
 
-#define SK_RETURN_IF_ERROR(expr)          \
-  do {                                    \
-    ::shardkit::Status _st = (expr);      \
-    if (!_st.ok()) return _st;            \
+#define SK_RETURN_IF_ERROR(expr)     \
+  do {                               \
+    ::shardkit::Status _st = (expr); \
+    if (!_st.ok()) return _st;       \
   } while (0)
 
 #define SK_CONCAT_INNER(a, b) a##b
@@ -87,6 +95,7 @@ class [[nodiscard]] Result {
   if (!tmp.ok()) return tmp.status();            \
   lhs = std::move(tmp).value()
 // SK_ASSIGN_OR_RETURN(auto x, MakeX()); returns the error status if MakeX() failed.
-#define SK_ASSIGN_OR_RETURN(lhs, expr) SK_ASSIGN_OR_RETURN_IMPL(SK_CONCAT(_res_, __LINE__), lhs, expr)
+#define SK_ASSIGN_OR_RETURN(lhs, expr) \
+  SK_ASSIGN_OR_RETURN_IMPL(SK_CONCAT(_res_, __LINE__), lhs, expr)
 
 }  // namespace shardkit

@@ -65,7 +65,8 @@ TEST(AugmentTransform, NinetyDegreeRotationIsTransposePlusFlip) {
   auto rot = Apply(img, r);
   // Rotating by +90 degrees about the centre: out(x, y) = in(y, 27 - x).
   for (int y = 0; y < 28; ++y) {
-    for (int x = 0; x < 28; ++x) ASSERT_EQ(rot[y * 28 + x], img[(27 - x) * 28 + y]) << x << "," << y;
+    for (int x = 0; x < 28; ++x)
+      ASSERT_EQ(rot[y * 28 + x], img[(27 - x) * 28 + y]) << x << "," << y;
   }
 }
 
@@ -96,8 +97,8 @@ TEST(AugmentTransform, TranslationAndScaleMovePixels) {
 
 TEST(AugmentTransform, ParametersDependOnlyOnSeedIndexAndVersion) {
   AugmentParams p;
-  auto a = DrawTransform(p, 1, 10, 2), b = DrawTransform(p, 1, 10, 2), c = DrawTransform(p, 2, 10, 2),
-       d = DrawTransform(p, 1, 10, 3);
+  auto a = DrawTransform(p, 1, 10, 2), b = DrawTransform(p, 1, 10, 2),
+       c = DrawTransform(p, 2, 10, 2), d = DrawTransform(p, 1, 10, 3);
   EXPECT_EQ(a.angle_rad, b.angle_rad);
   EXPECT_EQ(a.elastic_key, b.elastic_key);
   EXPECT_NE(a.angle_rad, c.angle_rad);
@@ -114,10 +115,12 @@ TEST(AugmentTransform, ParametersDependOnlyOnSeedIndexAndVersion) {
 class BigMnistCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist not installed";
+    if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
+      GTEST_SKIP() << "dataset-fashion-mnist not installed";
   }
   std::string Cmd(const std::string& out, const std::string& extra) {
-    return kAugment + " bigmnist --src " + kFashion + " " + out + " --limit 300 --versions 3 --copies 4 " + extra;
+    return kAugment + " bigmnist --src " + kFashion + " " + out +
+           " --limit 300 --versions 3 --copies 4 " + extra;
   }
   TempDir dir_;
 };
@@ -153,7 +156,8 @@ TEST_F(BigMnistCli, CountsLabelsAndSpreadOfCopies) {
   EXPECT_EQ((*ds)->num_records(), 300u * 3 * 4);
   // Labels follow their source image; every (index, version, copy) appears once.
   std::string labels = testing::ReadFile(kFashion + "/train-labels-idx1-ubyte.gz");
-  auto src = RunCommand("zcat " + kFashion + "/train-labels-idx1-ubyte.gz | head -c 308 | tail -c 300 | od -An -tu1 -v");
+  auto src = RunCommand("zcat " + kFashion +
+                        "/train-labels-idx1-ubyte.gz | head -c 308 | tail -c 300 | od -An -tu1 -v");
   std::vector<int> src_labels;
   std::istringstream in(src.out);
   for (int v; in >> v;) src_labels.push_back(v);
@@ -171,14 +175,16 @@ TEST_F(BigMnistCli, CountsLabelsAndSpreadOfCopies) {
     }
   }
   EXPECT_EQ(keys.size(), 300u * 3 * 4);
-  for (const auto& [s, copies] : copies_per_shard) EXPECT_EQ(copies.size(), 4u) << "shard " << s << " mixes copies";
+  for (const auto& [s, copies] : copies_per_shard)
+    EXPECT_EQ(copies.size(), 4u) << "shard " << s << " mixes copies";
 }
 
 TEST_F(BigMnistCli, Hdf5RoundTripShardsToHdf5ToShardsIsEqual) {
   ASSERT_EQ(RunCommand(Cmd(dir_ / "shards", "")).exit_code, 0);
   auto h = RunCommand(Cmd(dir_ / "big.h5", "--format hdf5"));
   ASSERT_EQ(h.exit_code, 0) << h.out;
-  auto p = RunCommand(testing::PackTool() + " hdf5 " + dir_ / "big.h5" + " " + dir_ / "back --images /images --labels /labels");
+  auto p = RunCommand(testing::PackTool() + " hdf5 " + dir_ / "big.h5" + " " +
+                      dir_ / "back --images /images --labels /labels");
   ASSERT_EQ(p.exit_code, 0) << p.out;
   auto a = Dataset::Open(dir_ / "shards"), b = Dataset::Open(dir_ / "back");
   ASSERT_TRUE(a.ok() && b.ok());
@@ -213,7 +219,8 @@ TEST_F(BigMnistCli, KilledRunResumesKeepingFinishedShards) {
   ASSERT_TRUE(some_done) << testing::ReadFile(dir_ / "log");
   kill(pid, SIGKILL);
   testing::WaitExit(pid, 10);
-  ASSERT_FALSE(FileExists(dir_ / "out/manifest.json")) << "killed before the end: must not look complete";
+  ASSERT_FALSE(FileExists(dir_ / "out/manifest.json"))
+      << "killed before the end: must not look complete";
   EXPECT_FALSE(Dataset::Open(dir_ / "out").ok());
   auto r = RunCommand(cmd);
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -224,7 +231,8 @@ TEST_F(BigMnistCli, KilledRunResumesKeepingFinishedShards) {
 
 // --- HDF5 import errors ------------------------------------------------------
 
-void WriteH5(const std::string& path, const std::vector<std::tuple<std::string, hid_t, std::vector<hsize_t>>>& sets) {
+void WriteH5(const std::string& path,
+             const std::vector<std::tuple<std::string, hid_t, std::vector<hsize_t>>>& sets) {
   hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   for (const auto& [name, type, dims] : sets) {
     hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
@@ -246,12 +254,22 @@ TEST(Hdf5Import, ClearErrors) {
     std::vector<std::tuple<std::string, hid_t, std::vector<hsize_t>>> sets;
     std::string expect;
   } cases[] = {
-      {"rank2", {{"/images", H5T_NATIVE_UINT8, {4, 28}}, {"/labels", H5T_NATIVE_INT32, {4}}}, "rank 3 (N,H,W)"},
-      {"float", {{"/images", H5T_NATIVE_FLOAT, {4, 28, 28}}, {"/labels", H5T_NATIVE_INT32, {4}}}, "must be uint8"},
-      {"float_labels", {{"/images", H5T_NATIVE_UINT8, {4, 28, 28}}, {"/labels", H5T_NATIVE_FLOAT, {4}}}, "labels must be integers"},
-      {"mismatch", {{"/images", H5T_NATIVE_UINT8, {4, 28, 28}}, {"/labels", H5T_NATIVE_INT32, {5}}}, "length mismatch"},
+      {"rank2",
+       {{"/images", H5T_NATIVE_UINT8, {4, 28}}, {"/labels", H5T_NATIVE_INT32, {4}}},
+       "rank 3 (N,H,W)"},
+      {"float",
+       {{"/images", H5T_NATIVE_FLOAT, {4, 28, 28}}, {"/labels", H5T_NATIVE_INT32, {4}}},
+       "must be uint8"},
+      {"float_labels",
+       {{"/images", H5T_NATIVE_UINT8, {4, 28, 28}}, {"/labels", H5T_NATIVE_FLOAT, {4}}},
+       "labels must be integers"},
+      {"mismatch",
+       {{"/images", H5T_NATIVE_UINT8, {4, 28, 28}}, {"/labels", H5T_NATIVE_INT32, {5}}},
+       "length mismatch"},
       {"missing", {{"/images", H5T_NATIVE_UINT8, {4, 28, 28}}}, "no dataset '/labels'"},
-      {"labels_2d", {{"/images", H5T_NATIVE_UINT8, {4, 28, 28}}, {"/labels", H5T_NATIVE_INT32, {4, 1}}}, "rank 1"},
+      {"labels_2d",
+       {{"/images", H5T_NATIVE_UINT8, {4, 28, 28}}, {"/labels", H5T_NATIVE_INT32, {4, 1}}},
+       "rank 1"},
   };
   for (const auto& c : cases) {
     const std::string path = dir / (c.name + ".h5");
@@ -285,7 +303,11 @@ TEST(Hdf5Import, FourDimensionalImagesAndLabels) {
   hid_t dl = H5Dcreate2(f, "/y", H5T_STD_I64LE, ls, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   H5Dwrite(di, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, px.data());
   H5Dwrite(dl, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels);
-  H5Dclose(di); H5Dclose(dl); H5Sclose(is); H5Sclose(ls); H5Fclose(f);
+  H5Dclose(di);
+  H5Dclose(dl);
+  H5Sclose(is);
+  H5Sclose(ls);
+  H5Fclose(f);
   Hdf5PackOptions o;
   o.file = dir / "ok.h5";
   o.out = dir / "out";
@@ -322,7 +344,11 @@ TEST(Hdf5Import, HugeLabelValueIsAClearErrorNotAnAllocation) {
   hid_t dl = H5Dcreate2(f, "/labels", H5T_STD_I32LE, ls, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   H5Dwrite(di, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, px);
   H5Dwrite(dl, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, &label);
-  H5Dclose(di); H5Dclose(dl); H5Sclose(is); H5Sclose(ls); H5Fclose(f);
+  H5Dclose(di);
+  H5Dclose(dl);
+  H5Sclose(is);
+  H5Sclose(ls);
+  H5Fclose(f);
   Hdf5PackOptions o;
   o.file = dir / "big_label.h5";
   o.out = dir / "out";

@@ -46,8 +46,8 @@ void Check(const std::vector<Case>& cases) {
     EXPECT_NE(r.exit_code, 137) << "hung (killed after 60 s)";
     EXPECT_EQ(r.exit_code, c.code) << r.out;
     if (!c.expect.empty()) EXPECT_NE(r.out.find(c.expect), std::string::npos) << r.out;
-    for (const char* bad : {"terminate called", "what():", "Exception raised from", "Aborted", "Segmentation",
-                            "std::invalid_argument", "type_error", "frame #"}) {
+    for (const char* bad : {"terminate called", "what():", "Exception raised from", "Aborted",
+                            "Segmentation", "std::invalid_argument", "type_error", "frame #"}) {
       EXPECT_EQ(r.out.find(bad), std::string::npos) << "crash or backtrace: " << r.out;
     }
     if (c.code == 2) {
@@ -70,8 +70,8 @@ class CliRobustness : public ::testing::Test {
     testing::MakeDirs(dir_ / "idx");
     WriteFile(dir_ / "idx/train-images-idx3-ubyte", img);
     WriteFile(dir_ / "idx/train-labels-idx1-ubyte", lab);
-    auto r = RunCommand(kPack + " idx --images " + dir_ / "idx/train-images-idx3-ubyte" + " --labels " +
-                        dir_ / "idx/train-labels-idx1-ubyte " + ds_);
+    auto r = RunCommand(kPack + " idx --images " + dir_ / "idx/train-images-idx3-ubyte" +
+                        " --labels " + dir_ / "idx/train-labels-idx1-ubyte " + ds_);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     testing::MakeDirs(dir_ / "fifo-ds");
     ASSERT_EQ(mkfifo((dir_ / "fifo-ds/manifest.json").c_str(), 0644), 0);
@@ -102,9 +102,11 @@ TEST_F(CliRobustness, PackRefusesEveryBadValueWithOneLine) {
       {kPack, in + " --seed -1", 2, "--seed"},
       {kPack, in + " --seed 1e400", 2, "--seed"},
       {kPack, "idx" + idx + " --shard-size 1e99", 2, "--shard-size"},
-      {kPack, "idx --images " + dir_ / "pipe" + " --labels " + dir_ / "pipe " + dir_ / "o", 2, "named pipe"},
+      {kPack, "idx --images " + dir_ / "pipe" + " --labels " + dir_ / "pipe " + dir_ / "o", 2,
+       "named pipe"},
       {kPack, "hdf5 " + dir_ / "pipe " + dir_ / "o --images /x --labels /y", 2, "named pipe"},
-      {kPack, "imagenet " + dir_.path() + " " + dir_ / "o --val-labels " + dir_ / "pipe", 2, "named pipe"},
+      {kPack, "imagenet " + dir_.path() + " " + dir_ / "o --val-labels " + dir_ / "pipe", 2,
+       "named pipe"},
       {kPack, "verify " + ds_ + " --threads 1e9", 2, "--threads"},
       {kPack, "verify " + dir_ / "fifo-ds", 2, "named pipe"},
       {kPack, "inspect " + dir_ / "fifo-ds", 2, "named pipe"},

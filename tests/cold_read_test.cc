@@ -95,10 +95,11 @@ TEST(ColdReadTest, StorageReadsAreAboutTheRecordBytesInEveryMode) {
     }
     loader->reset();  // the ring's read-ahead is part of what was read
     const uint64_t read = StorageReadBytes() - io0;
-    if (read == 0) GTEST_SKIP() << "this filesystem reports no read_bytes (tmpfs?): nothing to measure";
+    if (read == 0)
+      GTEST_SKIP() << "this filesystem reports no read_bytes (tmpfs?): nothing to measure";
     const double ratio = double(read) / double(delivered);
-    std::printf("%-28s %8.2f MB read for %8.2f MB delivered: %.2fx\n", mode.name, read / 1e6, delivered / 1e6,
-                ratio);
+    std::printf("%-28s %8.2f MB read for %8.2f MB delivered: %.2fx\n", mode.name, read / 1e6,
+                delivered / 1e6, ratio);
     // The ring fills prefetch batches beyond the ones taken: allow for them.
     const double ahead = mode.batches == 0 ? 0 : 2.0 / double(mode.batches);
     EXPECT_LE(ratio, mode.limit + ahead) << read << " bytes read for " << delivered << " delivered";

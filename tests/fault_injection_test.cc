@@ -29,7 +29,8 @@ const std::string kStage = SHARDKIT_SOURCE_DIR "/slurm/stage.sh";
 void ExpectAbsentResumableOrValid(const std::string& dir) {
   if (!FileExists(dir)) return;
   if (!FileExists(dir + "/manifest.json")) {
-    EXPECT_TRUE(Dataset::Open(dir).status().IsNotFound()) << "a directory without a manifest is not a dataset";
+    EXPECT_TRUE(Dataset::Open(dir).status().IsNotFound())
+        << "a directory without a manifest is not a dataset";
     return;
   }
   auto r = RunCommand(testing::PackTool() + " verify " + dir);
@@ -44,10 +45,12 @@ void KillAfter(const std::string& cmd, const std::string& log, int ms) {
 }
 
 TEST(FaultInjection, PackKilledAtAnyPointRestartsCleanly) {
-  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
   TempDir dir;
-  const std::string cmd = testing::PackTool() + " idx --images " + kFashion + "/train-images-idx3-ubyte.gz --labels " +
-                          kFashion + "/train-labels-idx1-ubyte.gz --shard-size 2000000 " + dir / "out";
+  const std::string cmd = testing::PackTool() + " idx --images " + kFashion +
+                          "/train-images-idx3-ubyte.gz --labels " + kFashion +
+                          "/train-labels-idx1-ubyte.gz --shard-size 2000000 " + dir / "out";
   for (int ms : {5, 40, 80, 120, 160, 220}) {
     SCOPED_TRACE("killed after " + std::to_string(ms) + " ms");
     KillAfter(cmd + " --force", dir / "log", ms);
@@ -65,10 +68,12 @@ TEST(FaultInjection, ImageNetPackKilledAtAnyPointRestartsCleanly) {
     testing::MakeDirs(dir / ("src/c" + std::to_string(c)));
     for (int i = 0; i < 60; ++i) {
       testing::WriteFile(dir / ("src/c" + std::to_string(c) + "/" + std::to_string(i) + ".JPEG"),
-                         testing::MakeJpeg(testing::SyntheticImage(160, 120, 3, c * 100 + i), testing::JpegFlavor::kRgb));
+                         testing::MakeJpeg(testing::SyntheticImage(160, 120, 3, c * 100 + i),
+                                           testing::JpegFlavor::kRgb));
     }
   }
-  const std::string cmd = testing::PackTool() + " imagenet " + dir / "src" + " " + dir / "out --shard-size 100000 --threads 1";
+  const std::string cmd = testing::PackTool() + " imagenet " + dir / "src" + " " +
+                          dir / "out --shard-size 100000 --threads 1";
   for (int ms : {10, 60, 120}) {
     SCOPED_TRACE("killed after " + std::to_string(ms) + " ms");
     KillAfter(cmd + " --force", dir / "log", ms);
@@ -80,10 +85,12 @@ TEST(FaultInjection, ImageNetPackKilledAtAnyPointRestartsCleanly) {
 }
 
 TEST(FaultInjection, AugmentKilledAtAnyPointResumes) {
-  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
   TempDir dir;
   auto cmd = [&](const std::string& out) {
-    return kAugment + " bigmnist --src " + kFashion + " " + out + " --limit 2000 --versions 2 --copies 40 --shard-size 200000";
+    return kAugment + " bigmnist --src " + kFashion + " " + out +
+           " --limit 2000 --versions 2 --copies 40 --shard-size 200000";
   };
   ASSERT_EQ(RunCommand(cmd(dir / "ref")).exit_code, 0);
   for (int ms : {20, 150, 400, 700}) {
@@ -97,7 +104,8 @@ TEST(FaultInjection, AugmentKilledAtAnyPointResumes) {
     auto a = ReadManifest(dir / "out"), b = ReadManifest(dir / "ref");
     ASSERT_TRUE(a.ok() && b.ok());
     ASSERT_EQ(a->shards.size(), b->shards.size());
-    for (size_t i = 0; i < a->shards.size(); ++i) EXPECT_EQ(a->shards[i].crc32c, b->shards[i].crc32c) << i;
+    for (size_t i = 0; i < a->shards.size(); ++i)
+      EXPECT_EQ(a->shards[i].crc32c, b->shards[i].crc32c) << i;
     ASSERT_TRUE(RemoveFile(dir / "out/manifest.json").ok());
     std::filesystem::remove_all(dir / "out");
   }
@@ -118,24 +126,28 @@ void ExpectCleanFailure(const std::string& dir) {
 }
 
 TEST(FaultInjection, FullDiskDuringPackIsAClearErrorAndLeavesNothingPartial) {
-  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
   TempDir dir;
-  const std::string args = " idx --images " + kFashion + "/train-images-idx3-ubyte.gz --labels " + kFashion +
-                           "/train-labels-idx1-ubyte.gz --shard-size 3000000 ";
+  const std::string args = " idx --images " + kFashion + "/train-images-idx3-ubyte.gz --labels " +
+                           kFashion + "/train-labels-idx1-ubyte.gz --shard-size 3000000 ";
   // A real full disk: a 5 MB tmpfs, where the machine lets us mount one.
   testing::MakeDirs(dir / "tmpfs");
   if (mount("tmpfs", (dir / "tmpfs").c_str(), "tmpfs", 0, "size=5m") == 0) {
     auto r = RunCommand(testing::PackTool() + args + dir / "tmpfs/out");
     EXPECT_EQ(r.exit_code, 2) << r.out;
     EXPECT_NE(r.out.find("No space left on device"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find(dir / "tmpfs/out/.shard-"), std::string::npos) << "the error names the file: " << r.out;
+    EXPECT_NE(r.out.find(dir / "tmpfs/out/.shard-"), std::string::npos)
+        << "the error names the file: " << r.out;
     ExpectCleanFailure(dir / "tmpfs/out");
     umount((dir / "tmpfs").c_str());
   } else {
-    std::printf("(no tmpfs mount here: %s; using the injected write failure only)\n", std::strerror(errno));
+    std::printf("(no tmpfs mount here: %s; using the injected write failure only)\n",
+                std::strerror(errno));
   }
   // The same through the write-failure injection (runs everywhere).
-  auto r = RunCommand("env SHARDKIT_FAULT_WRITE_BUDGET=4000000 " + testing::PackTool() + args + dir / "inj");
+  auto r = RunCommand("env SHARDKIT_FAULT_WRITE_BUDGET=4000000 " + testing::PackTool() + args +
+                      dir / "inj");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("No space left on device"), std::string::npos) << r.out;
   ExpectCleanFailure(dir / "inj");
@@ -152,11 +164,13 @@ TEST(FaultInjection, ManifestWriteFailureLeavesNoDataset) {
   std::string lab = {0, 0, 8, 1, 0, 0, 0, 4, 0, 1, 0, 1};
   testing::WriteFile(dir / "i", img);
   testing::WriteFile(dir / "l", lab);
-  auto shard_only = RunCommand(testing::PackTool() + " idx --images " + dir / "i" + " --labels " + dir / "l" + " " + dir / "probe");
+  auto shard_only = RunCommand(testing::PackTool() + " idx --images " + dir / "i" + " --labels " +
+                               dir / "l" + " " + dir / "probe");
   ASSERT_EQ(shard_only.exit_code, 0);
   const uint64_t shard_bytes = *FileSize(dir / "probe/shard-00000.sks");
-  auto r = RunCommand("env SHARDKIT_FAULT_WRITE_BUDGET=" + std::to_string(shard_bytes + 10) + " " + testing::PackTool() +
-                      " idx --images " + dir / "i" + " --labels " + dir / "l" + " " + dir / "out");
+  auto r = RunCommand("env SHARDKIT_FAULT_WRITE_BUDGET=" + std::to_string(shard_bytes + 10) + " " +
+                      testing::PackTool() + " idx --images " + dir / "i" + " --labels " +
+                      dir / "l" + " " + dir / "out");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("manifest.json"), std::string::npos) << r.out;
   EXPECT_FALSE(FileExists(dir / "out/manifest.json"));
@@ -164,34 +178,44 @@ TEST(FaultInjection, ManifestWriteFailureLeavesNoDataset) {
 }
 
 TEST(FaultInjection, InterruptedStagingResumesCopyingOnlyWhatIsMissing) {
-  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
   TempDir dir;
-  ASSERT_EQ(RunCommand(testing::PackTool() + " idx --images " + kFashion + "/train-images-idx3-ubyte.gz --labels " +
-                       kFashion + "/train-labels-idx1-ubyte.gz --shard-size 1000000 " + dir / "shared")
+  ASSERT_EQ(RunCommand(testing::PackTool() + " idx --images " + kFashion +
+                       "/train-images-idx3-ubyte.gz --labels " + kFashion +
+                       "/train-labels-idx1-ubyte.gz --shard-size 1000000 " + dir / "shared")
                 .exit_code,
             0);
-  const std::string stage = "env SHARDKIT_PACK=" + testing::PackTool() + " " + kStage + " " + dir / "shared" + " " +
-                            dir / "local --jobs 1";
+  const std::string stage = "env SHARDKIT_PACK=" + testing::PackTool() + " " + kStage + " " +
+                            dir / "shared" + " " + dir / "local --jobs 1";
   const int pid = testing::Spawn(stage, dir / "log");
   for (int i = 0; i < 200 && !FileExists(dir / "local/shard-00004.sks"); ++i) usleep(10000);
   kill(pid, SIGKILL);
   testing::WaitExit(pid, 10);
-  EXPECT_FALSE(FileExists(dir / "local/manifest.json")) << "a half-staged dataset must not look complete";
+  EXPECT_FALSE(FileExists(dir / "local/manifest.json"))
+      << "a half-staged dataset must not look complete";
   auto r = RunCommand(stage);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("already intact"), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find(" 0 already intact"), std::string::npos) << "the finished shards must be kept: " << r.out;
+  EXPECT_EQ(r.out.find(" 0 already intact"), std::string::npos)
+      << "the finished shards must be kept: " << r.out;
   EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + dir / "local").exit_code, 0);
 }
 
 TEST(FaultInjection, StagingFailsClearlyWhenLocalSpaceIsShort) {
-  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
   TempDir dir;
   testing::MakeDirs(dir / "tmpfs");
-  if (mount("tmpfs", (dir / "tmpfs").c_str(), "tmpfs", 0, "size=2m") != 0) GTEST_SKIP() << "cannot mount a tmpfs here";
-  ASSERT_EQ(RunCommand(testing::PackTool() + " idx --images " + kFashion + "/train-images-idx3-ubyte.gz --labels " +
-                       kFashion + "/train-labels-idx1-ubyte.gz " + dir / "shared").exit_code, 0);
-  auto r = RunCommand("env SHARDKIT_PACK=" + testing::PackTool() + " " + kStage + " " + dir / "shared" + " " + dir / "tmpfs/local");
+  if (mount("tmpfs", (dir / "tmpfs").c_str(), "tmpfs", 0, "size=2m") != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs here";
+  ASSERT_EQ(RunCommand(testing::PackTool() + " idx --images " + kFashion +
+                       "/train-images-idx3-ubyte.gz --labels " + kFashion +
+                       "/train-labels-idx1-ubyte.gz " + dir / "shared")
+                .exit_code,
+            0);
+  auto r = RunCommand("env SHARDKIT_PACK=" + testing::PackTool() + " " + kStage + " " +
+                      dir / "shared" + " " + dir / "tmpfs/local");
   umount((dir / "tmpfs").c_str());
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("not enough space"), std::string::npos) << r.out;

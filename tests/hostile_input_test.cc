@@ -43,7 +43,8 @@ TEST(HostileInput, FifoAmongImagesIsRefusedByPathWithoutBlocking) {
   ASSERT_EQ(mkfifo((dir / "src/c0/pipe.JPEG").c_str(), 0644), 0);
   auto r = RunCommand(Pack() + " imagenet " + dir / "src " + dir / "out");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("c0/pipe.JPEG: is a named pipe (FIFO), not a regular file (skipped)"), std::string::npos)
+  EXPECT_NE(r.out.find("c0/pipe.JPEG: is a named pipe (FIFO), not a regular file (skipped)"),
+            std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("packed 6 of 7 files"), std::string::npos) << r.out;
   r = RunCommand(Pack() + " imagenet --strict " + dir / "src " + dir / "strict");
@@ -68,7 +69,8 @@ TEST(HostileInput, ManifestOrShardThatIsNotARegularFileIsRefusedByPath) {
       EXPECT_EQ(r.exit_code, 2) << d << cmd << r.out;
       EXPECT_NE(r.out.find(dir / d + "/manifest.json: is a"), std::string::npos) << r.out;
     }
-    auto r = RunCommand("timeout -s KILL 60 " + kBench + " loader " + dir / d + " --batches 1 --workers 1");
+    auto r = RunCommand("timeout -s KILL 60 " + kBench + " loader " + dir / d +
+                        " --batches 1 --workers 1");
     EXPECT_EQ(r.exit_code, 2) << r.out;
   }
   // A FIFO in place of a shard: verify names it as bad data; readers refuse it.
@@ -89,15 +91,17 @@ TEST(HostileInput, StagingOntoTheSourceLeavesTheSourceUntouched) {
   ASSERT_EQ(symlink((dir / "tmp/ds").c_str(), (dir / "link").c_str()), 0);
   const std::string env = "env -u SLURM_TMPDIR SHARDKIT_PACK=" + testing::PackTool() + " ";
   for (const std::string& cmd : {
-           env + kStage + " " + dir / "tmp/ds " + dir / "tmp/ds",      // DEST is SRC
-           env + kStage + " " + dir / "tmp/ds " + dir / "link",        // DEST is a symlink to SRC
-           env + kStage + " " + dir / "link " + dir / "tmp/ds/",       // SRC through the link
-           env + "TMPDIR=" + dir / "tmp " + kStage + " " + dir / "tmp/ds",  // default DEST: $TMPDIR/ds
+           env + kStage + " " + dir / "tmp/ds " + dir / "tmp/ds",  // DEST is SRC
+           env + kStage + " " + dir / "tmp/ds " + dir / "link",    // DEST is a symlink to SRC
+           env + kStage + " " + dir / "link " + dir / "tmp/ds/",   // SRC through the link
+           env + "TMPDIR=" + dir / "tmp " + kStage + " " +
+               dir / "tmp/ds",  // default DEST: $TMPDIR/ds
        }) {
     auto r = RunCommand("timeout -s KILL 120 " + cmd);
     EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.out;
     EXPECT_NE(r.out.find("nothing to stage"), std::string::npos) << r.out;
-    ASSERT_TRUE(FileExists(dir / "tmp/ds/manifest.json")) << "the source's manifest was removed by: " << cmd;
+    ASSERT_TRUE(FileExists(dir / "tmp/ds/manifest.json"))
+        << "the source's manifest was removed by: " << cmd;
     EXPECT_EQ(RunCommand(Pack() + " verify " + dir / "tmp/ds").exit_code, 0) << cmd;
   }
 }
@@ -119,10 +123,13 @@ TEST(HostileInput, ASecondWriterIntoTheSameDirectoryFailsAtOnce) {
   WriteJpegTree(dir / "big", 4, 25);
   for (int round = 0; round < 4; ++round) {
     const std::string out = dir / ("race" + std::to_string(round));
-    const int a = testing::Spawn(Pack() + " imagenet --force --shard-size 8192 " + dir / "big " + out, dir / "a.log");
-    const int b = testing::Spawn(Pack() + " imagenet --force --shard-size 8192 " + dir / "big " + out, dir / "b.log");
+    const int a = testing::Spawn(
+        Pack() + " imagenet --force --shard-size 8192 " + dir / "big " + out, dir / "a.log");
+    const int b = testing::Spawn(
+        Pack() + " imagenet --force --shard-size 8192 " + dir / "big " + out, dir / "b.log");
     const int ca = testing::WaitExit(a, 120), cb = testing::WaitExit(b, 120);
-    EXPECT_TRUE(ca == 0 || cb == 0) << testing::ReadFile(dir / "a.log") << testing::ReadFile(dir / "b.log");
+    EXPECT_TRUE(ca == 0 || cb == 0)
+        << testing::ReadFile(dir / "a.log") << testing::ReadFile(dir / "b.log");
     for (int c : {ca, cb}) EXPECT_TRUE(c == 0 || c == 2) << c;
     auto v = RunCommand(Pack() + " verify " + out);
     EXPECT_EQ(v.exit_code, 0) << "a pack exited 0 but its dataset does not verify: " << v.out;
@@ -147,9 +154,12 @@ TEST(HostileInput, ImagesInSubFoldersArePackedAsImageFolderDoes) {
   TempDir dir;
   WriteJpegTree(dir / "src", 2, 2);
   testing::MakeDirs(dir / "src/c1/extra/deeper");
-  WriteFile(dir / "src/c1/extra/a.JPEG", MakeJpeg(SyntheticImage(50, 40, 3, 9), testing::JpegFlavor::kRgb));
-  WriteFile(dir / "src/c1/extra/deeper/b.JPEG", MakeJpeg(SyntheticImage(50, 40, 3, 8), testing::JpegFlavor::kRgb));
-  ASSERT_EQ(symlink((dir / "src/c1").c_str(), (dir / "src/c1/extra/loop").c_str()), 0);  // a loop is walked once
+  WriteFile(dir / "src/c1/extra/a.JPEG",
+            MakeJpeg(SyntheticImage(50, 40, 3, 9), testing::JpegFlavor::kRgb));
+  WriteFile(dir / "src/c1/extra/deeper/b.JPEG",
+            MakeJpeg(SyntheticImage(50, 40, 3, 8), testing::JpegFlavor::kRgb));
+  ASSERT_EQ(symlink((dir / "src/c1").c_str(), (dir / "src/c1/extra/loop").c_str()),
+            0);  // a loop is walked once
   auto r = RunCommand(Pack() + " imagenet --strict " + dir / "src " + dir / "ds");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("packed 6 of 6 files (2 classes)"), std::string::npos) << r.out;
@@ -176,7 +186,8 @@ TEST(HostileInput, NonUtf8NamesNeverAbortATool) {
   WriteFile(bad + "/x.JPEG", MakeJpeg(SyntheticImage(50, 40, 3, 3), testing::JpegFlavor::kRgb));
   auto r = RunCommand(Pack() + " imagenet " + dir / "src " + dir / "ds");
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_NE(r.out.find("\\xff\\xfe: class folder name is not valid UTF-8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\\xff\\xfe: class folder name is not valid UTF-8"), std::string::npos)
+      << r.out;
   EXPECT_EQ(r.out.find("type_error"), std::string::npos) << r.out;
   EXPECT_FALSE(FileExists(dir / "ds/manifest.json"));
   // Non-UTF-8 bytes in file names and in the output path are stored or shown, not fatal.
@@ -201,8 +212,9 @@ TEST(HostileInput, BenchSkipsCorruptRecordsWhenAskedAndFailsNamingThemOtherwise)
   f.seekp(static_cast<std::streamoff>(offset));
   f.put('\x55');
   f.close();
-  const std::string bench = "timeout -s KILL 60 " + kBench + " loader " + dir / "ds" +
-                            " --workers 1 --batch 4 --batches 8 --warmup 0 --repeat 1 --size 32 --json";
+  const std::string bench =
+      "timeout -s KILL 60 " + kBench + " loader " + dir / "ds" +
+      " --workers 1 --batch 4 --batches 8 --warmup 0 --repeat 1 --size 32 --json";
   auto r = RunCommand(bench);
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("shard-00000.sks"), std::string::npos) << r.out;

@@ -68,7 +68,8 @@ TEST(IdxTest, BadHeaders) {
     WriteFile(dir / c.name, c.bytes);
     auto a = ReadIdxFile(dir / c.name, 1ull << 30);
     EXPECT_FALSE(a.ok()) << c.name;
-    EXPECT_NE(a.status().message().find(c.expect), std::string::npos) << c.name << ": " << a.status().message();
+    EXPECT_NE(a.status().message().find(c.expect), std::string::npos)
+        << c.name << ": " << a.status().message();
     EXPECT_NE(a.status().message().find(dir / c.name), std::string::npos) << "must name the file";
   }
 }
@@ -95,8 +96,10 @@ TEST(IdxTest, DatasetChecksCountsAndRanks) {
   EXPECT_EQ(ok->width, 3);
   auto mismatch = ReadIdxDataset(dir / "img", dir / "lab6");
   EXPECT_NE(mismatch.status().message().find("count mismatch"), std::string::npos);
-  EXPECT_NE(ReadIdxDataset(dir / "img", dir / "lab2d").status().message().find("1 dimension"), std::string::npos);
-  EXPECT_NE(ReadIdxDataset(dir / "lab5", dir / "lab5").status().message().find("3 (N,H,W)"), std::string::npos);
+  EXPECT_NE(ReadIdxDataset(dir / "img", dir / "lab2d").status().message().find("1 dimension"),
+            std::string::npos);
+  EXPECT_NE(ReadIdxDataset(dir / "lab5", dir / "lab5").status().message().find("3 (N,H,W)"),
+            std::string::npos);
   EXPECT_TRUE(ReadIdxDataset(dir / "nope", dir / "lab5").status().IsNotFound());
 }
 

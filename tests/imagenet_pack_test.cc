@@ -23,7 +23,8 @@ using testing::WriteFile;
 double MeanAbsDiff(const Image& a, const Image& b) {
   EXPECT_EQ(a.pixels.size(), b.pixels.size());
   double sum = 0;
-  for (size_t i = 0; i < a.pixels.size() && i < b.pixels.size(); ++i) sum += std::abs(a.pixels[i] - b.pixels[i]);
+  for (size_t i = 0; i < a.pixels.size() && i < b.pixels.size(); ++i)
+    sum += std::abs(a.pixels[i] - b.pixels[i]);
   return sum / std::max<size_t>(1, a.pixels.size());
 }
 
@@ -41,9 +42,12 @@ class ImageNetTree : public ::testing::Test {
     WriteFile(src_ + "/n01/rgb.JPEG", MakeJpeg(images_["n01/rgb.JPEG"], JpegFlavor::kRgb));
     WriteFile(src_ + "/n01/gray.JPEG", MakeJpeg(images_["n01/gray.JPEG"], JpegFlavor::kGray));
     WriteFile(src_ + "/n02/cmyk.JPEG", MakeJpeg(images_["n02/cmyk.JPEG"], JpegFlavor::kCmyk, 95));
-    WriteFile(src_ + "/n02/cmyk_adobe.JPEG", MakeJpeg(images_["n02/cmyk_adobe.JPEG"], JpegFlavor::kCmykAdobe, 95));
-    WriteFile(src_ + "/n02/progressive.JPEG", MakeJpeg(images_["n02/progressive.JPEG"], JpegFlavor::kProgressive));
-    WriteFile(src_ + "/n03/png_in_disguise.JPEG", testing::MakePng(images_["n03/png_in_disguise.JPEG"]));
+    WriteFile(src_ + "/n02/cmyk_adobe.JPEG",
+              MakeJpeg(images_["n02/cmyk_adobe.JPEG"], JpegFlavor::kCmykAdobe, 95));
+    WriteFile(src_ + "/n02/progressive.JPEG",
+              MakeJpeg(images_["n02/progressive.JPEG"], JpegFlavor::kProgressive));
+    WriteFile(src_ + "/n03/png_in_disguise.JPEG",
+              testing::MakePng(images_["n03/png_in_disguise.JPEG"]));
     std::string truncated = MakeJpeg(SyntheticImage(120, 120, 3, 7), JpegFlavor::kRgb);
     WriteFile(src_ + "/n03/truncated.JPEG", truncated.substr(0, truncated.size() / 2));
     WriteFile(src_ + "/n03/readme.JPEG", "this is not an image\n");
@@ -62,7 +66,8 @@ TEST_F(ImageNetTree, PacksEveryDecodableKindAndReportsTheRest) {
   o.threads = 2;
   std::vector<std::string> problems;
   ImageNetPackSummary sum;
-  Status s = PackImageNet(o, [&](const std::string& m) { problems.push_back(m); }, &sum);
+  Status s = PackImageNet(
+      o, [&](const std::string& m) { problems.push_back(m); }, &sum);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(sum.packed, 6u);
   EXPECT_EQ(sum.bad, 2u);
@@ -88,7 +93,8 @@ TEST_F(ImageNetTree, PacksEveryDecodableKindAndReportsTheRest) {
     std::string_view p;
     ASSERT_TRUE(r.ReadRecord(i, &scratch, &p).ok());
     DecodedRegion out;
-    Status ds_ = dec.Decode(reinterpret_cast<const uint8_t*>(p.data()), p.size(), DecodeRequest{}, &out);
+    Status ds_ =
+        dec.Decode(reinterpret_cast<const uint8_t*>(p.data()), p.size(), DecodeRequest{}, &out);
     ASSERT_TRUE(ds_.ok()) << key << ": " << ds_.ToString();
     const Image& want = images_[key];
     ASSERT_EQ(out.image.width, want.width) << key;
@@ -108,7 +114,8 @@ TEST_F(ImageNetTree, StrictFailsOnTheFirstProblem) {
   o.out = dir_ / "out";
   o.strict = true;
   ImageNetPackSummary sum;
-  Status s = PackImageNet(o, [](const std::string&) {}, &sum);
+  Status s = PackImageNet(
+      o, [](const std::string&) {}, &sum);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("--strict"), std::string::npos);
   EXPECT_FALSE(FileExists(dir_ / "out/manifest.json"));
@@ -121,7 +128,9 @@ TEST_F(ImageNetTree, ResizeShortReencodes) {
   o.resize_short = 32;
   o.quality = 85;
   ImageNetPackSummary sum;
-  ASSERT_TRUE(PackImageNet(o, [](const std::string&) {}, &sum).ok());
+  ASSERT_TRUE(PackImageNet(
+                  o, [](const std::string&) {}, &sum)
+                  .ok());
   auto ds = Dataset::Open(o.out);
   ASSERT_TRUE(ds.ok());
   JpegDecoder dec;
@@ -142,10 +151,13 @@ TEST_F(ImageNetTree, SeededOrderSpreadsClassesAndIsReproducible) {
     o.out = out;
     o.seed = seed;
     ImageNetPackSummary sum;
-    EXPECT_TRUE(PackImageNet(o, [](const std::string&) {}, &sum).ok());
+    EXPECT_TRUE(PackImageNet(
+                    o, [](const std::string&) {}, &sum)
+                    .ok());
     auto ds = Dataset::Open(out);
     std::vector<std::string> k;
-    for (uint32_t i = 0; i < (*ds)->shard(0).num_records(); ++i) k.emplace_back((*ds)->shard(0).key(i));
+    for (uint32_t i = 0; i < (*ds)->shard(0).num_records(); ++i)
+      k.emplace_back((*ds)->shard(0).key(i));
     return k;
   };
   auto a = keys(1, dir_ / "a"), b = keys(1, dir_ / "b"), c = keys(2, dir_ / "c");
@@ -156,9 +168,12 @@ TEST_F(ImageNetTree, SeededOrderSpreadsClassesAndIsReproducible) {
 TEST(ImageNetVal, FlatFolderWithCsvLabels) {
   TempDir dir;
   testing::MakeDirs(dir / "val");
-  WriteFile(dir / "val/ILSVRC2012_val_00000001.JPEG", MakeJpeg(SyntheticImage(40, 30, 3, 1), JpegFlavor::kRgb));
-  WriteFile(dir / "val/ILSVRC2012_val_00000002.JPEG", MakeJpeg(SyntheticImage(40, 30, 3, 2), JpegFlavor::kRgb));
-  WriteFile(dir / "val/ILSVRC2012_val_00000003.JPEG", MakeJpeg(SyntheticImage(40, 30, 3, 3), JpegFlavor::kRgb));
+  WriteFile(dir / "val/ILSVRC2012_val_00000001.JPEG",
+            MakeJpeg(SyntheticImage(40, 30, 3, 1), JpegFlavor::kRgb));
+  WriteFile(dir / "val/ILSVRC2012_val_00000002.JPEG",
+            MakeJpeg(SyntheticImage(40, 30, 3, 2), JpegFlavor::kRgb));
+  WriteFile(dir / "val/ILSVRC2012_val_00000003.JPEG",
+            MakeJpeg(SyntheticImage(40, 30, 3, 3), JpegFlavor::kRgb));
   WriteFile(dir / "labels.csv",
             "ImageId,PredictionString\r\n"
             "ILSVRC2012_val_00000001,n02 1 2 3 4 n02 5 6 7 8\r\n"
@@ -169,7 +184,9 @@ TEST(ImageNetVal, FlatFolderWithCsvLabels) {
   o.val_labels = dir / "labels.csv";
   std::vector<std::string> problems;
   ImageNetPackSummary sum;
-  ASSERT_TRUE(PackImageNet(o, [&](const std::string& m) { problems.push_back(m); }, &sum).ok());
+  ASSERT_TRUE(PackImageNet(
+                  o, [&](const std::string& m) { problems.push_back(m); }, &sum)
+                  .ok());
   EXPECT_EQ(sum.packed, 2u);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find("ILSVRC2012_val_00000003.JPEG: no label"), std::string::npos);
@@ -187,7 +204,8 @@ TEST(ImageNetVal, MalformedCsvNamesTheLine) {
   WriteFile(dir / "labels.csv", "ImageId,PredictionString\nfoo\n");
   auto rows = ReadValLabels(dir / "labels.csv");
   EXPECT_FALSE(rows.ok());
-  EXPECT_NE(rows.status().message().find("labels.csv:2"), std::string::npos) << rows.status().message();
+  EXPECT_NE(rows.status().message().find("labels.csv:2"), std::string::npos)
+      << rows.status().message();
 }
 
 }  // namespace

@@ -22,7 +22,8 @@ using testing::SyntheticImage;
 using testing::TempDir;
 
 // A raw dataset whose record i is 4x3x1 bytes all equal to (i % 251), label i % 10.
-void WriteRawDataset(const std::string& dir, int n, uint64_t shard_size = 1 << 20, uint32_t block = 256) {
+void WriteRawDataset(const std::string& dir, int n, uint64_t shard_size = 1 << 20,
+                     uint32_t block = 256) {
   DatasetWriterOptions o;
   o.shard_size = shard_size;
   o.shard.block_size = block;
@@ -70,7 +71,8 @@ Seen ReadEpoch(const std::string& dir, LoaderOptions o, uint64_t epoch, uint64_t
     if (!s.ok() || b == nullptr) break;
     seen.ids.emplace_back(b->sample_ids, b->sample_ids + b->size);
     seen.bytes.emplace_back(reinterpret_cast<const char*>(b->data), b->sample_bytes() * b->size);
-    for (int i = 0; i < b->size; ++i) EXPECT_EQ(b->labels[i], static_cast<int32_t>(b->sample_ids[i] % 10));
+    for (int i = 0; i < b->size; ++i)
+      EXPECT_EQ(b->labels[i], static_cast<int32_t>(b->sample_ids[i] % 10));
   }
   return seen;
 }
@@ -109,7 +111,8 @@ TEST(PartitionTest, EqualBatchesDisjointAndCovering) {
           std::vector<Partition> parts;
           bool any_error = false;
           for (int r = 0; r < world; ++r) {
-            auto p = Partition::Make(n, r, world, batch, drop_last, /*strided=*/(n + world) % 2 == 0);
+            auto p =
+                Partition::Make(n, r, world, batch, drop_last, /*strided=*/(n + world) % 2 == 0);
             if (!p.ok()) {
               any_error = true;
               break;
@@ -118,7 +121,8 @@ TEST(PartitionTest, EqualBatchesDisjointAndCovering) {
           }
           if (any_error) {
             // Only when some rank would get no batch at all.
-            EXPECT_TRUE((drop_last ? n / world : (n + world - 1) / world) < (drop_last ? batch : 1));
+            EXPECT_TRUE((drop_last ? n / world : (n + world - 1) / world) <
+                        (drop_last ? batch : 1));
             continue;
           }
           std::multiset<uint64_t> positions;
@@ -130,7 +134,8 @@ TEST(PartitionTest, EqualBatchesDisjointAndCovering) {
               if (drop_last) {
                 EXPECT_EQ(p.BatchLength(b), batch);
               }
-              for (uint64_t i = 0; i < p.BatchLength(b); ++i) positions.insert(p.Position(b * batch + i));
+              for (uint64_t i = 0; i < p.BatchLength(b); ++i)
+                positions.insert(p.Position(b * batch + i));
               total += p.BatchLength(b);
             }
           }
@@ -139,7 +144,8 @@ TEST(PartitionTest, EqualBatchesDisjointAndCovering) {
             EXPECT_EQ(distinct.size(), positions.size()) << "disjoint when dropping";
           } else {
             EXPECT_EQ(distinct.size(), n) << "covering when padding: n=" << n << " world=" << world;
-            EXPECT_LT(positions.size() - n, static_cast<uint64_t>(world)) << "padding is less than one per rank";
+            EXPECT_LT(positions.size() - n, static_cast<uint64_t>(world))
+                << "padding is less than one per rank";
             uint64_t real = 0;
             for (const Partition& p : parts) {
               for (uint64_t b = 0; b < p.batches; ++b) real += p.BatchRealLength(b);
@@ -189,7 +195,8 @@ TEST(LoaderTest, StridedRanksTogetherEqualOneRankWithTheWholeBatch) {
   Seen r1 = ReadEpoch(dir.path(), o, 1);
   ASSERT_EQ(one.ids.size(), r0.ids.size());
   for (size_t b = 0; b < one.ids.size(); ++b) {
-    std::multiset<uint64_t> a(one.ids[b].begin(), one.ids[b].end()), u(r0.ids[b].begin(), r0.ids[b].end());
+    std::multiset<uint64_t> a(one.ids[b].begin(), one.ids[b].end()),
+        u(r0.ids[b].begin(), r0.ids[b].end());
     u.insert(r1.ids[b].begin(), r1.ids[b].end());
     EXPECT_EQ(a, u) << "batch " << b;
   }
@@ -198,7 +205,8 @@ TEST(LoaderTest, StridedRanksTogetherEqualOneRankWithTheWholeBatch) {
 TEST(LoaderTest, BatchesDoNotDependOnWorkerCount) {
   TempDir dir;
   WriteRawDataset(dir.path(), 777, 4096, 128);
-  for (ShuffleChoice mode : {ShuffleChoice::kFull, ShuffleChoice::kBlockLocal, ShuffleChoice::kNone}) {
+  for (ShuffleChoice mode :
+       {ShuffleChoice::kFull, ShuffleChoice::kBlockLocal, ShuffleChoice::kNone}) {
     LoaderOptions o;
     o.batch_size = 10;
     o.shuffle = mode;
@@ -296,7 +304,8 @@ void WriteStoredRawDataset(const std::string& dir, int n) {
   o.shard.compression = CompressionMode::kStore;
   auto w = DatasetWriter::Create(dir, o);
   ASSERT_TRUE(w.ok());
-  for (int i = 0; i < n; ++i) ASSERT_TRUE((*w)->Add(std::string(12, char(i)), i % 10, std::to_string(i)).ok());
+  for (int i = 0; i < n; ++i)
+    ASSERT_TRUE((*w)->Add(std::string(12, char(i)), i % 10, std::to_string(i)).ok());
   Manifest m;
   m.record.kind = format::RecordKind::kRawU8;
   m.record.shape = {4, 3, 1};
@@ -435,8 +444,11 @@ Image NaiveCropResize(const Image& full, const RectF& r, int size, bool flip) {
       int x1 = std::min(x0 + 1, full.width - 1), y1 = std::min(y0 + 1, full.height - 1);
       double fx = sx - x0, fy = sy - y0;
       for (int c = 0; c < 3; ++c) {
-        auto px = [&](int xx, int yy) { return full.pixels[(size_t(yy) * full.width + xx) * 3 + c]; };
-        double v = (1 - fy) * ((1 - fx) * px(x0, y0) + fx * px(x1, y0)) + fy * ((1 - fx) * px(x0, y1) + fx * px(x1, y1));
+        auto px = [&](int xx, int yy) {
+          return full.pixels[(size_t(yy) * full.width + xx) * 3 + c];
+        };
+        double v = (1 - fy) * ((1 - fx) * px(x0, y0) + fx * px(x1, y0)) +
+                   fy * ((1 - fx) * px(x0, y1) + fx * px(x1, y1));
         int ox = flip ? size - 1 - x : x;
         out.pixels[(size_t(y) * size + ox) * 3 + c] = static_cast<uint8_t>(std::lround(v));
       }
@@ -476,7 +488,8 @@ TEST(ResampleTest, PlanarAndInterleavedAgreeToTheBit) {
       Resample(img, r, ow, oh, flip, hwc.data(), &s, PixelLayout::kHWC);
       Resample(img, r, ow, oh, flip, chw.data(), &s, PixelLayout::kCHW);
       HwcToChw(hwc.data(), ow, oh, c, want.data());
-      ASSERT_EQ(chw, want) << c << " channels, " << w << "x" << h << " -> " << ow << "x" << oh << " flip " << flip;
+      ASSERT_EQ(chw, want) << c << " channels, " << w << "x" << h << " -> " << ow << "x" << oh
+                           << " flip " << flip;
       ++cases;
     }
   }
@@ -506,7 +519,9 @@ class JpegLoaderTest : public ::testing::Test {
       std::string jpeg = MakeJpeg(img, i == 3 ? JpegFlavor::kGray : JpegFlavor::kRgb, 95);
       JpegDecoder dec;
       DecodedRegion full;
-      ASSERT_TRUE(dec.Decode(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), DecodeRequest{}, &full).ok());
+      ASSERT_TRUE(dec.Decode(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(),
+                             DecodeRequest{}, &full)
+                      .ok());
       full_.push_back(full.image);
       ASSERT_TRUE((*w)->Add(jpeg, i, "img" + std::to_string(i)).ok());
     }
@@ -539,9 +554,10 @@ TEST_F(JpegLoaderTest, TrainTransformMatchesFullDecodeCropResize) {
       KeyedRng rng(o.seed, epoch, i, 0xA06);  // the loader's key: (seed, epoch, position)
       CropDecision crop = RandomResizedCrop(full.width, full.height, o.transform, &rng);
       Image ref = NaiveCropResize(full, crop.rect, 64, crop.flip);
-      const double diff = MeanAbsDiff(b->data + i * b->sample_bytes(), ref.pixels.data(), ref.pixels.size());
-      EXPECT_LT(diff, 6.0) << "epoch " << epoch << " image " << i << " crop " << crop.rect.x << "," << crop.rect.y
-                           << " " << crop.rect.w << "x" << crop.rect.h;
+      const double diff =
+          MeanAbsDiff(b->data + i * b->sample_bytes(), ref.pixels.data(), ref.pixels.size());
+      EXPECT_LT(diff, 6.0) << "epoch " << epoch << " image " << i << " crop " << crop.rect.x << ","
+                           << crop.rect.y << " " << crop.rect.w << "x" << crop.rect.h;
     }
   }
 }
@@ -561,7 +577,9 @@ TEST_F(JpegLoaderTest, ValTransformIsACenterCropOfTheResizedImage) {
     const Image& full = full_[i];
     CropDecision crop = CenterCrop(full.width, full.height, o.transform);
     Image ref = NaiveCropResize(full, crop.rect, 56, false);
-    EXPECT_LT(MeanAbsDiff(b->data + i * b->sample_bytes(), ref.pixels.data(), ref.pixels.size()), 6.0) << i;
+    EXPECT_LT(MeanAbsDiff(b->data + i * b->sample_bytes(), ref.pixels.data(), ref.pixels.size()),
+              6.0)
+        << i;
   }
 }
 
@@ -590,13 +608,11 @@ TEST(TransformGeometry, CenterCropRoundsOddMarginsHalfToEvenAsPythonDoes) {
     int nw, nh;     // after Resize(256): short side 256, long side truncated
     int left, top;  // torchvision's CenterCrop(224) offsets in the resized image
   } cases[] = {
-      {500, 375, 341, 256, 58, 16},  // 58.5 -> 58
-      {375, 500, 256, 341, 16, 58},
-      {640, 427, 383, 256, 80, 16},  // 79.5 -> 80
-      {427, 640, 256, 383, 16, 80},
-      {333, 500, 256, 384, 16, 80},  // even margins
-      {257, 256, 257, 256, 16, 16},  // 16.5 -> 16
-      {259, 256, 259, 256, 18, 16},  // 17.5 -> 18
+      {500, 375, 341, 256, 58, 16},                                // 58.5 -> 58
+      {375, 500, 256, 341, 16, 58}, {640, 427, 383, 256, 80, 16},  // 79.5 -> 80
+      {427, 640, 256, 383, 16, 80}, {333, 500, 256, 384, 16, 80},  // even margins
+      {257, 256, 257, 256, 16, 16},                                // 16.5 -> 16
+      {259, 256, 259, 256, 18, 16},                                // 17.5 -> 18
   };
   TransformParams p;
   p.kind = TransformKind::kVal;
@@ -635,7 +651,8 @@ TEST(JpegDecoderTest, ScaledCroppedDecodeChoosesTheSmallestSufficientScale) {
   req.crop = RectF{100, 100, 400, 400};
   req.min_width = req.min_height = 100;
   DecodedRegion out;
-  ASSERT_TRUE(dec.Decode(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), req, &out).ok());
+  ASSERT_TRUE(
+      dec.Decode(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), req, &out).ok());
   EXPECT_EQ(out.scale_num, 2);  // 400 * 2/8 = 100 >= 100
   EXPECT_LT(out.image.width, 800 / 4 + 16) << "columns outside the crop are not decoded";
   EXPECT_LT(out.image.height, 400 / 4 + 8) << "rows outside the crop are not decoded";
@@ -654,7 +671,8 @@ TEST(JpegDecoderTest, EnormousDeclaredDimensionsAreRefusedBeforeAllocation) {
   jpeg[sof + 8] = static_cast<char>(0x60);
   JpegDecoder dec;
   DecodedRegion out;
-  Status s = dec.Decode(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), DecodeRequest{}, &out);
+  Status s =
+      dec.Decode(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), DecodeRequest{}, &out);
   EXPECT_TRUE(s.IsCorruption());
   EXPECT_NE(s.message().find("limit"), std::string::npos) << s.message();
   EXPECT_EQ(out.image.pixels.capacity(), 0u);

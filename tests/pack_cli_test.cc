@@ -30,7 +30,8 @@ void WriteTinyIdx(const TempDir& dir, int n) {
 TEST(PackCli, IdxPackVerifyInspectExtract) {
   TempDir dir;
   WriteTinyIdx(dir, 50);
-  auto r = RunCommand(Pack() + " idx --images " + dir / "img.idx" + " --labels " + dir / "lab.idx" + " " + dir / "ds");
+  auto r = RunCommand(Pack() + " idx --images " + dir / "img.idx" + " --labels " + dir / "lab.idx" +
+                      " " + dir / "ds");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("packed 50 records (6x5x1, 3 classes)"), std::string::npos) << r.out;
   r = RunCommand(Pack() + " verify " + dir / "ds");
@@ -53,7 +54,8 @@ TEST(PackCli, IdxPackVerifyInspectExtract) {
 TEST(PackCli, RepackingRequiresForce) {
   TempDir dir;
   WriteTinyIdx(dir, 10);
-  const std::string cmd = Pack() + " idx --images " + dir / "img.idx" + " --labels " + dir / "lab.idx" + " " + dir / "ds";
+  const std::string cmd = Pack() + " idx --images " + dir / "img.idx" + " --labels " +
+                          dir / "lab.idx" + " " + dir / "ds";
   ASSERT_EQ(RunCommand(cmd).exit_code, 0);
   auto r = RunCommand(cmd);
   EXPECT_EQ(r.exit_code, 2);
@@ -64,7 +66,10 @@ TEST(PackCli, RepackingRequiresForce) {
 TEST(PackCli, VerifyExitsOneAndNamesEachCorruption) {
   TempDir dir;
   WriteTinyIdx(dir, 50);
-  ASSERT_EQ(RunCommand(Pack() + " idx --images " + dir / "img.idx" + " --labels " + dir / "lab.idx" + " " + dir / "ds").exit_code, 0);
+  ASSERT_EQ(RunCommand(Pack() + " idx --images " + dir / "img.idx" + " --labels " +
+                       dir / "lab.idx" + " " + dir / "ds")
+                .exit_code,
+            0);
   std::string shard = dir / "ds/shard-00000.sks";
   std::string b = testing::ReadFile(shard);
   b[40] ^= 1;
@@ -82,8 +87,10 @@ TEST(PackCli, ClearErrorsForBadInput) {
     std::string args, expect;
     int code;
   } cases[] = {
-      {"idx --images " + dir / "missing" + " --labels " + dir / "junk" + " " + dir / "o", "missing: no such file", 2},
-      {"idx --images " + dir / "junk" + " --labels " + dir / "junk" + " " + dir / "o", "bad IDX magic", 2},
+      {"idx --images " + dir / "missing" + " --labels " + dir / "junk" + " " + dir / "o",
+       "missing: no such file", 2},
+      {"idx --images " + dir / "junk" + " --labels " + dir / "junk" + " " + dir / "o",
+       "bad IDX magic", 2},
       {"verify " + dir.path(), "no manifest.json", 2},
       {"inspect " + dir / "nope", "no manifest.json", 2},
       {"imagenet " + dir / "nope" + " " + dir / "o", "not a directory", 2},
@@ -100,17 +107,22 @@ TEST(PackCli, ClearErrorsForBadInput) {
 TEST(PackCli, ExtractOutOfRange) {
   TempDir dir;
   WriteTinyIdx(dir, 5);
-  ASSERT_EQ(RunCommand(Pack() + " idx --images " + dir / "img.idx" + " --labels " + dir / "lab.idx" + " " + dir / "ds").exit_code, 0);
+  ASSERT_EQ(RunCommand(Pack() + " idx --images " + dir / "img.idx" + " --labels " +
+                       dir / "lab.idx" + " " + dir / "ds")
+                .exit_code,
+            0);
   auto r = RunCommand(Pack() + " extract " + dir / "ds" + " 5 " + dir / "x");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("record 5 out of range"), std::string::npos) << r.out;
 }
 
 TEST(PackCli, FashionMnistPacksAndVerifies) {
-  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
   TempDir dir;
-  auto r = RunCommand(Pack() + " idx --images " + kFashion + "/train-images-idx3-ubyte.gz --labels " + kFashion +
-               "/train-labels-idx1-ubyte.gz " + dir / "fm");
+  auto r =
+      RunCommand(Pack() + " idx --images " + kFashion + "/train-images-idx3-ubyte.gz --labels " +
+                 kFashion + "/train-labels-idx1-ubyte.gz " + dir / "fm");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   r = RunCommand(Pack() + " verify " + dir / "fm");
   EXPECT_EQ(r.exit_code, 0) << r.out;

@@ -36,7 +36,9 @@ Written WriteShard(const std::string& path, const std::vector<size_t>& sizes, Co
   Written out;
   for (size_t i = 0; i < sizes.size(); ++i) {
     out.payloads.push_back(Payload(sizes[i], i));
-    EXPECT_TRUE((*w)->Add(out.payloads.back(), static_cast<int32_t>(i % 7), "key" + std::to_string(i)).ok());
+    EXPECT_TRUE(
+        (*w)->Add(out.payloads.back(), static_cast<int32_t>(i % 7), "key" + std::to_string(i))
+            .ok());
   }
   ShardSummary sum;
   Status s = (*w)->Finish(&sum);
@@ -62,8 +64,10 @@ void ExpectRoundTrip(const std::string& path, const Written& w) {
 
 TEST(ShardRoundTrip, ManySizesIncludingEmptyAcrossBlockBoundaries) {
   TempDir dir;
-  std::vector<size_t> sizes = {0, 1, 2, 63, 64, 65, 0, 1000, 4095, 4096, 4097, 0, 10000, 3, 70000, 0};
-  for (CompressionMode mode : {CompressionMode::kStore, CompressionMode::kZstd, CompressionMode::kAuto}) {
+  std::vector<size_t> sizes = {0,    1,    2,    63, 64,    65, 0,     1000,
+                               4095, 4096, 4097, 0,  10000, 3,  70000, 0};
+  for (CompressionMode mode :
+       {CompressionMode::kStore, CompressionMode::kZstd, CompressionMode::kAuto}) {
     for (uint32_t block : {1u, 64u, 4096u, 1u << 20}) {
       std::string path = dir / ("s" + std::to_string(int(mode)) + "_" + std::to_string(block));
       Written w = WriteShard(path, sizes, mode, block);
@@ -303,7 +307,8 @@ Status WriteDataset(const std::string& dir, int records, uint64_t shard_size) {
 
 std::vector<std::string> VerifyProblems(const std::string& dir, VerifyReport* r) {
   std::vector<std::string> problems;
-  Status s = VerifyDataset(dir, 2, [&](const std::string& m) { problems.push_back(m); }, r);
+  Status s = VerifyDataset(
+      dir, 2, [&](const std::string& m) { problems.push_back(m); }, r);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return problems;
 }
@@ -421,23 +426,33 @@ TEST(DatasetTest, VerifyNamesTheDamagedRecord) {
 }
 
 TEST(ManifestTest, RejectsMalformedAndUnsafeManifests) {
-  const std::string ok_shard = R"({"file":"shard-00000.sks","records":1,"bytes":10,"crc32c":"0000abcd"})";
+  const std::string ok_shard =
+      R"({"file":"shard-00000.sks","records":1,"bytes":10,"crc32c":"0000abcd"})";
   auto parse = [](const std::string& s) { return ParseManifest(s, "m.json").status(); };
   EXPECT_TRUE(parse("not json").IsCorruption());
   EXPECT_TRUE(parse("[]").IsCorruption());
   EXPECT_TRUE(parse(R"({"format":"other","version":1})").IsCorruption());
-  EXPECT_TRUE(parse(R"({"format":"shardkit-dataset","version":99,"record":{"kind":"jpeg"},"classes":[],"shards":[]})")
-                  .IsUnsupported());
-  EXPECT_TRUE(parse(R"({"format":"shardkit-dataset","version":1,"record":{"kind":"jpeg"},"classes":[],"shards":[)" +
-                    std::string(R"({"file":"../etc/passwd","records":1,"bytes":1,"crc32c":"00000000"}]})"))
-                  .IsCorruption());
-  EXPECT_TRUE(parse(R"({"format":"shardkit-dataset","version":1,"record":{"kind":"raw_u8","shape":[0,1,1]},"classes":[],"shards":[]})")
-                  .IsCorruption());
-  EXPECT_TRUE(parse(R"({"format":"shardkit-dataset","version":1,"record":{"kind":"jpeg"},"classes":[],"records":5,"shards":[)" +
-                    ok_shard + "]}")
-                  .IsCorruption());
+  EXPECT_TRUE(
+      parse(
+          R"({"format":"shardkit-dataset","version":99,"record":{"kind":"jpeg"},"classes":[],"shards":[]})")
+          .IsUnsupported());
+  EXPECT_TRUE(
+      parse(
+          R"({"format":"shardkit-dataset","version":1,"record":{"kind":"jpeg"},"classes":[],"shards":[)" +
+          std::string(R"({"file":"../etc/passwd","records":1,"bytes":1,"crc32c":"00000000"}]})"))
+          .IsCorruption());
+  EXPECT_TRUE(
+      parse(
+          R"({"format":"shardkit-dataset","version":1,"record":{"kind":"raw_u8","shape":[0,1,1]},"classes":[],"shards":[]})")
+          .IsCorruption());
+  EXPECT_TRUE(
+      parse(
+          R"({"format":"shardkit-dataset","version":1,"record":{"kind":"jpeg"},"classes":[],"records":5,"shards":[)" +
+          ok_shard + "]}")
+          .IsCorruption());
   auto good = ParseManifest(
-      R"({"format":"shardkit-dataset","version":1,"record":{"kind":"jpeg"},"classes":["x"],"shards":[)" + ok_shard + "]}",
+      R"({"format":"shardkit-dataset","version":1,"record":{"kind":"jpeg"},"classes":["x"],"shards":[)" +
+          ok_shard + "]}",
       "m.json");
   ASSERT_TRUE(good.ok()) << good.status().ToString();
   EXPECT_EQ(good->shards[0].crc32c, 0xabcdu);

@@ -52,7 +52,9 @@ Image SyntheticImage(int width, int height, int channels, uint64_t seed) {
   for (int y = 0; y < height; ++y) {
     for (int x = 0; x < width; ++x) {
       double v[3];
-      for (int c = 0; c < 3; ++c) v[c] = 128 + 60 * (gx * x / width + gy * y / height) + 20 * std::sin(0.05 * (x + c * 7) + 0.03 * y);
+      for (int c = 0; c < 3; ++c)
+        v[c] = 128 + 60 * (gx * x / width + gy * y / height) +
+               20 * std::sin(0.05 * (x + c * 7) + 0.03 * y);
       for (int k = 0; k < 4; ++k) {
         double d = std::hypot(x - cx[k], y - cy[k]);
         if (d < r[k]) {
@@ -138,7 +140,8 @@ std::string MakePng(const Image& rgb) {
                PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   png_write_info(png, info);
   for (int y = 0; y < rgb.height; ++y) {
-    png_write_row(png, const_cast<png_bytep>(rgb.pixels.data() + static_cast<size_t>(y) * rgb.width * 3));
+    png_write_row(
+        png, const_cast<png_bytep>(rgb.pixels.data() + static_cast<size_t>(y) * rgb.width * 3));
   }
   png_write_end(png, nullptr);
   png_destroy_write_struct(&png, &info);
@@ -190,7 +193,8 @@ int Spawn(const std::string& cmd, const std::string& log) {
 int WaitExit(int pid, int timeout_s) {
   for (int i = 0; i < timeout_s * 20; ++i) {
     int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   kill(pid, SIGKILL);

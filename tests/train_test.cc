@@ -35,7 +35,8 @@ bool PythonHasTorchvision() {
 }
 
 // A raw dataset of n 8x8x1 images whose mean brightness encodes the label.
-void WriteToyDataset(const std::string& dir, int n, int classes = 4, const std::string& class_prefix = "c") {
+void WriteToyDataset(const std::string& dir, int n, int classes = 4,
+                     const std::string& class_prefix = "c") {
   DatasetWriterOptions o;
   o.shard.kind = format::RecordKind::kRawU8;
   auto w = DatasetWriter::Create(dir, o);
@@ -44,7 +45,8 @@ void WriteToyDataset(const std::string& dir, int n, int classes = 4, const std::
   for (int i = 0; i < n; ++i) {
     const int label = classes > 0 ? i % classes : -1;
     std::string px(64, '\0');
-    for (auto& c : px) c = static_cast<char>(std::min<int>(255, label * 60 + static_cast<int>(rng.Below(40))));
+    for (auto& c : px)
+      c = static_cast<char>(std::min<int>(255, label * 60 + static_cast<int>(rng.Below(40))));
     if (classes == 0) {  // unlabelled
       ASSERT_TRUE((*w)->Add(px, -1, std::to_string(i)).ok());
       continue;
@@ -62,18 +64,21 @@ std::map<std::string, torch::Tensor> LoadExport(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   std::map<std::string, torch::Tensor> m;
-  for (const auto& e : torch::pickle_load(bytes).toGenericDict()) m[e.key().toStringRef()] = e.value().toTensor();
+  for (const auto& e : torch::pickle_load(bytes).toGenericDict())
+    m[e.key().toStringRef()] = e.value().toTensor();
   return m;
 }
 
-double MaxDiff(const std::map<std::string, torch::Tensor>& a, const std::map<std::string, torch::Tensor>& b) {
+double MaxDiff(const std::map<std::string, torch::Tensor>& a,
+               const std::map<std::string, torch::Tensor>& b) {
   EXPECT_EQ(a.size(), b.size());
   double d = 0;
   for (const auto& [k, v] : a) {
     auto it = b.find(k);
     EXPECT_NE(it, b.end()) << k;
     if (it == b.end()) continue;
-    d = std::max(d, (v.to(torch::kFloat64) - it->second.to(torch::kFloat64)).abs().max().item<double>());
+    d = std::max(
+        d, (v.to(torch::kFloat64) - it->second.to(torch::kFloat64)).abs().max().item<double>());
   }
   return d;
 }
@@ -89,11 +94,13 @@ bool ReadToyCheckpoint(const std::string& path, TrainPosition* pos) {
 }
 
 std::string TrainCmd(const std::string& data, const std::string& extra) {
-  return kTrain + " --data " + data + " --arch tiny --workers 1 --threads 1 --quiet --lr 0.5 --weight-decay 0 " + extra;
+  return kTrain + " --data " + data +
+         " --arch tiny --workers 1 --threads 1 --quiet --lr 0.5 --weight-decay 0 " + extra;
 }
 
 TEST(ModelTest, ParameterCountsMatchTorchvision) {
-  const std::pair<const char*, int64_t> want[] = {{"resnet18", 11689512}, {"resnet34", 21797672}, {"resnet50", 25557032}};
+  const std::pair<const char*, int64_t> want[] = {
+      {"resnet18", 11689512}, {"resnet34", 21797672}, {"resnet50", 25557032}};
   for (const auto& [arch, count] : want) {
     ModelSpec s;
     s.arch = arch;
@@ -107,27 +114,31 @@ TEST(ModelTest, StateDictNamesMatchTorchvision) {
   s.arch = "resnet50";
   auto m = MakeModel(s);
   auto sd = StateDict(AsModule(m));
-  for (const char* name : {"conv1.weight", "bn1.running_mean", "bn1.num_batches_tracked", "layer1.0.conv3.weight",
-                           "layer1.0.downsample.0.weight", "layer1.0.downsample.1.running_var",
-                           "layer4.2.bn3.bias", "fc.weight", "fc.bias"}) {
+  for (const char* name :
+       {"conv1.weight", "bn1.running_mean", "bn1.num_batches_tracked", "layer1.0.conv3.weight",
+        "layer1.0.downsample.0.weight", "layer1.0.downsample.1.running_var", "layer4.2.bn3.bias",
+        "fc.weight", "fc.bias"}) {
     EXPECT_TRUE(sd.count(name)) << name;
   }
   EXPECT_EQ(sd.size(), 320u);  // len(torchvision.models.resnet50().state_dict())
-  if (!PythonHasTorchvision()) GTEST_SKIP() << "python3-torchvision not installed: skipping the key-by-key comparison";
+  if (!PythonHasTorchvision())
+    GTEST_SKIP() << "python3-torchvision not installed: skipping the key-by-key comparison";
   for (const char* arch : {"resnet18", "resnet34", "resnet50"}) {
     ModelSpec spec;
     spec.arch = arch;
     auto model = MakeModel(spec);
     auto ours = StateDict(AsModule(model));
-    auto r = RunCommand(std::string(kPython) + " -c \"import torchvision; m=torchvision.models." + arch +
-                        "(); print('\\n'.join(f'{k} {tuple(v.shape)}' for k, v in m.state_dict().items()))\"");
+    auto r = RunCommand(
+        std::string(kPython) + " -c \"import torchvision; m=torchvision.models." + arch +
+        "(); print('\\n'.join(f'{k} {tuple(v.shape)}' for k, v in m.state_dict().items()))\"");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     std::set<std::string> theirs, mine;
     std::istringstream lines(r.out);
     for (std::string line; std::getline(lines, line);) theirs.insert(line);
     for (const auto& [k, v] : ours) {
       std::string shape = "(";
-      for (int64_t d = 0; d < v.dim(); ++d) shape += std::to_string(v.size(d)) + (v.dim() == 1 ? "," : (d + 1 < v.dim() ? ", " : ""));
+      for (int64_t d = 0; d < v.dim(); ++d)
+        shape += std::to_string(v.size(d)) + (v.dim() == 1 ? "," : (d + 1 < v.dim() ? ", " : ""));
       mine.insert(k + " " + shape + ")");
     }
     EXPECT_EQ(mine, theirs) << arch;
@@ -137,9 +148,11 @@ TEST(ModelTest, StateDictNamesMatchTorchvision) {
 TEST(TrainTest, TwoRanksEqualOneRankWithTheWholeBatch) {
   TempDir dir;
   WriteToyDataset(dir / "data", 256);
-  auto one = RunCommand(TrainCmd(dir / "data", "--batch-size 16 --max-steps 6 --export " + dir / "one.pt"));
+  auto one = RunCommand(
+      TrainCmd(dir / "data", "--batch-size 16 --max-steps 6 --export " + dir / "one.pt"));
   ASSERT_EQ(one.exit_code, 0) << one.out;
-  auto two = RunCommand(TrainCmd(dir / "data", "--batch-size 8 --max-steps 6 --nproc-per-node 2 --export " + dir / "two.pt"));
+  auto two = RunCommand(TrainCmd(
+      dir / "data", "--batch-size 8 --max-steps 6 --nproc-per-node 2 --export " + dir / "two.pt"));
   ASSERT_EQ(two.exit_code, 0) << two.out;
   auto a = LoadExport(dir / "one.pt"), b = LoadExport(dir / "two.pt");
   auto init = LoadExport(dir / "one.pt");
@@ -149,13 +162,18 @@ TEST(TrainTest, TwoRanksEqualOneRankWithTheWholeBatch) {
 TEST(TrainTest, ResumeEqualsUninterrupted) {
   TempDir dir;
   WriteToyDataset(dir / "data", 200);
-  ASSERT_EQ(RunCommand(TrainCmd(dir / "data", "--batch-size 8 --epochs 2 --max-steps 40 --export " + dir / "full.pt")).exit_code, 0);
+  ASSERT_EQ(RunCommand(TrainCmd(dir / "data", "--batch-size 8 --epochs 2 --max-steps 40 --export " +
+                                                  dir / "full.pt"))
+                .exit_code,
+            0);
   // Interrupted at step 17 (mid-epoch: 25 steps per epoch), then resumed.
-  auto r1 = RunCommand(TrainCmd(dir / "data", "--batch-size 8 --epochs 2 --max-steps 17 --checkpoint-dir " + dir / "ck"));
+  auto r1 = RunCommand(TrainCmd(
+      dir / "data", "--batch-size 8 --epochs 2 --max-steps 17 --checkpoint-dir " + dir / "ck"));
   ASSERT_EQ(r1.exit_code, 0) << r1.out;
   ASSERT_TRUE(FileExists(dir / "ck/last.pt"));
-  auto r2 = RunCommand(TrainCmd(dir / "data", "--batch-size 8 --epochs 2 --max-steps 40 --resume --checkpoint-dir " +
-                                    dir / "ck" + " --export " + dir / "resumed.pt"));
+  auto r2 = RunCommand(
+      TrainCmd(dir / "data", "--batch-size 8 --epochs 2 --max-steps 40 --resume --checkpoint-dir " +
+                                 dir / "ck" + " --export " + dir / "resumed.pt"));
   ASSERT_EQ(r2.exit_code, 0) << r2.out;
   EXPECT_LT(MaxDiff(LoadExport(dir / "full.pt"), LoadExport(dir / "resumed.pt")), 1e-6);
 }
@@ -201,8 +219,10 @@ TEST(CheckpointTest, InterruptedWriteLeavesThePreviousCheckpointUsable) {
 TEST(TrainTest, SigtermCheckpointsAndResumeFinishes) {
   TempDir dir;
   WriteToyDataset(dir / "data", 4000);
-  const std::string base = kTrain + " --data " + dir / "data" + " --arch tiny --workers 1 --threads 1 --batch-size 4"
-                           " --epochs 1 --print-every 1 --checkpoint-dir " + dir / "ck";
+  const std::string base = kTrain + " --data " + dir / "data" +
+                           " --arch tiny --workers 1 --threads 1 --batch-size 4"
+                           " --epochs 1 --print-every 1 --checkpoint-dir " +
+                           dir / "ck";
   pid_t pid = Spawn(base, dir / "log1");
   ASSERT_TRUE(WaitForText(dir / "log1", "step 20/", 60)) << testing::ReadFile(dir / "log1");
   kill(pid, SIGTERM);
@@ -213,7 +233,8 @@ TEST(TrainTest, SigtermCheckpointsAndResumeFinishes) {
   ASSERT_TRUE(ReadToyCheckpoint(dir / "ck/last.pt", &pos));
   EXPECT_EQ(pos.epoch, 0);
   EXPECT_GE(pos.batch_index, 20);
-  auto r = RunCommand(base + " --resume --quiet --max-steps " + std::to_string(pos.global_step + 5));
+  auto r =
+      RunCommand(base + " --resume --quiet --max-steps " + std::to_string(pos.global_step + 5));
   EXPECT_EQ(r.exit_code, 0) << r.out;
 }
 
@@ -222,27 +243,34 @@ TEST(TrainTest, OneRankFailingEndsTheOthersWithAnErrorAndResumeCompletes) {
   WriteToyDataset(dir / "data", 800);  // 100 steps per epoch at 2 x 4
   const std::string port = std::to_string(20000 + getpid() % 20000);
   auto cmd = [&](int rank) {
-    return "env RANK=" + std::to_string(rank) + " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " + kTrain +
-           " --data " + dir / "data" + " --arch tiny --workers 1 --threads 1 --batch-size 4 --epochs 50 --print-every 1"
-           " --timeout 30 --checkpoint-dir " + dir / "ck";
+    return "env RANK=" + std::to_string(rank) +
+           " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " + kTrain + " --data " +
+           dir / "data" +
+           " --arch tiny --workers 1 --threads 1 --batch-size 4 --epochs 50 --print-every 1"
+           " --timeout 30 --checkpoint-dir " +
+           dir / "ck";
   };
   const int r0 = Spawn(cmd(0), dir / "log0");
   const int r1 = Spawn(cmd(1), dir / "log1");
   // Past the first epoch's checkpoint, in the middle of the second epoch.
-  ASSERT_TRUE(WaitForText(dir / "log0", "epoch 2/50  step 40/", 120)) << testing::ReadFile(dir / "log0");
+  ASSERT_TRUE(WaitForText(dir / "log0", "epoch 2/50  step 40/", 120))
+      << testing::ReadFile(dir / "log0");
   kill(r1, SIGKILL);  // a crash: no checkpoint, no goodbye
   WaitExit(r1, 10);
   const int code = WaitExit(r0, 60);
   EXPECT_NE(code, 0) << "the surviving rank must fail, not hang or succeed";
   EXPECT_NE(code, -1) << "the surviving rank did not exit within 60 s";
-  EXPECT_NE(testing::ReadFile(dir / "log0").find("error"), std::string::npos) << testing::ReadFile(dir / "log0");
+  EXPECT_NE(testing::ReadFile(dir / "log0").find("error"), std::string::npos)
+      << testing::ReadFile(dir / "log0");
   // Resume from the last checkpoint (end of epoch 1) and finish.
   TrainPosition pos;
   ASSERT_TRUE(ReadToyCheckpoint(dir / "ck/last.pt", &pos));
   EXPECT_EQ(pos.epoch, 1);
   EXPECT_EQ(pos.batch_index, 0);
-  auto r = RunCommand(kTrain + " --nproc-per-node 2 --data " + dir / "data" + " --arch tiny --workers 1 --threads 1"
-                      " --batch-size 4 --epochs 3 --print-every 1000 --resume --checkpoint-dir " + dir / "ck");
+  auto r = RunCommand(kTrain + " --nproc-per-node 2 --data " + dir / "data" +
+                      " --arch tiny --workers 1 --threads 1"
+                      " --batch-size 4 --epochs 3 --print-every 1000 --resume --checkpoint-dir " +
+                      dir / "ck");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("resumed from"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"epoch\":3"), std::string::npos) << r.out;
@@ -259,7 +287,8 @@ TEST(TrainTest, ExportedWeightsLoadIntoTorchvisionAndGiveTheSameOutputs) {
     auto w = DatasetWriter::Create(dir / "jpeg", o);
     ASSERT_TRUE(w.ok());
     for (int i = 0; i < 8; ++i) {
-      std::string j = testing::MakeJpeg(testing::SyntheticImage(80, 72, 3, i), testing::JpegFlavor::kRgb);
+      std::string j =
+          testing::MakeJpeg(testing::SyntheticImage(80, 72, 3, i), testing::JpegFlavor::kRgb);
       ASSERT_TRUE((*w)->Add(j, i % 2, std::to_string(i)).ok());
     }
     Manifest m;
@@ -267,8 +296,10 @@ TEST(TrainTest, ExportedWeightsLoadIntoTorchvisionAndGiveTheSameOutputs) {
     m.classes = {"a", "b"};
     ASSERT_TRUE((*w)->Finish(m).ok());
   }
-  auto r = RunCommand(kTrain + " --data " + dir / "jpeg" + " --arch resnet18 --size 64 --batch-size 4 --workers 1"
-                      " --max-steps 2 --quiet --export " + dir / "resnet18.pt");
+  auto r = RunCommand(kTrain + " --data " + dir / "jpeg" +
+                      " --arch resnet18 --size 64 --batch-size 4 --workers 1"
+                      " --max-steps 2 --quiet --export " +
+                      dir / "resnet18.pt");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   // Our output on a fixed input, for Python to compare against.
   ModelSpec spec;
@@ -277,7 +308,8 @@ TEST(TrainTest, ExportedWeightsLoadIntoTorchvisionAndGiveTheSameOutputs) {
   auto m = MakeModel(spec);
   ASSERT_TRUE(LoadStateDict(AsModule(m), LoadExport(dir / "resnet18.pt")).ok());
   AsModule(m).eval();
-  torch::Tensor x = torch::sin(torch::arange(2 * 3 * 64 * 64, torch::kFloat32) * 0.001).view({2, 3, 64, 64});
+  torch::Tensor x =
+      torch::sin(torch::arange(2 * 3 * 64 * 64, torch::kFloat32) * 0.001).view({2, 3, 64, 64});
   torch::Tensor y = m.forward(x);
   c10::Dict<std::string, torch::Tensor> io;
   io.insert("x", x);
@@ -287,9 +319,13 @@ TEST(TrainTest, ExportedWeightsLoadIntoTorchvisionAndGiveTheSameOutputs) {
   const std::string py =
       "import torch, torchvision\n"
       "m = torchvision.models.resnet18(num_classes=2)\n"
-      "m.load_state_dict(torch.load('" + dir / "resnet18.pt" + "'), strict=True)\n"
+      "m.load_state_dict(torch.load('" +
+      dir / "resnet18.pt" +
+      "'), strict=True)\n"
       "m.eval()\n"
-      "io = torch.load('" + dir / "io.pt" + "')\n"
+      "io = torch.load('" +
+      dir / "io.pt" +
+      "')\n"
       "with torch.no_grad(): y = m(io['x'])\n"
       "d = (y - io['y']).abs().max().item()\n"
       "print('max diff', d)\n"
@@ -349,7 +385,8 @@ TEST(CheckpointTest, FlippedTensorBytesAreRefusedByNameAndThePreviousOneIsKept) 
   Status st = LoadCheckpoint(path, AsModule(m2), nullptr, &got);
   ASSERT_FALSE(st.ok()) << "a flipped tensor bit must not load silently";
   EXPECT_TRUE(st.IsCorruption()) << st.ToString();
-  EXPECT_NE(st.message().find(path + ": checkpoint is damaged"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find(path + ": checkpoint is damaged"), std::string::npos)
+      << st.ToString();
   EXPECT_NE(st.message().find("prev.pt"), std::string::npos) << st.ToString();
   ASSERT_TRUE(LoadCheckpoint(dir / "prev.pt", AsModule(m2), nullptr, &got).ok());
   EXPECT_EQ(got.epoch, 0);
@@ -402,14 +439,15 @@ TEST(TrainTest, ValidationSetThatDoesNotMatchIsRefusedBeforeTraining) {
 
 // A peer that accepts connections and never answers: not a c10d store.
 int StartSilentServer(const std::string& dir, int* port) {
-  testing::WriteFile(dir + "/silent.py",
-                     "import socket, sys\n"
-                     "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-                     "s.bind(('127.0.0.1', 0)); s.listen(16)\n"
-                     "print('port', s.getsockname()[1], flush=True)\n"
-                     "held = []\n"
-                     "while True:\n"
-                     "    c, _ = s.accept(); held.append(c)\n");
+  testing::WriteFile(
+      dir + "/silent.py",
+      "import socket, sys\n"
+      "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+      "s.bind(('127.0.0.1', 0)); s.listen(16)\n"
+      "print('port', s.getsockname()[1], flush=True)\n"
+      "held = []\n"
+      "while True:\n"
+      "    c, _ = s.accept(); held.append(c)\n");
   const int pid = Spawn(std::string(kPython) + " " + dir + "/silent.py", dir + "/silent.log");
   EXPECT_TRUE(WaitForText(dir + "/silent.log", "port ", 20));
   *port = std::atoi(testing::ReadFile(dir + "/silent.log").substr(5).c_str());
@@ -422,19 +460,23 @@ TEST(TrainTest, RendezvousWithAPeerThatIsNotAStoreHonoursTimeoutAndSigterm) {
   int port = 0;
   const int server = StartSilentServer(dir.path(), &port);
   ASSERT_GT(port, 0);
-  const std::string env = "env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ";
+  const std::string env =
+      "env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ";
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = RunCommand("timeout -s KILL 120 " + env + TrainCmd(dir / "data", "--batch-size 8 --timeout 3"));
+  auto r = RunCommand("timeout -s KILL 120 " + env +
+                      TrainCmd(dir / "data", "--batch-size 8 --timeout 3"));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("timed out after 3 s"), std::string::npos) << r.out;
   EXPECT_LT(secs, 60) << "--timeout 3 must end the rendezvous long before the watchdog";
   // SIGTERM while waiting: the rank stops promptly (exit 75: requeue and resume).
-  const int pid = Spawn(env + TrainCmd(dir / "data", "--batch-size 8 --timeout 600"), dir / "term.log");
+  const int pid =
+      Spawn(env + TrainCmd(dir / "data", "--batch-size 8 --timeout 600"), dir / "term.log");
   sleep(3);
   kill(pid, SIGTERM);
   EXPECT_EQ(WaitExit(pid, 30), 75) << testing::ReadFile(dir / "term.log");
-  EXPECT_NE(testing::ReadFile(dir / "term.log").find("stopped by a signal during the rendezvous"), std::string::npos)
+  EXPECT_NE(testing::ReadFile(dir / "term.log").find("stopped by a signal during the rendezvous"),
+            std::string::npos)
       << testing::ReadFile(dir / "term.log");
   kill(server, SIGKILL);
   WaitExit(server, 10);
@@ -445,7 +487,8 @@ TEST(TrainTest, CorruptRecordsFailNamingTheShardOrAreSkippedAndCounted) {
   WriteToyDataset(dir / "data", 256);
   auto ds = Dataset::Open(dir / "data");
   ASSERT_TRUE(ds.ok());
-  const uint64_t offset = (*ds)->shard(0).block(0).offset + (*ds)->shard(0).block(0).stored_size / 2;
+  const uint64_t offset =
+      (*ds)->shard(0).block(0).offset + (*ds)->shard(0).block(0).stored_size / 2;
   ds->reset();
   std::string bytes = testing::ReadFile(dir / "data/shard-00000.sks");
   bytes[offset] ^= 0x5A;
@@ -453,7 +496,8 @@ TEST(TrainTest, CorruptRecordsFailNamingTheShardOrAreSkippedAndCounted) {
   auto r = RunCommand(TrainCmd(dir / "data", "--batch-size 8 --epochs 1"));
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("shard-00000.sks"), std::string::npos) << r.out;
-  r = RunCommand(TrainCmd(dir / "data", "--batch-size 8 --epochs 1 --on-corrupt skip --skip-budget 100000"));
+  r = RunCommand(
+      TrainCmd(dir / "data", "--batch-size 8 --epochs 1 --on-corrupt skip --skip-budget 100000"));
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const size_t at = r.out.find("\"corrupt_skipped\":");
   ASSERT_NE(at, std::string::npos) << r.out;
@@ -479,9 +523,9 @@ TEST(DistEnvTest, FirstHostOfNodeListFollowsSlurmsGrammar) {
 class ScopedEnv {
  public:
   explicit ScopedEnv(std::vector<std::pair<std::string, const char*>> vars) {
-    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID",
-                             "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_JOB_NODELIST", "SLURM_NODELIST",
-                             "SLURM_JOB_ID"}) {
+    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+                             "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_JOB_NODELIST",
+                             "SLURM_NODELIST", "SLURM_JOB_ID"}) {
       const char* v = std::getenv(name);
       saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
       unsetenv(name);
@@ -490,7 +534,10 @@ class ScopedEnv {
   }
   ~ScopedEnv() {
     for (const auto& [k, v] : saved_) {
-      if (v) setenv(k.c_str(), v->c_str(), 1); else unsetenv(k.c_str());
+      if (v)
+        setenv(k.c_str(), v->c_str(), 1);
+      else
+        unsetenv(k.c_str());
     }
   }
 
@@ -507,8 +554,11 @@ TEST(DistEnvTest, TorchrunVariablesWinOverSlurmsAndMasterVariablesOverride) {
     EXPECT_EQ(e->source, "single process");
   }
   {
-    ScopedEnv env({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
-                   {"SLURM_JOB_NODELIST", "rack[1-2]-n[01-04]"}, {"SLURM_JOB_ID", "12345"}});
+    ScopedEnv env({{"SLURM_PROCID", "3"},
+                   {"SLURM_NTASKS", "8"},
+                   {"SLURM_LOCALID", "1"},
+                   {"SLURM_JOB_NODELIST", "rack[1-2]-n[01-04]"},
+                   {"SLURM_JOB_ID", "12345"}});
     auto e = DistEnvFromEnvironment();
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     EXPECT_EQ(e->source, "SLURM variables");
@@ -519,8 +569,13 @@ TEST(DistEnvTest, TorchrunVariablesWinOverSlurmsAndMasterVariablesOverride) {
     EXPECT_EQ(e->master_port, 20000 + 12345 % 20000);
   }
   {  // torchrun's variables take precedence; MASTER_* override the node list
-    ScopedEnv env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"},
-                   {"SLURM_JOB_NODELIST", "n[1-4]"}, {"MASTER_ADDR", "10.0.0.7"}, {"MASTER_PORT", "29511"}});
+    ScopedEnv env({{"RANK", "1"},
+                   {"WORLD_SIZE", "2"},
+                   {"SLURM_PROCID", "5"},
+                   {"SLURM_NTASKS", "8"},
+                   {"SLURM_JOB_NODELIST", "n[1-4]"},
+                   {"MASTER_ADDR", "10.0.0.7"},
+                   {"MASTER_PORT", "29511"}});
     auto e = DistEnvFromEnvironment();
     ASSERT_TRUE(e.ok());
     EXPECT_EQ(e->source, "torchrun variables");
@@ -531,9 +586,9 @@ TEST(DistEnvTest, TorchrunVariablesWinOverSlurmsAndMasterVariablesOverride) {
     EXPECT_EQ(e->master_port, 29511);
   }
   for (const auto& bad : std::vector<std::vector<std::pair<std::string, const char*>>>{
-           {{"RANK", "0"}},                                  // no WORLD_SIZE
-           {{"RANK", "2"}, {"WORLD_SIZE", "2"}},             // rank not below world
-           {{"RANK", "x"}, {"WORLD_SIZE", "2"}},             // not a number
+           {{"RANK", "0"}},                       // no WORLD_SIZE
+           {{"RANK", "2"}, {"WORLD_SIZE", "2"}},  // rank not below world
+           {{"RANK", "x"}, {"WORLD_SIZE", "2"}},  // not a number
            {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "-1"}},
        }) {
     ScopedEnv env(bad);

@@ -60,7 +60,8 @@ std::map<std::string, torch::Tensor> StateDict(torch::nn::Module& model) {
   return sd;
 }
 
-Status LoadStateDict(torch::nn::Module& model, const std::map<std::string, torch::Tensor>& sd, bool strict) {
+Status LoadStateDict(torch::nn::Module& model, const std::map<std::string, torch::Tensor>& sd,
+                     bool strict) {
   torch::NoGradGuard no_grad;
   size_t used = 0;
   auto load = [&](const std::string& name, torch::Tensor t) -> Status {
@@ -69,8 +70,9 @@ Status LoadStateDict(torch::nn::Module& model, const std::map<std::string, torch
       return strict ? Status::InvalidArgument("checkpoint has no '" + name + "'") : Status::OK();
     }
     if (it->second.sizes() != t.sizes()) {
-      return Status::InvalidArgument("'" + name + "' has shape " + c10::str(it->second.sizes()) + " in the checkpoint, " +
-                                     c10::str(t.sizes()) + " in the model");
+      return Status::InvalidArgument("'" + name + "' has shape " + c10::str(it->second.sizes()) +
+                                     " in the checkpoint, " + c10::str(t.sizes()) +
+                                     " in the model");
     }
     t.copy_(it->second);
     ++used;
@@ -79,7 +81,8 @@ Status LoadStateDict(torch::nn::Module& model, const std::map<std::string, torch
   for (auto& p : model.named_parameters()) SK_RETURN_IF_ERROR(load(p.key(), p.value()));
   for (auto& b : model.named_buffers()) SK_RETURN_IF_ERROR(load(b.key(), b.value()));
   if (strict && used != sd.size()) {
-    return Status::InvalidArgument("checkpoint has " + std::to_string(sd.size() - used) + " entries the model lacks");
+    return Status::InvalidArgument("checkpoint has " + std::to_string(sd.size() - used) +
+                                   " entries the model lacks");
   }
   return Status::OK();
 }
@@ -97,7 +100,8 @@ c10::Dict<std::string, torch::Tensor> ToDict(const std::map<std::string, torch::
 // the position. The pickle format has no checksum of its own, so a flipped
 // bit in a tensor would otherwise load silently.
 uint32_t ContentChecksum(const std::map<std::string, torch::Tensor>& model,
-                         const std::map<std::string, torch::Tensor>& momentum, const std::string& position) {
+                         const std::map<std::string, torch::Tensor>& momentum,
+                         const std::string& position) {
   uint32_t crc = 0;
   auto add = [&](const void* p, size_t n) { crc = crc32c::Extend(crc, p, n); };
   for (const auto* m : {&model, &momentum}) {
@@ -116,10 +120,10 @@ uint32_t ContentChecksum(const std::map<std::string, torch::Tensor>& model,
 
 std::string PositionString(const TrainPosition& p) {
   char buf[512];
-  std::snprintf(buf, sizeof(buf), "%lld/%lld/%lld/%lld/%lld/%lld/%.17g/%s/%lld/%lld", (long long)p.epoch,
-                (long long)p.batch_index, (long long)p.global_step, (long long)p.seed, (long long)p.world_size,
-                (long long)p.batch_size, p.loss_scale, p.arch.c_str(), (long long)p.num_classes,
-                (long long)p.in_channels);
+  std::snprintf(buf, sizeof(buf), "%lld/%lld/%lld/%lld/%lld/%lld/%.17g/%s/%lld/%lld",
+                (long long)p.epoch, (long long)p.batch_index, (long long)p.global_step,
+                (long long)p.seed, (long long)p.world_size, (long long)p.batch_size, p.loss_scale,
+                p.arch.c_str(), (long long)p.num_classes, (long long)p.in_channels);
   return buf;
 }
 
@@ -141,7 +145,8 @@ Status WritePickle(const std::string& path, const c10::IValue& value) {
 
 }  // namespace
 
-Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& opt, const TrainPosition& pos) {
+Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& opt,
+                      const TrainPosition& pos) {
   c10::impl::GenericDict meta(c10::StringType::get(), c10::AnyType::get());
   meta.insert("epoch", pos.epoch);
   meta.insert("batch_index", pos.batch_index);
@@ -167,18 +172,21 @@ Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& op
   if (FileExists(path)) {
     const std::string prev = JoinPath(DirName(path), kPreviousCheckpointName);
     RemoveFile(prev + ".tmp").IgnoreError();
-    if (::link(path.c_str(), (prev + ".tmp").c_str()) == 0) RenameFile(prev + ".tmp", prev).IgnoreError();
+    if (::link(path.c_str(), (prev + ".tmp").c_str()) == 0)
+      RenameFile(prev + ".tmp", prev).IgnoreError();
   }
   return WritePickle(path, top);
 }
 
-Status LoadCheckpoint(const std::string& path, torch::nn::Module& model, Sgd* opt, TrainPosition* pos) {
+Status LoadCheckpoint(const std::string& path, torch::nn::Module& model, Sgd* opt,
+                      TrainPosition* pos) {
   SK_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path, 16ull << 30));
   try {
     c10::IValue v = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
     auto top = v.toGenericDict();
     if (!top.contains("format") || top.at("format").toStringRef() != kCheckpointFormat) {
-      return Status::Corruption(path + ": not a shardkit checkpoint (format " + kCheckpointFormat + ")");
+      return Status::Corruption(path + ": not a shardkit checkpoint (format " + kCheckpointFormat +
+                                ")");
     }
     const std::map<std::string, torch::Tensor> sd = FromDict(top.at("model"));
     const std::map<std::string, torch::Tensor> mom = FromDict(top.at("momentum"));
@@ -196,8 +204,9 @@ Status LoadCheckpoint(const std::string& path, torch::nn::Module& model, Sgd* op
     const uint32_t want = static_cast<uint32_t>(top.at("crc32c").toInt());
     const uint32_t got = ContentChecksum(sd, mom, PositionString(*pos));
     if (got != want) {
-      return Status::Corruption(path + ": checkpoint is damaged (content checksum " + Crc32cHex(got) +
-                                ", written as " + Crc32cHex(want) + "); the previous one, if any, is " +
+      return Status::Corruption(path + ": checkpoint is damaged (content checksum " +
+                                Crc32cHex(got) + ", written as " + Crc32cHex(want) +
+                                "); the previous one, if any, is " +
                                 JoinPath(DirName(path), kPreviousCheckpointName));
     }
     SK_RETURN_IF_ERROR(LoadStateDict(model, sd).WithContext(path));

@@ -36,13 +36,13 @@ class Sgd {
 
 // Where training is: resuming from it continues exactly where it stopped.
 struct TrainPosition {
-  int64_t epoch = 0;         // the epoch in progress (or next to start)
-  int64_t batch_index = 0;   // the next batch of that epoch
-  int64_t global_step = 0;   // optimizer steps taken
+  int64_t epoch = 0;        // the epoch in progress (or next to start)
+  int64_t batch_index = 0;  // the next batch of that epoch
+  int64_t global_step = 0;  // optimizer steps taken
   int64_t seed = 0;
   int64_t world_size = 1;
-  int64_t batch_size = 0;    // per rank
-  double loss_scale = 0;     // fp16 dynamic loss scale (0: none)
+  int64_t batch_size = 0;  // per rank
+  double loss_scale = 0;   // fp16 dynamic loss scale (0: none)
   std::string arch;
   int64_t num_classes = 0;
   int64_t in_channels = 0;
@@ -50,15 +50,18 @@ struct TrainPosition {
 
 // Model state as a name -> tensor map (parameters and buffers), detached, on CPU.
 std::map<std::string, torch::Tensor> StateDict(torch::nn::Module& model);
-Status LoadStateDict(torch::nn::Module& model, const std::map<std::string, torch::Tensor>& sd, bool strict = true);
+Status LoadStateDict(torch::nn::Module& model, const std::map<std::string, torch::Tensor>& sd,
+                     bool strict = true);
 
 // Checkpoints carry a CRC32C of their tensors and position; LoadCheckpoint
 // refuses (Corruption, naming the file) one whose contents do not match.
 // SaveCheckpoint keeps the checkpoint it replaces as prev.pt beside it.
 inline constexpr char kCheckpointFormat[] = "shardkit-checkpoint-2";
 inline constexpr char kPreviousCheckpointName[] = "prev.pt";
-Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& opt, const TrainPosition& pos);
-Status LoadCheckpoint(const std::string& path, torch::nn::Module& model, Sgd* opt, TrainPosition* pos);
+Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& opt,
+                      const TrainPosition& pos);
+Status LoadCheckpoint(const std::string& path, torch::nn::Module& model, Sgd* opt,
+                      TrainPosition* pos);
 // Just the state dict, as a plain dict: model.load_state_dict(torch.load(path)).
 Status ExportWeights(const std::string& path, torch::nn::Module& model);
 

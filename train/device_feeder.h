@@ -27,7 +27,8 @@ std::unique_ptr<BatchFeeder> MakeBatchFeeder(torch::Device device, const std::ve
                                              const std::vector<float>& std, bool channels_last);
 
 #ifdef SHARDKIT_WITH_CUDA
-std::unique_ptr<BatchFeeder> MakeCudaBatchFeeder(torch::Device device, const std::vector<float>& mean,
+std::unique_ptr<BatchFeeder> MakeCudaBatchFeeder(torch::Device device,
+                                                 const std::vector<float>& mean,
                                                  const std::vector<float>& std, bool channels_last);
 #endif
 

@@ -24,7 +24,8 @@ Status ParseInt(const char* name, const char* value, int* out) {
   char* end = nullptr;
   long v = std::strtol(value, &end, 10);
   if (*end != '\0' || v < 0 || v > (1 << 30)) {
-    return Status::InvalidArgument(std::string("environment variable ") + name + "=" + value + " is not a valid count");
+    return Status::InvalidArgument(std::string("environment variable ") + name + "=" + value +
+                                   " is not a valid count");
   }
   *out = static_cast<int>(v);
   return Status::OK();
@@ -46,7 +47,8 @@ std::string FirstHostOfNodeList(const std::string& list) {
       continue;
     }
     const size_t close = list.find(']', i);
-    const std::string group = list.substr(i + 1, close == std::string::npos ? std::string::npos : close - i - 1);
+    const std::string group =
+        list.substr(i + 1, close == std::string::npos ? std::string::npos : close - i - 1);
     host += group.substr(0, group.find_first_of(",-"));
     if (close == std::string::npos) break;
     i = close + 1;
@@ -59,21 +61,26 @@ Result<DistEnv> DistEnvFromEnvironment() {
   if (Env("RANK") != nullptr) {
     e.source = "torchrun variables";
     SK_RETURN_IF_ERROR(ParseInt("RANK", Env("RANK"), &e.rank));
-    if (Env("WORLD_SIZE") == nullptr) return Status::InvalidArgument("RANK is set but WORLD_SIZE is not");
+    if (Env("WORLD_SIZE") == nullptr)
+      return Status::InvalidArgument("RANK is set but WORLD_SIZE is not");
     SK_RETURN_IF_ERROR(ParseInt("WORLD_SIZE", Env("WORLD_SIZE"), &e.world_size));
     e.local_rank = e.rank;
-    if (Env("LOCAL_RANK")) SK_RETURN_IF_ERROR(ParseInt("LOCAL_RANK", Env("LOCAL_RANK"), &e.local_rank));
+    if (Env("LOCAL_RANK"))
+      SK_RETURN_IF_ERROR(ParseInt("LOCAL_RANK", Env("LOCAL_RANK"), &e.local_rank));
   } else if (Env("SLURM_PROCID") != nullptr && Env("SLURM_NTASKS") != nullptr) {
     e.source = "SLURM variables";
     SK_RETURN_IF_ERROR(ParseInt("SLURM_PROCID", Env("SLURM_PROCID"), &e.rank));
     SK_RETURN_IF_ERROR(ParseInt("SLURM_NTASKS", Env("SLURM_NTASKS"), &e.world_size));
-    if (Env("SLURM_LOCALID")) SK_RETURN_IF_ERROR(ParseInt("SLURM_LOCALID", Env("SLURM_LOCALID"), &e.local_rank));
-    const char* nodes = Env("SLURM_JOB_NODELIST") ? Env("SLURM_JOB_NODELIST") : Env("SLURM_NODELIST");
+    if (Env("SLURM_LOCALID"))
+      SK_RETURN_IF_ERROR(ParseInt("SLURM_LOCALID", Env("SLURM_LOCALID"), &e.local_rank));
+    const char* nodes =
+        Env("SLURM_JOB_NODELIST") ? Env("SLURM_JOB_NODELIST") : Env("SLURM_NODELIST");
     if (nodes != nullptr) e.master_addr = FirstHostOfNodeList(nodes);
     if (Env("SLURM_JOB_ID")) e.master_port = 20000 + std::atoi(Env("SLURM_JOB_ID")) % 20000;
   }
   if (Env("MASTER_ADDR")) e.master_addr = Env("MASTER_ADDR");
-  if (Env("MASTER_PORT")) SK_RETURN_IF_ERROR(ParseInt("MASTER_PORT", Env("MASTER_PORT"), &e.master_port));
+  if (Env("MASTER_PORT"))
+    SK_RETURN_IF_ERROR(ParseInt("MASTER_PORT", Env("MASTER_PORT"), &e.master_port));
   if (e.world_size < 1 || e.rank >= e.world_size) {
     return Status::InvalidArgument("rank " + std::to_string(e.rank) + " is not below world size " +
                                    std::to_string(e.world_size) + " (from " + e.source + ")");
@@ -97,7 +104,8 @@ Result<ProcessGroup> Rendezvous(const DistEnv& env, bool cuda, std::chrono::mill
     if (cuda) {
       auto opts = c10d::ProcessGroupNCCL::Options::create();
       opts->timeout = timeout;
-      pg.group = c10::make_intrusive<c10d::ProcessGroupNCCL>(pg.store, env.rank, env.world_size, opts);
+      pg.group =
+          c10::make_intrusive<c10d::ProcessGroupNCCL>(pg.store, env.rank, env.world_size, opts);
       pg.backend = "nccl";
       return pg;
     }
@@ -107,19 +115,22 @@ Result<ProcessGroup> Rendezvous(const DistEnv& env, bool cuda, std::chrono::mill
     auto opts = c10d::ProcessGroupGloo::Options::create();
     opts->timeout = timeout;
     opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    pg.group = c10::make_intrusive<c10d::ProcessGroupGloo>(pg.store, env.rank, env.world_size, opts);
+    pg.group =
+        c10::make_intrusive<c10d::ProcessGroupGloo>(pg.store, env.rank, env.world_size, opts);
     pg.backend = "gloo";
     return pg;
   } catch (const std::exception& e) {
-    return Status::IOError("rendezvous with " + env.master_addr + ":" + std::to_string(env.master_port) + " as rank " +
-                           std::to_string(env.rank) + " of " + std::to_string(env.world_size) + " failed: " +
-                           e.what());
+    return Status::IOError("rendezvous with " + env.master_addr + ":" +
+                           std::to_string(env.master_port) + " as rank " +
+                           std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
+                           " failed: " + e.what());
   }
 }
 
 }  // namespace
 
-Result<ProcessGroup> CreateProcessGroup(const DistEnv& env, bool cuda, std::chrono::milliseconds timeout,
+Result<ProcessGroup> CreateProcessGroup(const DistEnv& env, bool cuda,
+                                        std::chrono::milliseconds timeout,
                                         const std::function<bool()>& should_stop) {
   // c10d's TCPStore client blocks without a deadline on a peer that accepts
   // the connection but never answers; so the rendezvous runs on its own
@@ -143,13 +154,15 @@ Result<ProcessGroup> CreateProcessGroup(const DistEnv& env, bool cuda, std::chro
     pending->cv.wait_for(lock, std::chrono::milliseconds(50));
     if (pending->result.has_value()) break;
     if (should_stop && should_stop()) {
-      return Status::Aborted("stopped by a signal during the rendezvous with " + where + ", before any step");
+      return Status::Aborted("stopped by a signal during the rendezvous with " + where +
+                             ", before any step");
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      return Status::IOError("rendezvous with " + where + " as rank " + std::to_string(env.rank) + " of " +
-                             std::to_string(env.world_size) + " timed out after " +
-                             std::to_string(timeout.count() / 1000) +
-                             " s (is MASTER_ADDR:MASTER_PORT rank 0's store, and are all ranks started?)");
+      return Status::IOError(
+          "rendezvous with " + where + " as rank " + std::to_string(env.rank) + " of " +
+          std::to_string(env.world_size) + " timed out after " +
+          std::to_string(timeout.count() / 1000) +
+          " s (is MASTER_ADDR:MASTER_PORT rank 0's store, and are all ranks started?)");
     }
   }
   return std::move(*pending->result);
@@ -178,7 +191,7 @@ double AllReduceSum(CollectiveGroup& group, double value) {
 
 struct GradientReducer::State {
   struct Bucket {
-    std::vector<size_t> params;      // indexes into State::params
+    std::vector<size_t> params;  // indexes into State::params
     std::vector<int64_t> offsets;
     torch::Tensor flat;
     int pending = 0;
@@ -211,8 +224,9 @@ struct GradientReducer::State {
   }
 };
 
-GradientReducer::GradientReducer(std::vector<torch::Tensor> params, c10::intrusive_ptr<CollectiveGroup> group,
-                                 int world_size, size_t bucket_bytes, size_t first_bucket_bytes)
+GradientReducer::GradientReducer(std::vector<torch::Tensor> params,
+                                 c10::intrusive_ptr<CollectiveGroup> group, int world_size,
+                                 size_t bucket_bytes, size_t first_bucket_bytes)
     : state_(std::make_shared<State>()) {
   State& s = *state_;
   s.params = std::move(params);
@@ -233,14 +247,16 @@ GradientReducer::GradientReducer(std::vector<torch::Tensor> params, c10::intrusi
     State::Bucket& b = s.buckets.back();
     s.bucket_of[k] = s.buckets.size() - 1;
     s.slot_of[k] = b.params.size();
-    b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + s.params[b.params.back()].numel());
+    b.offsets.push_back(b.params.empty() ? 0
+                                         : b.offsets.back() + s.params[b.params.back()].numel());
     b.params.push_back(k);
     bytes += pb;
   }
   for (size_t i = 0; i < s.buckets.size(); ++i) {
     auto& b = s.buckets[i];
     // The last bucket has one more element: the per-step signal.
-    const int64_t total = b.offsets.back() + s.params[b.params.back()].numel() + (i + 1 == s.buckets.size() ? 1 : 0);
+    const int64_t total =
+        b.offsets.back() + s.params[b.params.back()].numel() + (i + 1 == s.buckets.size() ? 1 : 0);
     b.flat = torch::zeros({total}, s.params[b.params.front()].options().dtype(torch::kFloat32));
   }
   std::weak_ptr<State> weak = state_;

@@ -46,7 +46,8 @@ struct ProcessGroup {
 // yet, a master that answers but is not a store, missing ranks), and returns
 // Aborted as soon as should_stop() says so (a SIGTERM): it runs on a helper
 // thread that is abandoned, not joined, when it does not finish in time.
-Result<ProcessGroup> CreateProcessGroup(const DistEnv& env, bool cuda, std::chrono::milliseconds timeout,
+Result<ProcessGroup> CreateProcessGroup(const DistEnv& env, bool cuda,
+                                        std::chrono::milliseconds timeout,
                                         const std::function<bool()>& should_stop = nullptr);
 
 // Makes every rank's tensors equal to rank 0's (flattened into one message).
@@ -64,8 +65,9 @@ class GradientReducer {
  public:
   // The first bucket (the last layers) is capped at first_bucket_bytes, as
   // DDP does, so that communication starts early in backward.
-  GradientReducer(std::vector<torch::Tensor> params, c10::intrusive_ptr<CollectiveGroup> group, int world_size,
-                  size_t bucket_bytes = 25u << 20, size_t first_bucket_bytes = 1u << 20);
+  GradientReducer(std::vector<torch::Tensor> params, c10::intrusive_ptr<CollectiveGroup> group,
+                  int world_size, size_t bucket_bytes = 25u << 20,
+                  size_t first_bucket_bytes = 1u << 20);
   ~GradientReducer();
   // Call before each backward. `signal` is summed over ranks along with the
   // gradients (it rides in the last bucket: no extra collective per step).

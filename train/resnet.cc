@@ -21,7 +21,8 @@ struct BasicBlockImpl : nn::Module {
     conv2 = register_module("conv2", Conv(planes, planes, 3, 1, 1));
     bn2 = register_module("bn2", nn::BatchNorm2d(planes));
     if (stride != 1 || in != planes) {
-      downsample = register_module("downsample", nn::Sequential(Conv(in, planes, 1, stride, 0), nn::BatchNorm2d(planes)));
+      downsample = register_module(
+          "downsample", nn::Sequential(Conv(in, planes, 1, stride, 0), nn::BatchNorm2d(planes)));
     }
   }
   torch::Tensor forward(torch::Tensor x) {
@@ -47,8 +48,9 @@ struct BottleneckImpl : nn::Module {
     conv3 = register_module("conv3", Conv(planes, planes * kExpansion, 1, 1, 0));
     bn3 = register_module("bn3", nn::BatchNorm2d(planes * kExpansion));
     if (stride != 1 || in != planes * kExpansion) {
-      downsample = register_module(
-          "downsample", nn::Sequential(Conv(in, planes * kExpansion, 1, stride, 0), nn::BatchNorm2d(planes * kExpansion)));
+      downsample =
+          register_module("downsample", nn::Sequential(Conv(in, planes * kExpansion, 1, stride, 0),
+                                                       nn::BatchNorm2d(planes * kExpansion)));
     }
   }
   torch::Tensor forward(torch::Tensor x) {
@@ -78,8 +80,10 @@ void InitLikeTorchvision(nn::Module& m) {
 // torchvision.models.resnet.ResNet, plus the small-input stem.
 template <typename Block>
 struct ResNetImpl : nn::Module {
-  ResNetImpl(const std::vector<int>& layers, const ModelSpec& spec) : small_stem(spec.small_input_stem) {
-    conv1 = register_module("conv1", small_stem ? Conv(spec.in_channels, 64, 3, 1, 1) : Conv(spec.in_channels, 64, 7, 2, 3));
+  ResNetImpl(const std::vector<int>& layers, const ModelSpec& spec)
+      : small_stem(spec.small_input_stem) {
+    conv1 = register_module("conv1", small_stem ? Conv(spec.in_channels, 64, 3, 1, 1)
+                                                : Conv(spec.in_channels, 64, 7, 2, 3));
     bn1 = register_module("bn1", nn::BatchNorm2d(64));
     layer1 = register_module("layer1", MakeLayer(64, layers[0], 1));
     layer2 = register_module("layer2", MakeLayer(128, layers[1], 2));
@@ -145,7 +149,8 @@ struct ResNet20Impl : nn::Module {
 // ranks exactly like one big batch, which the DDP equivalence test needs.
 struct TinyNetImpl : nn::Module {
   explicit TinyNetImpl(const ModelSpec& spec) {
-    conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(spec.in_channels, 8, 3).stride(2).padding(1)));
+    conv1 = register_module(
+        "conv1", nn::Conv2d(nn::Conv2dOptions(spec.in_channels, 8, 3).stride(2).padding(1)));
     conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(8, 16, 3).stride(2).padding(1)));
     fc = register_module("fc", nn::Linear(16, spec.num_classes));
   }
@@ -160,12 +165,19 @@ struct TinyNetImpl : nn::Module {
 }  // namespace
 
 torch::nn::AnyModule MakeModel(const ModelSpec& spec) {
-  if (spec.arch == "resnet18") return nn::AnyModule(std::make_shared<ResNetImpl<BasicBlock>>(std::vector<int>{2, 2, 2, 2}, spec));
-  if (spec.arch == "resnet34") return nn::AnyModule(std::make_shared<ResNetImpl<BasicBlock>>(std::vector<int>{3, 4, 6, 3}, spec));
-  if (spec.arch == "resnet50") return nn::AnyModule(std::make_shared<ResNetImpl<Bottleneck>>(std::vector<int>{3, 4, 6, 3}, spec));
+  if (spec.arch == "resnet18")
+    return nn::AnyModule(
+        std::make_shared<ResNetImpl<BasicBlock>>(std::vector<int>{2, 2, 2, 2}, spec));
+  if (spec.arch == "resnet34")
+    return nn::AnyModule(
+        std::make_shared<ResNetImpl<BasicBlock>>(std::vector<int>{3, 4, 6, 3}, spec));
+  if (spec.arch == "resnet50")
+    return nn::AnyModule(
+        std::make_shared<ResNetImpl<Bottleneck>>(std::vector<int>{3, 4, 6, 3}, spec));
   if (spec.arch == "resnet20") return nn::AnyModule(std::make_shared<ResNet20Impl>(spec));
   if (spec.arch == "tiny") return nn::AnyModule(std::make_shared<TinyNetImpl>(spec));
-  throw std::invalid_argument("unknown --arch '" + spec.arch + "' (resnet18, resnet34, resnet50, resnet20, tiny)");
+  throw std::invalid_argument("unknown --arch '" + spec.arch +
+                              "' (resnet18, resnet34, resnet50, resnet20, tiny)");
 }
 
 torch::nn::Module& AsModule(torch::nn::AnyModule& m) { return *m.ptr(); }

@@ -13,17 +13,30 @@ void AddTrainFlags(CLI::App& app, TrainOptions* o, int* nproc, bool* no_mmap) {
   app.add_option("--arch", o->arch, "resnet18 | resnet34 | resnet50 | resnet20 | tiny")
       ->capture_default_str()
       ->check(cli::OneOf({"resnet18", "resnet34", "resnet50", "resnet20", "tiny"}));
-  app.add_option("--epochs", o->epochs, "epochs")->capture_default_str()->check(cli::IntIn(1, 1000000));
-  app.add_option("--batch-size", o->batch_size, "batch size per rank")->capture_default_str()->check(cli::IntIn(1, 65536));
-  app.add_option("--workers", o->workers, "loader threads per rank")->capture_default_str()->check(cli::IntIn(1, kMaxLoaderWorkers));
-  app.add_flag("--no-mmap", *no_mmap, "read shards with pread, not read-only mappings (shards replaced in place)");
+  app.add_option("--epochs", o->epochs, "epochs")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 1000000));
+  app.add_option("--batch-size", o->batch_size, "batch size per rank")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 65536));
+  app.add_option("--workers", o->workers, "loader threads per rank")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, kMaxLoaderWorkers));
+  app.add_flag("--no-mmap", *no_mmap,
+               "read shards with pread, not read-only mappings (shards replaced in place)");
   app.add_option("--lr", o->lr, "learning rate for a global batch of 256 (scaled linearly)")
       ->capture_default_str()
       ->check(cli::RealIn(0, 1000, /*open_lo=*/true));
-  app.add_option("--momentum", o->momentum, "SGD momentum")->capture_default_str()->check(cli::RealIn(0, 1));
-  app.add_option("--weight-decay", o->weight_decay, "weight decay")->capture_default_str()->check(cli::RealIn(0, 1));
+  app.add_option("--momentum", o->momentum, "SGD momentum")
+      ->capture_default_str()
+      ->check(cli::RealIn(0, 1));
+  app.add_option("--weight-decay", o->weight_decay, "weight decay")
+      ->capture_default_str()
+      ->check(cli::RealIn(0, 1));
   app.add_flag("--nesterov", o->nesterov, "Nesterov momentum");
-  app.add_option("--warmup-epochs", o->warmup_epochs, "linear warmup")->capture_default_str()->check(cli::RealIn(0, 1000000));
+  app.add_option("--warmup-epochs", o->warmup_epochs, "linear warmup")
+      ->capture_default_str()
+      ->check(cli::RealIn(0, 1000000));
   app.add_option("--schedule", o->schedule, "cosine | step | constant")
       ->capture_default_str()
       ->check(cli::OneOf({"cosine", "step", "constant"}));
@@ -31,32 +44,52 @@ void AddTrainFlags(CLI::App& app, TrainOptions* o, int* nproc, bool* no_mmap) {
       ->capture_default_str()
       ->check(cli::RealIn(0, 0.999));
   app.add_flag("--amp", o->amp, "mixed precision on CUDA (autocast; fp16 with loss scaling)");
-  app.add_option("--amp-dtype", o->amp_dtype, "fp16 | bf16")->capture_default_str()->check(cli::OneOf({"fp16", "bf16"}));
-  app.add_flag("--channels-last,!--no-channels-last", o->channels_last,
-               "channels-last memory format for 4-d weights and inputs (default; ~10% faster on CPU here)");
-  app.add_option("--size", o->size, "input side for JPEG datasets")->capture_default_str()->check(cli::IntIn(8, 4096));
-  app.add_option("--checkpoint-dir", o->checkpoint_dir, "rank 0 writes last.pt here every epoch and on SIGTERM/SIGUSR1");
+  app.add_option("--amp-dtype", o->amp_dtype, "fp16 | bf16")
+      ->capture_default_str()
+      ->check(cli::OneOf({"fp16", "bf16"}));
+  app.add_flag(
+      "--channels-last,!--no-channels-last", o->channels_last,
+      "channels-last memory format for 4-d weights and inputs (default; ~10% faster on CPU here)");
+  app.add_option("--size", o->size, "input side for JPEG datasets")
+      ->capture_default_str()
+      ->check(cli::IntIn(8, 4096));
+  app.add_option("--checkpoint-dir", o->checkpoint_dir,
+                 "rank 0 writes last.pt here every epoch and on SIGTERM/SIGUSR1");
   app.add_flag("--resume", o->resume, "continue from CHECKPOINT_DIR/last.pt if it exists");
-  app.add_option("--export", o->export_path, "write the final weights as a state dict torch.load reads");
+  app.add_option("--export", o->export_path,
+                 "write the final weights as a state dict torch.load reads");
   app.add_option("--metrics", o->metrics_path, "append one JSON line per epoch (rank 0)");
   app.add_option("--nproc-per-node", *nproc, "start N local ranks (like torchrun --nproc-per-node)")
       ->check(cli::IntIn(0, 256));
-  app.add_option("--seed", o->seed, "seed (model init, data order, augmentation)")->capture_default_str()->check(cli::Unsigned());
-  app.add_option("--max-steps", o->max_steps, "stop after this many optimizer steps in total (0: none)")
+  app.add_option("--seed", o->seed, "seed (model init, data order, augmentation)")
+      ->capture_default_str()
+      ->check(cli::Unsigned());
+  app.add_option("--max-steps", o->max_steps,
+                 "stop after this many optimizer steps in total (0: none)")
       ->check(cli::IntIn(0, 1ll << 50));
   app.add_option("--threads", o->threads, "torch threads per rank (0: cores / local ranks)")
       ->check(cli::IntIn(0, cli::kMaxThreads));
   app.add_option("--timeout", o->timeout_s, "seconds before a rendezvous or collective gives up")
       ->capture_default_str()
       ->check(cli::IntIn(1, 7 * 24 * 3600));
-  app.add_option("--bucket-mb", o->bucket_mb, "gradient bucket size")->capture_default_str()->check(cli::RealIn(0, 4096, true));
-  app.add_option("--prefetch", o->prefetch, "batches the loader decodes ahead")->capture_default_str()->check(cli::IntIn(1, 1024));
-  app.add_option("--device", o->device, "auto | cpu | cuda")->capture_default_str()->check(cli::OneOf({"auto", "cpu", "cuda"}));
-  app.add_option("--print-every", o->print_every, "progress line every N steps")->capture_default_str()->check(cli::IntIn(1, 1 << 30));
-  app.add_option("--on-corrupt", o->on_corrupt, "fail | skip: a corrupt record ends training, or is replaced and counted")
+  app.add_option("--bucket-mb", o->bucket_mb, "gradient bucket size")
+      ->capture_default_str()
+      ->check(cli::RealIn(0, 4096, true));
+  app.add_option("--prefetch", o->prefetch, "batches the loader decodes ahead")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 1024));
+  app.add_option("--device", o->device, "auto | cpu | cuda")
+      ->capture_default_str()
+      ->check(cli::OneOf({"auto", "cpu", "cuda"}));
+  app.add_option("--print-every", o->print_every, "progress line every N steps")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 1 << 30));
+  app.add_option("--on-corrupt", o->on_corrupt,
+                 "fail | skip: a corrupt record ends training, or is replaced and counted")
       ->capture_default_str()
       ->check(cli::OneOf({"fail", "skip"}));
-  app.add_option("--skip-budget", o->skip_budget, "with --on-corrupt skip: fail after this many skipped records per rank")
+  app.add_option("--skip-budget", o->skip_budget,
+                 "with --on-corrupt skip: fail after this many skipped records per rank")
       ->capture_default_str()
       ->check(cli::IntIn(0, 1ll << 40));
   app.add_flag("--quiet", o->quiet, "no progress line");

@@ -104,7 +104,8 @@ int Launch(int nproc, int argc, char** argv) {
       if (code != 0 && result == 0) {
         result = code;
         if (code != kExitCheckpointedOnSignal) {
-          std::fprintf(stderr, "shardkit-train: a rank exited with status %d; stopping the others\n", code);
+          std::fprintf(stderr,
+                       "shardkit-train: a rank exited with status %d; stopping the others\n", code);
           for (pid_t p : pids) {
             if (p > 0) kill(p, SIGTERM);
           }
@@ -143,9 +144,10 @@ int main(int argc, char** argv) {
   KeepFreedMemoryForReuse();
   TrainOptions o;
   int nproc = 0;
-  CLI::App app{"shardkit-train: train a ResNet from shards, one process per GPU (or CPU rank), under DDP.\n"
-               "Rank and world come from torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,\n"
-               "MASTER_PORT) or SLURM's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, the job's node list)."};
+  CLI::App app{
+      "shardkit-train: train a ResNet from shards, one process per GPU (or CPU rank), under DDP.\n"
+      "Rank and world come from torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,\n"
+      "MASTER_PORT) or SLURM's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, the job's node list)."};
   bool no_mmap = false;
   AddTrainFlags(app, &o, &nproc, &no_mmap);
   if (int rc = cli::Parse(app, argc, argv, "shardkit-train"); rc >= 0) return rc;
@@ -159,13 +161,15 @@ int main(int argc, char** argv) {
     const char* local = std::getenv("LOCAL_WORLD_SIZE");
     const char* slurm_local = std::getenv("SLURM_NTASKS_PER_NODE");
     int per_node = local ? std::atoi(local) : (slurm_local ? std::atoi(slurm_local) : 1);
-    o.threads = std::max<int>(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, per_node));
+    o.threads = std::max<int>(
+        1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, per_node));
   }
   InstallStopSignalHandlers();
   Status s;
   try {
     s = Train(o, *env);
-  } catch (const c10::Error& e) {  // LibTorch and c10d report with exceptions; no backtrace for users
+  } catch (
+      const c10::Error& e) {  // LibTorch and c10d report with exceptions; no backtrace for users
     s = Status::IOError(e.what_without_backtrace());
   } catch (const std::exception& e) {
     s = Status::IOError(e.what());
@@ -182,9 +186,10 @@ int main(int argc, char** argv) {
     std::string msg = s.message().substr(0, s.message().find('\n'));
     if (msg.size() > 2000) msg = msg.substr(0, 2000) + "...";
     const int rc = cli::Fail(("shardkit-train: rank " + std::to_string(env->rank)).c_str(), msg,
-                             env->world_size > 1 ? "when one rank fails the others stop at their next collective; "
-                                                   "look for the first rank's error"
-                                                 : "");
+                             env->world_size > 1
+                                 ? "when one rank fails the others stop at their next collective; "
+                                   "look for the first rank's error"
+                                 : "");
     std::fflush(nullptr);
     std::_Exit(rc);
   }

@@ -21,7 +21,7 @@ struct TrainOptions {
   int workers = 2;      // loader threads per rank
   bool mmap = true;     // loader reads shards through read-only mappings
   int prefetch = 4;
-  double lr = 0.1;      // for a global batch of 256; scaled linearly with the global batch
+  double lr = 0.1;  // for a global batch of 256; scaled linearly with the global batch
   double momentum = 0.9;
   double weight_decay = 1e-4;
   bool nesterov = false;
@@ -30,20 +30,21 @@ struct TrainOptions {
   double label_smoothing = 0;
   bool amp = false;                // CUDA: autocast + (fp16) dynamic loss scaling
   std::string amp_dtype = "fp16";  // fp16 | bf16
-  bool channels_last = true;   // faster on CPU (oneDNN) and with AMP on CUDA
+  bool channels_last = true;       // faster on CPU (oneDNN) and with AMP on CUDA
   int size = 224;                  // JPEG input side
   std::string checkpoint_dir;
   bool resume = false;
   std::string export_path;
   std::string metrics_path;
   uint64_t seed = 0;
-  int64_t max_steps = 0;           // stop after this many optimizer steps in total (0: no limit)
-  int threads = 0;                 // torch intra-op threads per rank (0: cores / local ranks)
-  int timeout_s = 300;             // collectives and rendezvous
+  int64_t max_steps = 0;  // stop after this many optimizer steps in total (0: no limit)
+  int threads = 0;        // torch intra-op threads per rank (0: cores / local ranks)
+  int timeout_s = 300;    // collectives and rendezvous
   double bucket_mb = 25;
-  std::string device = "auto";     // auto | cpu | cuda
+  std::string device = "auto";  // auto | cpu | cuda
   int print_every = 20;
-  std::string on_corrupt = "fail";  // fail | skip (replace the record, count it, within skip_budget)
+  std::string on_corrupt =
+      "fail";  // fail | skip (replace the record, count it, within skip_budget)
   uint64_t skip_budget = 100;
   bool quiet = false;
 };

@@ -14,10 +14,10 @@
 
 #include "loader/loader.h"
 #include "shard/file_io.h"
+#include "tools/common/progress.h"
 #include "train/checkpoint.h"
 #include "train/device_feeder.h"
 #include "train/resnet.h"
-#include "tools/common/progress.h"
 
 namespace shardkit {
 namespace {
@@ -27,7 +27,9 @@ std::atomic<int> g_stop_signal{0};
 void OnStopSignal(int sig) { g_stop_signal.store(sig); }
 
 using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 double LearningRate(const TrainOptions& o, double base, int64_t step, int64_t steps_per_epoch) {
   const double total = static_cast<double>(o.epochs) * steps_per_epoch;
@@ -52,8 +54,8 @@ struct EpochTotals {
 };
 
 // Top-1 and top-5 over a dataset, each rank its share, summed over ranks.
-Status Evaluate(torch::nn::AnyModule& model, Loader& loader, BatchFeeder& feeder, CollectiveGroup* group,
-                uint64_t epoch, double* top1, double* top5) {
+Status Evaluate(torch::nn::AnyModule& model, Loader& loader, BatchFeeder& feeder,
+                CollectiveGroup* group, uint64_t epoch, double* top1, double* top5) {
   torch::NoGradGuard no_grad;
   AsModule(model).eval();
   SK_RETURN_IF_ERROR(loader.StartEpoch(epoch));
@@ -94,10 +96,12 @@ Status Evaluate(torch::nn::AnyModule& model, Loader& loader, BatchFeeder& feeder
 Status CheckValMatchesTrain(const TrainOptions& o, const Loader& train, const Loader& val) {
   const auto& tc = train.manifest().classes;
   const auto& vc = val.manifest().classes;
-  if (vc.empty()) return Status::InvalidArgument(o.val + ": the manifest lists no classes (--val needs labels)");
+  if (vc.empty())
+    return Status::InvalidArgument(o.val + ": the manifest lists no classes (--val needs labels)");
   if (tc.size() != vc.size()) {
-    return Status::InvalidArgument("--val " + o.val + " has " + std::to_string(vc.size()) + " classes, --data " +
-                                   o.data + " has " + std::to_string(tc.size()));
+    return Status::InvalidArgument("--val " + o.val + " has " + std::to_string(vc.size()) +
+                                   " classes, --data " + o.data + " has " +
+                                   std::to_string(tc.size()));
   }
   for (size_t c = 0; c < tc.size(); ++c) {
     if (tc[c] != vc[c]) {
@@ -106,12 +110,14 @@ Status CheckValMatchesTrain(const TrainOptions& o, const Loader& train, const Lo
                                      "' (pack val with --classes-from the training set)");
     }
   }
-  if (train.channels() != val.channels() || train.height() != val.height() || train.width() != val.width()) {
+  if (train.channels() != val.channels() || train.height() != val.height() ||
+      train.width() != val.width()) {
     auto shape = [](const Loader& l) {
-      return std::to_string(l.height()) + "x" + std::to_string(l.width()) + "x" + std::to_string(l.channels());
+      return std::to_string(l.height()) + "x" + std::to_string(l.width()) + "x" +
+             std::to_string(l.channels());
     };
-    return Status::InvalidArgument("--val " + o.val + " samples are " + shape(val) + ", --data samples are " +
-                                   shape(train));
+    return Status::InvalidArgument("--val " + o.val + " samples are " + shape(val) +
+                                   ", --data samples are " + shape(train));
   }
   return Status::OK();
 }
@@ -135,15 +141,19 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
   bool cuda = false;
   if (o.device == "cuda" || (o.device == "auto" && torch::cuda::is_available())) {
     if (!torch::cuda::is_available()) {
-      return Status::InvalidArgument("--device cuda, but this LibTorch build has no CUDA (or no GPU is visible)");
+      return Status::InvalidArgument(
+          "--device cuda, but this LibTorch build has no CUDA (or no GPU is visible)");
     }
     cuda = true;
   }
   if (o.amp && !cuda) {
-    return Status::InvalidArgument("--amp needs a CUDA device (this run is on CPU); rerun without --amp");
+    return Status::InvalidArgument(
+        "--amp needs a CUDA device (this run is on CPU); rerun without --amp");
   }
-  torch::Device device = cuda ? torch::Device(torch::kCUDA, env.local_rank % std::max<int64_t>(1, torch::cuda::device_count()))
-                              : torch::Device(torch::kCPU);
+  torch::Device device =
+      cuda ? torch::Device(torch::kCUDA,
+                           env.local_rank % std::max<int64_t>(1, torch::cuda::device_count()))
+           : torch::Device(torch::kCPU);
   if (o.threads > 0) torch::set_num_threads(o.threads);
 
   // Data.
@@ -163,7 +173,8 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
   lo.skip_budget = o.skip_budget;
   SK_ASSIGN_OR_RETURN(auto train_loader, Loader::Open(o.data, lo));
   if (train_loader->manifest().classes.empty()) {
-    return Status::InvalidArgument(o.data + ": the manifest lists no classes; shardkit-train needs labelled records");
+    return Status::InvalidArgument(
+        o.data + ": the manifest lists no classes; shardkit-train needs labelled records");
   }
   std::unique_ptr<Loader> val_loader;
   if (!o.val.empty()) {
@@ -221,15 +232,17 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
   if (o.resume && !ckpt.empty() && FileExists(ckpt)) {
     TrainPosition saved;
     SK_RETURN_IF_ERROR(LoadCheckpoint(ckpt, net, &opt, &saved));
-    if (saved.arch != o.arch) return Status::InvalidArgument(ckpt + " holds a " + saved.arch + ", not a " + o.arch);
+    if (saved.arch != o.arch)
+      return Status::InvalidArgument(ckpt + " holds a " + saved.arch + ", not a " + o.arch);
     pos.epoch = saved.epoch;
     pos.global_step = saved.global_step;
     pos.loss_scale = saved.loss_scale;
-    if (saved.world_size == env.world_size && saved.batch_size == o.batch_size && saved.seed == pos.seed) {
+    if (saved.world_size == env.world_size && saved.batch_size == o.batch_size &&
+        saved.seed == pos.seed) {
       pos.batch_index = saved.batch_index;
     } else {
-      log("resume: world size, batch size or seed changed; restarting epoch " + std::to_string(saved.epoch) +
-          " from its first batch");
+      log("resume: world size, batch size or seed changed; restarting epoch " +
+          std::to_string(saved.epoch) + " from its first batch");
     }
     log("resumed from " + ckpt + " at epoch " + std::to_string(pos.epoch) + ", batch " +
         std::to_string(pos.batch_index) + ", step " + std::to_string(pos.global_step));
@@ -243,29 +256,33 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
   std::vector<torch::Tensor> buffers;
   for (auto& b : net.buffers()) buffers.push_back(b);
   if (env.world_size > 1) {
-    SK_ASSIGN_OR_RETURN(pg, CreateProcessGroup(env, cuda, std::chrono::milliseconds(o.timeout_s * 1000LL),
-                                               [] { return g_stop_signal.load() != 0; }));
+    SK_ASSIGN_OR_RETURN(
+        pg, CreateProcessGroup(env, cuda, std::chrono::milliseconds(o.timeout_s * 1000LL),
+                               [] { return g_stop_signal.load() != 0; }));
     std::vector<torch::Tensor> state = net.parameters();
     state.insert(state.end(), buffers.begin(), buffers.end());
     BroadcastFromRank0(*pg.group, state);
     reducer = std::make_unique<GradientReducer>(net.parameters(), pg.group, env.world_size,
                                                 static_cast<size_t>(o.bucket_mb * (1 << 20)));
-    log("DDP over " + pg.backend + ": " + std::to_string(env.world_size) + " ranks (" + env.source + "), " +
-        std::to_string(reducer->num_buckets()) + " gradient bucket(s)");
+    log("DDP over " + pg.backend + ": " + std::to_string(env.world_size) + " ranks (" + env.source +
+        "), " + std::to_string(reducer->num_buckets()) + " gradient bucket(s)");
   }
   CollectiveGroup* group = pg.group.get();
 
-  const std::vector<float> mean = channels == 3 ? std::vector<float>{0.485f, 0.456f, 0.406f} : std::vector<float>(channels, 0.5f);
-  const std::vector<float> stdv = channels == 3 ? std::vector<float>{0.229f, 0.224f, 0.225f} : std::vector<float>(channels, 0.25f);
+  const std::vector<float> mean = channels == 3 ? std::vector<float>{0.485f, 0.456f, 0.406f}
+                                                : std::vector<float>(channels, 0.5f);
+  const std::vector<float> stdv = channels == 3 ? std::vector<float>{0.229f, 0.224f, 0.225f}
+                                                : std::vector<float>(channels, 0.25f);
   std::unique_ptr<BatchFeeder> feeder = MakeBatchFeeder(device, mean, stdv, o.channels_last);
 
   const int64_t steps_per_epoch = static_cast<int64_t>(train_loader->batches_per_epoch());
   const double global_batch = static_cast<double>(o.batch_size) * env.world_size;
   const double base_lr = o.lr * global_batch / 256.0;
-  log("training " + o.arch + " (" + std::to_string(ParameterCount(net)) + " parameters) on " + o.data + ": " +
-      std::to_string(train_loader->dataset_records()) + " records, " + std::to_string(steps_per_epoch) +
-      " steps/epoch, global batch " + std::to_string(static_cast<int64_t>(global_batch)) + ", lr " +
-      std::to_string(base_lr) + ", device " + device.str());
+  log("training " + o.arch + " (" + std::to_string(ParameterCount(net)) + " parameters) on " +
+      o.data + ": " + std::to_string(train_loader->dataset_records()) + " records, " +
+      std::to_string(steps_per_epoch) + " steps/epoch, global batch " +
+      std::to_string(static_cast<int64_t>(global_batch)) + ", lr " + std::to_string(base_lr) +
+      ", device " + device.str());
 
   auto save = [&]() -> Status {
     if (!rank0 || ckpt.empty()) return Status::OK();
@@ -282,7 +299,8 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
   net.train();
 
   for (; pos.epoch < o.epochs; ++pos.epoch, pos.batch_index = 0) {
-    SK_RETURN_IF_ERROR(train_loader->StartEpoch(static_cast<uint64_t>(pos.epoch), static_cast<uint64_t>(pos.batch_index)));
+    SK_RETURN_IF_ERROR(train_loader->StartEpoch(static_cast<uint64_t>(pos.epoch),
+                                                static_cast<uint64_t>(pos.batch_index)));
     train_loader->ResetStats();
     EpochTotals tot;
     const auto epoch_start = Clock::now();
@@ -299,7 +317,8 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
       feeder->Stage(*b);
       auto [x, y] = feeder->Take();
       const double lr = LearningRate(o, base_lr, pos.global_step, steps_per_epoch);
-      if (buffers.size() > 0 && group != nullptr) BroadcastFromRank0(*group, buffers);  // BN statistics follow rank 0
+      if (buffers.size() > 0 && group != nullptr)
+        BroadcastFromRank0(*group, buffers);  // BN statistics follow rank 0
       opt.ZeroGrad();
       // A stop signal on any rank stops every rank at this step: the flag is
       // summed over ranks together with the gradients.
@@ -349,12 +368,17 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
       if (rank0 && !o.quiet && (pos.batch_index % std::max(1, o.print_every) == 0)) {
         const double secs = Since(epoch_start);
         const double done = static_cast<double>(pos.batch_index - first_batch);
-        std::fprintf(stderr, tty ? "\repoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait %.0f%%  ETA %s   "
-                                 : "epoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait %.0f%%  ETA %s\n",
-                     (long long)pos.epoch + 1, o.epochs, (long long)pos.batch_index, (long long)steps_per_epoch, l, lr,
-                     tot.samples * env.world_size / std::max(secs, 1e-9),
-                     100 * tot.wait_s / std::max(tot.wait_s + tot.step_s, 1e-9),
-                     FormatDuration((steps_per_epoch - pos.batch_index) * secs / std::max(done, 1.0)).c_str());
+        std::fprintf(
+            stderr,
+            tty ? "\repoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait "
+                  "%.0f%%  ETA %s   "
+                : "epoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait %.0f%% "
+                  " ETA %s\n",
+            (long long)pos.epoch + 1, o.epochs, (long long)pos.batch_index,
+            (long long)steps_per_epoch, l, lr, tot.samples * env.world_size / std::max(secs, 1e-9),
+            100 * tot.wait_s / std::max(tot.wait_s + tot.step_s, 1e-9),
+            FormatDuration((steps_per_epoch - pos.batch_index) * secs / std::max(done, 1.0))
+                .c_str());
         std::fflush(stderr);
       }
     }
@@ -362,15 +386,17 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
     if (stopped) {
       SK_RETURN_IF_ERROR(save());
       if (group != nullptr) AllReduceSum(*group, 0);  // every rank waits for the checkpoint
-      log("stopped by signal " + std::to_string(g_stop_signal.load()) + " at epoch " + std::to_string(pos.epoch) +
-          ", batch " + std::to_string(pos.batch_index) + "; checkpoint written to " + (ckpt.empty() ? "(none)" : ckpt));
+      log("stopped by signal " + std::to_string(g_stop_signal.load()) + " at epoch " +
+          std::to_string(pos.epoch) + ", batch " + std::to_string(pos.batch_index) +
+          "; checkpoint written to " + (ckpt.empty() ? "(none)" : ckpt));
       return Status::Aborted("stopped by a signal after checkpointing");
     }
     const double secs = Since(epoch_start);
     const bool epoch_done = pos.batch_index >= steps_per_epoch;
     // Reduce the epoch's figures over ranks.
-    double loss_sum = tot.loss_sum, samples = tot.samples, correct = tot.correct, wait = tot.wait_s, comm = tot.comm_s,
-           step = tot.step_s, skipped = static_cast<double>(train_loader->stats().corrupt_skipped);
+    double loss_sum = tot.loss_sum, samples = tot.samples, correct = tot.correct, wait = tot.wait_s,
+           comm = tot.comm_s, step = tot.step_s,
+           skipped = static_cast<double>(train_loader->stats().corrupt_skipped);
     if (group != nullptr) {
       std::vector<torch::Tensor> t = {
           torch::tensor({loss_sum, samples, correct, wait, comm, step, skipped}, torch::kFloat64)};
@@ -385,7 +411,8 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
       skipped = v[6].item<double>();
     }
     double top1 = -1, top5 = -1;
-    if (val_loader) SK_RETURN_IF_ERROR(Evaluate(model, *val_loader, *feeder, group, 0, &top1, &top5));
+    if (val_loader)
+      SK_RETURN_IF_ERROR(Evaluate(model, *val_loader, *feeder, group, 0, &top1, &top5));
     if (epoch_done) {
       pos.batch_index = steps_per_epoch;
       TrainPosition next = pos;
@@ -410,7 +437,8 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
     j["comm_exposed_fraction"] = comm / std::max(wait + step, 1e-9);
     j["lr"] = LearningRate(o, base_lr, std::max<int64_t>(0, pos.global_step - 1), steps_per_epoch);
     j["world_size"] = env.world_size;
-    j["nodes"] = std::getenv("SLURM_JOB_NUM_NODES") ? std::atoi(std::getenv("SLURM_JOB_NUM_NODES")) : 1;
+    j["nodes"] =
+        std::getenv("SLURM_JOB_NUM_NODES") ? std::atoi(std::getenv("SLURM_JOB_NUM_NODES")) : 1;
     j["batch_size"] = o.batch_size;
     j["workers"] = o.workers;
     j["steps"] = pos.global_step;

@@ -13,8 +13,6 @@
 
 namespace shardkit {
 
-
-
 // Exit code when training stopped on a signal after writing a checkpoint:
 // the job should be requeued and resumed.
 inline constexpr int kExitCheckpointedOnSignal = 75;

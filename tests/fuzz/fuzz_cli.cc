@@ -21,7 +21,8 @@ namespace shardkit::fuzz {
 
 int CommandLine(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  static const char* kTools[] = {"shardkit-pack", "shardkit-bench", "shardkit-augment", "shardkit-train"};
+  static const char* kTools[] = {"shardkit-pack", "shardkit-bench", "shardkit-augment",
+                                 "shardkit-train"};
   const int tool = data[0] % 4;
   // Arguments are separated by NUL or newline bytes.
   std::vector<std::string> args = {kTools[tool]};
@@ -43,9 +44,15 @@ int CommandLine(const uint8_t* data, size_t size) {
   const int argc = static_cast<int>(args.size());
   int rc = 0;
   switch (tool) {
-    case 0: rc = PackMain(argc, argv.data(), true); break;
-    case 1: rc = BenchMain(argc, argv.data(), true); break;
-    case 2: rc = AugmentMain(argc, argv.data(), true); break;
+    case 0:
+      rc = PackMain(argc, argv.data(), true);
+      break;
+    case 1:
+      rc = BenchMain(argc, argv.data(), true);
+      break;
+    case 2:
+      rc = AugmentMain(argc, argv.data(), true);
+      break;
     default: {
       CLI::App app{"shardkit-train"};
       TrainOptions o;

@@ -7,6 +7,7 @@
 
 namespace shardkit::fuzz {
 
-int CommandLine(const uint8_t* data, size_t size);  // argv for one of the four tools, parsed as the tool does
+int CommandLine(const uint8_t* data,
+                size_t size);  // argv for one of the four tools, parsed as the tool does
 
 }  // namespace shardkit::fuzz

@@ -21,7 +21,8 @@ namespace {
 // A per-process scratch path (fuzzers may run several processes).
 std::string ScratchPath(const char* name) {
   const char* base = std::getenv("TMPDIR");
-  return std::string(base ? base : "/tmp") + "/shardkit-fuzz-" + std::to_string(getpid()) + "-" + name;
+  return std::string(base ? base : "/tmp") + "/shardkit-fuzz-" + std::to_string(getpid()) + "-" +
+         name;
 }
 
 void WriteBytes(const std::string& path, const uint8_t* data, size_t size) {
@@ -120,8 +121,9 @@ int Hdf5Import(const uint8_t* data, size_t size) {
   // types and contents (all within what HDF5 itself accepts), then import.
   size_t pos = 0;
   auto next = [&]() -> uint8_t { return pos < size ? data[pos++] : 0; };
-  static const hid_t kTypes[] = {H5T_NATIVE_UINT8, H5T_NATIVE_INT8, H5T_NATIVE_UINT16, H5T_NATIVE_INT32,
-                                 H5T_NATIVE_INT64, H5T_NATIVE_FLOAT, H5T_NATIVE_DOUBLE};
+  static const hid_t kTypes[] = {H5T_NATIVE_UINT8, H5T_NATIVE_INT8,  H5T_NATIVE_UINT16,
+                                 H5T_NATIVE_INT32, H5T_NATIVE_INT64, H5T_NATIVE_FLOAT,
+                                 H5T_NATIVE_DOUBLE};
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   const std::string path = ScratchPath("h5"), out = ScratchPath("h5out");
   hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);

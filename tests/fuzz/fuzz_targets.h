@@ -9,10 +9,13 @@
 
 namespace shardkit::fuzz {
 
-int ShardReader(const uint8_t* data, size_t size);   // open a shard file, read every block and record
-int Manifest(const uint8_t* data, size_t size);      // parse manifest.json
-int Idx(const uint8_t* data, size_t size);           // parse IDX bytes and read them as a (maybe gzip) file
-int JpegTransform(const uint8_t* data, size_t size); // the loader's JPEG decode + crop + resample path, and PNG
-int Hdf5Import(const uint8_t* data, size_t size);    // structure-aware: bytes shape an HDF5 file, then import it
+int ShardReader(const uint8_t* data,
+                size_t size);                    // open a shard file, read every block and record
+int Manifest(const uint8_t* data, size_t size);  // parse manifest.json
+int Idx(const uint8_t* data, size_t size);  // parse IDX bytes and read them as a (maybe gzip) file
+int JpegTransform(const uint8_t* data,
+                  size_t size);  // the loader's JPEG decode + crop + resample path, and PNG
+int Hdf5Import(const uint8_t* data,
+               size_t size);  // structure-aware: bytes shape an HDF5 file, then import it
 
 }  // namespace shardkit::fuzz

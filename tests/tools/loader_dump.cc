@@ -15,7 +15,8 @@
 int main(int argc, char** argv) {
   using namespace shardkit;
   if (argc < 4) {
-    std::fprintf(stderr, "usage: loader_dump DIR OUT --transform train|val|none [--size N] [--seed S]\n");
+    std::fprintf(stderr,
+                 "usage: loader_dump DIR OUT --transform train|val|none [--size N] [--seed S]\n");
     return 2;
   }
   LoaderOptions o;
@@ -25,7 +26,9 @@ int main(int argc, char** argv) {
   for (int i = 3; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], v = argv[i + 1];
     if (flag == "--transform") {
-      o.transform.kind = v == "train" ? TransformKind::kTrain : v == "val" ? TransformKind::kVal : TransformKind::kNone;
+      o.transform.kind = v == "train" ? TransformKind::kTrain
+                         : v == "val" ? TransformKind::kVal
+                                      : TransformKind::kNone;
     } else if (flag == "--size") {
       o.transform.size = std::stoi(v);
     } else if (flag == "--seed") {
@@ -45,7 +48,8 @@ int main(int argc, char** argv) {
       auto [shard, local] = (*ds)->Locate(b->sample_ids[i]);
       index += std::to_string(b->sample_ids[i]) + " " + std::to_string(b->labels[i]) + " " +
                std::string((*ds)->shard(shard).key(local)) + "\n";
-      pixels.append(reinterpret_cast<const char*>(b->data + i * b->sample_bytes()), b->sample_bytes());
+      pixels.append(reinterpret_cast<const char*>(b->data + i * b->sample_bytes()),
+                    b->sample_bytes());
     }
   }
   if (!s.ok() || !ds.ok()) {
@@ -54,8 +58,8 @@ int main(int argc, char** argv) {
   }
   FILE* f = std::fopen(argv[2], "wb");
   if (f == nullptr) return 2;
-  std::fprintf(f, "%llu %d %d %d\n%s", (unsigned long long)n, (*loader)->channels(), (*loader)->height(),
-               (*loader)->width(), index.c_str());
+  std::fprintf(f, "%llu %d %d %d\n%s", (unsigned long long)n, (*loader)->channels(),
+               (*loader)->height(), (*loader)->width(), index.c_str());
   std::fwrite(pixels.data(), 1, pixels.size(), f);
   return std::fclose(f) == 0 ? 0 : 2;
 }

@@ -8,7 +8,8 @@
 
 namespace shardkit {
 
-SampleTransform DrawTransform(const AugmentParams& p, uint64_t seed, uint64_t index, uint64_t version) {
+SampleTransform DrawTransform(const AugmentParams& p, uint64_t seed, uint64_t index,
+                              uint64_t version) {
   KeyedRng rng(seed, index, version, 0xB16);
   SampleTransform t;
   t.angle_rad = rng.Uniform(-p.rotation_deg, p.rotation_deg) * M_PI / 180.0;
@@ -30,21 +31,24 @@ void GaussianSmooth(std::vector<float>* field, int w, int h, double sigma, Augme
   const int r = std::max(1, static_cast<int>(std::ceil(3 * sigma)));
   s->kernel.resize(2 * r + 1);
   double total = 0;
-  for (int i = -r; i <= r; ++i) total += s->kernel[i + r] = static_cast<float>(std::exp(-0.5 * i * i / (sigma * sigma)));
+  for (int i = -r; i <= r; ++i)
+    total += s->kernel[i + r] = static_cast<float>(std::exp(-0.5 * i * i / (sigma * sigma)));
   for (auto& k : s->kernel) k = static_cast<float>(k / total);
   s->tmp.assign(static_cast<size_t>(w) * h, 0.f);
   std::vector<float>& f = *field;
   for (int y = 0; y < h; ++y) {
     for (int x = 0; x < w; ++x) {
       float acc = 0;
-      for (int k = std::max(-r, -x); k <= std::min(r, w - 1 - x); ++k) acc += s->kernel[k + r] * f[y * w + x + k];
+      for (int k = std::max(-r, -x); k <= std::min(r, w - 1 - x); ++k)
+        acc += s->kernel[k + r] * f[y * w + x + k];
       s->tmp[y * w + x] = acc;
     }
   }
   for (int y = 0; y < h; ++y) {
     for (int x = 0; x < w; ++x) {
       float acc = 0;
-      for (int k = std::max(-r, -y); k <= std::min(r, h - 1 - y); ++k) acc += s->kernel[k + r] * s->tmp[(y + k) * w + x];
+      for (int k = std::max(-r, -y); k <= std::min(r, h - 1 - y); ++k)
+        acc += s->kernel[k + r] * s->tmp[(y + k) * w + x];
       f[y * w + x] = acc;
     }
   }
@@ -56,7 +60,8 @@ inline float Pixel(const uint8_t* src, int w, int h, int x, int y) {
 
 }  // namespace
 
-void ApplyTransform(const uint8_t* src, int w, int h, const SampleTransform& t, uint8_t* dst, AugmentScratch* s) {
+void ApplyTransform(const uint8_t* src, int w, int h, const SampleTransform& t, uint8_t* dst,
+                    AugmentScratch* s) {
   const size_t n = static_cast<size_t>(w) * h;
   // Elastic displacement field: uniform(-1, 1), smoothed, scaled by alpha.
   const bool elastic = t.elastic_alpha != 0;
@@ -95,8 +100,9 @@ void ApplyTransform(const uint8_t* src, int w, int h, const SampleTransform& t, 
       const double fx = std::floor(sx), fy = std::floor(sy);
       const int x0 = static_cast<int>(fx), y0 = static_cast<int>(fy);
       const float ax = static_cast<float>(sx - fx), ay = static_cast<float>(sy - fy);
-      float v = (1 - ay) * ((1 - ax) * Pixel(src, w, h, x0, y0) + ax * Pixel(src, w, h, x0 + 1, y0)) +
-                ay * ((1 - ax) * Pixel(src, w, h, x0, y0 + 1) + ax * Pixel(src, w, h, x0 + 1, y0 + 1));
+      float v =
+          (1 - ay) * ((1 - ax) * Pixel(src, w, h, x0, y0) + ax * Pixel(src, w, h, x0 + 1, y0)) +
+          ay * ((1 - ax) * Pixel(src, w, h, x0, y0 + 1) + ax * Pixel(src, w, h, x0 + 1, y0 + 1));
       dst[y * w + x] = static_cast<uint8_t>(std::clamp(std::lround(v), 0L, 255L));
     }
   }

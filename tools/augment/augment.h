@@ -13,9 +13,9 @@ namespace shardkit {
 // Ranges each transform draws from (uniformly unless stated). Defaults follow
 // the usual MNIST augmentation and Simard et al. (2003) for the elastic part.
 struct AugmentParams {
-  double rotation_deg = 15;   // angle in [-r, r]
-  double shear = 0.15;        // x-shear factor in [-s, s]
-  double translate_px = 2;    // shift in [-t, t] on each axis
+  double rotation_deg = 15;  // angle in [-r, r]
+  double shear = 0.15;       // x-shear factor in [-s, s]
+  double translate_px = 2;   // shift in [-t, t] on each axis
   double scale_min = 0.9, scale_max = 1.1;
   double flip_prob = 0.5;     // horizontal flip
   double elastic_alpha = 34;  // displacement scale (pixels); 0 disables
@@ -30,7 +30,8 @@ struct SampleTransform {
   double elastic_alpha = 0, elastic_sigma = 4;
 };
 
-SampleTransform DrawTransform(const AugmentParams& p, uint64_t seed, uint64_t index, uint64_t version);
+SampleTransform DrawTransform(const AugmentParams& p, uint64_t seed, uint64_t index,
+                              uint64_t version);
 
 // Per-thread buffers.
 struct AugmentScratch {
@@ -39,6 +40,7 @@ struct AugmentScratch {
 
 // Applies t to a w x h single-channel image; pixels mapped from outside the
 // source are 0 (MNIST's background).
-void ApplyTransform(const uint8_t* src, int w, int h, const SampleTransform& t, uint8_t* dst, AugmentScratch* s);
+void ApplyTransform(const uint8_t* src, int w, int h, const SampleTransform& t, uint8_t* dst,
+                    AugmentScratch* s);
 
 }  // namespace shardkit

@@ -21,7 +21,9 @@
 namespace shardkit {
 namespace {
 
-int Fail(const Status& s, const std::string& hint = "") { return cli::Fail("shardkit-augment", s, hint); }
+int Fail(const Status& s, const std::string& hint = "") {
+  return cli::Fail("shardkit-augment", s, hint);
+}
 
 // train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz] in dir.
 Result<IdxDataset> ReadSource(const std::string& dir) {
@@ -31,12 +33,15 @@ Result<IdxDataset> ReadSource(const std::string& dir) {
     }
     return "";
   };
-  const std::string images = find("train-images-idx3-ubyte"), labels = find("train-labels-idx1-ubyte");
+  const std::string images = find("train-images-idx3-ubyte"),
+                    labels = find("train-labels-idx1-ubyte");
   if (images.empty() || labels.empty()) {
-    return Status::NotFound(dir + ": no train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz]");
+    return Status::NotFound(dir +
+                            ": no train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz]");
   }
   SK_ASSIGN_OR_RETURN(IdxDataset ds, ReadIdxDataset(images, labels));
-  if (ds.channels != 1) return Status::InvalidArgument(images + ": bigMNIST needs single-channel images");
+  if (ds.channels != 1)
+    return Status::InvalidArgument(images + ": bigMNIST needs single-channel images");
   return ds;
 }
 
@@ -60,10 +65,11 @@ std::vector<uint8_t> AugmentAll(const IdxDataset& src, const Plan& plan, int thr
     AugmentScratch scratch;
 #pragma omp for schedule(dynamic, 256)
     for (int64_t k = 0; k < static_cast<int64_t>(count); ++k) {
-      const uint64_t index = static_cast<uint64_t>(k) / plan.versions, version = static_cast<uint64_t>(k) % plan.versions;
+      const uint64_t index = static_cast<uint64_t>(k) / plan.versions,
+                     version = static_cast<uint64_t>(k) % plan.versions;
       SampleTransform t = DrawTransform(plan.params, plan.seed, index, version);
-      ApplyTransform(src.images.data.data() + index * plan.item(), plan.w, plan.h, t, out.data() + k * plan.item(),
-                     &scratch);
+      ApplyTransform(src.images.data.data() + index * plan.item(), plan.w, plan.h, t,
+                     out.data() + k * plan.item(), &scratch);
       const uint64_t d = done.fetch_add(1) + 1;
       if ((d & 4095) == 0) progress.Update(d, d * plan.item());
     }
@@ -87,21 +93,30 @@ struct Order {
   }
 };
 
-std::string Fingerprint(const Plan& p, const std::string& src, uint64_t records_per_shard, int level) {
-  nlohmann::json j = {{"src", src},         {"n", p.n},
-                      {"versions", p.versions}, {"copies", p.copies},
-                      {"seed", p.seed},     {"records_per_shard", records_per_shard},
-                      {"zstd_level", level}, {"rotation_deg", p.params.rotation_deg},
-                      {"shear", p.params.shear}, {"translate_px", p.params.translate_px},
-                      {"scale_min", p.params.scale_min}, {"scale_max", p.params.scale_max},
-                      {"flip_prob", p.params.flip_prob}, {"elastic_alpha", p.params.elastic_alpha},
+std::string Fingerprint(const Plan& p, const std::string& src, uint64_t records_per_shard,
+                        int level) {
+  nlohmann::json j = {{"src", src},
+                      {"n", p.n},
+                      {"versions", p.versions},
+                      {"copies", p.copies},
+                      {"seed", p.seed},
+                      {"records_per_shard", records_per_shard},
+                      {"zstd_level", level},
+                      {"rotation_deg", p.params.rotation_deg},
+                      {"shear", p.params.shear},
+                      {"translate_px", p.params.translate_px},
+                      {"scale_min", p.params.scale_min},
+                      {"scale_max", p.params.scale_max},
+                      {"flip_prob", p.params.flip_prob},
+                      {"elastic_alpha", p.params.elastic_alpha},
                       {"elastic_sigma", p.params.elastic_sigma}};
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // paths may hold any bytes
+  return j.dump(-1, ' ', false,
+                nlohmann::json::error_handler_t::replace);  // paths may hold any bytes
 }
 
-int WriteShards(const std::string& out, const IdxDataset& src, const Plan& plan, const std::vector<uint8_t>& aug,
-                uint64_t shard_size, int level, int threads, bool force, const std::string& src_dir,
-                const std::string& created_by) {
+int WriteShards(const std::string& out, const IdxDataset& src, const Plan& plan,
+                const std::vector<uint8_t>& aug, uint64_t shard_size, int level, int threads,
+                bool force, const std::string& src_dir, const std::string& created_by) {
   const uint64_t per_shard = std::max<uint64_t>(1, shard_size / (plan.item() + 40));
   const uint64_t nshards = (plan.total() + per_shard - 1) / per_shard;
   const std::string fp = Fingerprint(plan, src_dir, per_shard, level);
@@ -163,10 +178,11 @@ int WriteShards(const std::string& out, const IdxDataset& src, const Plan& plan,
     for (uint64_t p = begin; p < end && st.ok(); ++p) {
       uint64_t index, version, copy;
       order.At(p, &index, &version, &copy);
-      std::snprintf(key, sizeof(key), "%llu/%llu/%llu", (unsigned long long)index, (unsigned long long)version,
-                    (unsigned long long)copy);
+      std::snprintf(key, sizeof(key), "%llu/%llu/%llu", (unsigned long long)index,
+                    (unsigned long long)version, (unsigned long long)copy);
       const uint8_t* px = aug.data() + (index * plan.versions + version) * plan.item();
-      st = (*w)->Add(std::string_view(reinterpret_cast<const char*>(px), plan.item()), src.labels.data[index], key);
+      st = (*w)->Add(std::string_view(reinterpret_cast<const char*>(px), plan.item()),
+                     src.labels.data[index], key);
       if (((p - begin) & 8191) == 8191) {
         const uint64_t d = written.fetch_add(8192) + 8192;
         progress.Update(d, d * plan.item());
@@ -205,18 +221,22 @@ int WriteShards(const std::string& out, const IdxDataset& src, const Plan& plan,
   if (s.ok()) s = WriteManifest(out, m);
   if (!s.ok()) return Fail(s);
   RemoveFile(fp_path).IgnoreError();
-  std::printf("bigmnist: %llu samples (%llu source x %llu versions x %llu copies) in %llu shards at %s%s\n"
-              "  %s raw, %s on disk (zstd level %d), %.1f s\n",
-              (unsigned long long)plan.total(), (unsigned long long)plan.n, (unsigned long long)plan.versions,
-              (unsigned long long)plan.copies, (unsigned long long)nshards, out.c_str(),
-              reused > 0 ? (" (" + std::to_string(reused.load()) + " shards kept from an interrupted run)").c_str() : "",
-              FormatBytes(static_cast<double>(m.raw_bytes())).c_str(), FormatBytes(static_cast<double>(m.bytes())).c_str(),
-              level, progress.elapsed_seconds());
+  std::printf(
+      "bigmnist: %llu samples (%llu source x %llu versions x %llu copies) in %llu shards at %s%s\n"
+      "  %s raw, %s on disk (zstd level %d), %.1f s\n",
+      (unsigned long long)plan.total(), (unsigned long long)plan.n,
+      (unsigned long long)plan.versions, (unsigned long long)plan.copies,
+      (unsigned long long)nshards, out.c_str(),
+      reused > 0
+          ? (" (" + std::to_string(reused.load()) + " shards kept from an interrupted run)").c_str()
+          : "",
+      FormatBytes(static_cast<double>(m.raw_bytes())).c_str(),
+      FormatBytes(static_cast<double>(m.bytes())).c_str(), level, progress.elapsed_seconds());
   return 0;
 }
 
-int WriteHdf5(const std::string& out, const IdxDataset& src, const Plan& plan, const std::vector<uint8_t>& aug,
-              int threads) {
+int WriteHdf5(const std::string& out, const IdxDataset& src, const Plan& plan,
+              const std::vector<uint8_t>& aug, int threads) {
   auto w = Hdf5ImageWriter::Create(out, plan.total(), plan.h, plan.w);
   if (!w.ok()) return Fail(w.status());
   Order order{KeyedPermutation(plan.total(), plan.seed, 0xC0B1E5), &plan};
@@ -230,8 +250,8 @@ int WriteHdf5(const std::string& out, const IdxDataset& src, const Plan& plan, c
     for (int64_t k = 0; k < static_cast<int64_t>(n); ++k) {
       uint64_t index, version, copy;
       order.At(first + k, &index, &version, &copy);
-      std::memcpy(images.data() + k * plan.item(), aug.data() + (index * plan.versions + version) * plan.item(),
-                  plan.item());
+      std::memcpy(images.data() + k * plan.item(),
+                  aug.data() + (index * plan.versions + version) * plan.item(), plan.item());
       labels[k] = src.labels.data[index];
     }
     Status s = (*w)->Write(first, n, images.data(), labels.data());
@@ -241,8 +261,9 @@ int WriteHdf5(const std::string& out, const IdxDataset& src, const Plan& plan, c
   Status s = (*w)->Close();
   if (!s.ok()) return Fail(s);
   progress.Finish();
-  std::printf("bigmnist: %llu samples written to %s (HDF5: /images uint8 N x %d x %d, /labels int32)\n",
-              (unsigned long long)plan.total(), out.c_str(), plan.h, plan.w);
+  std::printf(
+      "bigmnist: %llu samples written to %s (HDF5: /images uint8 N x %d x %d, /labels int32)\n",
+      (unsigned long long)plan.total(), out.c_str(), plan.h, plan.w);
   return 0;
 }
 
@@ -259,12 +280,14 @@ int Preview(const IdxDataset& src, const Plan& plan, int samples, const std::str
     for (int c = 0; c < cols; ++c) {
       const uint8_t* px = src.images.data.data() + r * plan.item();
       if (c > 0) {
-        ApplyTransform(px, plan.w, plan.h, DrawTransform(plan.params, plan.seed, r, c - 1), cell.data(), &scratch);
+        ApplyTransform(px, plan.w, plan.h, DrawTransform(plan.params, plan.seed, r, c - 1),
+                       cell.data(), &scratch);
         px = cell.data();
       }
       for (int y = 0; y < plan.h * zoom; ++y) {
         for (int x = 0; x < plan.w * zoom; ++x) {
-          grid.pixels[static_cast<size_t>(pad + r * ch + y) * grid.width + pad + c * cw + x] = px[(y / zoom) * plan.w + x / zoom];
+          grid.pixels[static_cast<size_t>(pad + r * ch + y) * grid.width + pad + c * cw + x] =
+              px[(y / zoom) * plan.w + x / zoom];
         }
       }
     }
@@ -273,8 +296,8 @@ int Preview(const IdxDataset& src, const Plan& plan, int samples, const std::str
   Status s = EncodePng(grid, &png);
   if (s.ok()) s = WriteFileAtomic(out, png);
   if (!s.ok()) return Fail(s);
-  std::printf("wrote %s: %d source digits (first column) and %llu augmented versions each\n", out.c_str(), samples,
-              (unsigned long long)plan.versions);
+  std::printf("wrote %s: %d source digits (first column) and %llu augmented versions each\n",
+              out.c_str(), samples, (unsigned long long)plan.versions);
   return 0;
 }
 
@@ -282,16 +305,23 @@ void AddTransformFlags(CLI::App* cmd, AugmentParams* p) {
   cmd->add_option("--rotation", p->rotation_deg, "max rotation, degrees (uniform in [-r, r])")
       ->capture_default_str()
       ->check(cli::RealIn(0, 180));
-  cmd->add_option("--shear", p->shear, "max x-shear factor")->capture_default_str()->check(cli::RealIn(0, 10));
+  cmd->add_option("--shear", p->shear, "max x-shear factor")
+      ->capture_default_str()
+      ->check(cli::RealIn(0, 10));
   cmd->add_option("--translate", p->translate_px, "max shift, pixels, each axis")
       ->capture_default_str()
       ->check(cli::RealIn(0, 1000));
-  cmd->add_option("--scale-min", p->scale_min, "min scale")->capture_default_str()->check(cli::RealIn(0, 100, true));
-  cmd->add_option("--scale-max", p->scale_max, "max scale")->capture_default_str()->check(cli::RealIn(0, 100, true));
+  cmd->add_option("--scale-min", p->scale_min, "min scale")
+      ->capture_default_str()
+      ->check(cli::RealIn(0, 100, true));
+  cmd->add_option("--scale-max", p->scale_max, "max scale")
+      ->capture_default_str()
+      ->check(cli::RealIn(0, 100, true));
   cmd->add_option("--flip-prob", p->flip_prob, "probability of a horizontal flip")
       ->capture_default_str()
       ->check(cli::RealIn(0, 1));
-  cmd->add_option("--elastic-alpha", p->elastic_alpha, "elastic displacement scale, pixels (0: off)")
+  cmd->add_option("--elastic-alpha", p->elastic_alpha,
+                  "elastic displacement scale, pixels (0: off)")
       ->capture_default_str()
       ->check(cli::RealIn(0, 1000));
   cmd->add_option("--elastic-sigma", p->elastic_sigma, "elastic smoothing sigma, pixels")
@@ -307,38 +337,65 @@ namespace shardkit {
 // The whole tool; with parse_only it stops after the command line is parsed
 // and checked (the command-line fuzz target calls it so).
 int AugmentMain(int argc, char** argv, bool parse_only) {
-  CLI::App app{"shardkit-augment: synthesise bigMNIST (60,000 x 6 versions x 200 copies = 72,000,000 samples)"};
+  CLI::App app{
+      "shardkit-augment: synthesise bigMNIST (60,000 x 6 versions x 200 copies = 72,000,000 "
+      "samples)"};
   app.require_subcommand(1);
   Plan plan;
   std::string src_dir, out, fmt = "shards";
   int threads = 0, level = 1, samples = 8;
   uint64_t limit = 0, shard_size = 256ull << 20;
   bool force = false;
-  auto* big = app.add_subcommand("bigmnist", "augment an MNIST-format training set and replicate it");
-  big->add_option("--src", src_dir, "folder with train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz]")->required();
-  big->add_option("OUT", out, "output dataset directory (or .h5 file with --format hdf5)")->required();
-  big->add_option("--versions", plan.versions, "augmented versions of each source image")->capture_default_str()->check(cli::IntIn(1, 10000));
-  big->add_option("--copies", plan.copies, "copies of the augmented set")->capture_default_str()->check(cli::IntIn(1, 1000000));
-  big->add_option("--seed", plan.seed, "seed of every random choice")->capture_default_str()->check(cli::Unsigned());
-  big->add_option("--threads", threads, "threads (0: all cores)")->check(cli::IntIn(0, cli::kMaxThreads));
-  big->add_option("--format", fmt, "shards | hdf5")->capture_default_str()->check(cli::OneOf({"shards", "hdf5"}));
-  big->add_option("--shard-size", shard_size, "target raw bytes per shard")->capture_default_str()->check(cli::IntIn(4096, 1ll << 40));
-  big->add_option("--zstd-level", level, "zstd level of the shards")->capture_default_str()->check(cli::IntIn(1, 19));
-  big->add_option("--limit", limit, "use only the first N source images (0: all)")->check(cli::IntIn(0, 1ll << 40));
+  auto* big =
+      app.add_subcommand("bigmnist", "augment an MNIST-format training set and replicate it");
+  big->add_option("--src", src_dir,
+                  "folder with train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz]")
+      ->required();
+  big->add_option("OUT", out, "output dataset directory (or .h5 file with --format hdf5)")
+      ->required();
+  big->add_option("--versions", plan.versions, "augmented versions of each source image")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 10000));
+  big->add_option("--copies", plan.copies, "copies of the augmented set")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 1000000));
+  big->add_option("--seed", plan.seed, "seed of every random choice")
+      ->capture_default_str()
+      ->check(cli::Unsigned());
+  big->add_option("--threads", threads, "threads (0: all cores)")
+      ->check(cli::IntIn(0, cli::kMaxThreads));
+  big->add_option("--format", fmt, "shards | hdf5")
+      ->capture_default_str()
+      ->check(cli::OneOf({"shards", "hdf5"}));
+  big->add_option("--shard-size", shard_size, "target raw bytes per shard")
+      ->capture_default_str()
+      ->check(cli::IntIn(4096, 1ll << 40));
+  big->add_option("--zstd-level", level, "zstd level of the shards")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 19));
+  big->add_option("--limit", limit, "use only the first N source images (0: all)")
+      ->check(cli::IntIn(0, 1ll << 40));
   big->add_flag("--force", force, "replace an existing dataset in OUT");
   AddTransformFlags(big, &plan.params);
   std::string png;
-  auto* preview = app.add_subcommand("preview", "draw source digits next to their augmented versions (PNG)");
-  preview->add_option("--src", src_dir, "folder with the MNIST-format training IDX files")->required();
+  auto* preview =
+      app.add_subcommand("preview", "draw source digits next to their augmented versions (PNG)");
+  preview->add_option("--src", src_dir, "folder with the MNIST-format training IDX files")
+      ->required();
   preview->add_option("OUT", png, "PNG file")->required();
-  preview->add_option("--samples", samples, "source digits (rows)")->capture_default_str()->check(cli::IntIn(1, 1000));
-  preview->add_option("--versions", plan.versions, "versions (columns after the source)")->capture_default_str()->check(cli::IntIn(1, 100));
+  preview->add_option("--samples", samples, "source digits (rows)")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 1000));
+  preview->add_option("--versions", plan.versions, "versions (columns after the source)")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 100));
   preview->add_option("--seed", plan.seed, "seed")->capture_default_str()->check(cli::Unsigned());
   AddTransformFlags(preview, &plan.params);
   if (int rc = cli::Parse(app, argc, argv, "shardkit-augment"); rc >= 0) return rc;
   if (parse_only) return 0;
 
-  if (plan.versions < 1 || plan.copies < 1) return Fail(Status::InvalidArgument("--versions and --copies must be >= 1"));
+  if (plan.versions < 1 || plan.copies < 1)
+    return Fail(Status::InvalidArgument("--versions and --copies must be >= 1"));
   if (plan.params.scale_min <= 0 || plan.params.scale_max < plan.params.scale_min) {
     return Fail(Status::InvalidArgument("need 0 < --scale-min <= --scale-max"));
   }
@@ -346,7 +403,9 @@ int AugmentMain(int argc, char** argv, bool parse_only) {
     return Fail(Status::InvalidArgument("--elastic-sigma must be positive"));
   }
   auto src = ReadSource(src_dir);
-  if (!src.ok()) return Fail(src.status(), "Fashion-MNIST: --src /usr/share/datasets/fashion-mnist (dataset-fashion-mnist)");
+  if (!src.ok())
+    return Fail(src.status(),
+                "Fashion-MNIST: --src /usr/share/datasets/fashion-mnist (dataset-fashion-mnist)");
   plan.n = limit > 0 ? std::min<uint64_t>(limit, src->count()) : src->count();
   plan.h = src->height;
   plan.w = src->width;
@@ -357,19 +416,29 @@ int AugmentMain(int argc, char** argv, bool parse_only) {
   const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
   if (!*preview && memory > 0 && aug_bytes > memory / 2) {
     return Fail(Status::InvalidArgument(
-        "--versions " + std::to_string(plan.versions) + " x " + std::to_string(plan.n) + " source images needs " +
-        FormatBytes(aug_bytes) + " in memory, more than half of this machine's " + FormatBytes(memory)));
+        "--versions " + std::to_string(plan.versions) + " x " + std::to_string(plan.n) +
+        " source images needs " + FormatBytes(aug_bytes) +
+        " in memory, more than half of this machine's " + FormatBytes(memory)));
   }
   if (*preview) return Preview(*src, plan, samples, png);
 
-  nlohmann::json created = {
-      {"tool", "shardkit-augment bigmnist"}, {"version", "0.1.0"}, {"src", src_dir},
-      {"source_images", plan.n}, {"versions", plan.versions}, {"copies", plan.copies}, {"seed", plan.seed},
-      {"samples", plan.total()},
-      {"transforms", {{"rotation_deg", plan.params.rotation_deg}, {"shear", plan.params.shear},
-                      {"translate_px", plan.params.translate_px}, {"scale", {plan.params.scale_min, plan.params.scale_max}},
-                      {"flip_prob", plan.params.flip_prob}, {"elastic_alpha", plan.params.elastic_alpha},
-                      {"elastic_sigma", plan.params.elastic_sigma}, {"resampling", "bilinear"}}}};
+  nlohmann::json created = {{"tool", "shardkit-augment bigmnist"},
+                            {"version", "0.1.0"},
+                            {"src", src_dir},
+                            {"source_images", plan.n},
+                            {"versions", plan.versions},
+                            {"copies", plan.copies},
+                            {"seed", plan.seed},
+                            {"samples", plan.total()},
+                            {"transforms",
+                             {{"rotation_deg", plan.params.rotation_deg},
+                              {"shear", plan.params.shear},
+                              {"translate_px", plan.params.translate_px},
+                              {"scale", {plan.params.scale_min, plan.params.scale_max}},
+                              {"flip_prob", plan.params.flip_prob},
+                              {"elastic_alpha", plan.params.elastic_alpha},
+                              {"elastic_sigma", plan.params.elastic_sigma},
+                              {"resampling", "bilinear"}}}};
   nlohmann::json argv_json = nlohmann::json::parse(ArgvJson(argc, argv));
   created["argv"] = argv_json;
   std::vector<uint8_t> aug = AugmentAll(*src, plan, threads);

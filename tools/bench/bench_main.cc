@@ -25,7 +25,8 @@ struct Row {
   int workers = 0;
   double images_per_sec = 0, mb_per_sec = 0, seconds = 0;
   uint64_t images = 0;
-  double read_us = 0, decompress_us = 0, decode_us = 0, transform_us = 0;  // per image, summed over workers
+  double read_us = 0, decompress_us = 0, decode_us = 0,
+         transform_us = 0;  // per image, summed over workers
   double wait_fraction = 0;
   uint64_t corrupt_skipped = 0;  // over every round (--on-corrupt skip)
   // --cold: bytes storage read (/proc/self/io) and the records' stored bytes
@@ -93,7 +94,8 @@ Status EvictDataset(const std::string& dir) {
 // Cold rounds: before each, the shards leave the page cache and a fresh
 // loader is opened (a mapping keeps its pages resident); no warm-up. Records
 // the storage bytes read and the loader's own bytes of the fastest round.
-Status MeasureCold(const std::string& dir, const LoaderOptions& opt, uint64_t batches, int repeat, Row* row) {
+Status MeasureCold(const std::string& dir, const LoaderOptions& opt, uint64_t batches, int repeat,
+                   Row* row) {
   FastestRound best;
   LoaderStats st;
   uint64_t storage = 0;
@@ -129,7 +131,8 @@ Status MeasureCold(const std::string& dir, const LoaderOptions& opt, uint64_t ba
   return Status::OK();
 }
 
-Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint64_t batches, int repeat, Row* row) {
+Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint64_t batches,
+               int repeat, Row* row) {
   const auto t_open = std::chrono::steady_clock::now();
   SK_ASSIGN_OR_RETURN(auto loader, Loader::Open(dir, opt));
   row->open_seconds = SecondsSince(t_open);
@@ -189,8 +192,8 @@ void FillRow(const LoaderOptions& opt, const FastestRound& best, const LoaderSta
 // A reference's timing: `warmup` untimed passes over the data, then `repeat`
 // rounds of passes lasting at least a second each. pass() adds one pass's
 // records and output bytes to its arguments, or fails.
-Status TimeReference(int repeat, int warmup, const std::function<Status(uint64_t*, uint64_t*)>& pass,
-                     FastestRound* best) {
+Status TimeReference(int repeat, int warmup,
+                     const std::function<Status(uint64_t*, uint64_t*)>& pass, FastestRound* best) {
   uint64_t n = 0, nb = 0;
   for (int i = 0; i < warmup; ++i) SK_RETURN_IF_ERROR(pass(&n, &nb));
   for (int round = 0; round < std::max(1, repeat); ++round) {
@@ -228,17 +231,24 @@ int RunReference(const std::string& dir, uint64_t max_records, int repeat, bool 
     }
     JpegDecoder dec;
     DecodedRegion out;
-    st = TimeReference(repeat, /*warmup=*/0, [&](uint64_t* n, uint64_t* nb) {
-      for (const std::string& j : jpegs) {
-        SK_RETURN_IF_ERROR(dec.Decode(reinterpret_cast<const uint8_t*>(j.data()), j.size(), DecodeRequest{}, &out));
-        *nb += out.image.pixels.size();
-        ++*n;
-      }
-      return Status::OK();
-    }, &best);
+    st = TimeReference(
+        repeat, /*warmup=*/0,
+        [&](uint64_t* n, uint64_t* nb) {
+          for (const std::string& j : jpegs) {
+            SK_RETURN_IF_ERROR(dec.Decode(reinterpret_cast<const uint8_t*>(j.data()), j.size(),
+                                          DecodeRequest{}, &out));
+            *nb += out.image.pixels.size();
+            ++*n;
+          }
+          return Status::OK();
+        },
+        &best);
   } else {
     what = "zstd decompression of the shards' blocks";
-    struct Blk { std::string stored; uint32_t raw_size, records; };
+    struct Blk {
+      std::string stored;
+      uint32_t raw_size, records;
+    };
     std::vector<Blk> blocks;
     uint64_t records = 0;
     for (size_t s = 0; s < (*ds)->num_shards() && records < max_records; ++s) {
@@ -248,7 +258,8 @@ int RunReference(const std::string& dir, uint64_t max_records, int repeat, bool 
       for (uint32_t b = 0; b < r.num_blocks() && records < max_records; ++b) {
         const auto& e = r.block(b);
         Blk blk{std::string(e.stored_size, '\0'), e.raw_size, e.num_records};
-        if (Status rs = (*file)->Read(e.offset, e.stored_size, blk.stored.data()); !rs.ok()) return Fail(rs);
+        if (Status rs = (*file)->Read(e.offset, e.stored_size, blk.stored.data()); !rs.ok())
+          return Fail(rs);
         if (e.codec != static_cast<uint32_t>(format::Codec::kZstd)) continue;
         records += e.num_records;
         blocks.push_back(std::move(blk));
@@ -256,16 +267,21 @@ int RunReference(const std::string& dir, uint64_t max_records, int repeat, bool 
     }
     ZSTD_DCtx* dctx = ZSTD_createDCtx();
     std::vector<char> out;
-    st = TimeReference(repeat, /*warmup=*/1, [&](uint64_t* n, uint64_t* nb) {
-      for (const Blk& b : blocks) {
-        out.resize(b.raw_size);
-        size_t got = ZSTD_decompressDCtx(dctx, out.data(), out.size(), b.stored.data(), b.stored.size());
-        if (ZSTD_isError(got)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(got));
-        *nb += got;
-        *n += b.records;
-      }
-      return Status::OK();
-    }, &best);
+    st = TimeReference(
+        repeat, /*warmup=*/1,
+        [&](uint64_t* n, uint64_t* nb) {
+          for (const Blk& b : blocks) {
+            out.resize(b.raw_size);
+            size_t got =
+                ZSTD_decompressDCtx(dctx, out.data(), out.size(), b.stored.data(), b.stored.size());
+            if (ZSTD_isError(got))
+              return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(got));
+            *nb += got;
+            *n += b.records;
+          }
+          return Status::OK();
+        },
+        &best);
     ZSTD_freeDCtx(dctx);
   }
   if (!st.ok()) return Fail(st);
@@ -273,12 +289,17 @@ int RunReference(const std::string& dir, uint64_t max_records, int repeat, bool 
   const uint64_t records = best.items;
   const double rate = records / std::max(secs, 1e-9);
   if (json) {
-    nlohmann::json j = {{"reference", what}, {"records", records}, {"seconds", secs},
-                        {"records_per_sec", rate}, {"mb_per_sec", bytes / std::max(secs, 1e-9) / 1e6}};
+    nlohmann::json j = {{"reference", what},
+                        {"records", records},
+                        {"seconds", secs},
+                        {"records_per_sec", rate},
+                        {"mb_per_sec", bytes / std::max(secs, 1e-9) / 1e6}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("reference (%s, 1 core, from memory): %llu records in %.3f s = %.0f records/s, %.1f MB/s out\n",
-                what.c_str(), (unsigned long long)records, secs, rate, bytes / std::max(secs, 1e-9) / 1e6);
+    std::printf(
+        "reference (%s, 1 core, from memory): %llu records in %.3f s = %.0f records/s, %.1f MB/s "
+        "out\n",
+        what.c_str(), (unsigned long long)records, secs, rate, bytes / std::max(secs, 1e-9) / 1e6);
   }
   return 0;
 }
@@ -286,62 +307,96 @@ int RunReference(const std::string& dir, uint64_t max_records, int repeat, bool 
 int Run(int argc, char** argv, bool parse_only) {
   CLI::App app{"shardkit-bench: measure the loader"};
   app.require_subcommand(1);
-  auto* cmd = app.add_subcommand("loader", "images/s of the loader per worker count, with stage breakdown");
-  std::string dir, workers_list = "1,2,4,8,16", transform = "train", shuffle = "auto", layout = "nchw";
+  auto* cmd =
+      app.add_subcommand("loader", "images/s of the loader per worker count, with stage breakdown");
+  std::string dir, workers_list = "1,2,4,8,16", transform = "train", shuffle = "auto",
+                   layout = "nchw";
   std::string csv, plot, title;
   int batch = 32, size = 224, prefetch = 4, repeat = 3;
   uint64_t batches = 200, warmup = 20, seed = 0, cache_mb = 1024;
   bool json = false;
   cmd->add_option("DIR", dir, "dataset directory")->required();
-  cmd->add_option("--workers", workers_list, "comma-separated worker counts")->capture_default_str();
-  cmd->add_option("--batch", batch, "batch size")->capture_default_str()->check(cli::IntIn(1, 1 << 20));
-  cmd->add_option("--transform", transform, "train | val | none")->capture_default_str()->check(cli::OneOf({"train", "val", "none"}));
-  cmd->add_option("--size", size, "output side for JPEG transforms")->capture_default_str()->check(cli::IntIn(1, 4096));
-  cmd->add_option("--batches", batches, "batches timed per worker count")->capture_default_str()->check(cli::IntIn(1, 1ll << 40));
-  cmd->add_option("--warmup", warmup, "batches before timing starts")->capture_default_str()->check(cli::IntIn(0, 1ll << 40));
-  cmd->add_option("--repeat", repeat, "timed rounds per worker count; the fastest counts")->capture_default_str()->check(cli::IntIn(1, 1000));
+  cmd->add_option("--workers", workers_list, "comma-separated worker counts")
+      ->capture_default_str();
+  cmd->add_option("--batch", batch, "batch size")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 1 << 20));
+  cmd->add_option("--transform", transform, "train | val | none")
+      ->capture_default_str()
+      ->check(cli::OneOf({"train", "val", "none"}));
+  cmd->add_option("--size", size, "output side for JPEG transforms")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 4096));
+  cmd->add_option("--batches", batches, "batches timed per worker count")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 1ll << 40));
+  cmd->add_option("--warmup", warmup, "batches before timing starts")
+      ->capture_default_str()
+      ->check(cli::IntIn(0, 1ll << 40));
+  cmd->add_option("--repeat", repeat, "timed rounds per worker count; the fastest counts")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 1000));
   bool no_mmap = false, cold = false;
   std::string direct = "auto";
   cmd->add_option("--direct", direct,
-                  "full shuffle: read records with O_DIRECT (auto: when the dataset is larger than free memory)")
+                  "full shuffle: read records with O_DIRECT (auto: when the dataset is larger than "
+                  "free memory)")
       ->capture_default_str()
       ->check(cli::OneOf({"auto", "on", "off"}));
   cmd->add_flag("--no-mmap", no_mmap, "read shards with pread instead of read-only mappings");
   cmd->add_flag("--cold", cold,
-                "evict the shards from the page cache before each round (posix_fadvise); report bytes read from "
+                "evict the shards from the page cache before each round (posix_fadvise); report "
+                "bytes read from "
                 "storage per byte of record delivered, and peak resident memory");
-  cmd->add_option("--prefetch", prefetch, "ring slots")->capture_default_str()->check(cli::IntIn(1, 1024));
-  cmd->add_option("--shuffle", shuffle, "auto | full | block | none")->capture_default_str()->check(cli::OneOf({"auto", "full", "block", "none"}));
-  cmd->add_option("--layout", layout, "nchw | nhwc")->capture_default_str()->check(cli::OneOf({"nchw", "nhwc"}));
+  cmd->add_option("--prefetch", prefetch, "ring slots")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 1024));
+  cmd->add_option("--shuffle", shuffle, "auto | full | block | none")
+      ->capture_default_str()
+      ->check(cli::OneOf({"auto", "full", "block", "none"}));
+  cmd->add_option("--layout", layout, "nchw | nhwc")
+      ->capture_default_str()
+      ->check(cli::OneOf({"nchw", "nhwc"}));
   cmd->add_option("--seed", seed, "seed")->capture_default_str()->check(cli::Unsigned());
-  cmd->add_option("--cache-mb", cache_mb, "decompressed block cache (MB); small values measure streaming")
+  cmd->add_option("--cache-mb", cache_mb,
+                  "decompressed block cache (MB); small values measure streaming")
       ->capture_default_str()
       ->check(cli::IntIn(1, 1 << 24));
   std::string on_corrupt = "fail";
   uint64_t skip_budget = 100;
-  cmd->add_option("--on-corrupt", on_corrupt, "fail | skip: a corrupt record ends the run, or is replaced and counted")
+  cmd->add_option("--on-corrupt", on_corrupt,
+                  "fail | skip: a corrupt record ends the run, or is replaced and counted")
       ->capture_default_str()
       ->check(cli::OneOf({"fail", "skip"}));
-  cmd->add_option("--skip-budget", skip_budget, "with --on-corrupt skip: fail after this many skipped records")
+  cmd->add_option("--skip-budget", skip_budget,
+                  "with --on-corrupt skip: fail after this many skipped records")
       ->capture_default_str()
       ->check(cli::IntIn(0, 1ll << 40));
   cmd->add_option("--csv", csv, "write the table as CSV");
   cmd->add_option("--plot", plot, "write an SVG plot of images/s against workers");
   cmd->add_option("--title", title, "plot title");
   cmd->add_flag("--json", json, "print the results as JSON (and nothing else on stdout)");
-  auto* ref = app.add_subcommand("reference", "one core, from memory: full-size JPEG decode or zstd decompression");
+  auto* ref = app.add_subcommand(
+      "reference", "one core, from memory: full-size JPEG decode or zstd decompression");
   std::string ref_dir;
   uint64_t ref_max = 5000;
   int ref_repeat = 3;
   bool ref_json = false;
   ref->add_option("DIR", ref_dir, "dataset directory")->required();
-  ref->add_option("--max-records", ref_max, "records to use at most")->capture_default_str()->check(cli::IntIn(1, 1ll << 40));
+  ref->add_option("--max-records", ref_max, "records to use at most")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 1ll << 40));
   ref->add_flag("--json", ref_json, "print JSON");
-  ref->add_option("--repeat", ref_repeat, "rounds of at least a second; the fastest counts")->capture_default_str()->check(cli::IntIn(1, 1000));
-  auto* report = app.add_subcommand("report", "scaling report from shardkit-train metrics files (a sweep's)");
+  ref->add_option("--repeat", ref_repeat, "rounds of at least a second; the fastest counts")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 1000));
+  auto* report =
+      app.add_subcommand("report", "scaling report from shardkit-train metrics files (a sweep's)");
   std::string metrics_dir, report_out;
-  report->add_option("METRICS_DIR", metrics_dir, "directory of *.jsonl metrics files, one per run")->required();
-  report->add_option("--out", report_out, "where report.md, report.csv and the SVG plots go (default: METRICS_DIR)");
+  report->add_option("METRICS_DIR", metrics_dir, "directory of *.jsonl metrics files, one per run")
+      ->required();
+  report->add_option("--out", report_out,
+                     "where report.md, report.csv and the SVG plots go (default: METRICS_DIR)");
   if (int rc = cli::Parse(app, argc, argv, "shardkit-bench"); rc >= 0) return rc;
   if (parse_only) return 0;
   if (*ref) return RunReference(ref_dir, ref_max, ref_repeat, ref_json);
@@ -360,13 +415,20 @@ int Run(int argc, char** argv, bool parse_only) {
                      : direct == "off" ? LoaderOptions::DirectReads::kNever
                                        : LoaderOptions::DirectReads::kAuto;
   opt.transform.size = size;
-  if (transform == "train") opt.transform.kind = TransformKind::kTrain;
-  else if (transform == "val") opt.transform.kind = TransformKind::kVal;
-  else opt.transform.kind = TransformKind::kNone;
-  if (shuffle == "auto") opt.shuffle = ShuffleChoice::kAuto;
-  else if (shuffle == "full") opt.shuffle = ShuffleChoice::kFull;
-  else if (shuffle == "block") opt.shuffle = ShuffleChoice::kBlockLocal;
-  else opt.shuffle = ShuffleChoice::kNone;
+  if (transform == "train")
+    opt.transform.kind = TransformKind::kTrain;
+  else if (transform == "val")
+    opt.transform.kind = TransformKind::kVal;
+  else
+    opt.transform.kind = TransformKind::kNone;
+  if (shuffle == "auto")
+    opt.shuffle = ShuffleChoice::kAuto;
+  else if (shuffle == "full")
+    opt.shuffle = ShuffleChoice::kFull;
+  else if (shuffle == "block")
+    opt.shuffle = ShuffleChoice::kBlockLocal;
+  else
+    opt.shuffle = ShuffleChoice::kNone;
   opt.layout = layout == "nhwc" ? Layout::kNHWC : Layout::kNCHW;
   opt.corrupt_policy = on_corrupt == "skip" ? CorruptPolicy::kSkip : CorruptPolicy::kFail;
   opt.skip_budget = skip_budget;
@@ -381,21 +443,27 @@ int Run(int argc, char** argv, bool parse_only) {
   if (auto probe = Loader::Open(dir, opt); !probe.ok()) return Fail(probe.status());
   std::vector<Row> rows;
   FILE* out = json ? stderr : stdout;
-  std::fprintf(out, "shardkit-bench loader %s: batch %d, transform %s, size %d, best of %d rounds of %llu batches per point\n",
+  std::fprintf(out,
+               "shardkit-bench loader %s: batch %d, transform %s, size %d, best of %d rounds of "
+               "%llu batches per point\n",
                dir.c_str(), batch, transform.c_str(), size, repeat, (unsigned long long)batches);
-  std::fprintf(out, "%7s %12s %9s %8s %10s | %8s %8s %8s %8s  (us/img, all workers) %6s | %10s %10s %9s\n",
-               "workers", "images/s", "MB/s", "speedup", "efficiency", "read", "zstd", "decode", "xform", "wait",
-               cold ? "storage MB" : "", cold ? "read/rec" : "", "peak RSS");
+  std::fprintf(
+      out, "%7s %12s %9s %8s %10s | %8s %8s %8s %8s  (us/img, all workers) %6s | %10s %10s %9s\n",
+      "workers", "images/s", "MB/s", "speedup", "efficiency", "read", "zstd", "decode", "xform",
+      "wait", cold ? "storage MB" : "", cold ? "read/rec" : "", "peak RSS");
   for (int w : workers) {
     opt.workers = w;
     Row r;
     ResetPeakRss();
-    Status s = cold ? MeasureCold(dir, opt, batches, repeat, &r) : Measure(dir, opt, warmup, batches, repeat, &r);
+    Status s = cold ? MeasureCold(dir, opt, batches, repeat, &r)
+                    : Measure(dir, opt, warmup, batches, repeat, &r);
     r.peak_rss = PeakRssBytes();
     if (!s.ok()) return Fail(s);
     if (r.corrupt_skipped > 0) {
-      std::fprintf(stderr, "shardkit-bench: %llu corrupt record(s) skipped with %d worker(s) (--on-corrupt skip)\n",
-                   (unsigned long long)r.corrupt_skipped, w);
+      std::fprintf(
+          stderr,
+          "shardkit-bench: %llu corrupt record(s) skipped with %d worker(s) (--on-corrupt skip)\n",
+          (unsigned long long)r.corrupt_skipped, w);
     }
     rows.push_back(r);
     const double speedup = r.images_per_sec / rows.front().images_per_sec * rows.front().workers;
@@ -404,29 +472,36 @@ int Run(int argc, char** argv, bool parse_only) {
       std::snprintf(cold_cols, sizeof(cold_cols), "%10.1f %9.2fx", r.storage_bytes / 1e6,
                     r.record_bytes > 0 ? double(r.storage_bytes) / r.record_bytes : 0.0);
     }
-    std::fprintf(out, "%7d %12.0f %9.1f %8.2f %9.0f%% | %8.1f %8.1f %8.1f %8.1f  %21s %5.0f%% | %21s %6.0f MB\n", w,
-                 r.images_per_sec, r.mb_per_sec, speedup, 100 * speedup / w, r.read_us, r.decompress_us,
-                 r.decode_us, r.transform_us, "", 100 * r.wait_fraction, cold_cols, r.peak_rss / 1e6);
+    std::fprintf(
+        out,
+        "%7d %12.0f %9.1f %8.2f %9.0f%% | %8.1f %8.1f %8.1f %8.1f  %21s %5.0f%% | %21s %6.0f MB\n",
+        w, r.images_per_sec, r.mb_per_sec, speedup, 100 * speedup / w, r.read_us, r.decompress_us,
+        r.decode_us, r.transform_us, "", 100 * r.wait_fraction, cold_cols, r.peak_rss / 1e6);
     std::fflush(out);
   }
   const Row& base = rows.front();
-  auto speedup_of = [&](const Row& r) { return r.images_per_sec / base.images_per_sec * base.workers; };
+  auto speedup_of = [&](const Row& r) {
+    return r.images_per_sec / base.images_per_sec * base.workers;
+  };
   if (!csv.empty()) {
     std::ostringstream c;
-    c << "workers,images_per_sec,mb_per_sec,speedup,efficiency,read_us,decompress_us,decode_us,transform_us,"
+    c << "workers,images_per_sec,mb_per_sec,speedup,efficiency,read_us,decompress_us,decode_us,"
+         "transform_us,"
          "wait_fraction,storage_bytes,record_bytes,peak_rss_bytes\n";
     for (const Row& r : rows) {
-      c << r.workers << "," << r.images_per_sec << "," << r.mb_per_sec << "," << speedup_of(r) << ","
-        << speedup_of(r) / r.workers << "," << r.read_us << "," << r.decompress_us << "," << r.decode_us << ","
-        << r.transform_us << "," << r.wait_fraction << "," << r.storage_bytes << "," << r.record_bytes << ","
-        << r.peak_rss << "\n";
+      c << r.workers << "," << r.images_per_sec << "," << r.mb_per_sec << "," << speedup_of(r)
+        << "," << speedup_of(r) / r.workers << "," << r.read_us << "," << r.decompress_us << ","
+        << r.decode_us << "," << r.transform_us << "," << r.wait_fraction << "," << r.storage_bytes
+        << "," << r.record_bytes << "," << r.peak_rss << "\n";
     }
     Status s = WriteFileAtomic(csv, c.str());
     if (!s.ok()) return Fail(s);
   }
   if (!plot.empty()) {
     LinePlot p;
-    p.title = title.empty() ? "shardkit loader: " + transform + " transform, batch " + std::to_string(batch) : title;
+    p.title = title.empty()
+                  ? "shardkit loader: " + transform + " transform, batch " + std::to_string(batch)
+                  : title;
     p.x_label = "loader workers";
     p.y_label = "images/s";
     p.log2_x = true;
@@ -444,16 +519,26 @@ int Run(int argc, char** argv, bool parse_only) {
   if (json) {
     nlohmann::json j = nlohmann::json::array();
     for (const Row& r : rows) {
-      j.push_back({{"workers", r.workers}, {"images_per_sec", r.images_per_sec}, {"mb_per_sec", r.mb_per_sec},
-                   {"speedup", speedup_of(r)}, {"efficiency", speedup_of(r) / r.workers},
-                   {"read_us", r.read_us}, {"decompress_us", r.decompress_us}, {"decode_us", r.decode_us},
-                   {"transform_us", r.transform_us}, {"wait_fraction", r.wait_fraction},
-                   {"images", r.images}, {"seconds", r.seconds}, {"corrupt_skipped", r.corrupt_skipped},
-                   {"peak_rss_bytes", r.peak_rss}, {"open_seconds", r.open_seconds}});
+      j.push_back({{"workers", r.workers},
+                   {"images_per_sec", r.images_per_sec},
+                   {"mb_per_sec", r.mb_per_sec},
+                   {"speedup", speedup_of(r)},
+                   {"efficiency", speedup_of(r) / r.workers},
+                   {"read_us", r.read_us},
+                   {"decompress_us", r.decompress_us},
+                   {"decode_us", r.decode_us},
+                   {"transform_us", r.transform_us},
+                   {"wait_fraction", r.wait_fraction},
+                   {"images", r.images},
+                   {"seconds", r.seconds},
+                   {"corrupt_skipped", r.corrupt_skipped},
+                   {"peak_rss_bytes", r.peak_rss},
+                   {"open_seconds", r.open_seconds}});
       if (cold) {
         j.back()["storage_bytes"] = r.storage_bytes;
         j.back()["record_bytes"] = r.record_bytes;
-        j.back()["storage_per_record_byte"] = r.record_bytes > 0 ? double(r.storage_bytes) / r.record_bytes : 0.0;
+        j.back()["storage_per_record_byte"] =
+            r.record_bytes > 0 ? double(r.storage_bytes) / r.record_bytes : 0.0;
       }
     }
     std::printf("%s\n", j.dump(1).c_str());

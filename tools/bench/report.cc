@@ -36,7 +36,8 @@ Status WriteScalingReport(const std::string& metrics_dir, const std::string& out
       if (line.empty()) continue;
       auto j = nlohmann::json::parse(line, nullptr, false);
       if (j.is_discarded() || !j.contains("images_per_sec")) {
-        return Status::Corruption(JoinPath(metrics_dir, name) + ": not a shardkit-train metrics line: " + line.substr(0, 80));
+        return Status::Corruption(JoinPath(metrics_dir, name) +
+                                  ": not a shardkit-train metrics line: " + line.substr(0, 80));
       }
       r.nodes = j.value("nodes", 1);
       r.ranks = j.value("world_size", 1);
@@ -55,26 +56,32 @@ Status WriteScalingReport(const std::string& metrics_dir, const std::string& out
     r.comm = comm / r.epochs;
     runs.push_back(r);
   }
-  if (runs.empty()) return Status::NotFound(metrics_dir + ": no metrics (*.jsonl) from finished runs");
+  if (runs.empty())
+    return Status::NotFound(metrics_dir + ": no metrics (*.jsonl) from finished runs");
   std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) {
-    return std::tie(a.ranks, a.nodes, a.workers, a.batch) < std::tie(b.ranks, b.nodes, b.workers, b.batch);
+    return std::tie(a.ranks, a.nodes, a.workers, a.batch) <
+           std::tie(b.ranks, b.nodes, b.workers, b.batch);
   });
   const Run& base = runs.front();
   SK_RETURN_IF_ERROR(CreateDirs(out_dir));
   std::ostringstream md, csv;
-  md << "| run | nodes | ranks | workers | batch/rank | epoch s | images/s | speedup | efficiency | data-wait | exposed comm |\n"
+  md << "| run | nodes | ranks | workers | batch/rank | epoch s | images/s | speedup | efficiency "
+        "| data-wait | exposed comm |\n"
      << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  csv << "run,nodes,ranks,workers,batch,epoch_seconds,images_per_sec,speedup,efficiency,data_wait_fraction,comm_fraction\n";
+  csv << "run,nodes,ranks,workers,batch,epoch_seconds,images_per_sec,speedup,efficiency,data_wait_"
+         "fraction,comm_fraction\n";
   for (const Run& r : runs) {
     const double speedup = r.images_per_sec / base.images_per_sec;
     const double eff = speedup / (static_cast<double>(r.ranks) / base.ranks);
     char line[512];
-    std::snprintf(line, sizeof(line), "| %s | %d | %d | %d | %d | %.2f | %.0f | %.2fx | %.0f%% | %.1f%% | %.1f%% |\n",
-                  r.name.c_str(), r.nodes, r.ranks, r.workers, r.batch, r.epoch_seconds, r.images_per_sec, speedup,
-                  100 * eff, 100 * r.data_wait, 100 * r.comm);
+    std::snprintf(line, sizeof(line),
+                  "| %s | %d | %d | %d | %d | %.2f | %.0f | %.2fx | %.0f%% | %.1f%% | %.1f%% |\n",
+                  r.name.c_str(), r.nodes, r.ranks, r.workers, r.batch, r.epoch_seconds,
+                  r.images_per_sec, speedup, 100 * eff, 100 * r.data_wait, 100 * r.comm);
     md << line;
-    std::snprintf(line, sizeof(line), "%s,%d,%d,%d,%d,%.4f,%.2f,%.4f,%.4f,%.4f,%.4f\n", r.name.c_str(), r.nodes, r.ranks,
-                  r.workers, r.batch, r.epoch_seconds, r.images_per_sec, speedup, eff, r.data_wait, r.comm);
+    std::snprintf(line, sizeof(line), "%s,%d,%d,%d,%d,%.4f,%.2f,%.4f,%.4f,%.4f,%.4f\n",
+                  r.name.c_str(), r.nodes, r.ranks, r.workers, r.batch, r.epoch_seconds,
+                  r.images_per_sec, speedup, eff, r.data_wait, r.comm);
     csv << line;
   }
   SK_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(out_dir, "report.md"), md.str()));
@@ -86,7 +93,9 @@ Status WriteScalingReport(const std::string& metrics_dir, const std::string& out
     const char* key;
     const char* label;
     int Run::*field;
-  } axes[] = {{"ranks", "GPUs (ranks)", &Run::ranks}, {"nodes", "nodes", &Run::nodes}, {"workers", "loader workers per rank", &Run::workers}};
+  } axes[] = {{"ranks", "GPUs (ranks)", &Run::ranks},
+              {"nodes", "nodes", &Run::nodes},
+              {"workers", "loader workers per rank", &Run::workers}};
   for (const Axis& ax : axes) {
     std::map<int, const Run*> points;
     for (const Run& r : runs) {
@@ -94,10 +103,13 @@ Status WriteScalingReport(const std::string& metrics_dir, const std::string& out
       for (const Axis& other : axes) {
         if (other.field == ax.field) continue;
         // Ranks and nodes move together in a sweep; match only workers and batch for those.
-        if ((ax.field == &Run::ranks || ax.field == &Run::nodes) && (other.field == &Run::ranks || other.field == &Run::nodes)) continue;
+        if ((ax.field == &Run::ranks || ax.field == &Run::nodes) &&
+            (other.field == &Run::ranks || other.field == &Run::nodes))
+          continue;
         others_match = others_match && r.*(other.field) == base.*(other.field);
       }
-      if (others_match && r.batch == base.batch && !points.count(r.*(ax.field))) points[r.*(ax.field)] = &r;
+      if (others_match && r.batch == base.batch && !points.count(r.*(ax.field)))
+        points[r.*(ax.field)] = &r;
     }
     if (points.size() < 2) continue;
     const Run& first = *points.begin()->second;
@@ -114,11 +126,22 @@ Status WriteScalingReport(const std::string& metrics_dir, const std::string& out
       ideal_speed.x.push_back(x);
       ideal_speed.y.push_back(ax.field == &Run::workers ? 1.0 : scale);
     }
-    LinePlot tp{std::string("epoch time vs ") + ax.label, ax.label, "seconds per epoch", true, {time, ideal_time}};
-    LinePlot sp{std::string("speedup vs ") + ax.label, ax.label, "speedup over the smallest run", true, {speed, ideal_speed}};
-    SK_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(out_dir, std::string("epoch_time_vs_") + ax.key + ".svg"), tp.ToSvg()));
-    SK_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(out_dir, std::string("speedup_vs_") + ax.key + ".svg"), sp.ToSvg()));
-    std::printf("plots: %s/epoch_time_vs_%s.svg, %s/speedup_vs_%s.svg\n", out_dir.c_str(), ax.key, out_dir.c_str(), ax.key);
+    LinePlot tp{std::string("epoch time vs ") + ax.label,
+                ax.label,
+                "seconds per epoch",
+                true,
+                {time, ideal_time}};
+    LinePlot sp{std::string("speedup vs ") + ax.label,
+                ax.label,
+                "speedup over the smallest run",
+                true,
+                {speed, ideal_speed}};
+    SK_RETURN_IF_ERROR(WriteFileAtomic(
+        JoinPath(out_dir, std::string("epoch_time_vs_") + ax.key + ".svg"), tp.ToSvg()));
+    SK_RETURN_IF_ERROR(WriteFileAtomic(
+        JoinPath(out_dir, std::string("speedup_vs_") + ax.key + ".svg"), sp.ToSvg()));
+    std::printf("plots: %s/epoch_time_vs_%s.svg, %s/speedup_vs_%s.svg\n", out_dir.c_str(), ax.key,
+                out_dir.c_str(), ax.key);
   }
   return Status::OK();
 }

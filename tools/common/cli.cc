@@ -49,7 +49,9 @@ int Fail(const char* tool, const std::string& message, const std::string& hint) 
   return kExitError;
 }
 
-int Fail(const char* tool, const Status& s, const std::string& hint) { return Fail(tool, s.message(), hint); }
+int Fail(const char* tool, const Status& s, const std::string& hint) {
+  return Fail(tool, s.message(), hint);
+}
 
 CLI::Validator IntIn(long long lo, long long hi) {
   const std::string range = "an integer in " + std::to_string(lo) + ".." + std::to_string(hi);
@@ -87,7 +89,8 @@ CLI::Validator Unsigned() {
         char* end = nullptr;
         const bool digits = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
         if (digits) std::strtoull(s.c_str(), &end, 10);
-        if (!digits || errno == ERANGE) return "'" + s + "' is not an integer in 0..18446744073709551615";
+        if (!digits || errno == ERANGE)
+          return "'" + s + "' is not an integer in 0..18446744073709551615";
         return "";
       },
       "UINT");
@@ -106,7 +109,8 @@ CLI::Validator OneOf(std::vector<std::string> names) {
       list);
 }
 
-Result<std::vector<int>> ParseIntList(const std::string& text, int lo, int hi, const std::string& flag) {
+Result<std::vector<int>> ParseIntList(const std::string& text, int lo, int hi,
+                                      const std::string& flag) {
   std::vector<int> out;
   size_t pos = 0;
   while (pos <= text.size()) {
@@ -115,8 +119,8 @@ Result<std::vector<int>> ParseIntList(const std::string& text, int lo, int hi, c
     const std::string item = text.substr(pos, comma - pos);
     long long v = 0;
     if (!ParseLong(item, &v) || v < lo || v > hi) {
-      return Status::InvalidArgument(flag + ": '" + item + "' is not an integer in " + std::to_string(lo) + ".." +
-                                     std::to_string(hi));
+      return Status::InvalidArgument(flag + ": '" + item + "' is not an integer in " +
+                                     std::to_string(lo) + ".." + std::to_string(hi));
     }
     out.push_back(static_cast<int>(v));
     pos = comma + 1;

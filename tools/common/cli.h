@@ -38,6 +38,7 @@ CLI::Validator Unsigned();
 CLI::Validator OneOf(std::vector<std::string> names);
 
 // "1,2,4" -> {1, 2, 4}, each in [lo, hi]; an error naming `flag` otherwise.
-Result<std::vector<int>> ParseIntList(const std::string& text, int lo, int hi, const std::string& flag);
+Result<std::vector<int>> ParseIntList(const std::string& text, int lo, int hi,
+                                      const std::string& flag);
 
 }  // namespace shardkit::cli

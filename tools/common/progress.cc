@@ -99,7 +99,8 @@ std::string FormatCount(double n) {
 std::string ArgvJson(int argc, char** argv) {
   nlohmann::json a = nlohmann::json::array();
   for (int i = 0; i < argc; ++i) a.push_back(argv[i]);
-  return a.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // argv may hold any bytes
+  return a.dump(-1, ' ', false,
+                nlohmann::json::error_handler_t::replace);  // argv may hold any bytes
 }
 
 }  // namespace shardkit

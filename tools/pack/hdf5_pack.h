@@ -29,8 +29,8 @@ Status PackHdf5(const Hdf5PackOptions& options);
 // and renamed on Close(), so a partial file never has the final name.
 class Hdf5ImageWriter {
  public:
-  static Result<std::unique_ptr<Hdf5ImageWriter>> Create(const std::string& path, uint64_t count, int height,
-                                                         int width);
+  static Result<std::unique_ptr<Hdf5ImageWriter>> Create(const std::string& path, uint64_t count,
+                                                         int height, int width);
   ~Hdf5ImageWriter();
   // Writes `n` consecutive items starting at `first`.
   Status Write(uint64_t first, uint64_t n, const uint8_t* images, const int32_t* labels);

@@ -26,14 +26,16 @@ Status ParseHeader(const uint8_t* p, size_t avail, const std::string& where, uin
                    IdxArray* out, size_t* header_size, uint64_t* data_size) {
   if (avail < 4) return Status::Corruption(where + ": too short for an IDX header");
   if (p[0] != 0 || p[1] != 0) {
-    return Status::Corruption(where + ": bad IDX magic (first two bytes must be zero; is this an IDX file?)");
+    return Status::Corruption(
+        where + ": bad IDX magic (first two bytes must be zero; is this an IDX file?)");
   }
   if (p[2] != 0x08) {
     return Status::Unsupported(where + ": IDX data type 0x" + std::to_string(p[2]) +
                                " is not unsigned byte (0x08)");
   }
   const int ndims = p[3];
-  if (ndims < 1 || ndims > 4) return Status::Corruption(where + ": IDX declares " + std::to_string(ndims) + " dimensions");
+  if (ndims < 1 || ndims > 4)
+    return Status::Corruption(where + ": IDX declares " + std::to_string(ndims) + " dimensions");
   *header_size = 4 + 4 * static_cast<size_t>(ndims);
   if (avail < *header_size) return Status::Corruption(where + ": truncated IDX header");
   uint64_t total = 1;
@@ -41,10 +43,12 @@ Status ParseHeader(const uint8_t* p, size_t avail, const std::string& where, uin
   for (int d = 0; d < ndims; ++d) {
     uint32_t v = BigEndian32(p + 4 + 4 * d);
     out->dims.push_back(v);
-    if (v == 0 && d > 0) return Status::Corruption(where + ": IDX dimension " + std::to_string(d) + " is zero");
+    if (v == 0 && d > 0)
+      return Status::Corruption(where + ": IDX dimension " + std::to_string(d) + " is zero");
     total *= v;
     if (total > max_bytes) {
-      return Status::Corruption(where + ": IDX header declares more than " + std::to_string(max_bytes) + " bytes");
+      return Status::Corruption(where + ": IDX header declares more than " +
+                                std::to_string(max_bytes) + " bytes");
     }
   }
   *data_size = total;
@@ -60,8 +64,8 @@ Result<IdxArray> ParseIdx(std::string_view bytes, const std::string& where) {
   const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
   SK_RETURN_IF_ERROR(ParseHeader(p, bytes.size(), where, UINT64_MAX / 2, &a, &header, &size));
   if (bytes.size() - header != size) {
-    return Status::Corruption(where + ": IDX header declares " + std::to_string(size) + " data bytes, file has " +
-                              std::to_string(bytes.size() - header));
+    return Status::Corruption(where + ": IDX header declares " + std::to_string(size) +
+                              " data bytes, file has " + std::to_string(bytes.size() - header));
   }
   a.data.assign(p + header, p + header + size);
   return a;
@@ -82,13 +86,15 @@ Result<IdxArray> ReadIdxFile(const std::string& path, uint64_t max_bytes) {
   if (got < 0) return close_with(Status::Corruption(path + ": gzip data is corrupt"));
   if (got < 4) return close_with(Status::Corruption(path + ": too short for an IDX header"));
   if (head[0] != 0 || head[1] != 0) {
-    return close_with(Status::Corruption(path + ": bad IDX magic (first two bytes must be zero; is this an IDX file?)"));
+    return close_with(Status::Corruption(
+        path + ": bad IDX magic (first two bytes must be zero; is this an IDX file?)"));
   }
   const int ndims = head[3];
   size_t want = 4 + 4 * static_cast<size_t>(ndims >= 1 && ndims <= 4 ? ndims : 0);
   if (want > 4) {
     got = gzread(gz, head + 4, static_cast<unsigned>(want - 4));
-    if (got != static_cast<int>(want - 4)) return close_with(Status::Corruption(path + ": truncated IDX header"));
+    if (got != static_cast<int>(want - 4))
+      return close_with(Status::Corruption(path + ": truncated IDX header"));
   }
   IdxArray a;
   size_t header = 0;
@@ -109,8 +115,8 @@ Result<IdxArray> ReadIdxFile(const std::string& path, uint64_t max_bytes) {
   }
   uint8_t extra;
   if (gzread(gz, &extra, 1) > 0) {
-    return close_with(Status::Corruption(path + ": data continues past the " + std::to_string(size) +
-                                         " bytes the IDX header declares"));
+    return close_with(Status::Corruption(path + ": data continues past the " +
+                                         std::to_string(size) + " bytes the IDX header declares"));
   }
   gzclose(gz);
   return a;
@@ -122,17 +128,18 @@ Result<IdxDataset> ReadIdxDataset(const std::string& images_path, const std::str
   SK_ASSIGN_OR_RETURN(ds.labels, ReadIdxFile(labels_path));
   const auto& d = ds.images.dims;
   if (d.size() != 3 && d.size() != 4) {
-    return Status::InvalidArgument(images_path + ": image IDX must have 3 (N,H,W) or 4 (N,H,W,C) dimensions, has " +
-                                   std::to_string(d.size()));
+    return Status::InvalidArgument(
+        images_path + ": image IDX must have 3 (N,H,W) or 4 (N,H,W,C) dimensions, has " +
+        std::to_string(d.size()));
   }
   if (ds.labels.dims.size() != 1) {
     return Status::InvalidArgument(labels_path + ": label IDX must have 1 dimension, has " +
                                    std::to_string(ds.labels.dims.size()));
   }
   if (ds.labels.dims[0] != d[0]) {
-    return Status::InvalidArgument("count mismatch: " + images_path + " holds " + std::to_string(d[0]) +
-                                   " images, " + labels_path + " holds " + std::to_string(ds.labels.dims[0]) +
-                                   " labels");
+    return Status::InvalidArgument("count mismatch: " + images_path + " holds " +
+                                   std::to_string(d[0]) + " images, " + labels_path + " holds " +
+                                   std::to_string(ds.labels.dims[0]) + " labels");
   }
   ds.height = static_cast<int>(d[1]);
   ds.width = static_cast<int>(d[2]);

@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 
 #include "loader/jpeg_codec.h"
-#include "shard/shard.h"
 #include "shard/random.h"
+#include "shard/shard.h"
 #include "tools/common/progress.h"
 
 namespace shardkit {
@@ -34,12 +34,14 @@ Status ResizeShortAndEncode(JpegDecoder* dec, const std::string& bytes, const Im
   RectF crop;
   if (img == nullptr) {
     JpegInfo info;
-    SK_RETURN_IF_ERROR(dec->ReadHeader(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &info));
+    SK_RETURN_IF_ERROR(
+        dec->ReadHeader(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &info));
     const double s = double(short_side) / std::min(info.width, info.height);
     DecodeRequest req;
     req.min_width = std::max(1, int(std::ceil(info.width * s)));
     req.min_height = std::max(1, int(std::ceil(info.height * s)));
-    SK_RETURN_IF_ERROR(dec->Decode(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), req, &region));
+    SK_RETURN_IF_ERROR(
+        dec->Decode(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), req, &region));
     img = &region.image;
     crop = region.crop;
   } else {
@@ -47,7 +49,8 @@ Status ResizeShortAndEncode(JpegDecoder* dec, const std::string& bytes, const Im
   }
   const double s = double(short_side) / std::min(crop.w, crop.h);
   Image resized;
-  resized.Resize(std::max(1, int(std::lround(crop.w * s))), std::max(1, int(std::lround(crop.h * s))), 3);
+  resized.Resize(std::max(1, int(std::lround(crop.w * s))),
+                 std::max(1, int(std::lround(crop.h * s))), 3);
   ResampleScratch scratch;
   Resample(*img, crop, resized.width, resized.height, false, resized.pixels.data(), &scratch);
   return EncodeJpeg(resized, quality, out);
@@ -100,7 +103,8 @@ Status PrepareImage(const std::string& bytes, int resize_short, int quality, Pre
   return Status::Corruption("not a JPEG or PNG image (unrecognised content)");
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> ReadValLabels(const std::string& csv_path) {
+Result<std::vector<std::pair<std::string, std::string>>> ReadValLabels(
+    const std::string& csv_path) {
   SK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(csv_path, 1ull << 30));
   std::vector<std::pair<std::string, std::string>> rows;
   size_t pos = 0;
@@ -117,7 +121,8 @@ Result<std::vector<std::pair<std::string, std::string>>> ReadValLabels(const std
     size_t comma = line.find(',');
     if (comma == std::string::npos || comma == 0 || comma + 1 >= line.size()) {
       return Status::InvalidArgument(csv_path + ":" + std::to_string(line_no) +
-                                     ": expected 'ImageId,PredictionString', got '" + line.substr(0, 80) + "'");
+                                     ": expected 'ImageId,PredictionString', got '" +
+                                     line.substr(0, 80) + "'");
     }
     std::string id = line.substr(0, comma);
     std::string pred = line.substr(comma + 1);
@@ -139,9 +144,11 @@ std::string Stem(const std::string& name) {
 // ImageFolder walks them), keyed "class/sub/file". Hidden entries are
 // skipped; a directory reached twice (a symlink loop) is walked once.
 Status ListClassFolder(const std::string& path, const std::string& key, int32_t label, int depth,
-                       std::set<std::pair<uint64_t, uint64_t>>* visited, std::vector<SourceFile>* files) {
+                       std::set<std::pair<uint64_t, uint64_t>>* visited,
+                       std::vector<SourceFile>* files) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !visited->insert({st.st_dev, st.st_ino}).second) return Status::OK();
+  if (::stat(path.c_str(), &st) != 0 || !visited->insert({st.st_dev, st.st_ino}).second)
+    return Status::OK();
   if (depth > 64) return Status::InvalidArgument(path + ": folders nested more than 64 deep");
   SK_ASSIGN_OR_RETURN(auto entries, ListDir(path));
   for (const auto& e : entries) {
@@ -156,7 +163,8 @@ Status ListClassFolder(const std::string& path, const std::string& key, int32_t 
   return Status::OK();
 }
 
-Status ListSources(const ImageNetPackOptions& o, const std::function<void(const std::string&)>& report,
+Status ListSources(const ImageNetPackOptions& o,
+                   const std::function<void(const std::string&)>& report,
                    std::vector<std::string>* classes, std::vector<SourceFile>* files,
                    ImageNetPackSummary* summary) {
   std::vector<std::string> fixed_classes;
@@ -176,7 +184,8 @@ Status ListSources(const ImageNetPackOptions& o, const std::function<void(const 
     *classes = fixed_classes;
     for (const auto& c : *classes) {
       if (!IsValidUtf8(c)) {
-        return Status::InvalidArgument(o.val_labels + ": class '" + Printable(c) + "' is not valid UTF-8");
+        return Status::InvalidArgument(o.val_labels + ": class '" + Printable(c) +
+                                       "' is not valid UTF-8");
       }
     }
     std::map<std::string, int32_t> index;
@@ -207,13 +216,15 @@ Status ListSources(const ImageNetPackOptions& o, const std::function<void(const 
     if (name[0] != '.' && IsDirectory(JoinPath(o.src, name))) dirs.push_back(name);
   }
   if (dirs.empty()) {
-    return Status::InvalidArgument(o.src + ": no class folders (for a flat validation folder pass --val-labels CSV)");
+    return Status::InvalidArgument(
+        o.src + ": no class folders (for a flat validation folder pass --val-labels CSV)");
   }
   for (const auto& dir : dirs) {
     if (!IsValidUtf8(dir)) {
-      return Status::InvalidArgument(JoinPath(o.src, Printable(dir)) +
-                                     ": class folder name is not valid UTF-8 (class names are stored as UTF-8 "
-                                     "text); rename the folder");
+      return Status::InvalidArgument(
+          JoinPath(o.src, Printable(dir)) +
+          ": class folder name is not valid UTF-8 (class names are stored as UTF-8 "
+          "text); rename the folder");
     }
   }
   *classes = fixed_classes.empty() ? dirs : fixed_classes;
@@ -241,17 +252,20 @@ Status ListSources(const ImageNetPackOptions& o, const std::function<void(const 
 
 }  // namespace
 
-Status PackImageNet(const ImageNetPackOptions& o, const std::function<void(const std::string&)>& report,
+Status PackImageNet(const ImageNetPackOptions& o,
+                    const std::function<void(const std::string&)>& report,
                     ImageNetPackSummary* summary) {
   *summary = ImageNetPackSummary();
   if (o.resize_short < 0) return Status::InvalidArgument("--resize-short must be positive");
-  if (o.quality < 1 || o.quality > 100) return Status::InvalidArgument("--quality must be in 1..100");
+  if (o.quality < 1 || o.quality > 100)
+    return Status::InvalidArgument("--quality must be in 1..100");
   std::vector<std::string> classes;
   std::vector<SourceFile> files;
   SK_RETURN_IF_ERROR(ListSources(o, report, &classes, &files, summary));
   if (o.strict && (summary->bad > 0 || summary->empty_classes > 0)) {
-    return Status::InvalidArgument("--strict: " + std::to_string(summary->bad + summary->empty_classes) +
-                                   " problem(s) in " + o.src);
+    return Status::InvalidArgument(
+        "--strict: " + std::to_string(summary->bad + summary->empty_classes) + " problem(s) in " +
+        o.src);
   }
   if (files.empty()) return Status::InvalidArgument(o.src + ": no image files found");
   summary->files_seen = files.size() + summary->bad;
@@ -287,7 +301,8 @@ Status PackImageNet(const ImageNetPackOptions& o, const std::function<void(const
         continue;
       }
       if (*size > kMaxSourceFile) {
-        s.status = Status::InvalidArgument(f.path + ": " + std::to_string(*size) + " bytes, over the 64 MiB limit");
+        s.status = Status::InvalidArgument(f.path + ": " + std::to_string(*size) +
+                                           " bytes, over the 64 MiB limit");
         continue;
       }
       auto bytes = ReadFileToString(f.path, kMaxSourceFile);
@@ -309,10 +324,17 @@ Status PackImageNet(const ImageNetPackOptions& o, const std::function<void(const
         continue;
       }
       switch (s.image.change) {
-        case PreparedImage::Change::kCmyk: summary->converted_cmyk++; break;
-        case PreparedImage::Change::kPng: summary->converted_png++; break;
-        case PreparedImage::Change::kResized: summary->reencoded++; break;
-        case PreparedImage::Change::kNone: break;
+        case PreparedImage::Change::kCmyk:
+          summary->converted_cmyk++;
+          break;
+        case PreparedImage::Change::kPng:
+          summary->converted_png++;
+          break;
+        case PreparedImage::Change::kResized:
+          summary->reencoded++;
+          break;
+        case PreparedImage::Change::kNone:
+          break;
       }
       SK_RETURN_IF_ERROR(writer->Add(s.image.jpeg, f.label, f.key));
       summary->packed++;

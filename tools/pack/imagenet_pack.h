@@ -15,16 +15,16 @@ namespace shardkit {
 
 struct ImageNetPackOptions {
   std::string src, out;
-  std::string val_labels;      // CSV (ImageId,PredictionString); empty: class-folder layout
-  std::string classes_from;    // a dataset dir whose class list to reuse (e.g. train for val)
+  std::string val_labels;    // CSV (ImageId,PredictionString); empty: class-folder layout
+  std::string classes_from;  // a dataset dir whose class list to reuse (e.g. train for val)
   uint64_t shard_size = 256ull << 20;
-  int resize_short = 0;        // 0: keep original bytes
-  int quality = 90;            // for re-encoded images
-  int threads = 0;             // 0: all cores
+  int resize_short = 0;  // 0: keep original bytes
+  int quality = 90;      // for re-encoded images
+  int threads = 0;       // 0: all cores
   uint64_t seed = 0;
-  bool strict = false;         // any bad file or empty class is fatal
-  bool force = false;          // replace an existing dataset
-  std::string created_by;      // JSON for the manifest
+  bool strict = false;     // any bad file or empty class is fatal
+  bool force = false;      // replace an existing dataset
+  std::string created_by;  // JSON for the manifest
 };
 
 struct ImageNetPackSummary {
@@ -36,7 +36,8 @@ struct ImageNetPackSummary {
 
 // Problems (bad files, empty class folders) go to `report` as they are found.
 Status PackImageNet(const ImageNetPackOptions& options,
-                    const std::function<void(const std::string&)>& report, ImageNetPackSummary* summary);
+                    const std::function<void(const std::string&)>& report,
+                    ImageNetPackSummary* summary);
 
 // One source image made ready to store: what the packer does to each file.
 struct PreparedImage {
