@@ -7,7 +7,10 @@
 # GPFS/Lustre/EBS volume is. Bytes read come from the cgroup's own counter, the
 # same for both sides. Writes $OUT/cold.md (table), cold.csv and cold.svg.
 #
-# usage: bench/cold_compare.sh [OUT]  (env: WORKERS=1,2 BW_MB=200,50 PER_CLASS=150 BATCHES=40)
+# Each figure is the best of REPEAT rounds on both sides (a cold round starts
+# from evicted files and fresh workers); MB read is per round.
+#
+# usage: bench/cold_compare.sh [OUT]  (env: WORKERS=1,2 BW_MB=200,50 PER_CLASS=150 BATCHES=40 REPEAT=3)
 # Needs root and cgroup v1 blkio for the throttled rows (skipped with a message otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +19,7 @@ WORKERS=${WORKERS:-1,2}
 BW_MB=${BW_MB:-200,50}
 PER_CLASS=${PER_CLASS:-150}
 BATCHES=${BATCHES:-40}
+REPEAT=${REPEAT:-3}
 BATCH=32
 PY=/usr/bin/python3
 PACK=build/tools/pack/shardkit-pack
@@ -70,23 +74,23 @@ for bw in $settings; do
   [ "$bw" = warm ] && cold=
   for w in ${WORKERS//,/ }; do
     b0=$(read_bytes)
-    sk=$(run_in_cgroup $BENCH loader "$OUT/ds" --workers "$w" --batch $BATCH --batches "$BATCHES" --repeat 1 \
+    sk=$(run_in_cgroup $BENCH loader "$OUT/ds" --workers "$w" --batch $BATCH --batches "$BATCHES" --repeat "$REPEAT" \
          --transform train $cold --json 2>/dev/null)
     b1=$(read_bytes)
     pt=$(run_in_cgroup $PY bench/pytorch_loader.py imagefolder "$OUT/tree" --workers "$w" --batch $BATCH \
-         --batches "$BATCHES" --repeat 1 --warmup 5 $cold)
+         --batches "$BATCHES" --repeat "$REPEAT" --warmup 5 $cold)
     b2=$(read_bytes)
     sk_ips=$(echo "$sk" | $PY -c 'import json,sys; print(json.load(sys.stdin)[0]["images_per_sec"])')
     pt_ips=$(echo "$pt" | $PY -c 'import json,sys; print(json.loads(sys.stdin.read().splitlines()[-1])["images_per_sec"])')
     bound=0
     case "$bw" in warm|unthrottled) ;; *) bound=$((bw * 1000000 / mean)) ;; esac
-    echo "$bw,$w,$sk_ips,$(( (b1 - b0) / 1000000 )),$pt_ips,$(( (b2 - b1) / 1000000 )),$bound" >> "$OUT/cold.csv"
+    echo "$bw,$w,$sk_ips,$(( (b1 - b0) / REPEAT / 1000000 )),$pt_ips,$(( (b2 - b1) / REPEAT / 1000000 )),$bound" >> "$OUT/cold.csv"
     tail -n 1 "$OUT/cold.csv"
   done
 done
-$PY - "$OUT" "$records" "$mean" "$BATCHES" "$BATCH" <<'EOF'
+$PY - "$OUT" "$records" "$mean" "$BATCHES" "$BATCH" "$REPEAT" <<'EOF'
 import csv, sys
-out, records, mean, batches, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+out, records, mean, batches, batch, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 rows = list(csv.DictReader(open(out + "/cold.csv")))
 images = batches * batch
 lines = ["| storage | workers | shardkit img/s | MB read | PyTorch DataLoader img/s | MB read | shardkit / PyTorch | storage bound img/s | shardkit / bound |",
@@ -98,9 +102,9 @@ for r in rows:
     lines.append("| %s | %s | %.0f | %s | %.0f | %s | %.2fx | %s | %s |" % (
         name, r["workers"], sk, mb(r["shardkit_mb_read"]), pt, mb(r["pytorch_mb_read"]), sk / pt,
         bound or "-", ("%.2f" % (sk / bound)) if bound else "-"))
-note = ("%d real-photo JPEGs (mean %d bytes), %d images a round (batch %d), train transform; "
-        "MB read: the cgroup's blkio counter over each side's whole run (process start to exit); "
-        "storage bound: bandwidth / mean record size." % (records, mean, images, batch))
+note = ("%d real-photo JPEGs (mean %d bytes), %d images a round (batch %d), train transform, best of %d rounds "
+        "on both sides; MB read: the cgroup's blkio counter over each side's whole run, per round; "
+        "storage bound: bandwidth / mean record size." % (records, mean, images, batch, repeat))
 open(out + "/cold.md", "w").write("\n".join(lines) + "\n\n" + note + "\n")
 print("\n".join(lines)); print(); print(note)
 EOF

@@ -51,7 +51,7 @@ timed() {  # LABEL command...: appends "LABEL seconds peak_kb" to $OUT/times
   /usr/bin/time -f "$label %e %M" -a -o "$OUT/times" "$@"
 }
 : > "$OUT/times"
-echo "records,pack_s,pack_files_per_s,pack_peak_mb,verify_s,inspect_s,open_s,rank_peak_mb,cold_ips,warm_ips,cold_read_per_record,stage_s,stage_gb_per_s,dataset_gb" > "$OUT/scale.csv"
+echo "records,pack_s,pack_files_per_s,pack_peak_mb,verify_s,inspect_s,open_s,open_mb,rank_peak_mb,cold_ips,warm_ips,cold_read_per_record,direct_ips,direct_read_per_record,stage_s,stage_gb_per_s,dataset_gb" > "$OUT/scale.csv"
 for classes in $SCALES; do
   src="$OUT/tree-$classes"
   rm -rf "$src" && mkdir -p "$src"
@@ -66,6 +66,8 @@ for classes in $SCALES; do
   "$BENCH" loader "$ds" --workers "$WORKERS" --batch 256 --transform train --batches "$BATCHES" --repeat 1 \
     --cold --json > "$OUT/cold-$classes.json" 2>/dev/null
   "$BENCH" loader "$ds" --workers "$WORKERS" --batch 256 --transform train --batches "$BATCHES" --repeat 1 \
+    --cold --direct on --json > "$OUT/direct-$classes.json" 2>/dev/null
+  "$BENCH" loader "$ds" --workers "$WORKERS" --batch 256 --transform train --batches "$BATCHES" --repeat 1 \
     --warmup 3 --json > "$OUT/warm-$classes.json" 2>/dev/null
   staged="$OUT/staged-$classes"
   rm -rf "$staged"
@@ -79,13 +81,15 @@ for line in open(os.path.join(out, "times")):
     t[label] = (float(secs), int(kb))
 cold = json.load(open(os.path.join(out, "cold-%s.json" % classes)))[0]
 warm = json.load(open(os.path.join(out, "warm-%s.json" % classes)))[0]
+direct = json.load(open(os.path.join(out, "direct-%s.json" % classes)))[0]
 size = sum(os.path.getsize(os.path.join(ds, f)) for f in os.listdir(ds))
 pack_s, pack_kb = t["pack-" + classes]
 stage_s = t["stage-" + classes][0]
-print("%d,%.2f,%.0f,%.0f,%.2f,%.2f,%.3f,%.0f,%.0f,%.0f,%.2f,%.2f,%.2f,%.2f" % (
+print("%d,%.2f,%.0f,%.0f,%.2f,%.2f,%.3f,%.1f,%.0f,%.0f,%.0f,%.2f,%.0f,%.2f,%.2f,%.2f,%.2f" % (
     records, pack_s, records / pack_s, pack_kb / 1024, t["verify-" + classes][0], t["inspect-" + classes][0],
-    warm["open_seconds"], max(cold["peak_rss_bytes"], warm["peak_rss_bytes"]) / 1e6, cold["images_per_sec"],
-    warm["images_per_sec"], cold.get("storage_per_record_byte", 0), stage_s, size / 1e9 / stage_s, size / 1e9))
+    warm["open_seconds"], cold.get("open_storage_bytes", 0) / 1e6, max(cold["peak_rss_bytes"], warm["peak_rss_bytes"]) / 1e6, cold["images_per_sec"],
+    warm["images_per_sec"], cold.get("storage_per_record_byte", 0), direct["images_per_sec"],
+    direct.get("storage_per_record_byte", 0), stage_s, size / 1e9 / stage_s, size / 1e9))
 EOF
   tail -n 1 "$OUT/scale.csv"
   rm -rf "$staged" "$ds" "$src"
@@ -95,14 +99,15 @@ $PY - "$OUT" <<'EOF'
 import csv, math, sys
 out = sys.argv[1]
 rows = list(csv.DictReader(open(out + "/scale.csv")))
-head = ("| records | dataset | pack | pack files/s | pack peak RSS | verify | inspect | loader open | rank peak RSS "
-        "| cold img/s | warm img/s | cold storage / record bytes | stage.sh |")
-lines = [head, "|" + "---:|" * 13]
+head = ("| records | dataset | pack | pack files/s | pack peak RSS | verify | inspect | loader open (cold: MB read) "
+        "| rank peak RSS | cold img/s | warm img/s | cold storage / record bytes | cold, O_DIRECT: img/s, storage / record "
+        "| stage.sh |")
+lines = [head, "|" + "---:|" * 14]
 for r in rows:
-    lines.append("| %s | %s GB | %s s | %s | %s MB | %s s | %s s | %s s | %s MB | %s | %s | %sx | %s s (%s GB/s) |" % (
+    lines.append("| %s | %s GB | %s s | %s | %s MB | %s s | %s s | %s s (%s MB) | %s MB | %s | %s | %sx | %s, %sx | %s s (%s GB/s) |" % (
         r["records"], r["dataset_gb"], r["pack_s"], r["pack_files_per_s"], r["pack_peak_mb"], r["verify_s"],
-        r["inspect_s"], r["open_s"], r["rank_peak_mb"], r["cold_ips"], r["warm_ips"], r["cold_read_per_record"],
-        r["stage_s"], r["stage_gb_per_s"]))
+        r["inspect_s"], r["open_s"], r["open_mb"], r["rank_peak_mb"], r["cold_ips"], r["warm_ips"], r["cold_read_per_record"],
+        r["direct_ips"], r["direct_read_per_record"], r["stage_s"], r["stage_gb_per_s"]))
 open(out + "/scale.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 # A log-log plot of the seconds each step takes against records, and the rank's memory.
