@@ -16,16 +16,6 @@
 namespace shardkit {
 namespace {
 
-uint64_t StorageReadBytes() {
-  std::ifstream f("/proc/self/io");
-  std::string key;
-  uint64_t v = 0;
-  while (f >> key >> v) {
-    if (key == "read_bytes:") return v;
-  }
-  return 0;
-}
-
 // n uncompressed 64x64x4 records (16 KiB each, about a small ImageNet JPEG).
 void WriteDataset(const std::string& dir, int n) {
   DatasetWriterOptions o;

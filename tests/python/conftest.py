@@ -1,21 +1,15 @@
 """Shared fixtures for shardkit's Python tests: where the built tools are, and
 real photographs (from Debian packages) to test on."""
-import glob
 import os
+import sys
 
 import pytest
 
 BUILD = os.environ.get("SHARDKIT_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
 
-PHOTOS = sorted(glob.glob("/usr/share/backgrounds/mate/nature/*.jpg")) + [
-    p for p in (
-        "/usr/lib/python3/dist-packages/skimage/data/coffee.png",
-        "/usr/lib/python3/dist-packages/skimage/data/astronaut.png",
-        "/usr/lib/python3/dist-packages/skimage/data/chelsea.png",
-        "/usr/lib/python3/dist-packages/skimage/data/motorcycle_left.png",
-        "/usr/lib/python3/dist-packages/skimage/data/rocket.jpg",
-    ) if os.path.exists(p)
-]
+# The photographs bench/make_jpeg_set.py cuts its sets from.
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+from make_jpeg_set import SOURCES as PHOTOS  # noqa: E402
 
 
 def tool(*parts):

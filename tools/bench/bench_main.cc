@@ -29,10 +29,12 @@ struct Row {
          transform_us = 0;  // per image, summed over workers
   double wait_fraction = 0;
   uint64_t corrupt_skipped = 0;  // over every round (--on-corrupt skip)
-  // --cold: bytes storage read (/proc/self/io) and the records' stored bytes
-  // the loader asked for, in the fastest round; peak resident memory.
+  // --cold: bytes storage read (/proc/self/io) while batches were read, after
+  // the loader was open, and the records' stored bytes the loader asked for,
+  // in the fastest round; peak resident memory.
   uint64_t storage_bytes = 0, record_bytes = 0, peak_rss = 0;
-  double open_seconds = 0;  // Loader::Open: manifest, every shard's header and index
+  double open_seconds = 0;          // Loader::Open: manifest, every shard's header and index
+  uint64_t open_storage_bytes = 0;  // --cold: what that open read (storage_bytes is what followed)
 };
 
 struct FastestRound;
@@ -61,18 +63,6 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
 }
 
 // Times `repeat` rounds of `batches` batches on one loader, after the warm-up.
-// /proc/self/io's read_bytes: what this process made storage read (0 where
-// the filesystem reports none, e.g. tmpfs).
-uint64_t StorageReadBytes() {
-  std::ifstream f("/proc/self/io");
-  std::string key;
-  uint64_t v = 0;
-  while (f >> key >> v) {
-    if (key == "read_bytes:") return v;
-  }
-  return 0;
-}
-
 // Peak resident memory (VmHWM) since the last ResetPeakRss().
 uint64_t PeakRssBytes() {
   std::ifstream f("/proc/self/status");
@@ -105,6 +95,7 @@ Status MeasureCold(const std::string& dir, const LoaderOptions& opt, uint64_t ba
     const auto t0 = std::chrono::steady_clock::now();
     SK_ASSIGN_OR_RETURN(auto loader, Loader::Open(dir, opt));
     const double open_seconds = SecondsSince(t0);
+    const uint64_t io_open = StorageReadBytes();  // manifest, headers and every shard's index
     uint64_t n = 0, nb = 0, epoch = 0;
     SK_RETURN_IF_ERROR(loader->StartEpoch(epoch));
     for (uint64_t i = 0; i < batches; ++i) {
@@ -118,11 +109,12 @@ Status MeasureCold(const std::string& dir, const LoaderOptions& opt, uint64_t ba
       nb += b->sample_bytes() * b->size;
     }
     const double t = SecondsSince(t0);
-    const uint64_t io = StorageReadBytes() - io0;
+    const uint64_t io = StorageReadBytes() - io_open;
     if (best.Offer(n, nb, t)) {
       st = loader->stats();
       storage = io;
       row->open_seconds = open_seconds;
+      row->open_storage_bytes = io_open - io0;
     }
   }
   row->storage_bytes = storage;
@@ -536,6 +528,7 @@ int Run(int argc, char** argv, bool parse_only) {
                    {"open_seconds", r.open_seconds}});
       if (cold) {
         j.back()["storage_bytes"] = r.storage_bytes;
+        j.back()["open_storage_bytes"] = r.open_storage_bytes;
         j.back()["record_bytes"] = r.record_bytes;
         j.back()["storage_per_record_byte"] =
             r.record_bytes > 0 ? double(r.storage_bytes) / r.record_bytes : 0.0;
