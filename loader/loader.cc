@@ -73,6 +73,8 @@ struct Slot {
 // Full shuffle: batches beyond the ones being filled whose records are read
 // ahead into the page cache.
 constexpr uint64_t kReadAheadBatches = 2;
+// Full shuffle: raw records smaller than this are not read ahead one by one.
+constexpr size_t kReadAheadMinRecordBytes = 16 << 10;
 
 struct Loader::Impl {
   LoaderOptions opt;
@@ -487,6 +489,9 @@ struct Loader::Impl {
       read_ahead_pos = std::max(read_ahead_pos, i);
       return;
     }
+    // A hint per record costs a system call: worth it for records that take
+    // far longer to decode or copy (JPEGs, large raw records), not for 28x28s.
+    if (!jpeg && sample_bytes < kReadAheadMinRecordBytes) return;
     const uint64_t last = std::min<uint64_t>(jobs.back().k + kReadAheadBatches, part.batches - 1);
     for (uint64_t k = std::max(jobs.front().k, read_ahead_next); k <= last; ++k) {
       const uint64_t base = k * part.batch_size, n = part.BatchLength(k);
