@@ -166,10 +166,10 @@ int main(int argc, char** argv) {
   }
   InstallStopSignalHandlers();
   Status s;
+  // LibTorch and c10d report with exceptions: one line for users, no backtrace.
   try {
     s = Train(o, *env);
-  } catch (
-      const c10::Error& e) {  // LibTorch and c10d report with exceptions; no backtrace for users
+  } catch (const c10::Error& e) {
     s = Status::IOError(e.what_without_backtrace());
   } catch (const std::exception& e) {
     s = Status::IOError(e.what());
