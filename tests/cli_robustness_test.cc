@@ -45,7 +45,9 @@ void Check(const std::vector<Case>& cases) {
     auto r = RunCommand("timeout -s KILL 60 " + c.tool + " " + c.args + " </dev/null");
     EXPECT_NE(r.exit_code, 137) << "hung (killed after 60 s)";
     EXPECT_EQ(r.exit_code, c.code) << r.out;
-    if (!c.expect.empty()) EXPECT_NE(r.out.find(c.expect), std::string::npos) << r.out;
+    if (!c.expect.empty()) {
+      EXPECT_NE(r.out.find(c.expect), std::string::npos) << r.out;
+    }
     for (const char* bad : {"terminate called", "what():", "Exception raised from", "Aborted",
                             "Segmentation", "std::invalid_argument", "type_error", "frame #"}) {
       EXPECT_EQ(r.out.find(bad), std::string::npos) << "crash or backtrace: " << r.out;
