@@ -1,8 +1,6 @@
 // Loader: producer thread + OpenMP team filling a ring of batch slots.
 #include "loader/loader.h"
 
-#include <unistd.h>
-
 #include <cmath>
 
 #include "shard/omp_compat.h"
@@ -19,6 +17,7 @@
 #include <unordered_set>
 
 #include "loader/block_cache.h"
+#include "shard/system.h"
 
 namespace shardkit {
 namespace {
@@ -615,21 +614,6 @@ Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Loader::~Loader() { impl_->StopProducer(); }
 
-// MemAvailable: what the page cache could hold of a dataset (all of memory
-// if /proc/meminfo cannot be read).
-uint64_t AvailableMemoryBytes() {
-  FILE* f = std::fopen("/proc/meminfo", "r");
-  unsigned long long kb = 0;
-  char line[256];
-  while (f != nullptr && std::fgets(line, sizeof(line), f) != nullptr) {
-    if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-  }
-  if (f != nullptr) std::fclose(f);
-  if (kb > 0) return kb * 1024;
-  return static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
-         static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
-}
-
 Status ValidateLoaderOptions(const LoaderOptions& o) {
   auto bad = [](const std::string& what) { return Status::InvalidArgument(what); };
   if (o.workers < 1 || o.workers > kMaxLoaderWorkers) {
@@ -708,7 +692,7 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
   d.sample_bytes = static_cast<size_t>(d.channels) * d.height * d.width;
   // The ring is allocated up front: refuse what this machine cannot hold.
   const double ring_bytes = double(d.sample_bytes) * options.batch_size * options.prefetch;
-  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  const double memory = double(PhysicalMemoryBytes());
   if (memory > 0 && ring_bytes > memory / 2) {
     char buf[256];
     std::snprintf(buf, sizeof(buf),
@@ -719,6 +703,8 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
                   memory / 1e9);
     return Status::InvalidArgument(buf);
   }
+  // What the page cache could hold: decides the shuffle (auto) and O_DIRECT.
+  const uint64_t memory_available = AvailableMemoryBytes();
   switch (options.shuffle) {
     case ShuffleChoice::kNone:
       d.mode = ShuffleMode::kNone;
@@ -731,7 +717,7 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
       break;
     case ShuffleChoice::kAuto: {
       const bool over_cache = compressed && m.raw_bytes() > options.block_cache_bytes;
-      const bool over_memory = m.bytes() > AvailableMemoryBytes();
+      const bool over_memory = m.bytes() > memory_available;
       d.mode = over_cache || over_memory ? ShuffleMode::kBlockLocal : ShuffleMode::kFull;
       break;
     }
@@ -743,7 +729,7 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
   if (d.mode == ShuffleMode::kFull &&
       (options.direct_reads == LoaderOptions::DirectReads::kAlways ||
        (options.direct_reads == LoaderOptions::DirectReads::kAuto &&
-        m.bytes() > AvailableMemoryBytes()))) {
+        m.bytes() > memory_available))) {
     d.direct =
         d.ds->EnableDirectReads();  // where a filesystem has no O_DIRECT, its reads stay buffered
   }

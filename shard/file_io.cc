@@ -420,21 +420,6 @@ std::string JoinPath(const std::string& a, const std::string& b) {
   return a + "/" + b;
 }
 
-uint64_t StorageReadBytes() {
-  FILE* f = std::fopen("/proc/self/io", "r");
-  if (f == nullptr) return 0;
-  char key[64];
-  unsigned long long v = 0, found = 0;
-  while (std::fscanf(f, "%63s %llu", key, &v) == 2) {
-    if (std::strcmp(key, "read_bytes:") == 0) {
-      found = v;
-      break;
-    }
-  }
-  std::fclose(f);
-  return found;
-}
-
 Result<uint32_t> FileCrc32c(const std::string& path) {
   SK_ASSIGN_OR_RETURN(auto f, RandomAccessFile::Open(path));
   std::vector<char> buf(4 << 20);

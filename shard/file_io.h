@@ -137,9 +137,6 @@ std::string JoinPath(const std::string& a, const std::string& b);
 // no root needed), so the next read comes from storage: cold-read benchmarks.
 // Pages that a process still maps stay.
 Status EvictFromPageCache(const std::string& path);
-// What this process has made storage read so far (/proc/self/io's
-// read_bytes; 0 where the kernel or the filesystem reports none, e.g. tmpfs).
-uint64_t StorageReadBytes();
 // Streams a file's bytes through CRC32C.
 Result<uint32_t> FileCrc32c(const std::string& path);
 

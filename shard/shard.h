@@ -11,3 +11,4 @@
 #include "shard/shard_reader.h"
 #include "shard/shard_writer.h"
 #include "shard/status.h"
+#include "shard/system.h"

@@ -6,8 +6,6 @@
 // filesystem reports none (tmpfs).
 #include <gtest/gtest.h>
 
-#include <fstream>
-
 #include "loader/loader.h"
 #include "shard/random.h"
 #include "shard/shard.h"

@@ -2,8 +2,6 @@
 // affine and elastic transforms, then replicated) into shards or HDF5.
 #include "shard/omp_compat.h"
 
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdio>
@@ -413,7 +411,7 @@ int AugmentMain(int argc, char** argv, bool parse_only) {
   // The augmented set (N x versions images) is held in memory before it is
   // replicated into shards: refuse what this machine cannot hold.
   const double aug_bytes = double(plan.n) * double(plan.versions) * double(plan.item());
-  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  const double memory = double(PhysicalMemoryBytes());
   if (!*preview && memory > 0 && aug_bytes > memory / 2) {
     return Fail(Status::InvalidArgument(
         "--versions " + std::to_string(plan.versions) + " x " + std::to_string(plan.n) +
