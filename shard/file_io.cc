@@ -59,8 +59,10 @@ Status NotRegular(const std::string& path, mode_t mode) {
 }
 
 // Opens a regular file without blocking on a FIFO that replaced it since the
-// caller's stat (O_NONBLOCK), then checks what was opened.
-Result<int> OpenRegular(const std::string& path, int flags, const char* what) {
+// caller's stat (O_NONBLOCK), then checks what was opened; *size, if given,
+// receives its size.
+Result<int> OpenRegular(const std::string& path, int flags, const char* what,
+                        uint64_t* size = nullptr) {
   int fd = ::open(path.c_str(), flags | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0) return Errno(what, path, errno);
   struct stat st;
@@ -74,6 +76,7 @@ Result<int> OpenRegular(const std::string& path, int flags, const char* what) {
     return NotRegular(path, st.st_mode);
   }
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  if (size != nullptr) *size = static_cast<uint64_t>(st.st_size);
   return fd;
 }
 
@@ -149,15 +152,9 @@ Status WritableFile::Close() {
 
 Result<std::unique_ptr<RandomAccessFile>> RandomAccessFile::Open(const std::string& path) {
   SK_RETURN_IF_ERROR(CheckRegularFile(path));
-  SK_ASSIGN_OR_RETURN(int fd, OpenRegular(path, O_RDONLY, "cannot open"));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return Errno("cannot stat", path, err);
-  }
-  return std::unique_ptr<RandomAccessFile>(
-      new RandomAccessFile(path, fd, static_cast<uint64_t>(st.st_size)));
+  uint64_t size = 0;
+  SK_ASSIGN_OR_RETURN(int fd, OpenRegular(path, O_RDONLY, "cannot open", &size));
+  return std::unique_ptr<RandomAccessFile>(new RandomAccessFile(path, fd, size));
 }
 
 RandomAccessFile::~RandomAccessFile() {
