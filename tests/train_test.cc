@@ -83,13 +83,25 @@ double MaxDiff(const std::map<std::string, torch::Tensor>& a,
   return d;
 }
 
-// Reads the position of a checkpoint of the `tiny` model on WriteToyDataset's data.
-bool ReadToyCheckpoint(const std::string& path, TrainPosition* pos) {
+// The `tiny` model with one input channel, for checkpoint unit tests.
+torch::nn::AnyModule TinyModel(int num_classes = 3) {
   ModelSpec spec;
   spec.arch = "tiny";
-  spec.num_classes = 4;
+  spec.num_classes = num_classes;
   spec.in_channels = 1;
-  auto m = MakeModel(spec);
+  return MakeModel(spec);
+}
+
+// Plain SGD over a model's named parameters.
+Sgd SgdOver(torch::nn::AnyModule& m) {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (auto& p : AsModule(m).named_parameters()) named.emplace_back(p.key(), p.value());
+  return Sgd(named, Sgd::Options{});
+}
+
+// Reads the position of a checkpoint of the `tiny` model on WriteToyDataset's data.
+bool ReadToyCheckpoint(const std::string& path, TrainPosition* pos) {
+  auto m = TinyModel(4);
   return LoadCheckpoint(path, AsModule(m), nullptr, pos).ok();
 }
 
@@ -180,14 +192,8 @@ TEST(TrainTest, ResumeEqualsUninterrupted) {
 
 TEST(CheckpointTest, InterruptedWriteLeavesThePreviousCheckpointUsable) {
   TempDir dir;
-  ModelSpec spec;
-  spec.arch = "tiny";
-  spec.num_classes = 3;
-  spec.in_channels = 1;
-  auto m = MakeModel(spec);
-  std::vector<std::pair<std::string, torch::Tensor>> named;
-  for (auto& p : AsModule(m).named_parameters()) named.emplace_back(p.key(), p.value());
-  Sgd opt(named, Sgd::Options{});
+  auto m = TinyModel();
+  Sgd opt = SgdOver(m);
   TrainPosition pos;
   pos.arch = "tiny";
   pos.epoch = 3;
@@ -197,7 +203,7 @@ TEST(CheckpointTest, InterruptedWriteLeavesThePreviousCheckpointUsable) {
   // A writer killed mid-write leaves only a partial temporary file behind.
   testing::WriteFile(path + ".tmp", "PK\x03\x04 truncated checkpoint bytes");
   TrainPosition got;
-  auto m2 = MakeModel(spec);
+  auto m2 = TinyModel();
   Status s = LoadCheckpoint(path, AsModule(m2), nullptr, &got);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(got.epoch, 3);
@@ -353,20 +359,14 @@ TEST(TrainTest, ClearErrors) {
 
 TEST(CheckpointTest, FlippedTensorBytesAreRefusedByNameAndThePreviousOneIsKept) {
   TempDir dir;
-  ModelSpec spec;
-  spec.arch = "tiny";
-  spec.num_classes = 3;
-  spec.in_channels = 1;
-  auto m = MakeModel(spec);
+  auto m = TinyModel();
   // A distinctive value, so the test can find the tensor's bytes in the file.
   const float marker = 1234.5678f;
   {
     torch::NoGradGuard no_grad;
     AsModule(m).parameters().front().view(-1)[0].fill_(marker);
   }
-  std::vector<std::pair<std::string, torch::Tensor>> named;
-  for (auto& p : AsModule(m).named_parameters()) named.emplace_back(p.key(), p.value());
-  Sgd opt(named, Sgd::Options{});
+  Sgd opt = SgdOver(m);
   TrainPosition pos;
   pos.arch = "tiny";
   const std::string path = dir / "last.pt";
@@ -381,7 +381,7 @@ TEST(CheckpointTest, FlippedTensorBytesAreRefusedByNameAndThePreviousOneIsKept) 
   bytes[at] ^= 0x01;  // one bit of one weight
   testing::WriteFile(path, bytes);
   TrainPosition got;
-  auto m2 = MakeModel(spec);
+  auto m2 = TinyModel();
   Status st = LoadCheckpoint(path, AsModule(m2), nullptr, &got);
   ASSERT_FALSE(st.ok()) << "a flipped tensor bit must not load silently";
   EXPECT_TRUE(st.IsCorruption()) << st.ToString();
