@@ -6,7 +6,9 @@
 //
 // OUT: "N C H W\n", then for each sample "record label key\n" lines, then the
 // N x C x H x W uint8 pixels (NCHW).
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -23,16 +25,26 @@ int main(int argc, char** argv) {
   o.shuffle = ShuffleChoice::kNone;
   o.batch_size = 16;
   o.workers = 2;
-  for (int i = 3; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], v = argv[i + 1];
-    if (flag == "--transform") {
+  auto number = [](const std::string& v, unsigned long long max, unsigned long long* out) {
+    char* end = nullptr;
+    errno = 0;
+    *out = std::strtoull(v.c_str(), &end, 10);
+    return !v.empty() && v[0] != '-' && *end == '\0' && errno == 0 && *out <= max;
+  };
+  for (int i = 3; i < argc; i += 2) {
+    const std::string flag = argv[i], v = i + 1 < argc ? argv[i + 1] : "";
+    unsigned long long n = 0;
+    if (flag == "--transform" && (v == "train" || v == "val" || v == "none")) {
       o.transform.kind = v == "train" ? TransformKind::kTrain
                          : v == "val" ? TransformKind::kVal
                                       : TransformKind::kNone;
-    } else if (flag == "--size") {
-      o.transform.size = std::stoi(v);
-    } else if (flag == "--seed") {
-      o.seed = std::stoull(v);
+    } else if (flag == "--size" && number(v, 4096, &n)) {
+      o.transform.size = static_cast<int>(n);
+    } else if (flag == "--seed" && number(v, ~0ull, &n)) {
+      o.seed = n;
+    } else {
+      std::fprintf(stderr, "loader_dump: error: bad argument '%s %s'\n", flag.c_str(), v.c_str());
+      return 2;
     }
   }
   auto loader = Loader::Open(argv[1], o);
