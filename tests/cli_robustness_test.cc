@@ -218,6 +218,8 @@ TEST_F(CliRobustness, TrainRefusesEveryBadValueWithOneLine) {
       {kTrain, "--data " + dir_ / "fifo-ds --arch tiny", 2, "named pipe"},
       {kTrain, "--data " + dir_ / "nope --arch tiny", 2, "no manifest.json"},
       {kTrain, t + " --amp --device cpu", 2, "--amp needs a CUDA device"},
+      {kTrain, t + " --metrics " + dir_ / "pipe", 2, "named pipe"},
+      {kTrain, t + " --metrics /dev/null", 2, "character device"},
   });
 }
 #endif

@@ -156,6 +156,12 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
            : torch::Device(torch::kCPU);
   if (o.threads > 0) torch::set_num_threads(o.threads);
 
+  // Outputs opened as streams: an existing FIFO or device there would block
+  // or swallow the metrics. Refused by path before any work starts.
+  if (rank0 && !o.metrics_path.empty() && FileExists(o.metrics_path)) {
+    SK_RETURN_IF_ERROR(CheckRegularFile(o.metrics_path).WithContext("--metrics"));
+  }
+
   // Data.
   LoaderOptions lo;
   lo.rank = env.rank;
