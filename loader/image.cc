@@ -309,7 +309,7 @@ void TransposePixels(const uint8_t* in, int rows, int cols, int c, uint8_t* out)
 }  // namespace
 
 void Resample(const Image& src, const RectF& region, int out_w, int out_h, bool flip, uint8_t* dst,
-              ResampleScratch* s, PixelLayout layout) {
+              ResampleScratch* s, Layout layout) {
   const int c = src.channels;
   s->xk = Coefficients(region.x, region.w, src.width, out_w, &s->xb, &s->xn, &s->xw);
   s->yk = Coefficients(region.y, region.h, src.height, out_h, &s->yb, &s->yn, &s->yw);
@@ -340,7 +340,7 @@ void Resample(const Image& src, const RectF& region, int out_w, int out_h, bool 
                   out + static_cast<size_t>(ox) * len);
     }
   };
-  if (layout == PixelLayout::kCHW || c == 1) {
+  if (layout == Layout::kNCHW || c == 1) {
     // Planar (for one channel HWC and CHW are the same bytes): pass 1 leaves
     // one plane per channel, out_h rows of cols; byte transposes turn each
     // into cols rows of out_h, the horizontal pass runs as a vertical one on

@@ -26,7 +26,9 @@ struct RectF {
   double x = 0, y = 0, w = 0, h = 0;
 };
 
-enum class PixelLayout { kHWC, kCHW };
+// How an image's (or a batch's) channels are stored: planar (C x H x W per
+// image, PyTorch's default) or interleaved (H x W x C, channels-last).
+enum class Layout { kNCHW, kNHWC };
 
 // Per-thread scratch for Resample (coefficient tables, intermediate passes).
 struct ResampleScratch {
@@ -44,7 +46,7 @@ struct ResampleScratch {
 // do). If flip, the output is mirrored horizontally. Both passes run as
 // vectorisable row operations: vertical, transpose, vertical, transpose.
 void Resample(const Image& src, const RectF& region, int out_w, int out_h, bool flip, uint8_t* dst,
-              ResampleScratch* scratch, PixelLayout layout = PixelLayout::kHWC);
+              ResampleScratch* scratch, Layout layout = Layout::kNHWC);
 
 // Copies an HWC image into CHW planes (dst holds channels * h * w bytes).
 void HwcToChw(const uint8_t* src, int w, int h, int channels, uint8_t* dst);

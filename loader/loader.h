@@ -7,8 +7,13 @@
 // on thread timing; StartEpoch(e, b) yields exactly the batches b, b+1, ...
 // that an uninterrupted epoch e would have.
 //
-// Threading: one producer thread per loader leads the OpenMP team that fills
-// batches; Next() and StartEpoch() must be called from one consumer thread.
+// Structure: a RecordSource (which bytes: sampler, shard reads, block cache,
+// read-ahead) feeds a SampleDecoder (bytes -> pixels) on an OpenMP team led by
+// one producer thread, which publishes batches into a PrefetchRing; the
+// consumer takes them as leases.
+//
+// Threading: Next() and StartEpoch() must be called from one consumer thread;
+// the other methods are safe from any thread.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "loader/jpeg_codec.h"
+#include "loader/prefetch_ring.h"
 #include "loader/sampler.h"
 #include "loader/transforms.h"
 #include "shard/dataset.h"
@@ -24,15 +29,11 @@
 
 namespace shardkit {
 
-enum class Layout { kNCHW, kNHWC };
-
 enum class CorruptPolicy {
   kFail,  // the batch's error is returned by Next(), naming shard and record
   kSkip,  // replace the sample by another of the rank's samples, count it, and
           // fail once more than `skip_budget` samples were skipped
 };
-
-enum class ShuffleChoice { kAuto, kNone, kFull, kBlockLocal };
 
 struct LoaderOptions {
   int rank = 0;
@@ -46,7 +47,7 @@ struct LoaderOptions {
   // about once per epoch), or larger than the memory available for the page
   // cache (every epoch then comes from storage, which block-local reads
   // sequentially, at its bandwidth, instead of record by record).
-  ShuffleChoice shuffle = ShuffleChoice::kAuto;
+  ShuffleMode shuffle = ShuffleMode::kAuto;
   uint32_t block_window = 32;  // block-local: blocks whose records are mixed
   bool drop_last = false;      // see Partition
   TransformParams transform;
@@ -71,22 +72,9 @@ struct LoaderOptions {
   // page cache, where caching it is futile; smaller datasets keep the cache.
   enum class DirectReads { kAuto, kAlways, kNever };
   DirectReads direct_reads = DirectReads::kAuto;
-};
-
-// One batch: uint8 pixels (N x C x H x W or N x H x W x C), labels, and the
-// global record number of each sample. Owned by the loader; valid until the
-// next Next() or StartEpoch() call.
-struct Batch {
-  uint64_t epoch = 0;
-  uint64_t index = 0;  // batch number within the epoch
-  int size = 0;        // samples (the last batch may be short unless drop_last)
-  int real_size = 0;   // of those, samples that are not padding (see Partition)
-  int channels = 0, height = 0, width = 0;
-  Layout layout = Layout::kNCHW;
-  const uint8_t* data = nullptr;
-  const int32_t* labels = nullptr;
-  const uint64_t* sample_ids = nullptr;
-  size_t sample_bytes() const { return size_t(channels) * height * width; }
+  // Where batch memory comes from (see PrefetchRing): pinned host memory for
+  // a CUDA consumer, say. Empty: the heap.
+  SlotAllocator allocator;
 };
 
 // Seconds summed over workers for the stages, and the consumer's wait.
@@ -115,12 +103,22 @@ class Loader {
   Loader& operator=(const Loader&) = delete;
 
   // Starts (or restarts) epoch `epoch` at batch `start_batch`, cancelling the
-  // epoch in progress.
+  // epoch in progress. Batches leased from the old epoch stay valid.
   Status StartEpoch(uint64_t epoch, uint64_t start_batch = 0);
-  // The next batch of the epoch, or *batch = nullptr at its end. An error
-  // (corruption under kFail, an exhausted skip budget, an I/O failure) ends
-  // the epoch: later calls return it again until StartEpoch.
+  // The next batch of the epoch, or a null lease at its end. The lease owns
+  // the batch's memory: it stays valid and unchanged until the last copy of
+  // the lease is dropped (from any thread, even after the Loader is gone),
+  // while the loader fills other memory. An error (corruption under kFail,
+  // an exhausted skip budget, an I/O failure) ends the epoch: later calls
+  // return it again until StartEpoch.
+  Status Next(std::shared_ptr<const Batch>* batch);
+  // The same, with the batch valid until the next Next() or StartEpoch():
+  // the loader holds the lease.
   Status Next(const Batch** batch);
+  // Where the next Next() starts: (epoch, batch). StartEpoch(epoch, batch)
+  // in a new loader with the same options continues exactly from here.
+  uint64_t epoch() const;
+  uint64_t next_batch() const;
 
   uint64_t batches_per_epoch() const;
   uint64_t samples_per_epoch() const;       // this rank's
@@ -140,9 +138,5 @@ class Loader {
   explicit Loader(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
-
-// Normalises a uint8 batch to float: out = (x / 255 - mean[c]) / std[c], in the
-// batch's layout. For CPU consumers; on a GPU do it on the device.
-void NormalizeBatch(const Batch& batch, const float mean[3], const float std[3], float* out);
 
 }  // namespace shardkit

@@ -67,6 +67,7 @@ EpochSampler::EpochSampler(const std::vector<uint32_t>& block_sizes, ShuffleMode
 
 uint64_t EpochSampler::RecordAt(uint64_t position) const {
   switch (mode_) {
+    case ShuffleMode::kAuto:  // resolved by the loader before any sampler is built
     case ShuffleMode::kNone:
       return position;
     case ShuffleMode::kFull:

@@ -17,6 +17,7 @@
 namespace shardkit {
 
 enum class ShuffleMode {
+  kAuto,        // an option only: the loader picks one of the others (LoaderOptions)
   kNone,        // dataset order
   kFull,        // a uniform permutation of all records
   kBlockLocal,  // blocks in random order, records shuffled within windows of

@@ -47,17 +47,17 @@ TEST(ColdReadTest, StorageReadsAreAboutTheRecordBytesInEveryMode) {
   using Direct = LoaderOptions::DirectReads;
   struct Mode {
     const char* name;
-    ShuffleChoice shuffle;
+    ShuffleMode shuffle;
     bool mmap;
     Direct direct;
     uint64_t batches;  // full shuffle: a fraction of the epoch; block-local: all of it
     double limit;      // storage bytes per delivered byte, beside the ring's read-ahead
   } modes[] = {
-      {"full shuffle, mmap allowed", ShuffleChoice::kFull, true, Direct::kNever, 20, 1.5},
-      {"full shuffle, pread", ShuffleChoice::kFull, false, Direct::kNever, 20, 1.5},
-      {"full shuffle, O_DIRECT", ShuffleChoice::kFull, false, Direct::kAlways, 20, 1.2},
-      {"block-local, mmap", ShuffleChoice::kBlockLocal, true, Direct::kAuto, 0, 1.05},
-      {"block-local, pread", ShuffleChoice::kBlockLocal, false, Direct::kAuto, 0, 1.05},
+      {"full shuffle, mmap allowed", ShuffleMode::kFull, true, Direct::kNever, 20, 1.5},
+      {"full shuffle, pread", ShuffleMode::kFull, false, Direct::kNever, 20, 1.5},
+      {"full shuffle, O_DIRECT", ShuffleMode::kFull, false, Direct::kAlways, 20, 1.2},
+      {"block-local, mmap", ShuffleMode::kBlockLocal, true, Direct::kAuto, 0, 1.05},
+      {"block-local, pread", ShuffleMode::kBlockLocal, false, Direct::kAuto, 0, 1.05},
   };
   for (const Mode& mode : modes) {
     SCOPED_TRACE(mode.name);

@@ -1,13 +1,16 @@
-// Loader scenarios: partitions, determinism across worker counts, resume,
-// corrupt records under both policies, errors and destruction mid-epoch, and
-// the JPEG transforms against a naive reference.
+// Loader scenarios: ranks disjoint and covering, determinism across worker
+// counts, resume, layouts, corrupt records under both policies, errors and
+// destruction mid-epoch, leases, and the JPEG transforms end to end against a
+// naive reference.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <set>
 
+#include "loader/jpeg_codec.h"
 #include "loader/loader.h"
 #include "loader/transforms.h"
 #include "shard/shard.h"
@@ -18,6 +21,8 @@ namespace {
 
 using testing::JpegFlavor;
 using testing::MakeJpeg;
+using testing::MeanAbsDiff;
+using testing::NaiveCropResize;
 using testing::SyntheticImage;
 using testing::TempDir;
 
@@ -77,87 +82,6 @@ Seen ReadEpoch(const std::string& dir, LoaderOptions o, uint64_t epoch, uint64_t
   return seen;
 }
 
-TEST(PermutationTest, IsABijectionForManySizes) {
-  for (uint64_t n : {1ull, 2ull, 3ull, 10ull, 255ull, 256ull, 1000ull, 4097ull}) {
-    KeyedPermutation p(n, 42, 7);
-    std::vector<bool> hit(n, false);
-    for (uint64_t i = 0; i < n; ++i) {
-      uint64_t v = p(i);
-      ASSERT_LT(v, n);
-      EXPECT_FALSE(hit[v]) << "n=" << n;
-      hit[v] = true;
-    }
-  }
-}
-
-TEST(SamplerTest, BlockLocalIsAPermutationThatKeepsWindowsTogether) {
-  std::vector<uint32_t> blocks = {10, 7, 10, 3, 10, 10, 1, 9};
-  EpochSampler s(blocks, ShuffleMode::kBlockLocal, 5, 1, 2);
-  std::set<uint64_t> all;
-  for (uint64_t p = 0; p < s.size(); ++p) all.insert(s.RecordAt(p));
-  EXPECT_EQ(all.size(), s.size());
-  EXPECT_EQ(*all.rbegin(), s.size() - 1);
-  EpochSampler e2(blocks, ShuffleMode::kBlockLocal, 5, 2, 2);
-  bool differs = false;
-  for (uint64_t p = 0; p < s.size(); ++p) differs |= s.RecordAt(p) != e2.RecordAt(p);
-  EXPECT_TRUE(differs) << "epochs must shuffle differently";
-}
-
-TEST(PartitionTest, EqualBatchesDisjointAndCovering) {
-  for (uint64_t n : {1ull, 7ull, 10ull, 64ull, 101ull, 1000ull}) {
-    for (int world : {1, 2, 3, 4, 8}) {
-      for (uint64_t batch : {1ull, 3ull, 8ull, 32ull}) {
-        for (bool drop_last : {false, true}) {
-          std::vector<Partition> parts;
-          bool any_error = false;
-          for (int r = 0; r < world; ++r) {
-            auto p =
-                Partition::Make(n, r, world, batch, drop_last, /*strided=*/(n + world) % 2 == 0);
-            if (!p.ok()) {
-              any_error = true;
-              break;
-            }
-            parts.push_back(*p);
-          }
-          if (any_error) {
-            // Only when some rank would get no batch at all.
-            EXPECT_TRUE((drop_last ? n / world : (n + world - 1) / world) <
-                        (drop_last ? batch : 1));
-            continue;
-          }
-          std::multiset<uint64_t> positions;
-          for (const Partition& p : parts) {
-            EXPECT_EQ(p.batches, parts[0].batches) << "every rank the same number of batches";
-            uint64_t total = 0;
-            for (uint64_t b = 0; b < p.batches; ++b) {
-              EXPECT_EQ(p.BatchLength(b), parts[0].BatchLength(b));
-              if (drop_last) {
-                EXPECT_EQ(p.BatchLength(b), batch);
-              }
-              for (uint64_t i = 0; i < p.BatchLength(b); ++i)
-                positions.insert(p.Position(b * batch + i));
-              total += p.BatchLength(b);
-            }
-          }
-          std::set<uint64_t> distinct(positions.begin(), positions.end());
-          if (drop_last) {
-            EXPECT_EQ(distinct.size(), positions.size()) << "disjoint when dropping";
-          } else {
-            EXPECT_EQ(distinct.size(), n) << "covering when padding: n=" << n << " world=" << world;
-            EXPECT_LT(positions.size() - n, static_cast<uint64_t>(world))
-                << "padding is less than one per rank";
-            uint64_t real = 0;
-            for (const Partition& p : parts) {
-              for (uint64_t b = 0; b < p.batches; ++b) real += p.BatchRealLength(b);
-            }
-            EXPECT_EQ(real, n) << "non-padding samples count each record once";
-          }
-        }
-      }
-    }
-  }
-}
-
 TEST(LoaderTest, RanksAreDisjointAndCoverTheDataset) {
   TempDir dir;
   WriteRawDataset(dir.path(), 1000, 4096);
@@ -205,8 +129,7 @@ TEST(LoaderTest, StridedRanksTogetherEqualOneRankWithTheWholeBatch) {
 TEST(LoaderTest, BatchesDoNotDependOnWorkerCount) {
   TempDir dir;
   WriteRawDataset(dir.path(), 777, 4096, 128);
-  for (ShuffleChoice mode :
-       {ShuffleChoice::kFull, ShuffleChoice::kBlockLocal, ShuffleChoice::kNone}) {
+  for (ShuffleMode mode : {ShuffleMode::kFull, ShuffleMode::kBlockLocal, ShuffleMode::kNone}) {
     LoaderOptions o;
     o.batch_size = 10;
     o.shuffle = mode;
@@ -370,7 +293,7 @@ TEST(LoaderTest, SkipBudgetExceededIsAnError) {
   for (uint32_t v : {3u, 13u, 23u, 33u}) CorruptRecord(dir.path(), v);
   LoaderOptions o;
   o.batch_size = 100;
-  o.shuffle = ShuffleChoice::kNone;
+  o.shuffle = ShuffleMode::kNone;
   o.corrupt_policy = CorruptPolicy::kSkip;
   o.skip_budget = 2;
   auto l = Started(dir.path(), o);
@@ -428,80 +351,43 @@ TEST(LoaderTest, MoreRanksThanRecordsIsAClearError) {
   EXPECT_NE(l.status().message().find("no batch"), std::string::npos);
 }
 
-// --- JPEG transforms ------------------------------------------------------
-
-// Decode at full size, crop the region and resize naively (bilinear sampling
-// at pixel centres, no DCT scaling): the reference a transform must match.
-Image NaiveCropResize(const Image& full, const RectF& r, int size, bool flip) {
-  Image out;
-  out.Resize(size, size, 3);
-  for (int y = 0; y < size; ++y) {
-    for (int x = 0; x < size; ++x) {
-      double sx = r.x + (x + 0.5) * r.w / size - 0.5, sy = r.y + (y + 0.5) * r.h / size - 0.5;
-      sx = std::clamp(sx, 0.0, full.width - 1.0);
-      sy = std::clamp(sy, 0.0, full.height - 1.0);
-      int x0 = int(sx), y0 = int(sy);
-      int x1 = std::min(x0 + 1, full.width - 1), y1 = std::min(y0 + 1, full.height - 1);
-      double fx = sx - x0, fy = sy - y0;
-      for (int c = 0; c < 3; ++c) {
-        auto px = [&](int xx, int yy) {
-          return full.pixels[(size_t(yy) * full.width + xx) * 3 + c];
-        };
-        double v = (1 - fy) * ((1 - fx) * px(x0, y0) + fx * px(x1, y0)) +
-                   fy * ((1 - fx) * px(x0, y1) + fx * px(x1, y1));
-        int ox = flip ? size - 1 - x : x;
-        out.pixels[(size_t(y) * size + ox) * 3 + c] = static_cast<uint8_t>(std::lround(v));
-      }
+// A lease keeps its batch: held while 20 more batches go through a 2-slot
+// ring, its bytes, labels and ids are those an uninterrupted read gave; it
+// outlives the loader; and the memory comes from the consumer's allocator.
+TEST(LoaderTest, LeasedBatchesKeepTheirValuesWhileTheLoaderMovesOn) {
+  TempDir dir;
+  WriteRawDataset(dir.path(), 1000);
+  LoaderOptions o;
+  o.batch_size = 16;
+  o.prefetch = 2;
+  o.workers = 2;
+  const Seen want = ReadEpoch(dir.path(), o, 3);
+  std::atomic<int> allocated{0};
+  o.allocator = [&](size_t bytes) {
+    ++allocated;
+    return DefaultSlotAllocator(bytes);
+  };
+  std::shared_ptr<const Batch> kept, late;
+  {
+    auto l = Started(dir.path(), o, 3);
+    ASSERT_NE(l, nullptr);
+    for (uint64_t k = 0; k < 25; ++k) {
+      std::shared_ptr<const Batch> b;
+      ASSERT_TRUE(l->Next(&b).ok());
+      ASSERT_NE(b, nullptr);
+      if (k == 2) kept = b;
+      if (k == 24) late = b;
     }
-  }
-  return out;
-}
-
-double MeanAbsDiff(const uint8_t* a, const uint8_t* b, size_t n) {
-  double s = 0;
-  for (size_t i = 0; i < n; ++i) s += std::abs(int(a[i]) - int(b[i]));
-  return s / n;
-}
-
-// The planar (CHW) resampler path shares no kernel with the interleaved
-// (HWC) one past the first pass's arithmetic: they must agree to the bit, for
-// widths that are and are not multiples of the SIMD tiles, with and without
-// flip, for 3 channels and 1; and the interleaved one must match the naive
-// reference on a smooth image.
-TEST(ResampleTest, PlanarAndInterleavedAgreeToTheBit) {
-  int cases = 0;
-  for (int c : {3, 1}) {
-    for (int trial = 0; trial < 24; ++trial) {
-      const int w = 9 + (trial * 37) % 300, h = 7 + (trial * 53) % 260;
-      const int ow = 1 + (trial * 13) % 90, oh = 1 + (trial * 29) % 80;
-      Image img = SyntheticImage(w, h, 3, 500 + trial);
-      if (c == 1) {
-        Image g;
-        g.Resize(w, h, 1);
-        for (size_t p = 0; p < g.pixels.size(); ++p) g.pixels[p] = img.pixels[3 * p + 1];
-        img = g;
-      }
-      const RectF r{w * 0.07, h * 0.11, w * 0.83, h * 0.8};
-      const bool flip = trial & 1;
-      ResampleScratch s;
-      std::vector<uint8_t> hwc(size_t(ow) * oh * c), chw(hwc.size()), want(hwc.size());
-      Resample(img, r, ow, oh, flip, hwc.data(), &s, PixelLayout::kHWC);
-      Resample(img, r, ow, oh, flip, chw.data(), &s, PixelLayout::kCHW);
-      HwcToChw(hwc.data(), ow, oh, c, want.data());
-      ASSERT_EQ(chw, want) << c << " channels, " << w << "x" << h << " -> " << ow << "x" << oh
-                           << " flip " << flip;
-      ++cases;
-    }
-  }
-  EXPECT_EQ(cases, 48);
-  Image img = SyntheticImage(320, 240, 3, 9);
-  const RectF r{20, 10, 250, 200};
-  for (bool flip : {false, true}) {
-    ResampleScratch s;
-    std::vector<uint8_t> out(64 * 64 * 3);
-    Resample(img, r, 64, 64, flip, out.data(), &s, PixelLayout::kHWC);
-    Image ref = NaiveCropResize(img, r, 64, flip);
-    EXPECT_LT(MeanAbsDiff(out.data(), ref.pixels.data(), out.size()), 6.0) << "flip " << flip;
+    EXPECT_EQ(l->next_batch(), 25u);
+    EXPECT_EQ(l->epoch(), 3u);
+  }  // the loader is gone; the leases stay
+  EXPECT_GT(allocated.load(), 0);
+  for (const auto& b : {kept, late}) {
+    const uint64_t k = b->index;
+    EXPECT_EQ(std::vector<uint64_t>(b->sample_ids, b->sample_ids + b->size), want.ids[k]);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(b->data), b->sample_bytes() * b->size),
+              want.bytes[k]);
+    for (int i = 0; i < b->size; ++i) EXPECT_EQ(b->labels[i], int32_t(b->sample_ids[i] % 10));
   }
 }
 
@@ -542,7 +428,7 @@ TEST_F(JpegLoaderTest, TrainTransformMatchesFullDecodeCropResize) {
   o.layout = Layout::kNHWC;
   o.transform.kind = TransformKind::kTrain;
   o.transform.size = 64;
-  o.shuffle = ShuffleChoice::kNone;
+  o.shuffle = ShuffleMode::kNone;
   for (uint64_t epoch = 0; epoch < 4; ++epoch) {
     auto l = Started(dir_.path(), o, epoch);
     ASSERT_NE(l, nullptr);
@@ -568,7 +454,7 @@ TEST_F(JpegLoaderTest, ValTransformIsACenterCropOfTheResizedImage) {
   o.layout = Layout::kNHWC;
   o.transform.kind = TransformKind::kVal;
   o.transform.size = 56;
-  o.shuffle = ShuffleChoice::kNone;
+  o.shuffle = ShuffleMode::kNone;
   auto l = Started(dir_.path(), o);
   ASSERT_NE(l, nullptr);
   const Batch* b;
@@ -581,101 +467,6 @@ TEST_F(JpegLoaderTest, ValTransformIsACenterCropOfTheResizedImage) {
               6.0)
         << i;
   }
-}
-
-TEST(TransformGeometry, CenterCropMatchesTorchvision) {
-  TransformParams p;
-  p.kind = TransformKind::kVal;
-  p.size = 224;
-  // 500x375: Resize(256) -> 341x256, CenterCrop(224) -> left round(58.5)=58 (banker's: 58), top 16.
-  CropDecision d = CenterCrop(500, 375, p);
-  const double s = 375.0 / 256;
-  EXPECT_NEAR(d.rect.w, 224 * 500.0 / 341, 1e-9);
-  EXPECT_NEAR(d.rect.h, 224 * s, 1e-9);
-  EXPECT_NEAR(d.rect.y, 16 * s, 1e-9);
-  EXPECT_NEAR(d.rect.x, 58 * 500.0 / 341, 1e-9);
-  // Square image: the crop is centered and 224/256 of the side.
-  d = CenterCrop(512, 512, p);
-  EXPECT_NEAR(d.rect.w, 448, 1e-9);
-  EXPECT_NEAR(d.rect.x, 32, 1e-9);
-}
-
-TEST(TransformGeometry, CenterCropRoundsOddMarginsHalfToEvenAsPythonDoes) {
-  // torchvision: crop_top = int(round((H - 224) / 2.0)) with Python's round,
-  // so a margin of x.5 goes to the even neighbour: 58.5 -> 58, 79.5 -> 80.
-  struct Case {
-    int w, h;       // source
-    int nw, nh;     // after Resize(256): short side 256, long side truncated
-    int left, top;  // torchvision's CenterCrop(224) offsets in the resized image
-  } cases[] = {
-      {500, 375, 341, 256, 58, 16},                                // 58.5 -> 58
-      {375, 500, 256, 341, 16, 58}, {640, 427, 383, 256, 80, 16},  // 79.5 -> 80
-      {427, 640, 256, 383, 16, 80}, {333, 500, 256, 384, 16, 80},  // even margins
-      {257, 256, 257, 256, 16, 16},                                // 16.5 -> 16
-      {259, 256, 259, 256, 18, 16},                                // 17.5 -> 18
-  };
-  TransformParams p;
-  p.kind = TransformKind::kVal;
-  p.size = 224;
-  for (const Case& c : cases) {
-    SCOPED_TRACE(std::to_string(c.w) + "x" + std::to_string(c.h));
-    CropDecision d = CenterCrop(c.w, c.h, p);
-    const double sx = double(c.w) / c.nw, sy = double(c.h) / c.nh;
-    EXPECT_NEAR(d.rect.x, c.left * sx, 1e-9);
-    EXPECT_NEAR(d.rect.y, c.top * sy, 1e-9);
-    EXPECT_NEAR(d.rect.w, 224 * sx, 1e-9);
-    EXPECT_NEAR(d.rect.h, 224 * sy, 1e-9);
-  }
-}
-
-TEST(TransformGeometry, RandomResizedCropStaysInsideAndWithinRanges) {
-  TransformParams p;
-  for (uint64_t k = 0; k < 2000; ++k) {
-    KeyedRng rng(1, k);
-    const int w = 50 + static_cast<int>(k % 500), h = 40 + static_cast<int>((k * 7) % 400);
-    CropDecision d = RandomResizedCrop(w, h, p, &rng);
-    ASSERT_GE(d.rect.x, 0);
-    ASSERT_GE(d.rect.y, 0);
-    ASSERT_LE(d.rect.x + d.rect.w, w);
-    ASSERT_LE(d.rect.y + d.rect.h, h);
-    ASSERT_GT(d.rect.w, 0);
-    ASSERT_GT(d.rect.h, 0);
-  }
-}
-
-TEST(JpegDecoderTest, ScaledCroppedDecodeChoosesTheSmallestSufficientScale) {
-  Image img = SyntheticImage(800, 600, 3, 5);
-  std::string jpeg = MakeJpeg(img, JpegFlavor::kRgb, 90);
-  JpegDecoder dec;
-  DecodeRequest req;
-  req.crop = RectF{100, 100, 400, 400};
-  req.min_width = req.min_height = 100;
-  DecodedRegion out;
-  ASSERT_TRUE(
-      dec.Decode(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), req, &out).ok());
-  EXPECT_EQ(out.scale_num, 2);  // 400 * 2/8 = 100 >= 100
-  EXPECT_LT(out.image.width, 800 / 4 + 16) << "columns outside the crop are not decoded";
-  EXPECT_LT(out.image.height, 400 / 4 + 8) << "rows outside the crop are not decoded";
-  EXPECT_NEAR(out.crop.w, 100, 1e-6);
-}
-
-TEST(JpegDecoderTest, EnormousDeclaredDimensionsAreRefusedBeforeAllocation) {
-  Image img = SyntheticImage(16, 16, 3, 1);
-  std::string jpeg = MakeJpeg(img, JpegFlavor::kRgb);
-  // Patch the SOF0 frame header's height and width to 60000 x 60000.
-  size_t sof = jpeg.find("\xFF\xC0");
-  ASSERT_NE(sof, std::string::npos);
-  jpeg[sof + 5] = static_cast<char>(0xEA);
-  jpeg[sof + 6] = static_cast<char>(0x60);
-  jpeg[sof + 7] = static_cast<char>(0xEA);
-  jpeg[sof + 8] = static_cast<char>(0x60);
-  JpegDecoder dec;
-  DecodedRegion out;
-  Status s =
-      dec.Decode(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), DecodeRequest{}, &out);
-  EXPECT_TRUE(s.IsCorruption());
-  EXPECT_NE(s.message().find("limit"), std::string::npos) << s.message();
-  EXPECT_EQ(out.image.pixels.capacity(), 0u);
 }
 
 }  // namespace

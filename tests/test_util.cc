@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include <algorithm>
@@ -211,5 +213,36 @@ bool WaitForText(const std::string& file, const std::string& text, int timeout_s
 }
 
 std::string PackTool() { return SHARDKIT_PACK_TOOL; }
+
+Image NaiveCropResize(const Image& full, const RectF& r, int size, bool flip) {
+  Image out;
+  out.Resize(size, size, 3);
+  for (int y = 0; y < size; ++y) {
+    for (int x = 0; x < size; ++x) {
+      double sx = r.x + (x + 0.5) * r.w / size - 0.5, sy = r.y + (y + 0.5) * r.h / size - 0.5;
+      sx = std::clamp(sx, 0.0, full.width - 1.0);
+      sy = std::clamp(sy, 0.0, full.height - 1.0);
+      int x0 = int(sx), y0 = int(sy);
+      int x1 = std::min(x0 + 1, full.width - 1), y1 = std::min(y0 + 1, full.height - 1);
+      double fx = sx - x0, fy = sy - y0;
+      for (int c = 0; c < 3; ++c) {
+        auto px = [&](int xx, int yy) {
+          return full.pixels[(size_t(yy) * full.width + xx) * 3 + c];
+        };
+        double v = (1 - fy) * ((1 - fx) * px(x0, y0) + fx * px(x1, y0)) +
+                   fy * ((1 - fx) * px(x0, y1) + fx * px(x1, y1));
+        int ox = flip ? size - 1 - x : x;
+        out.pixels[(size_t(y) * size + ox) * 3 + c] = static_cast<uint8_t>(std::lround(v));
+      }
+    }
+  }
+  return out;
+}
+
+double MeanAbsDiff(const uint8_t* a, const uint8_t* b, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; ++i) s += std::abs(int(a[i]) - int(b[i]));
+  return s / n;
+}
 
 }  // namespace shardkit::testing

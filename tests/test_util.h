@@ -25,6 +25,13 @@ class TempDir {
 // A smooth synthetic "photo" (gradients, discs), deterministic in seed.
 Image SyntheticImage(int width, int height, int channels, uint64_t seed);
 
+// Crops r out of `full` and resizes it to size x size naively (bilinear
+// sampling at pixel centres, no DCT scaling, no antialiasing): the reference a
+// transform must come close to.
+Image NaiveCropResize(const Image& full, const RectF& r, int size, bool flip);
+// Mean absolute difference of n bytes.
+double MeanAbsDiff(const uint8_t* a, const uint8_t* b, size_t n);
+
 enum class JpegFlavor { kRgb, kGray, kCmyk, kCmykAdobe, kProgressive };
 std::string MakeJpeg(const Image& rgb, JpegFlavor flavor, int quality = 90);
 std::string MakePng(const Image& rgb);

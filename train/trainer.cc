@@ -187,7 +187,7 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
     LoaderOptions vo = lo;
     vo.transform.kind = TransformKind::kVal;
     vo.drop_last = false;
-    vo.shuffle = ShuffleChoice::kNone;
+    vo.shuffle = ShuffleMode::kNone;
     vo.batch_size = std::max(o.batch_size, 64);
     SK_ASSIGN_OR_RETURN(val_loader, Loader::Open(o.val, vo));
     SK_RETURN_IF_ERROR(CheckValMatchesTrain(o, *train_loader, *val_loader));

@@ -111,7 +111,7 @@ int JpegTransform(const uint8_t* data, size_t size) {
   std::vector<uint8_t> out(static_cast<size_t>(side) * side * 3);
   ResampleScratch rs;
   Resample(region.image, region.crop, side, side, crop.flip, out.data(), &rs,
-           (mode & 16) ? PixelLayout::kCHW : PixelLayout::kHWC);
+           (mode & 16) ? Layout::kNCHW : Layout::kNHWC);
   return 0;
 }
 

@@ -10,6 +10,7 @@
 
 #include <zstd.h>
 
+#include "loader/jpeg_codec.h"
 #include "loader/loader.h"
 #include "shard/shard.h"
 #include "tools/bench/report.h"
@@ -414,13 +415,13 @@ int Run(int argc, char** argv, bool parse_only) {
   else
     opt.transform.kind = TransformKind::kNone;
   if (shuffle == "auto")
-    opt.shuffle = ShuffleChoice::kAuto;
+    opt.shuffle = ShuffleMode::kAuto;
   else if (shuffle == "full")
-    opt.shuffle = ShuffleChoice::kFull;
+    opt.shuffle = ShuffleMode::kFull;
   else if (shuffle == "block")
-    opt.shuffle = ShuffleChoice::kBlockLocal;
+    opt.shuffle = ShuffleMode::kBlockLocal;
   else
-    opt.shuffle = ShuffleChoice::kNone;
+    opt.shuffle = ShuffleMode::kNone;
   opt.layout = layout == "nhwc" ? Layout::kNHWC : Layout::kNCHW;
   opt.corrupt_policy = on_corrupt == "skip" ? CorruptPolicy::kSkip : CorruptPolicy::kFail;
   opt.skip_budget = skip_budget;

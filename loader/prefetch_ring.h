@@ -1,0 +1,124 @@
+// PrefetchRing: the hand-off between the loader's producer thread, which fills
+// batches ahead, and its one consumer. Batch k is filled in slot k % slots;
+// the consumer takes batches in order and gets each as a lease.
+//
+// Memory: each slot's batch (pixels, labels, sample ids) lives in one buffer
+// from a BufferPool, whose memory comes from a SlotAllocator the consumer may
+// provide (pinned host memory for a CUDA copy, say). A lease shares ownership
+// of its buffer: the ring never writes into a buffer that a lease still
+// holds. A slot whose buffer is leased gets another from the pool when it is
+// refilled, and the leased one returns to the pool when its last lease ends.
+// So holding any number of batches never stalls the producer; in the usual
+// loop (release batch k before asking for k + 1) the pool cycles through
+// slots + 1 buffers and allocates nothing after the first epoch's start.
+//
+// Threading: one producer (Claim, Publish) and one consumer (Take); Stop and
+// Reset from the consumer's thread, Reset only while no producer runs.
+// Leases may be released from any thread, after the ring is gone too.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "loader/image.h"
+#include "shard/status.h"
+
+namespace shardkit {
+
+// One batch: uint8 pixels (N x C x H x W or N x H x W x C), labels, and the
+// global record number of each sample. The pointers stay valid while the
+// Batch's lease (std::shared_ptr<const Batch>) or its copy lives.
+struct Batch {
+  uint64_t epoch = 0;
+  uint64_t index = 0;  // batch number within the epoch
+  int size = 0;        // samples (the last batch may be short unless drop_last)
+  int real_size = 0;   // of those, samples that are not padding (see Partition)
+  int channels = 0, height = 0, width = 0;
+  Layout layout = Layout::kNCHW;
+  uint8_t* data = nullptr;
+  int32_t* labels = nullptr;
+  uint64_t* sample_ids = nullptr;
+  size_t sample_bytes() const { return size_t(channels) * height * width; }
+};
+
+// Returns `bytes` of memory, aligned to 64 bytes at least, owned by the
+// returned pointer (its deleter frees it). Called from the producer thread;
+// the memory is freed from whichever thread drops the last reference.
+using SlotAllocator = std::function<std::shared_ptr<uint8_t>(size_t bytes)>;
+// The default: 64-byte aligned heap memory.
+std::shared_ptr<uint8_t> DefaultSlotAllocator(size_t bytes);
+
+// Fixed-size batch buffers, recycled: Acquire() returns a buffer whose last
+// reference, when dropped, gives it back (or frees it if `keep` are idle).
+class BufferPool {
+ public:
+  BufferPool(size_t bytes, size_t keep, SlotAllocator allocate);
+  std::shared_ptr<uint8_t> Acquire();
+  size_t bytes() const { return bytes_; }
+  uint64_t allocations() const;  // buffers obtained from the allocator so far
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::vector<std::shared_ptr<uint8_t>> idle;
+    size_t keep = 0;
+    uint64_t allocations = 0;
+  };
+  size_t bytes_;
+  SlotAllocator allocate_;
+  std::shared_ptr<State> state_;  // shared with the deleters of outstanding buffers
+};
+
+class PrefetchRing {
+ public:
+  struct Slot {
+    uint64_t index = 0;                 // the batch it holds or is filling
+    Status status;                      // the batch's error, if any
+    std::vector<Status> sample_status;  // per sample, while filling
+    Batch batch;                        // points into `memory`
+    std::shared_ptr<uint8_t> memory;
+  };
+
+  // `shape` is copied into every slot's Batch (channels, height, width, layout).
+  PrefetchRing(int slots, int batch_size, const Batch& shape, SlotAllocator allocate);
+  size_t size() const { return slots_.size(); }
+  // Bytes of one slot's buffer: pixels, labels and ids of a full batch.
+  size_t slot_bytes() const { return pool_.bytes(); }
+  uint64_t allocations() const { return pool_.allocations(); }
+
+  // Producer. Waits until the slots of batches [first, first + want) are free,
+  // then claims them and the free slots after them, up to batch `end` and one
+  // turn of the ring; each claimed slot has an unleased buffer. Returns false
+  // (claiming nothing) once Stop() is called.
+  bool Claim(uint64_t first, uint64_t want, uint64_t end, std::vector<Slot*>* claimed);
+  // Makes a filled slot's batch (or its error) available to Take. False if stopped.
+  bool Publish(Slot* slot);
+
+  // Consumer. Waits for batch `index` and leases it, or returns its error.
+  // *waited_ns: how long it waited.
+  Status Take(uint64_t index, std::shared_ptr<const Batch>* lease, uint64_t* waited_ns);
+
+  // Wakes and ends the producer's and consumer's waits (Claim returns false).
+  void Stop();
+  bool stopped() const { return stop_flag_.load(std::memory_order_relaxed); }
+  // With no producer running: every slot free, ready for a new epoch.
+  void Reset();
+
+ private:
+  enum class State { kFree, kFilling, kReady };
+  BufferPool pool_;
+  int batch_size_;
+  std::vector<Slot> slots_;
+  std::vector<State> state_;
+  std::mutex mu_;
+  std::condition_variable producer_cv_, consumer_cv_;
+  bool stop_ = false;
+  std::atomic<bool> stop_flag_{false};  // stop_, readable without the lock by workers
+};
+
+}  // namespace shardkit

@@ -1,0 +1,176 @@
+// RecordSource: which bytes the loader reads, and reading them. Turns the
+// rank's positions in an epoch (EpochSampler + Partition) into records of
+// shards, fetches their payloads (one pread per stored record, or a slice of
+// a decompressed block from the BlockCache), and schedules storage ahead of
+// the workers: blocks to decompress in parallel, read-ahead hints for the
+// next batches, block-local windows materialised while they are read.
+//
+// Threading: Open, StartEpoch and Prepare run on the producer thread (or with
+// no producer running); Locate, Fetch, WarmBlock run on the workers between
+// Prepare calls, worker w always with cursor w.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "loader/block_cache.h"
+#include "loader/sampler.h"
+#include "shard/dataset.h"
+#include "shard/status.h"
+
+namespace shardkit {
+
+struct LoaderOptions;
+
+// Batches [k, k + n) about to be filled: batch k's samples are the rank's
+// samples [base, base + size).
+struct BatchSpan {
+  uint64_t k = 0, base = 0;
+  int size = 0;
+};
+
+// One sample of the rank's epoch and where its record lives.
+struct SampleLocation {
+  uint64_t position = 0;  // in the epoch's order
+  uint64_t record = 0;    // global record number
+  uint32_t shard = 0, local = 0;
+};
+
+class RecordSource {
+ public:
+  // A worker's reading state: scratch buffer, the blocks it last used, counters.
+  struct Cursor {
+    ReadScratch scratch;
+    struct Memo {
+      uint64_t key = ~uint64_t{0};
+      std::shared_ptr<BlockCache::Block> block;
+    };
+    static constexpr size_t kMemoSlots = 32;
+    Memo memo[kMemoSlots];
+    std::atomic<uint64_t> read_ns{0}, decompress_ns{0}, bytes{0};
+  };
+
+  // Opens the dataset for `options` (rank, shuffle, mmap, direct reads, cache
+  // size, workers): picks the shuffle mode and the read path.
+  static Result<std::unique_ptr<RecordSource>> Open(const std::string& dir,
+                                                    const LoaderOptions& options);
+
+  const Dataset& dataset() const { return *ds_; }
+  const Partition& partition() const { return part_; }
+  ShuffleMode mode() const { return mode_; }
+  bool compressed() const { return compressed_; }
+  Cursor& cursor(int worker) { return *cursors_[static_cast<size_t>(worker)]; }
+  const Cursor& cursor(int worker) const { return *cursors_[static_cast<size_t>(worker)]; }
+  int workers() const { return static_cast<int>(cursors_.size()); }
+  // Sets how many bytes a sample needs: decides whether full-shuffle records
+  // are read ahead one by one (JPEGs and large raw records only).
+  void set_read_ahead_records(bool on) { read_ahead_records_ = on; }
+
+  // A new epoch's order, starting at batch `start_batch`.
+  void StartEpoch(uint64_t epoch, uint64_t start_batch);
+
+  // Before filling `spans` (consecutive batches): materialises the windows
+  // they read, schedules the blocks they and the next ones need, starts
+  // read-ahead, and lets the cursors drop evicted blocks. Then blocks_to_warm()
+  // lists the blocks to decompress (WarmBlock, one worker each) first.
+  void Prepare(const std::vector<BatchSpan>& spans);
+  size_t blocks_to_warm() const { return warm_.size(); }
+  void WarmBlock(size_t j, Cursor& c);
+
+  // The rank's i-th sample of the epoch.
+  SampleLocation Locate(uint64_t i) const {
+    SampleLocation l;
+    l.position = part_.Position(i);
+    l.record = RecordAt(l.position);
+    std::tie(l.shard, l.local) = ds_->Locate(l.record);
+    return l;
+  }
+  int32_t label(const SampleLocation& l) const { return ds_->shard(l.shard).record(l.local).label; }
+  // "shard-00001.sks: record 7 (block 0, offset 5488)", for error messages.
+  std::string Where(const SampleLocation& l) const { return ds_->shard(l.shard).Where(l.local); }
+  // Prefetches the index entry of `l` into the CPU cache (the next lookups).
+  void TouchIndex(const SampleLocation& l) const {
+    __builtin_prefetch(&ds_->shard(l.shard).record(l.local));
+  }
+
+  // Fetches the record's payload into *payload (checksum verified). The
+  // payload stays valid until a later Fetch with the same cursor calls
+  // before_reuse(): just before the scratch is overwritten (stored records)
+  // or a memo slot lets go of its block (a memo miss).
+  template <typename BeforeReuse>
+  Status Fetch(Cursor& c, const SampleLocation& l, std::string_view* payload,
+               BeforeReuse before_reuse);
+
+ private:
+  RecordSource() = default;
+  uint64_t RecordAt(uint64_t position) const;
+  void PrepareWindows(const std::vector<BatchSpan>& spans);
+  void ScheduleBlocks(uint64_t k);
+  void ReadAhead(const std::vector<BatchSpan>& spans);
+  void ReleaseEvicted();
+  Status FetchFromBlock(Cursor& c, const SampleLocation& l, std::string_view* payload);
+  static size_t MemoSlot(uint64_t key) { return (key ^ (key >> 29)) % Cursor::kMemoSlots; }
+
+  std::unique_ptr<Dataset> ds_;
+  std::unique_ptr<BlockCache> cache_;
+  std::vector<std::unique_ptr<Cursor>> cursors_;
+  Partition part_;
+  ShuffleMode mode_ = ShuffleMode::kFull;
+  uint64_t seed_ = 0;
+  bool compressed_ = false;
+  bool direct_ = false;  // records read with O_DIRECT: no page cache to read ahead into
+  bool read_ahead_records_ = true;
+  std::vector<uint32_t> block_sizes_;
+  std::vector<std::pair<uint32_t, uint32_t>> global_blocks_;  // dataset block -> (shard, block)
+  uint32_t window_ = 1;
+  uint64_t max_warm_ = 1;  // blocks decompressed ahead per batch, at most
+  int workers_ = 1;
+
+  // Epoch state.
+  std::unique_ptr<EpochSampler> sampler_;
+  uint64_t scan_next_ = 0;        // samples before it have had their blocks scheduled
+  uint64_t read_ahead_next_ = 0;  // full shuffle: first batch not yet read ahead
+  uint64_t read_ahead_pos_ = 0;   // otherwise: first sample whose blocks are not read ahead
+  std::unordered_set<uint64_t> scheduled_;
+  std::deque<uint64_t> ahead_;  // first positions of scheduled blocks past the current batch
+  std::vector<std::pair<uint32_t, uint32_t>> warm_;  // (shard, block) to decompress now
+  std::vector<uint32_t> segment_;
+  // Block-local: the materialised windows the batches being filled read.
+  struct LiveWindow {
+    size_t w = 0;
+    uint64_t begin = 0, end = 0;
+    std::vector<uint64_t> records;
+  };
+  std::vector<LiveWindow> live_, spare_live_;
+};
+
+uint64_t LoaderNowNs();
+
+template <typename BeforeReuse>
+Status RecordSource::Fetch(Cursor& c, const SampleLocation& l, std::string_view* payload,
+                           BeforeReuse before_reuse) {
+  const ShardReader& r = ds_->shard(l.shard);
+  const format::RecordEntry& e = r.record(l.local);
+  if (r.block(e.block).codec == static_cast<uint32_t>(format::Codec::kStored)) {
+    before_reuse();
+    const uint64_t t0 = LoaderNowNs();
+    Status s = r.ReadRecord(l.local, &c.scratch, payload);
+    c.read_ns.fetch_add(LoaderNowNs() - t0, std::memory_order_relaxed);
+    c.bytes.fetch_add(e.length, std::memory_order_relaxed);
+    return s;
+  }
+  const uint64_t key = BlockCache::MakeKey(l.shard, e.block);
+  const Cursor::Memo& m = c.memo[MemoSlot(key)];
+  if (m.key != key || !m.block) before_reuse();
+  return FetchFromBlock(c, l, payload);
+}
+
+}  // namespace shardkit

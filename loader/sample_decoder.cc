@@ -1,0 +1,93 @@
+#include "loader/sample_decoder.h"
+
+#include <cstring>
+
+#include "loader/record_source.h"  // LoaderNowNs
+#include "shard/random.h"
+
+namespace shardkit {
+
+Result<SampleDecoder> SampleDecoder::Make(const RecordFormat& record,
+                                          const TransformParams& transform, Layout layout,
+                                          uint64_t seed, const std::string& where) {
+  SampleDecoder d;
+  d.transform_ = transform;
+  d.layout_ = layout;
+  d.seed_ = seed;
+  switch (record.kind) {
+    case format::RecordKind::kJpeg:
+      if (transform.size < 1 || transform.size > 4096) {
+        return Status::InvalidArgument("transform size must be in 1..4096");
+      }
+      d.jpeg_ = true;
+      d.channels_ = 3;
+      d.height_ = d.width_ = transform.size;
+      break;
+    case format::RecordKind::kRawU8:
+      d.height_ = static_cast<int>(record.shape[0]);
+      d.width_ = static_cast<int>(record.shape[1]);
+      d.channels_ = static_cast<int>(record.shape[2]);
+      break;
+    case format::RecordKind::kBytes:
+      return Status::Unsupported(where + ": records of kind 'bytes' have no image shape to load");
+  }
+  return d;
+}
+
+CropDecision SampleDecoder::ChooseCrop(int w, int h, uint64_t epoch, uint64_t position) const {
+  CropDecision crop;
+  switch (transform_.kind) {
+    case TransformKind::kTrain: {
+      KeyedRng rng(seed_, epoch, position, 0xA06);
+      crop = RandomResizedCrop(w, h, transform_, &rng);
+      break;
+    }
+    case TransformKind::kVal:
+      crop = CenterCrop(w, h, transform_);
+      break;
+    case TransformKind::kNone:
+      crop.rect = RectF{0, 0, double(w), double(h)};
+      break;
+  }
+  return crop;
+}
+
+Status SampleDecoder::Decode(State& st, std::string_view payload, uint64_t epoch, uint64_t position,
+                             uint8_t* out) const {
+  if (jpeg_) return DecodeJpeg(st, payload, epoch, position, out);
+  if (payload.size() != sample_bytes()) {
+    return Status::Corruption(std::to_string(payload.size()) + " bytes, the record shape needs " +
+                              std::to_string(sample_bytes()));
+  }
+  const auto* src = reinterpret_cast<const uint8_t*>(payload.data());
+  if (layout_ == Layout::kNCHW && channels_ > 1) {
+    HwcToChw(src, width_, height_, channels_, out);
+  } else {
+    std::memcpy(out, src, sample_bytes());
+  }
+  return Status::OK();
+}
+
+Status SampleDecoder::DecodeJpeg(State& st, std::string_view payload, uint64_t epoch,
+                                 uint64_t position, uint8_t* out) const {
+  const uint64_t t0 = LoaderNowNs();
+  CropDecision crop;
+  DecodeRequest req;
+  req.choose_crop = [&](int w, int h) {
+    crop = ChooseCrop(w, h, epoch, position);
+    return crop.rect;
+  };
+  req.min_width = width_;
+  req.min_height = height_;
+  req.simd_scales_only = true;
+  req.fast = transform_.kind != TransformKind::kVal;
+  SK_RETURN_IF_ERROR(st.jpeg.Decode(reinterpret_cast<const uint8_t*>(payload.data()),
+                                    payload.size(), req, &st.region));
+  const uint64_t t1 = LoaderNowNs();
+  st.decode_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
+  Resample(st.region.image, st.region.crop, width_, height_, crop.flip, out, &st.resample, layout_);
+  st.transform_ns.fetch_add(LoaderNowNs() - t1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+}  // namespace shardkit

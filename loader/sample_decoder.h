@@ -1,0 +1,68 @@
+// SampleDecoder: a record's bytes -> one sample's pixels in the batch. JPEG
+// records are decoded with the transform's crop chosen from the header
+// (RandomResizedCrop for train, Resize + CenterCrop for val, the whole image
+// otherwise), at the smallest DCT scale that keeps the output size, and
+// resampled into the output layout; raw_u8 records are size-checked and
+// copied (transposed to planar for NCHW). The crop of a sample depends only
+// on (seed, epoch, position), so it is the same for any worker count.
+//
+// Threading: const after construction; each worker passes its own State.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "loader/image.h"
+#include "loader/jpeg_codec.h"
+#include "loader/transforms.h"
+#include "shard/manifest.h"
+#include "shard/status.h"
+
+namespace shardkit {
+
+class SampleDecoder {
+ public:
+  // A worker's decoding state: decoder handle, buffers, counters.
+  struct State {
+    JpegDecoder jpeg;
+    DecodedRegion region;
+    ResampleScratch resample;
+    std::atomic<uint64_t> decode_ns{0}, transform_ns{0};
+  };
+
+  // The output shape for the dataset's records: JPEGs become 3 x size x size,
+  // raw_u8 records keep their {H, W, C}; records of kind 'bytes' are refused.
+  static Result<SampleDecoder> Make(const RecordFormat& record, const TransformParams& transform,
+                                    Layout layout, uint64_t seed, const std::string& where);
+
+  bool jpeg() const { return jpeg_; }
+  int channels() const { return channels_; }
+  int height() const { return height_; }
+  int width() const { return width_; }
+  Layout layout() const { return layout_; }
+  size_t sample_bytes() const { return static_cast<size_t>(channels_) * height_ * width_; }
+
+  // Decodes `payload`, the record at `position` of epoch `epoch`, into `out`
+  // (sample_bytes() bytes). A payload that does not decode, or a raw record
+  // of the wrong size, is a Corruption naming only what is wrong; the caller
+  // adds the shard and record.
+  Status Decode(State& st, std::string_view payload, uint64_t epoch, uint64_t position,
+                uint8_t* out) const;
+
+  // The source rectangle and flip for a w x h image at (epoch, position).
+  CropDecision ChooseCrop(int w, int h, uint64_t epoch, uint64_t position) const;
+
+ private:
+  Status DecodeJpeg(State& st, std::string_view payload, uint64_t epoch, uint64_t position,
+                    uint8_t* out) const;
+
+  bool jpeg_ = false;
+  int channels_ = 0, height_ = 0, width_ = 0;
+  Layout layout_ = Layout::kNCHW;
+  TransformParams transform_;
+  uint64_t seed_ = 0;
+};
+
+}  // namespace shardkit

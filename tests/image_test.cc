@@ -1,0 +1,161 @@
+// Pixels: the resampler's planar and interleaved paths against each other and
+// a naive reference, the transforms' geometry against torchvision's, and the
+// JPEG decoder's scaled crops and size limits.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "loader/image.h"
+#include "loader/jpeg_codec.h"
+#include "loader/transforms.h"
+#include "tests/test_util.h"
+
+namespace shardkit {
+namespace {
+
+using testing::JpegFlavor;
+using testing::MakeJpeg;
+using testing::MeanAbsDiff;
+using testing::NaiveCropResize;
+using testing::SyntheticImage;
+
+// The planar (CHW) resampler path shares no kernel with the interleaved
+// (HWC) one past the first pass's arithmetic: they must agree to the bit, for
+// widths that are and are not multiples of the SIMD tiles, with and without
+// flip, for 3 channels and 1; and the interleaved one must match the naive
+// reference on a smooth image.
+TEST(ResampleTest, PlanarAndInterleavedAgreeToTheBit) {
+  int cases = 0;
+  for (int c : {3, 1}) {
+    for (int trial = 0; trial < 24; ++trial) {
+      const int w = 9 + (trial * 37) % 300, h = 7 + (trial * 53) % 260;
+      const int ow = 1 + (trial * 13) % 90, oh = 1 + (trial * 29) % 80;
+      Image img = SyntheticImage(w, h, 3, 500 + trial);
+      if (c == 1) {
+        Image g;
+        g.Resize(w, h, 1);
+        for (size_t p = 0; p < g.pixels.size(); ++p) g.pixels[p] = img.pixels[3 * p + 1];
+        img = g;
+      }
+      const RectF r{w * 0.07, h * 0.11, w * 0.83, h * 0.8};
+      const bool flip = trial & 1;
+      ResampleScratch s;
+      std::vector<uint8_t> hwc(size_t(ow) * oh * c), chw(hwc.size()), want(hwc.size());
+      Resample(img, r, ow, oh, flip, hwc.data(), &s, Layout::kNHWC);
+      Resample(img, r, ow, oh, flip, chw.data(), &s, Layout::kNCHW);
+      HwcToChw(hwc.data(), ow, oh, c, want.data());
+      ASSERT_EQ(chw, want) << c << " channels, " << w << "x" << h << " -> " << ow << "x" << oh
+                           << " flip " << flip;
+      ++cases;
+    }
+  }
+  EXPECT_EQ(cases, 48);
+  Image img = SyntheticImage(320, 240, 3, 9);
+  const RectF r{20, 10, 250, 200};
+  for (bool flip : {false, true}) {
+    ResampleScratch s;
+    std::vector<uint8_t> out(64 * 64 * 3);
+    Resample(img, r, 64, 64, flip, out.data(), &s, Layout::kNHWC);
+    Image ref = NaiveCropResize(img, r, 64, flip);
+    EXPECT_LT(MeanAbsDiff(out.data(), ref.pixels.data(), out.size()), 6.0) << "flip " << flip;
+  }
+}
+
+TEST(TransformGeometry, CenterCropMatchesTorchvision) {
+  TransformParams p;
+  p.kind = TransformKind::kVal;
+  p.size = 224;
+  // 500x375: Resize(256) -> 341x256, CenterCrop(224) -> left round(58.5)=58 (banker's: 58), top 16.
+  CropDecision d = CenterCrop(500, 375, p);
+  const double s = 375.0 / 256;
+  EXPECT_NEAR(d.rect.w, 224 * 500.0 / 341, 1e-9);
+  EXPECT_NEAR(d.rect.h, 224 * s, 1e-9);
+  EXPECT_NEAR(d.rect.y, 16 * s, 1e-9);
+  EXPECT_NEAR(d.rect.x, 58 * 500.0 / 341, 1e-9);
+  // Square image: the crop is centered and 224/256 of the side.
+  d = CenterCrop(512, 512, p);
+  EXPECT_NEAR(d.rect.w, 448, 1e-9);
+  EXPECT_NEAR(d.rect.x, 32, 1e-9);
+}
+
+TEST(TransformGeometry, CenterCropRoundsOddMarginsHalfToEvenAsPythonDoes) {
+  // torchvision: crop_top = int(round((H - 224) / 2.0)) with Python's round,
+  // so a margin of x.5 goes to the even neighbour: 58.5 -> 58, 79.5 -> 80.
+  struct Case {
+    int w, h;       // source
+    int nw, nh;     // after Resize(256): short side 256, long side truncated
+    int left, top;  // torchvision's CenterCrop(224) offsets in the resized image
+  } cases[] = {
+      {500, 375, 341, 256, 58, 16},                                // 58.5 -> 58
+      {375, 500, 256, 341, 16, 58}, {640, 427, 383, 256, 80, 16},  // 79.5 -> 80
+      {427, 640, 256, 383, 16, 80}, {333, 500, 256, 384, 16, 80},  // even margins
+      {257, 256, 257, 256, 16, 16},                                // 16.5 -> 16
+      {259, 256, 259, 256, 18, 16},                                // 17.5 -> 18
+  };
+  TransformParams p;
+  p.kind = TransformKind::kVal;
+  p.size = 224;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::to_string(c.w) + "x" + std::to_string(c.h));
+    CropDecision d = CenterCrop(c.w, c.h, p);
+    const double sx = double(c.w) / c.nw, sy = double(c.h) / c.nh;
+    EXPECT_NEAR(d.rect.x, c.left * sx, 1e-9);
+    EXPECT_NEAR(d.rect.y, c.top * sy, 1e-9);
+    EXPECT_NEAR(d.rect.w, 224 * sx, 1e-9);
+    EXPECT_NEAR(d.rect.h, 224 * sy, 1e-9);
+  }
+}
+
+TEST(TransformGeometry, RandomResizedCropStaysInsideAndWithinRanges) {
+  TransformParams p;
+  for (uint64_t k = 0; k < 2000; ++k) {
+    KeyedRng rng(1, k);
+    const int w = 50 + static_cast<int>(k % 500), h = 40 + static_cast<int>((k * 7) % 400);
+    CropDecision d = RandomResizedCrop(w, h, p, &rng);
+    ASSERT_GE(d.rect.x, 0);
+    ASSERT_GE(d.rect.y, 0);
+    ASSERT_LE(d.rect.x + d.rect.w, w);
+    ASSERT_LE(d.rect.y + d.rect.h, h);
+    ASSERT_GT(d.rect.w, 0);
+    ASSERT_GT(d.rect.h, 0);
+  }
+}
+
+TEST(JpegDecoderTest, ScaledCroppedDecodeChoosesTheSmallestSufficientScale) {
+  Image img = SyntheticImage(800, 600, 3, 5);
+  std::string jpeg = MakeJpeg(img, JpegFlavor::kRgb, 90);
+  JpegDecoder dec;
+  DecodeRequest req;
+  req.crop = RectF{100, 100, 400, 400};
+  req.min_width = req.min_height = 100;
+  DecodedRegion out;
+  ASSERT_TRUE(
+      dec.Decode(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), req, &out).ok());
+  EXPECT_EQ(out.scale_num, 2);  // 400 * 2/8 = 100 >= 100
+  EXPECT_LT(out.image.width, 800 / 4 + 16) << "columns outside the crop are not decoded";
+  EXPECT_LT(out.image.height, 400 / 4 + 8) << "rows outside the crop are not decoded";
+  EXPECT_NEAR(out.crop.w, 100, 1e-6);
+}
+
+TEST(JpegDecoderTest, EnormousDeclaredDimensionsAreRefusedBeforeAllocation) {
+  Image img = SyntheticImage(16, 16, 3, 1);
+  std::string jpeg = MakeJpeg(img, JpegFlavor::kRgb);
+  // Patch the SOF0 frame header's height and width to 60000 x 60000.
+  size_t sof = jpeg.find("\xFF\xC0");
+  ASSERT_NE(sof, std::string::npos);
+  jpeg[sof + 5] = static_cast<char>(0xEA);
+  jpeg[sof + 6] = static_cast<char>(0x60);
+  jpeg[sof + 7] = static_cast<char>(0xEA);
+  jpeg[sof + 8] = static_cast<char>(0x60);
+  JpegDecoder dec;
+  DecodedRegion out;
+  Status s =
+      dec.Decode(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), DecodeRequest{}, &out);
+  EXPECT_TRUE(s.IsCorruption());
+  EXPECT_NE(s.message().find("limit"), std::string::npos) << s.message();
+  EXPECT_EQ(out.image.pixels.capacity(), 0u);
+}
+
+}  // namespace
+}  // namespace shardkit
