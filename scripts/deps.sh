@@ -9,7 +9,7 @@ SHARDKIT_DEPS=(
   libtorch-dev libgloo-dev
   dataset-fashion-mnist
   slurm-wlm munge procps
-  python3 python3-torch python3-torchvision python3-numpy python3-pil python3-pytest
+  python3 python3-dev pybind11-dev python3-torch python3-torchvision python3-numpy python3-pil python3-pytest
   mate-backgrounds python3-skimage
 )
 

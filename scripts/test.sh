@@ -26,15 +26,18 @@ shardkit_build build
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 echo "== ThreadSanitizer: loader threads, prefetch ring, block cache"
-cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDKIT_SANITIZE=thread -DSHARDKIT_WITH_TORCH=OFF > /dev/null
-cmake --build build-tsan -j"$jobs" --target loader_test > /dev/null
-TSAN_OPTIONS="halt_on_error=1" ctest --test-dir build-tsan -R '^(LoaderTest|JpegLoaderTest)\.' --output-on-failure -j"$jobs"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDKIT_SANITIZE=thread -DSHARDKIT_WITH_TORCH=OFF \
+  -DSHARDKIT_WITH_PYTHON=OFF > /dev/null
+cmake --build build-tsan -j"$jobs" --target loader_test prefetch_ring_test block_cache_test > /dev/null
+TSAN_OPTIONS="halt_on_error=1" ctest --test-dir build-tsan -R '^(LoaderTest|JpegLoaderTest|PrefetchRingTest|BlockCacheTest)\.' \
+  --output-on-failure -j"$jobs"
 
 echo "== fuzz smoke (${FUZZ_SECONDS:-5} s per target)"
 scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer: every non-training test"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDKIT_SANITIZE=address -DSHARDKIT_WITH_TORCH=OFF > /dev/null
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDKIT_SANITIZE=address -DSHARDKIT_WITH_TORCH=OFF \
+  -DSHARDKIT_WITH_PYTHON=OFF > /dev/null
 cmake --build build-asan -j"$jobs" > /dev/null
 ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"

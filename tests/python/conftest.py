@@ -19,6 +19,17 @@ def tool(*parts):
     return path
 
 
+def shardkit_module():
+    """The built binding (build/python/shardkit), or skip the module's tests."""
+    path = os.path.join(BUILD, "python")
+    if not os.path.exists(os.path.join(path, "shardkit", "__init__.py")):
+        pytest.skip("Python binding not built: " + path, allow_module_level=True)
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    import shardkit
+    return shardkit
+
+
 @pytest.fixture(scope="session")
 def photos():
     if len(PHOTOS) < 5:

@@ -1,11 +1,14 @@
-// loader_dump: writes what the loader delivers for a dataset, one epoch in
-// record order (no shuffle), so that tests in other languages can compare it
-// with a reference (tests/python/test_val_pixels.py: torchvision).
+// loader_dump: writes what the loader delivers for a dataset, one epoch (in
+// record order unless --shuffle), so that tests in other languages can compare
+// it with a reference (tests/python/test_val_pixels.py: torchvision) or with
+// the Python binding (tests/python/test_binding.py).
 //
 //   loader_dump DIR OUT --transform train|val|none [--size N] [--seed S]
+//               [--shuffle none|full|block] [--batch N] [--workers N]
+//               [--rank R --world W] [--epoch E]
 //
 // OUT: "N C H W\n", then for each sample "record label key\n" lines, then the
-// N x C x H x W uint8 pixels (NCHW).
+// N x C x H x W uint8 pixels (NCHW), every sample of every batch (padding too).
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -22,7 +25,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   LoaderOptions o;
-  o.shuffle = ShuffleChoice::kNone;
+  uint64_t epoch = 0;
+  o.shuffle = ShuffleMode::kNone;
   o.batch_size = 16;
   o.workers = 2;
   auto number = [](const std::string& v, unsigned long long max, unsigned long long* out) {
@@ -42,13 +46,27 @@ int main(int argc, char** argv) {
       o.transform.size = static_cast<int>(n);
     } else if (flag == "--seed" && number(v, ~0ull, &n)) {
       o.seed = n;
+    } else if (flag == "--shuffle" && (v == "none" || v == "full" || v == "block")) {
+      o.shuffle = v == "none"   ? ShuffleMode::kNone
+                  : v == "full" ? ShuffleMode::kFull
+                                : ShuffleMode::kBlockLocal;
+    } else if (flag == "--batch" && number(v, 1 << 20, &n)) {
+      o.batch_size = static_cast<int>(n);
+    } else if (flag == "--workers" && number(v, 256, &n)) {
+      o.workers = static_cast<int>(n);
+    } else if (flag == "--rank" && number(v, 1 << 20, &n)) {
+      o.rank = static_cast<int>(n);
+    } else if (flag == "--world" && number(v, 1 << 20, &n)) {
+      o.world_size = static_cast<int>(n);
+    } else if (flag == "--epoch" && number(v, ~0ull, &n)) {
+      epoch = n;
     } else {
       std::fprintf(stderr, "loader_dump: error: bad argument '%s %s'\n", flag.c_str(), v.c_str());
       return 2;
     }
   }
   auto loader = Loader::Open(argv[1], o);
-  Status s = loader.ok() ? (*loader)->StartEpoch(0) : loader.status();
+  Status s = loader.ok() ? (*loader)->StartEpoch(epoch) : loader.status();
   std::string index, pixels;
   uint64_t n = 0;
   auto ds = Dataset::Open(argv[1]);
@@ -56,7 +74,7 @@ int main(int argc, char** argv) {
     const Batch* b = nullptr;
     s = (*loader)->Next(&b);
     if (!s.ok() || b == nullptr) break;
-    for (int i = 0; i < b->real_size; ++i, ++n) {
+    for (int i = 0; i < b->size; ++i, ++n) {
       auto [shard, local] = (*ds)->Locate(b->sample_ids[i]);
       index += std::to_string(b->sample_ids[i]) + " " + std::to_string(b->labels[i]) + " " +
                std::string((*ds)->shard(shard).key(local)) + "\n";

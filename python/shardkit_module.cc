@@ -1,0 +1,407 @@
+// _shardkit: the Python binding of the loader and the shard format. A thin
+// layer: every byte is read, decoded and written by the C++ core; this file
+// converts arguments, releases the GIL around the core's work, turns Status
+// into exceptions, and hands batches to NumPy without copying (the array's
+// base owns the batch's lease, so the loader never refills that memory while
+// an array, or a torch tensor made from it, views it). The Python package
+// (python/shardkit/__init__.py) builds the user-facing API on top.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loader/jpeg_codec.h"
+#include "loader/loader.h"
+#include "shard/dataset.h"
+#include "shard/dataset_writer.h"
+#include "shard/manifest.h"
+
+namespace py = pybind11;
+using namespace shardkit;
+
+namespace {
+
+PyObject* g_corruption_error = nullptr;
+
+// Status -> the Python exception a user would expect.
+[[noreturn]] void Raise(const Status& s) {
+  const std::string& m = s.message();
+  if (s.IsCorruption()) {
+    PyErr_SetString(g_corruption_error, m.c_str());
+    throw py::error_already_set();
+  }
+  if (s.IsInvalidArgument() || s.IsUnsupported()) throw py::value_error(m);
+  if (s.IsIOError() || s.IsNotFound()) {
+    PyErr_SetString(PyExc_OSError, m.c_str());
+    throw py::error_already_set();
+  }
+  throw std::runtime_error(m);
+}
+
+void Check(const Status& s) {
+  if (!s.ok()) Raise(s);
+}
+
+template <typename T>
+T Take(Result<T> r) {
+  if (!r.ok()) Raise(r.status());
+  return std::move(*r);
+}
+
+TransformKind ParseTransform(const std::string& t) {
+  if (t == "train") return TransformKind::kTrain;
+  if (t == "val") return TransformKind::kVal;
+  if (t == "none") return TransformKind::kNone;
+  throw py::value_error("transform must be 'train', 'val' or None, not '" + t + "'");
+}
+
+ShuffleMode ParseShuffle(const std::string& s) {
+  if (s == "auto") return ShuffleMode::kAuto;
+  if (s == "full") return ShuffleMode::kFull;
+  if (s == "block") return ShuffleMode::kBlockLocal;
+  if (s == "none") return ShuffleMode::kNone;
+  throw py::value_error("shuffle must be 'auto', 'full', 'block' or 'none', not '" + s + "'");
+}
+
+const char* ShuffleName(ShuffleMode m) {
+  switch (m) {
+    case ShuffleMode::kAuto:
+      return "auto";
+    case ShuffleMode::kFull:
+      return "full";
+    case ShuffleMode::kBlockLocal:
+      return "block";
+    case ShuffleMode::kNone:
+      break;
+  }
+  return "none";
+}
+
+class PyLoader {
+ public:
+  PyLoader(const std::string& path, int batch_size, int workers, const std::string& transform,
+           int size, int rank, int world_size, uint64_t seed, const std::string& shuffle,
+           bool drop_last, const std::string& layout, int prefetch, const std::string& on_corrupt,
+           int64_t skip_budget) {
+    LoaderOptions o;
+    o.batch_size = batch_size;
+    o.workers = workers;
+    o.transform.kind = ParseTransform(transform);
+    o.transform.size = size;
+    o.rank = rank;
+    o.world_size = world_size;
+    o.seed = seed;
+    o.shuffle = ParseShuffle(shuffle);
+    o.drop_last = drop_last;
+    if (layout != "NCHW" && layout != "NHWC") {
+      throw py::value_error("layout must be 'NCHW' or 'NHWC', not '" + layout + "'");
+    }
+    o.layout = layout == "NHWC" ? Layout::kNHWC : Layout::kNCHW;
+    o.prefetch = prefetch;
+    if (on_corrupt != "fail" && on_corrupt != "skip") {
+      throw py::value_error("on_corrupt must be 'fail' or 'skip', not '" + on_corrupt + "'");
+    }
+    o.corrupt_policy = on_corrupt == "skip" ? CorruptPolicy::kSkip : CorruptPolicy::kFail;
+    if (skip_budget < 0) throw py::value_error("skip_budget must be >= 0");
+    o.skip_budget = static_cast<uint64_t>(skip_budget);
+    Result<std::unique_ptr<Loader>> l = Status::OK();
+    {
+      py::gil_scoped_release release;
+      l = Loader::Open(path, o);
+    }
+    loader_ = Take(std::move(l));
+  }
+
+  ~PyLoader() {
+    py::gil_scoped_release release;  // joining the producer may wait for a batch
+    loader_.reset();
+  }
+
+  void StartEpoch(uint64_t epoch, uint64_t start_batch) {
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = loader_->StartEpoch(epoch, start_batch);
+    }
+    Check(s);
+  }
+
+  // (images, labels, sample_ids, real_size), or None at the epoch's end.
+  py::object Next() {
+    std::shared_ptr<const Batch> lease;
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = loader_->Next(&lease);
+    }
+    Check(s);
+    if (!lease) return py::none();
+    const Batch& b = *lease;
+    // The capsule owns a copy of the lease: the memory lives while the array does.
+    auto* owner = new std::shared_ptr<const Batch>(lease);
+    py::capsule base(owner, [](void* p) { delete static_cast<std::shared_ptr<const Batch>*>(p); });
+    const py::ssize_t n = b.size, c = b.channels, h = b.height, w = b.width;
+    std::vector<py::ssize_t> shape = {n, c, h, w}, strides;
+    if (b.layout == Layout::kNCHW) {
+      strides = {c * h * w, h * w, w, 1};
+    } else {  // NHWC memory, viewed as NCHW with channels-last strides
+      strides = {h * w * c, 1, w * c, c};
+    }
+    py::array_t<uint8_t> images(shape, strides, b.data, base);
+    py::array_t<int64_t> labels(n), ids(n);
+    auto lv = labels.mutable_unchecked<1>();
+    auto iv = ids.mutable_unchecked<1>();
+    for (py::ssize_t i = 0; i < n; ++i) {
+      lv(i) = b.labels[i];
+      iv(i) = static_cast<int64_t>(b.sample_ids[i]);
+    }
+    return py::make_tuple(images, labels, ids, b.real_size);
+  }
+
+  py::dict Stats() const {
+    const LoaderStats s = loader_->stats();
+    py::dict d;
+    d["read_s"] = s.read_s;
+    d["decompress_s"] = s.decompress_s;
+    d["decode_s"] = s.decode_s;
+    d["transform_s"] = s.transform_s;
+    d["wait_s"] = s.wait_s;
+    d["samples"] = s.samples;
+    d["batches"] = s.batches;
+    d["bytes_read"] = s.bytes_read;
+    d["corrupt_skipped"] = s.corrupt_skipped;
+    d["corrupt_messages"] = s.corrupt_messages;
+    return d;
+  }
+
+  Loader& loader() { return *loader_; }
+
+ private:
+  std::unique_ptr<Loader> loader_;
+};
+
+class PyDataset {
+ public:
+  explicit PyDataset(const std::string& path) {
+    Result<std::unique_ptr<Dataset>> d = Status::OK();
+    {
+      py::gil_scoped_release release;
+      d = Dataset::Open(path);
+    }
+    ds_ = Take(std::move(d));
+  }
+  uint64_t size() const { return ds_->num_records(); }
+  const Manifest& manifest() const { return ds_->manifest(); }
+
+  // (payload, label, key): bytes for JPEG and bytes records, a uint8 array of
+  // the record's shape for raw ones. The record's checksum is verified.
+  py::tuple Get(int64_t i) const {
+    const int64_t n = static_cast<int64_t>(ds_->num_records());
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) throw py::index_error("record index out of range");
+    const auto [shard, local] = ds_->Locate(static_cast<uint64_t>(i));
+    const ShardReader& r = ds_->shard(shard);
+    std::string payload;
+    Status s;
+    {
+      py::gil_scoped_release release;
+      ReadScratch scratch;
+      std::string_view view;
+      s = r.ReadRecord(local, &scratch, &view);
+      if (s.ok()) payload.assign(view);
+    }
+    Check(s);
+    const int32_t label = r.record(local).label;
+    py::str key(std::string(r.key(local)));
+    const RecordFormat& f = ds_->manifest().record;
+    if (f.kind == format::RecordKind::kRawU8) {
+      if (payload.size() != f.raw_record_size()) {
+        Raise(Status::Corruption(r.Where(local) + ": " + std::to_string(payload.size()) +
+                                 " bytes, the record shape needs " +
+                                 std::to_string(f.raw_record_size())));
+      }
+      std::vector<py::ssize_t> shape(f.shape.begin(), f.shape.end());
+      py::array_t<uint8_t> a(shape);
+      std::memcpy(a.mutable_data(), payload.data(), payload.size());
+      return py::make_tuple(a, label, key);
+    }
+    return py::make_tuple(py::bytes(payload), label, key);
+  }
+
+ private:
+  std::unique_ptr<Dataset> ds_;
+};
+
+class PyWriter {
+ public:
+  PyWriter(const std::string& path, const std::string& kind, std::vector<int64_t> shape,
+           std::vector<std::string> classes, uint64_t shard_size, const std::string& compression,
+           bool overwrite, const std::string& created_by)
+      : path_(path) {
+    DatasetWriterOptions o;
+    if (shard_size < (1 << 16)) throw py::value_error("shard_size must be at least 65536 bytes");
+    o.shard_size = shard_size;
+    o.overwrite = overwrite;
+    if (kind == "jpeg") {
+      manifest_.record.kind = format::RecordKind::kJpeg;
+    } else if (kind == "raw") {
+      manifest_.record.kind = format::RecordKind::kRawU8;
+      if (shape.size() != 3 || shape[0] < 1 || shape[1] < 1 || shape[2] < 1 || shape[2] > 4 ||
+          shape[0] > 65536 || shape[1] > 65536) {
+        throw py::value_error("kind='raw' needs shape=(H, W, C) with 1 <= C <= 4");
+      }
+      manifest_.record.shape = shape;
+    } else if (kind == "bytes") {
+      manifest_.record.kind = format::RecordKind::kBytes;
+    } else {
+      throw py::value_error("kind must be 'jpeg', 'raw' or 'bytes', not '" + kind + "'");
+    }
+    if (kind != "raw" && !shape.empty()) throw py::value_error("shape is for kind='raw' only");
+    if (compression == "auto") {
+      o.shard.compression = kind == "jpeg" ? CompressionMode::kStore : CompressionMode::kAuto;
+    } else if (compression == "zstd") {
+      o.shard.compression = CompressionMode::kZstd;
+    } else if (compression == "none") {
+      o.shard.compression = CompressionMode::kStore;
+    } else {
+      throw py::value_error("compression must be 'auto', 'zstd' or 'none'");
+    }
+    o.shard.kind = manifest_.record.kind;
+    for (const std::string& c : classes) {
+      if (!IsValidUtf8(c)) throw py::value_error("class name is not valid UTF-8");
+    }
+    manifest_.classes = std::move(classes);
+    manifest_.created_by = created_by;
+    Result<std::unique_ptr<DatasetWriter>> w = Status::OK();
+    {
+      py::gil_scoped_release release;
+      w = DatasetWriter::Create(path, o);
+    }
+    writer_ = Take(std::move(w));
+  }
+
+  void Add(py::buffer data, int64_t label, py::object key) {
+    if (!writer_) throw py::value_error(path_ + ": the writer is closed");
+    Py_buffer view;
+    if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
+      PyErr_Clear();
+      throw py::value_error(path_ + ": record data must be a C-contiguous bytes-like object");
+    }
+    std::unique_ptr<Py_buffer, void (*)(Py_buffer*)> held(&view, PyBuffer_Release);
+    const size_t bytes = static_cast<size_t>(view.len);
+    std::string_view payload(static_cast<const char*>(view.buf), bytes);
+    const std::string where = path_ + ": record " + std::to_string(writer_->records());
+    if (label < -1 || label > INT32_MAX) throw py::value_error(where + ": label out of range");
+    if (!manifest_.classes.empty() && label >= static_cast<int64_t>(manifest_.classes.size())) {
+      throw py::value_error(where + ": label " + std::to_string(label) + " but only " +
+                            std::to_string(manifest_.classes.size()) + " classes");
+    }
+    if (manifest_.record.kind == format::RecordKind::kRawU8 &&
+        bytes != manifest_.record.raw_record_size()) {
+      throw py::value_error(where + ": " + std::to_string(bytes) + " bytes, the shape needs " +
+                            std::to_string(manifest_.record.raw_record_size()));
+    }
+    if (manifest_.record.kind == format::RecordKind::kJpeg) {
+      JpegInfo ji;
+      Status s = jpeg_.ReadHeader(reinterpret_cast<const uint8_t*>(payload.data()), bytes, &ji);
+      if (!s.ok())
+        throw py::value_error(where + ": not a JPEG the loader can decode: " + s.message());
+    }
+    std::string k =
+        key.is_none() ? std::to_string(writer_->records()) : py::str(key).cast<std::string>();
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = writer_->Add(payload, static_cast<int32_t>(label), k);
+    }
+    Check(s);
+  }
+
+  void Close() {
+    if (!writer_) return;
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = writer_->Finish(manifest_);
+      writer_.reset();
+    }
+    Check(s);
+  }
+
+  // Without close(): the unfinished shard is deleted and no manifest is
+  // written, so the directory never looks complete.
+  void Abort() {
+    py::gil_scoped_release release;
+    writer_.reset();
+  }
+
+  uint64_t records() const { return writer_ ? writer_->records() : 0; }
+
+ private:
+  std::string path_;
+  Manifest manifest_;
+  JpegDecoder jpeg_;
+  std::unique_ptr<DatasetWriter> writer_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_shardkit, m) {
+  m.doc() = "shardkit's C++ core; use the `shardkit` package";
+  static py::exception<std::runtime_error> corruption(m, "CorruptionError", PyExc_RuntimeError);
+  g_corruption_error = corruption.ptr();
+
+  py::class_<PyLoader>(m, "_Loader")
+      .def(py::init<const std::string&, int, int, const std::string&, int, int, int, uint64_t,
+                    const std::string&, bool, const std::string&, int, const std::string&,
+                    int64_t>(),
+           py::arg("path"), py::arg("batch_size"), py::arg("workers"), py::arg("transform"),
+           py::arg("size"), py::arg("rank"), py::arg("world_size"), py::arg("seed"),
+           py::arg("shuffle"), py::arg("drop_last"), py::arg("layout"), py::arg("prefetch"),
+           py::arg("on_corrupt"), py::arg("skip_budget"))
+      .def("start_epoch", &PyLoader::StartEpoch, py::arg("epoch"), py::arg("start_batch") = 0)
+      .def("next", &PyLoader::Next)
+      .def("stats", &PyLoader::Stats)
+      .def("reset_stats", [](PyLoader& l) { l.loader().ResetStats(); })
+      .def_property_readonly("epoch", [](PyLoader& l) { return l.loader().epoch(); })
+      .def_property_readonly("next_batch", [](PyLoader& l) { return l.loader().next_batch(); })
+      .def_property_readonly("batches_per_epoch",
+                             [](PyLoader& l) { return l.loader().batches_per_epoch(); })
+      .def_property_readonly("samples_per_epoch",
+                             [](PyLoader& l) { return l.loader().samples_per_epoch(); })
+      .def_property_readonly("dataset_records",
+                             [](PyLoader& l) { return l.loader().dataset_records(); })
+      .def_property_readonly("shape",
+                             [](PyLoader& l) {
+                               return py::make_tuple(l.loader().channels(), l.loader().height(),
+                                                     l.loader().width());
+                             })
+      .def_property_readonly("shuffle_mode",
+                             [](PyLoader& l) { return ShuffleName(l.loader().shuffle_mode()); });
+
+  py::class_<PyDataset>(m, "_Dataset")
+      .def(py::init<const std::string&>(), py::arg("path"))
+      .def("__len__", &PyDataset::size)
+      .def("get", &PyDataset::Get, py::arg("index"))
+      .def_property_readonly("classes", [](PyDataset& d) { return d.manifest().classes; })
+      .def_property_readonly("kind",
+                             [](PyDataset& d) { return RecordKindName(d.manifest().record.kind); })
+      .def_property_readonly("shape", [](PyDataset& d) { return d.manifest().record.shape; })
+      .def_property_readonly("manifest_json",
+                             [](PyDataset& d) { return ManifestToJson(d.manifest()); });
+
+  py::class_<PyWriter>(m, "_Writer")
+      .def(py::init<const std::string&, const std::string&, std::vector<int64_t>,
+                    std::vector<std::string>, uint64_t, const std::string&, bool,
+                    const std::string&>(),
+           py::arg("path"), py::arg("kind"), py::arg("shape"), py::arg("classes"),
+           py::arg("shard_size"), py::arg("compression"), py::arg("overwrite"),
+           py::arg("created_by"))
+      .def("add", &PyWriter::Add, py::arg("data"), py::arg("label"), py::arg("key") = py::none())
+      .def("close", &PyWriter::Close)
+      .def("abort", &PyWriter::Abort)
+      .def_property_readonly("records", &PyWriter::records);
+}

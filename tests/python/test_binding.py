@@ -1,0 +1,288 @@
+"""The Python binding: the same batches as the C++ loader, ranks, epochs,
+exact resume, leases that keep their memory, corrupt records, the GIL released
+while C++ works, and a Writer whose output shardkit-pack verifies."""
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from conftest import tool, shardkit_module
+
+torch = pytest.importorskip("torch")
+sk = shardkit_module()
+
+
+def make_jpegs(root, n=40, seed=0):
+    """n small JPEG photos-like images (smooth gradients and noise) in 4 classes."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    for k in range(n):
+        w, h = int(rng.integers(60, 160)), int(rng.integers(60, 160))
+        y, x = np.mgrid[0:h, 0:w]
+        img = np.stack([(x * 255 // w), (y * 255 // h), ((x + y) * 127 // (w + h))], -1)
+        img = np.clip(img + rng.integers(-20, 20, img.shape), 0, 255).astype(np.uint8)
+        d = os.path.join(root, "class%d" % (k % 4))
+        os.makedirs(d, exist_ok=True)
+        Image.fromarray(img).save(os.path.join(d, "%03d.jpg" % k), quality=90)
+
+
+@pytest.fixture(scope="module")
+def jpeg_ds(tmp_path_factory):
+    root = tmp_path_factory.mktemp("jpeg")
+    make_jpegs(str(root / "src"))
+    subprocess.run([tool("tools", "pack", "shardkit-pack"), "imagenet", str(root / "src"), str(root / "ds"),
+                    "--shard-size", "65536"], check=True, capture_output=True)
+    return str(root / "ds")
+
+
+@pytest.fixture(scope="module")
+def raw_ds(tmp_path_factory):
+    root = tmp_path_factory.mktemp("raw")
+    rng = np.random.default_rng(1)
+    records = rng.integers(0, 256, (203, 8, 6, 3), dtype=np.uint8)
+    with sk.Writer(str(root / "ds"), kind="raw", shape=(8, 6, 3), classes=[str(c) for c in range(7)],
+                   shard_size=1 << 16) as w:
+        for i, r in enumerate(records):
+            w.add(r, i % 7, key="r%d" % i)
+    return str(root / "ds"), records
+
+
+def read_dump(path):
+    with open(path, "rb") as f:
+        n, c, h, w = map(int, f.readline().split())
+        rows = [f.readline().decode().split(" ", 2) for _ in range(n)]
+        pixels = np.frombuffer(f.read(), dtype=np.uint8).reshape(n, c, h, w)
+    return [int(r[0]) for r in rows], [int(r[1]) for r in rows], pixels
+
+
+def epoch_of(loader):
+    ids, labels, pixels = [], [], []
+    for images, lab, sid, _ in loader.batches():
+        ids += sid.tolist()
+        labels += lab.tolist()
+        pixels.append(images.numpy().copy())
+    return ids, labels, np.concatenate(pixels) if pixels else None
+
+
+@pytest.mark.parametrize("shuffle,transform", [("full", "train"), ("none", "val"), ("block", "train")])
+def test_batches_equal_the_cpp_loaders(jpeg_ds, tmp_path, shuffle, transform):
+    args = ["--transform", transform, "--size", "48", "--seed", "7", "--shuffle", shuffle, "--batch", "6",
+            "--rank", "1", "--world", "2", "--epoch", "3", "--workers", "2"]
+    subprocess.run([tool("tests", "loader_dump"), jpeg_ds, str(tmp_path / "dump")] + args, check=True)
+    want_ids, want_labels, want_pixels = read_dump(str(tmp_path / "dump"))
+    loader = sk.Loader(jpeg_ds, 6, workers=3, transform=transform, size=48, seed=7, shuffle=shuffle,
+                       rank=1, world_size=2)
+    loader.set_epoch(3)
+    ids, labels, pixels = epoch_of(loader)
+    assert ids == want_ids
+    assert labels == want_labels
+    assert np.array_equal(pixels, want_pixels)
+
+
+def test_iteration_yields_uint8_images_and_int64_labels(jpeg_ds):
+    loader = sk.Loader(jpeg_ds, 8, workers=2, size=32, rank=0, world_size=1)
+    assert len(loader) == 5 and loader.shape == (3, 32, 32)
+    n = 0
+    for images, labels in loader:
+        assert images.dtype == torch.uint8 and images.shape == (8, 3, 32, 32) and images.is_contiguous()
+        assert labels.dtype == torch.int64 and labels.shape == (8,)
+        assert 0 <= int(labels.min()) and int(labels.max()) < 4
+        n += 1
+    assert n == len(loader)
+    ds = sk.Dataset(jpeg_ds)
+    assert ds.classes == ["class0", "class1", "class2", "class3"] and ds.kind == "jpeg" and len(ds) == 40
+
+
+def test_nhwc_is_a_channels_last_view_of_the_same_pixels(jpeg_ds):
+    a = sk.Loader(jpeg_ds, 8, workers=2, size=40, shuffle="none", transform="val", rank=0, world_size=1)
+    b = sk.Loader(jpeg_ds, 8, workers=2, size=40, shuffle="none", transform="val", rank=0, world_size=1,
+                  layout="NHWC")
+    for (x, _), (y, _) in zip(a, b):
+        assert y.shape == x.shape
+        assert y.is_contiguous(memory_format=torch.channels_last)
+        assert torch.equal(x, y)
+
+
+def test_two_ranks_are_disjoint_cover_the_dataset_and_have_equal_lengths(raw_ds):
+    path, _ = raw_ds
+    seen = []
+    for rank in range(2):
+        loader = sk.Loader(path, 10, transform=None, rank=rank, world_size=2, seed=5)
+        ids, _, _ = epoch_of(loader)
+        seen.append(ids)
+        assert len(loader) == 11  # ceil(203 / 2) = 102 samples, 11 batches
+    assert len(seen[0]) == len(seen[1]) == 102
+    # One padding sample (the epoch's first position) makes 204 from 203.
+    assert set(seen[0]) | set(seen[1]) == set(range(203))
+    assert len(set(seen[0]) & set(seen[1])) <= 1
+
+
+def test_set_epoch_changes_the_order_deterministically(raw_ds):
+    path, _ = raw_ds
+    loader = sk.Loader(path, 16, transform=None, rank=0, world_size=1, seed=2, shuffle="full")
+    orders = {}
+    for epoch in (0, 1, 0):
+        loader.set_epoch(epoch)
+        orders.setdefault(epoch, []).append(epoch_of(loader)[0])
+    assert orders[0][0] == orders[0][1]
+    assert orders[0][0] != orders[1][0]
+    assert sorted(orders[1][0]) == list(range(203))
+
+
+def test_raw_records_come_back_exactly(raw_ds):
+    path, records = raw_ds
+    loader = sk.Loader(path, 16, transform=None, rank=0, world_size=1, shuffle="full", layout="NHWC")
+    for images, labels, ids, real in loader.batches():
+        for img, label, i in zip(images[:real], labels[:real], ids[:real]):
+            assert np.array_equal(img.permute(1, 2, 0).numpy(), records[int(i)])
+            assert int(label) == int(i) % 7
+    ds = sk.Dataset(path)
+    payload, label = ds[17]
+    assert np.array_equal(payload, records[17]) and label == 17 % 7 and ds.key(17) == "r17"
+    assert ds.shape == (8, 6, 3) and ds.kind == "raw_u8"
+    assert np.array_equal(ds[-1][0], records[-1])
+    with pytest.raises(IndexError):
+        ds[203]
+
+
+def test_state_dict_resumes_exactly_in_a_new_loader(jpeg_ds):
+    opts = dict(workers=2, size=32, seed=11, rank=0, world_size=1, shuffle="full")
+    whole = sk.Loader(jpeg_ds, 4, **opts)
+    whole.set_epoch(2)
+    want = [(x.clone(), y.clone()) for x, y in whole]
+    first = sk.Loader(jpeg_ds, 4, **opts)
+    first.set_epoch(2)
+    it = iter(first)
+    for _ in range(3):
+        next(it)
+    state = first.state_dict()
+    assert state["epoch"] == 2 and state["batch"] == 3
+    second = sk.Loader(jpeg_ds, 4, **opts)
+    second.load_state_dict(state)
+    second.set_epoch(2)  # as a training loop does after resuming: keeps the position
+    rest = list(second)
+    assert len(rest) == len(want) - 3
+    for (x, y), (wx, wy) in zip(rest, want[3:]):
+        assert torch.equal(x, wx) and torch.equal(y, wy)
+    # A state for other options is refused.
+    other = sk.Loader(jpeg_ds, 5, **opts)
+    with pytest.raises(ValueError):
+        other.load_state_dict(state)
+
+
+def test_a_held_batch_keeps_its_values_while_20_more_go_by(raw_ds):
+    path, records = raw_ds
+    loader = sk.Loader(path, 4, transform=None, rank=0, world_size=1, prefetch=2, layout="NHWC")
+    batches = loader.batches()
+    held, _, ids, _ = next(batches)
+    copy = held.clone()
+    for _ in range(20):
+        next(batches)
+    assert torch.equal(held, copy)
+    assert np.array_equal(held[0].permute(1, 2, 0).numpy(), records[int(ids[0])])
+    del loader, batches  # the batch outlives the loader too
+    assert torch.equal(held, copy)
+
+
+def test_corrupt_records_raise_or_are_counted(tmp_path):
+    src = tmp_path / "ds"
+    with sk.Writer(str(src), kind="raw", shape=(4, 4, 1), compression="none", shard_size=1 << 16) as w:
+        for i in range(64):
+            w.add(bytes([i]) * 16, 0)
+    shard = os.path.join(str(src), "shard-00000.sks")
+    data = bytearray(open(shard, "rb").read())
+    data[64 + 16 * 10 + 3] ^= 0xFF  # a byte inside an early record's payload
+    open(shard, "wb").write(bytes(data))
+    loader = sk.Loader(str(src), 8, transform=None, rank=0, world_size=1, shuffle="none")
+    with pytest.raises(sk.CorruptionError, match=r"shard-00000\.sks: record \d+"):
+        list(loader)
+    skipping = sk.Loader(str(src), 8, transform=None, rank=0, world_size=1, shuffle="none",
+                         on_corrupt="skip", skip_budget=5)
+    assert sum(len(y) for _, y in skipping) == 64
+    stats = skipping.stats()
+    assert stats["corrupt_skipped"] == 1 and "shard-00000.sks" in stats["corrupt_messages"][0]
+
+
+def test_another_thread_runs_while_the_loader_works(jpeg_ds):
+    # With a switch interval of 10 s, a thread that held the GIL through
+    # C++ work would leave the counter where it was.
+    loader = sk.Loader(jpeg_ds, 40, workers=1, size=160, transform="val", rank=0, world_size=1,
+                       prefetch=1)
+    count, stop = [0], threading.Event()
+
+    def spin():
+        import time
+        while not stop.is_set():
+            count[0] += 1
+            time.sleep(0.0001)  # gives the GIL back, so the main thread resumes at once
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(10)
+    t = threading.Thread(target=spin)
+    try:
+        t.start()
+        before = count[0]
+        for _ in loader:  # one batch of 40 decodes and resizes on one worker
+            pass
+        during = count[0] - before
+    finally:
+        stop.set()
+        sys.setswitchinterval(old)
+        t.join()
+    assert during > 0
+
+
+def test_bad_arguments_are_value_errors_and_missing_paths_os_errors(jpeg_ds, tmp_path):
+    for kwargs in (dict(batch_size=0), dict(batch_size=4, workers=0), dict(batch_size=4, layout="CHW"),
+                   dict(batch_size=4, transform="rotate"), dict(batch_size=4, shuffle="random"),
+                   dict(batch_size=4, rank=2, world_size=2), dict(batch_size=4, on_corrupt="ignore"),
+                   dict(batch_size=4, rank=0)):
+        with pytest.raises(ValueError):
+            sk.Loader(jpeg_ds, **kwargs)
+    with pytest.raises(OSError):
+        sk.Loader(str(tmp_path / "nowhere"), 4)
+    with pytest.raises(OSError):
+        sk.Dataset(str(tmp_path / "nowhere"))
+
+
+def test_writer_output_verifies_and_reads_back(tmp_path, jpeg_ds):
+    src = sk.Dataset(jpeg_ds)
+    out = str(tmp_path / "copy")
+    with sk.Writer(out, kind="jpeg", classes=src.classes, shard_size=1 << 16) as w:
+        for i in range(len(src)):
+            payload, label = src[i]
+            w.add(payload, label, key=src.key(i))
+    r = subprocess.run([tool("tools", "pack", "shardkit-pack"), "verify", out], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    copy = sk.Dataset(out)
+    assert len(copy) == len(src) and copy.classes == src.classes
+    assert len([f for f in os.listdir(out) if f.endswith(".sks")]) > 1
+    for i in range(len(src)):
+        assert copy[i] == src[i] and copy.key(i) == src.key(i)
+    a = sk.Loader(jpeg_ds, 8, size=32, seed=3, rank=0, world_size=1)
+    b = sk.Loader(out, 8, size=32, seed=3, rank=0, world_size=1)
+    for (x, y), (u, v) in zip(a, b):
+        assert torch.equal(x, u) and torch.equal(y, v)
+
+
+def test_writer_refuses_bad_records_and_an_aborted_write_is_no_dataset(tmp_path):
+    with pytest.raises(ValueError, match="record 0"):
+        with sk.Writer(str(tmp_path / "a"), kind="jpeg") as w:
+            w.add(b"not a jpeg", 0)
+    assert not os.path.exists(str(tmp_path / "a" / "manifest.json"))
+    assert not [f for f in os.listdir(str(tmp_path / "a")) if f.endswith(".sks")]
+    with sk.Writer(str(tmp_path / "b"), kind="raw", shape=(2, 2, 1), classes=["x"]) as w:
+        with pytest.raises(ValueError, match="5 bytes, the shape needs 4"):
+            w.add(b"12345", 0)
+        with pytest.raises(ValueError, match="classes"):
+            w.add(b"1234", 3)
+        w.add(b"1234", 0)
+    assert len(sk.Dataset(str(tmp_path / "b"))) == 1
+    with pytest.raises(ValueError, match="already holds a dataset"):
+        sk.Writer(str(tmp_path / "b"), kind="raw", shape=(2, 2, 1))
+    with pytest.raises(ValueError):
+        sk.Writer(str(tmp_path / "c"), kind="raw")
