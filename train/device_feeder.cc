@@ -1,7 +1,16 @@
-// The CPU BatchFeeder, and the choice between it and the CUDA one.
+// BatchView, the CPU BatchFeeder, and the choice between it and the CUDA one.
 #include "train/device_feeder.h"
 
 namespace shardkit {
+
+torch::Tensor BatchView(const Batch& b) {
+  const int64_t n = b.size, c = b.channels, h = b.height, w = b.width;
+  std::vector<int64_t> strides = b.layout == Layout::kNHWC
+                                     ? std::vector<int64_t>{h * w * c, 1, w * c, c}
+                                     : std::vector<int64_t>{c * h * w, h * w, w, 1};
+  return torch::from_blob(b.data, {n, c, h, w}, strides, torch::kUInt8);
+}
+
 namespace {
 
 class CpuFeeder : public BatchFeeder {
@@ -13,17 +22,17 @@ class CpuFeeder : public BatchFeeder {
     mean_ = torch::tensor(mean).view({1, c, 1, 1}).to(device);
     inv_std_ = (1.0 / torch::tensor(std)).view({1, c, 1, 1}).to(device);
   }
-  void Stage(const Batch& b) override {
-    torch::Tensor u8 = torch::from_blob(const_cast<uint8_t*>(b.data),
-                                        {b.size, b.channels, b.height, b.width}, torch::kUInt8);
-    torch::Tensor x =
-        u8.to(device_, torch::kFloat32);  // a copy: the loader's buffer is free after this
+  void Stage(std::shared_ptr<const Batch> b) override {
+    // The float conversion is the one copy; it keeps the view's memory
+    // format, so an NHWC batch becomes a channels-last tensor directly.
+    torch::Tensor x = BatchView(*b).to(device_, torch::kFloat32);
     x.mul_(1.0 / 255).sub_(mean_).mul_(inv_std_);
-    if (channels_last_) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+    const auto format =
+        channels_last_ ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
+    if (!x.is_contiguous(format)) x = x.contiguous(format);
     images_ = x;
-    labels_ = torch::from_blob(const_cast<int32_t*>(b.labels), {b.size}, torch::kInt32)
-                  .to(device_, torch::kInt64);
-  }
+    labels_ = torch::from_blob(b->labels, {b->size}, torch::kInt32).to(device_, torch::kInt64);
+  }  // the lease is dropped here: nothing reads the loader's memory any more
   std::pair<torch::Tensor, torch::Tensor> Take() override { return {images_, labels_}; }
 
  private:

@@ -1,7 +1,10 @@
-// BatchFeeder: moves loader batches (uint8, NCHW) to the training device and
-// normalises them there. On CUDA (device_feeder_cuda.cc) the bytes go through
-// pinned host buffers and are copied on a side stream while the previous step
-// computes; on CPU the conversion is done in place of the copy.
+// BatchFeeder: moves loader batches to the training device and normalises
+// them there. A batch is staged from its lease, without copying it on the
+// host: BatchView() is a uint8 tensor over the loader's memory (an NHWC batch
+// viewed as a channels-last NCHW tensor), and the feeder keeps the lease until
+// the device no longer reads it. On CUDA (device_feeder_cuda.cc) the loader's
+// batch memory is pinned (PinnedSlotAllocator), so the host-to-device copy is
+// truly asynchronous: it runs on a side stream while the previous step computes.
 #pragma once
 
 #include <torch/torch.h>
@@ -14,12 +17,18 @@
 
 namespace shardkit {
 
+// The batch's pixels as a uint8 [N, C, H, W] tensor sharing its memory: NCHW
+// batches contiguous, NHWC batches with channels-last strides. Valid while
+// the batch's lease lives.
+torch::Tensor BatchView(const Batch& batch);
+
 class BatchFeeder {
  public:
   virtual ~BatchFeeder() = default;
-  // Starts moving `batch`; the loader's buffer may be reused once this returns.
-  virtual void Stage(const Batch& batch) = 0;
-  // The staged batch on the device: normalised float images and int64 labels.
+  // Starts moving the batch to the device; keeps the lease as long as needed.
+  virtual void Stage(std::shared_ptr<const Batch> batch) = 0;
+  // The staged batch on the device: normalised float images (channels-last
+  // if asked for) and int64 labels.
   virtual std::pair<torch::Tensor, torch::Tensor> Take() = 0;
 };
 
@@ -30,6 +39,9 @@ std::unique_ptr<BatchFeeder> MakeBatchFeeder(torch::Device device, const std::ve
 std::unique_ptr<BatchFeeder> MakeCudaBatchFeeder(torch::Device device,
                                                  const std::vector<float>& mean,
                                                  const std::vector<float>& std, bool channels_last);
+// Page-locked host memory from LibTorch's caching host allocator, for the
+// loader's batches (LoaderOptions::allocator).
+SlotAllocator PinnedSlotAllocator();
 #endif
 
 }  // namespace shardkit

@@ -1,7 +1,9 @@
-// The CUDA BatchFeeder: pinned host staging, an asynchronous host-to-device
-// copy on a side stream, and normalisation on the device. Built only when
+// The CUDA BatchFeeder: an asynchronous host-to-device copy, on a side stream,
+// straight from the loader's pinned batch memory, and normalisation on the
+// device. Built only when
 // LibTorch has CUDA (SHARDKIT_WITH_CUDA).
 #include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CachingHostAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -23,26 +25,18 @@ class CudaFeeder : public BatchFeeder {
     mean_ = torch::tensor(mean).view({1, c, 1, 1}).to(device);
     inv_std_ = (1.0 / torch::tensor(std)).view({1, c, 1, 1}).to(device);
   }
-  void Stage(const Batch& b) override {
+  void Stage(std::shared_ptr<const Batch> b) override {
     Slot& s = slots_[next_ ^= 1];
-    const int64_t bytes = static_cast<int64_t>(b.sample_bytes()) * b.size;
-    if (!s.host.defined() || s.host.numel() < bytes) {
-      s.host =
-          torch::empty({bytes}, torch::TensorOptions().dtype(torch::kUInt8).pinned_memory(true));
-    }
-    if (!s.host_labels.defined() || s.host_labels.numel() < b.size) {
-      s.host_labels =
-          torch::empty({b.size}, torch::TensorOptions().dtype(torch::kInt32).pinned_memory(true));
-    }
-    // The previous copy out of this slot must be done before overwriting it.
+    // The copy that last read this slot's batch must be done before its
+    // lease goes back to the loader.
     s.done.synchronize();
-    std::memcpy(s.host.data_ptr(), b.data, static_cast<size_t>(bytes));
-    std::memcpy(s.host_labels.data_ptr(), b.labels, sizeof(int32_t) * b.size);
+    s.lease = std::move(b);
+    const Batch& batch = *s.lease;
     c10::cuda::CUDAStreamGuard guard(stream_);
-    s.images = s.host.narrow(0, 0, bytes)
-                   .view({b.size, b.channels, b.height, b.width})
-                   .to(device_, /*non_blocking=*/true);
-    s.labels = s.host_labels.narrow(0, 0, b.size).to(device_, torch::kInt64, /*non_blocking=*/true);
+    // Straight from the loader's (pinned) memory: no host copy.
+    s.images = BatchView(batch).to(device_, /*non_blocking=*/true);
+    s.labels = torch::from_blob(batch.labels, {batch.size}, torch::kInt32)
+                   .to(device_, torch::kInt64, /*non_blocking=*/true);
     s.done.record(stream_);
     staged_ = &s;
   }
@@ -52,13 +46,16 @@ class CudaFeeder : public BatchFeeder {
     s.images.record_stream(c10::cuda::getCurrentCUDAStream(device_.index()));
     s.labels.record_stream(c10::cuda::getCurrentCUDAStream(device_.index()));
     torch::Tensor x = s.images.to(torch::kFloat32).mul_(1.0 / 255).sub_(mean_).mul_(inv_std_);
-    if (channels_last_) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+    const auto format =
+        channels_last_ ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
+    if (!x.is_contiguous(format)) x = x.contiguous(format);
     return {x, s.labels};
   }
 
  private:
   struct Slot {
-    torch::Tensor host, host_labels, images, labels;
+    std::shared_ptr<const Batch> lease;  // the loader's memory the copy reads
+    torch::Tensor images, labels;
     at::cuda::CUDAEvent done;
   };
   torch::Device device_;
@@ -71,6 +68,15 @@ class CudaFeeder : public BatchFeeder {
 };
 
 }  // namespace
+
+SlotAllocator PinnedSlotAllocator() {
+  return [](size_t bytes) {
+    auto owner =
+        std::make_shared<c10::DataPtr>(at::cuda::getCachingHostAllocator()->allocate(bytes));
+    uint8_t* p = static_cast<uint8_t*>(owner->get());
+    return std::shared_ptr<uint8_t>(p, [owner](uint8_t*) mutable { owner.reset(); });
+  };
+}
 
 std::unique_ptr<BatchFeeder> MakeCudaBatchFeeder(torch::Device device,
                                                  const std::vector<float>& mean,

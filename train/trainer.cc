@@ -59,23 +59,32 @@ Status Evaluate(torch::nn::AnyModule& model, Loader& loader, BatchFeeder& feeder
   torch::NoGradGuard no_grad;
   AsModule(model).eval();
   SK_RETURN_IF_ERROR(loader.StartEpoch(epoch));
-  double c1 = 0, c5 = 0, n = 0;
+  // Hits are counted on the device and read once, at the end.
+  torch::Tensor hits;
+  double n = 0;
   for (;;) {
-    const Batch* b = nullptr;
+    std::shared_ptr<const Batch> b;
     SK_RETURN_IF_ERROR(loader.Next(&b));
     if (b == nullptr) break;
-    feeder.Stage(*b);
-    auto [x, y] = feeder.Take();
     const int real = b->real_size;
+    feeder.Stage(b);
+    auto [x, y] = feeder.Take();
     if (real == 0) continue;
     torch::Tensor logits = model.forward(x).narrow(0, 0, real);
     torch::Tensor labels = y.narrow(0, 0, real);
     const int64_t k = std::min<int64_t>(5, logits.size(1));
     torch::Tensor top = std::get<1>(logits.topk(k, 1));
     torch::Tensor hit = top.eq(labels.unsqueeze(1));
-    c1 += hit.narrow(1, 0, 1).sum().item<double>();
-    c5 += hit.any(1).sum().item<double>();
+    torch::Tensor both =
+        torch::stack({hit.narrow(1, 0, 1).sum(), hit.any(1).sum()}).to(torch::kFloat64);
+    hits = hits.defined() ? hits + both : both;
     n += real;
+  }
+  double c1 = 0, c5 = 0;
+  if (hits.defined()) {
+    hits = hits.cpu();
+    c1 = hits[0].item<double>();
+    c5 = hits[1].item<double>();
   }
   if (group != nullptr) {
     std::vector<torch::Tensor> t = {torch::tensor({c1, c5, n}, torch::kFloat64)};
@@ -173,7 +182,12 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
   lo.seed = o.seed;
   lo.transform.kind = TransformKind::kTrain;
   lo.transform.size = o.size;
-  lo.layout = Layout::kNCHW;
+  // Channels-last training reads NHWC batches, viewed as channels-last NCHW
+  // tensors without a copy (BatchView).
+  lo.layout = o.channels_last ? Layout::kNHWC : Layout::kNCHW;
+#ifdef SHARDKIT_WITH_CUDA
+  if (cuda) lo.allocator = PinnedSlotAllocator();  // asynchronous copies from the batches
+#endif
   lo.drop_last = true;  // every step a full global batch
   lo.corrupt_policy = o.on_corrupt == "skip" ? CorruptPolicy::kSkip : CorruptPolicy::kFail;
   lo.skip_budget = o.skip_budget;
@@ -312,15 +326,22 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
     const auto epoch_start = Clock::now();
     const int64_t first_batch = pos.batch_index;
     bool stopped = false;
-    for (;;) {
-      if (o.max_steps > 0 && pos.global_step >= o.max_steps) break;
+    // Batch k + 1 is taken from the loader and its copy to the device
+    // started before step k's first host synchronisation, so the copy
+    // overlaps the step; loss and accuracy are summed on the device and
+    // read only when printed and at the epoch's end.
+    std::shared_ptr<const Batch> b, next;
+    auto fetch = [&](std::shared_ptr<const Batch>* out) -> Status {
       const auto t_wait = Clock::now();
-      const Batch* b = nullptr;
-      SK_RETURN_IF_ERROR(train_loader->Next(&b));
-      if (b == nullptr) break;
+      SK_RETURN_IF_ERROR(train_loader->Next(out));
       tot.wait_s += Since(t_wait);
+      if (*out != nullptr) feeder->Stage(*out);
+      return Status::OK();
+    };
+    torch::Tensor loss_sum_dev, correct_dev;  // summed over the epoch's steps, on the device
+    if (o.max_steps <= 0 || pos.global_step < o.max_steps) SK_RETURN_IF_ERROR(fetch(&b));
+    for (; b != nullptr; b = std::move(next)) {
       const auto t_step = Clock::now();
-      feeder->Stage(*b);
       auto [x, y] = feeder->Take();
       const double lr = LearningRate(o, base_lr, pos.global_step, steps_per_epoch);
       if (buffers.size() > 0 && group != nullptr)
@@ -339,19 +360,24 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
             torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o.label_smoothing));
       }
       (fp16 ? loss * pos.loss_scale : loss).backward();
+      tot.step_s += Since(t_step);
+      if (o.max_steps <= 0 || pos.global_step + 1 < o.max_steps) SK_RETURN_IF_ERROR(fetch(&next));
+      const auto t_finish = Clock::now();
       if (reducer) tot.comm_s += reducer->Finish(&stop);
       bool step_ok = true;
       if (fp16) {
         // Unscale; skip the step and halve the scale if any gradient overflowed
         // (gradients are already averaged, so every rank decides the same).
+        // One flag accumulated on the device, read once.
         torch::NoGradGuard no_grad;
-        bool finite = true;
+        torch::Tensor bad;
         for (auto& p : net.parameters()) {
           if (!p.grad().defined()) continue;
           p.mutable_grad().div_(pos.loss_scale);
-          finite = finite && torch::isfinite(p.grad()).all().item<bool>();
+          torch::Tensor b_p = torch::isfinite(p.grad()).all().logical_not();
+          bad = bad.defined() ? bad.logical_or_(b_p) : b_p;
         }
-        if (!finite) {
+        if (bad.defined() && bad.item<bool>()) {
           pos.loss_scale /= 2;
           good_steps = 0;
           step_ok = false;
@@ -362,11 +388,15 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
       if (step_ok) opt.Step(lr);
       ++pos.global_step;
       pos.batch_index = static_cast<int64_t>(b->index) + 1;
-      const double l = loss.item<double>();
-      tot.loss_sum += l * b->size;
+      {
+        torch::NoGradGuard no_grad;
+        torch::Tensor l = loss.detach().to(torch::kFloat64) * b->size;
+        torch::Tensor c = logits.detach().argmax(1).eq(y).sum().to(torch::kFloat64);
+        loss_sum_dev = loss_sum_dev.defined() ? loss_sum_dev.add_(l) : l;
+        correct_dev = correct_dev.defined() ? correct_dev.add_(c) : c;
+      }
       tot.samples += b->size;
-      tot.correct += logits.argmax(1).eq(y).sum().item<double>();
-      tot.step_s += Since(t_step);
+      tot.step_s += Since(t_finish);
       if (stop > 0.5) {
         stopped = true;
         break;
@@ -381,7 +411,8 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
                 : "epoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait %.0f%% "
                   " ETA %s\n",
             (long long)pos.epoch + 1, o.epochs, (long long)pos.batch_index,
-            (long long)steps_per_epoch, l, lr, tot.samples * env.world_size / std::max(secs, 1e-9),
+            (long long)steps_per_epoch, loss.item<double>(), lr,
+            tot.samples * env.world_size / std::max(secs, 1e-9),
             100 * tot.wait_s / std::max(tot.wait_s + tot.step_s, 1e-9),
             FormatDuration((steps_per_epoch - pos.batch_index) * secs / std::max(done, 1.0))
                 .c_str());
@@ -396,6 +427,10 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
           std::to_string(pos.epoch) + ", batch " + std::to_string(pos.batch_index) +
           "; checkpoint written to " + (ckpt.empty() ? "(none)" : ckpt));
       return Status::Aborted("stopped by a signal after checkpointing");
+    }
+    if (loss_sum_dev.defined()) {
+      tot.loss_sum = loss_sum_dev.item<double>();
+      tot.correct = correct_dev.item<double>();
     }
     const double secs = Since(epoch_start);
     const bool epoch_done = pos.batch_index >= steps_per_epoch;
