@@ -108,12 +108,12 @@ bool PrefetchRing::Claim(uint64_t first, uint64_t want, uint64_t end, std::vecto
     claimed->push_back(&s);
   }
   lock.unlock();
-  // Outside the lock (an allocation may be slow): a buffer some lease still
-  // holds is swapped for a free one. use_count() can only overstate here (a
-  // lease may be dropping its reference now), which costs a needless swap.
+  // Outside the lock (an allocation may be slow): a slot whose buffer went
+  // out with a lease gets another from the pool. The pool's mutex orders
+  // this after the release of whichever lease last used the buffer.
   const BufferLayout layout(slots_[0].batch.sample_bytes(), batch_size_);
   for (Slot* s : *claimed) {
-    if (s->memory && s->memory.use_count() == 1) continue;
+    if (s->memory) continue;
     s->memory = pool_.Acquire();
     uint8_t* base = s->memory.get();
     s->batch.data = base;
@@ -147,12 +147,13 @@ Status PrefetchRing::Take(uint64_t index, std::shared_ptr<const Batch>* lease,
   state_[i] = State::kFree;
   Status status = s.status;
   if (status.ok()) {
-    // The lease owns a copy of the Batch and a reference to the buffer.
+    // The buffer goes out with the lease (the slot gets another when it is
+    // refilled) and back to the pool when the lease's last copy is dropped.
     struct Holder {
       Batch batch;
       std::shared_ptr<uint8_t> memory;
     };
-    auto holder = std::make_shared<Holder>(Holder{s.batch, s.memory});
+    auto holder = std::make_shared<Holder>(Holder{s.batch, std::move(s.memory)});
     *lease = std::shared_ptr<const Batch>(holder, &holder->batch);
   }
   lock.unlock();

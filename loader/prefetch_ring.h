@@ -4,10 +4,11 @@
 //
 // Memory: each slot's batch (pixels, labels, sample ids) lives in one buffer
 // from a BufferPool, whose memory comes from a SlotAllocator the consumer may
-// provide (pinned host memory for a CUDA copy, say). A lease shares ownership
-// of its buffer: the ring never writes into a buffer that a lease still
-// holds. A slot whose buffer is leased gets another from the pool when it is
-// refilled, and the leased one returns to the pool when its last lease ends.
+// provide (pinned host memory for a CUDA copy, say). A lease takes its
+// buffer with it: the ring never writes into a buffer a lease holds. The slot
+// gets another buffer from the pool when it is refilled, and the leased one
+// returns to the pool (under the pool's mutex, which orders the consumer's
+// last reads before any reuse) when the lease's last copy is dropped.
 // So holding any number of batches never stalls the producer; in the usual
 // loop (release batch k before asking for k + 1) the pool cycles through
 // slots + 1 buffers and allocates nothing after the first epoch's start.
@@ -93,7 +94,7 @@ class PrefetchRing {
 
   // Producer. Waits until the slots of batches [first, first + want) are free,
   // then claims them and the free slots after them, up to batch `end` and one
-  // turn of the ring; each claimed slot has an unleased buffer. Returns false
+  // turn of the ring; each claimed slot has a buffer no lease holds. Returns false
   // (claiming nothing) once Stop() is called.
   bool Claim(uint64_t first, uint64_t want, uint64_t end, std::vector<Slot*>* claimed);
   // Makes a filled slot's batch (or its error) available to Take. False if stopped.
