@@ -62,6 +62,12 @@ def parse_args(argv=None):
         p.error("--workers and --max-steps must be >= 0")
     if args.resume and not args.checkpoint:
         p.error("--resume needs --checkpoint")
+    if args.resume and not os.path.isfile(args.checkpoint):
+        p.error("--checkpoint %s: not a regular file to resume from" % args.checkpoint)
+    # An output that exists must be a regular file: a pipe would block the run.
+    for flag, path in (("--checkpoint", args.checkpoint), ("--json", args.json)):
+        if path and os.path.exists(path) and not os.path.isfile(path):
+            p.error("%s %s: exists and is not a regular file" % (flag, path))
     return args
 
 
@@ -298,4 +304,9 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (OSError, ValueError, RuntimeError) as e:  # bad data or paths: one line, exit 2
+        print("%s: error: %s" % (os.path.basename(sys.argv[0]), str(e).splitlines()[0] if str(e) else
+                                 type(e).__name__), file=sys.stderr)
+        sys.exit(2)

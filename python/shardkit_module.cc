@@ -26,19 +26,22 @@ namespace {
 
 PyObject* g_corruption_error = nullptr;
 
-// Status -> the Python exception a user would expect.
+// Status -> the Python exception a user would expect. Messages may hold
+// paths that are not UTF-8: their bad bytes are replaced, never a second error.
 [[noreturn]] void Raise(const Status& s) {
   const std::string& m = s.message();
+  PyObject* type = PyExc_RuntimeError;
   if (s.IsCorruption()) {
-    PyErr_SetString(g_corruption_error, m.c_str());
-    throw py::error_already_set();
+    type = g_corruption_error;
+  } else if (s.IsInvalidArgument() || s.IsUnsupported()) {
+    type = PyExc_ValueError;
+  } else if (s.IsIOError() || s.IsNotFound()) {
+    type = PyExc_OSError;
   }
-  if (s.IsInvalidArgument() || s.IsUnsupported()) throw py::value_error(m);
-  if (s.IsIOError() || s.IsNotFound()) {
-    PyErr_SetString(PyExc_OSError, m.c_str());
-    throw py::error_already_set();
-  }
-  throw std::runtime_error(m);
+  py::object text = py::reinterpret_steal<py::object>(
+      PyUnicode_DecodeUTF8(m.data(), static_cast<Py_ssize_t>(m.size()), "replace"));
+  PyErr_SetObject(type, text.ptr());
+  throw py::error_already_set();
 }
 
 void Check(const Status& s) {
@@ -51,35 +54,6 @@ T Take(Result<T> r) {
   return std::move(*r);
 }
 
-TransformKind ParseTransform(const std::string& t) {
-  if (t == "train") return TransformKind::kTrain;
-  if (t == "val") return TransformKind::kVal;
-  if (t == "none") return TransformKind::kNone;
-  throw py::value_error("transform must be 'train', 'val' or None, not '" + t + "'");
-}
-
-ShuffleMode ParseShuffle(const std::string& s) {
-  if (s == "auto") return ShuffleMode::kAuto;
-  if (s == "full") return ShuffleMode::kFull;
-  if (s == "block") return ShuffleMode::kBlockLocal;
-  if (s == "none") return ShuffleMode::kNone;
-  throw py::value_error("shuffle must be 'auto', 'full', 'block' or 'none', not '" + s + "'");
-}
-
-const char* ShuffleName(ShuffleMode m) {
-  switch (m) {
-    case ShuffleMode::kAuto:
-      return "auto";
-    case ShuffleMode::kFull:
-      return "full";
-    case ShuffleMode::kBlockLocal:
-      return "block";
-    case ShuffleMode::kNone:
-      break;
-  }
-  return "none";
-}
-
 class PyLoader {
  public:
   PyLoader(const std::string& path, int batch_size, int workers, const std::string& transform,
@@ -89,12 +63,17 @@ class PyLoader {
     LoaderOptions o;
     o.batch_size = batch_size;
     o.workers = workers;
-    o.transform.kind = ParseTransform(transform);
+    if (!TransformKindFromName(transform, &o.transform.kind)) {
+      throw py::value_error("transform must be 'train', 'val' or None, not '" + transform + "'");
+    }
     o.transform.size = size;
     o.rank = rank;
     o.world_size = world_size;
     o.seed = seed;
-    o.shuffle = ParseShuffle(shuffle);
+    if (!ShuffleModeFromName(shuffle, &o.shuffle)) {
+      throw py::value_error("shuffle must be 'auto', 'full', 'block' or 'none', not '" + shuffle +
+                            "'");
+    }
     o.drop_last = drop_last;
     if (layout != "NCHW" && layout != "NHWC") {
       throw py::value_error("layout must be 'NCHW' or 'NHWC', not '" + layout + "'");
@@ -215,7 +194,7 @@ class PyDataset {
     }
     Check(s);
     const int32_t label = r.record(local).label;
-    py::str key(std::string(r.key(local)));
+    py::bytes key(std::string(r.key(local)));  // decoded by the package (surrogateescape)
     const RecordFormat& f = ds_->manifest().record;
     if (f.kind == format::RecordKind::kRawU8) {
       if (payload.size() != f.raw_record_size()) {
@@ -310,8 +289,8 @@ class PyWriter {
       if (!s.ok())
         throw py::value_error(where + ": not a JPEG the loader can decode: " + s.message());
     }
-    std::string k =
-        key.is_none() ? std::to_string(writer_->records()) : py::str(key).cast<std::string>();
+    // Keys arrive as bytes (the package encodes str keys): any bytes a file name holds.
+    std::string k = key.is_none() ? std::to_string(writer_->records()) : key.cast<std::string>();
     Status s;
     {
       py::gil_scoped_release release;
@@ -379,8 +358,8 @@ PYBIND11_MODULE(_shardkit, m) {
                                return py::make_tuple(l.loader().channels(), l.loader().height(),
                                                      l.loader().width());
                              })
-      .def_property_readonly("shuffle_mode",
-                             [](PyLoader& l) { return ShuffleName(l.loader().shuffle_mode()); });
+      .def_property_readonly(
+          "shuffle_mode", [](PyLoader& l) { return ShuffleModeName(l.loader().shuffle_mode()); });
 
   py::class_<PyDataset>(m, "_Dataset")
       .def(py::init<const std::string&>(), py::arg("path"))

@@ -34,6 +34,25 @@ def _env_int(*names):
     return None
 
 
+def _int(name, value, lo, hi):
+    """value as an int in lo..hi, or a ValueError naming the argument."""
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        raise ValueError("%s must be an integer, not %r" % (name, value)) from None
+    if not lo <= v <= hi:
+        raise ValueError("%s must be in %d..%d, not %d" % (name, lo, hi, v))
+    return v
+
+
+def _path(path):
+    """A filesystem path as bytes (any bytes a POSIX path may hold)."""
+    try:
+        return os.fsencode(path)
+    except TypeError:
+        raise ValueError("path must be a str, bytes or os.PathLike, not %r" % (path,)) from None
+
+
 def distributed_defaults():
     """(rank, world_size): torch.distributed's when it is initialised, else
     torchrun's RANK/WORLD_SIZE, else SLURM's SLURM_PROCID/SLURM_NTASKS, else (0, 1)."""
@@ -91,13 +110,15 @@ class Loader:
         if workers is None:
             workers = _default_workers()
         self.path = os.fspath(path)
-        self.batch_size = int(batch_size)
-        self.seed = int(seed)
-        self.rank, self.world_size = int(rank), int(world_size)
-        self.transform = "none" if transform is None else transform
-        self._core = _Loader(self.path, self.batch_size, int(workers), self.transform, int(size),
-                             self.rank, self.world_size, self.seed, shuffle, bool(drop_last),
-                             layout, int(prefetch), on_corrupt, int(skip_budget))
+        self.batch_size = _int("batch_size", batch_size, 1, 1 << 20)
+        self.seed = _int("seed", seed, 0, (1 << 64) - 1)
+        self.world_size = _int("world_size", world_size, 1, 1 << 30)
+        self.rank = _int("rank", rank, 0, self.world_size - 1)
+        self.transform = "none" if transform is None else str(transform)
+        self._core = _Loader(_path(path), self.batch_size, _int("workers", workers, 1, 256), self.transform,
+                             _int("size", size, 1, 4096), self.rank, self.world_size, self.seed, str(shuffle),
+                             bool(drop_last), str(layout), _int("prefetch", prefetch, 1, 1024), str(on_corrupt),
+                             _int("skip_budget", skip_budget, 0, (1 << 63) - 1))
         self._epoch = 0
         self._resume = None  # (epoch, batch) from load_state_dict, not yet used
         self._position = (0, 0)  # (epoch, batches yielded): what state_dict saves
@@ -181,7 +202,7 @@ class Loader:
                     raise ValueError("loader state has %s=%r, this loader %r: the batches would "
                                      "differ" % (key, state[key], value))
             epoch, batch = int(state["epoch"]), int(state["batch"])
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, ValueError) as e:
             raise ValueError("not a shardkit loader state: %s" % e) from None
         if not 0 <= batch <= len(self):
             raise ValueError("loader state batch %d is outside 0..%d" % (batch, len(self)))
@@ -205,19 +226,26 @@ class Dataset:
 
     def __init__(self, path):
         self.path = os.fspath(path)
-        self._core = _Dataset(self.path)
+        self._core = _Dataset(_path(path))
         self.manifest = json.loads(self._core.manifest_json)
 
     def __len__(self):
         return len(self._core)
 
     def __getitem__(self, index):
-        payload, label, _ = self._core.get(int(index))
+        payload, label, _ = self._core.get(self._index(index))
         return payload, label
 
     def key(self, index):
-        """The record's key (its source file or index, as packed)."""
-        return self._core.get(int(index))[2]
+        """The record's key (its source file or index, as packed); bytes that
+        are not UTF-8 come back as surrogate escapes, as os.fsdecode does."""
+        return self._core.get(self._index(index))[2].decode("utf-8", "surrogateescape")
+
+    def _index(self, index):
+        i = int(index)
+        if not -len(self) <= i < len(self):
+            raise IndexError("record index %d out of range (%d records)" % (i, len(self)))
+        return i
 
     @property
     def classes(self):
@@ -251,8 +279,16 @@ class Writer:
         self.path = os.fspath(path)
         created_by = json.dumps({"tool": "shardkit (python)", "version": __version__,
                                  "kind": kind})
-        self._core = _Writer(self.path, kind, list(shape or ()), [str(c) for c in classes],
-                             int(shard_size), compression, bool(overwrite), created_by)
+        shape = [_int("shape", d, 1, 65536) for d in (shape or ())]
+        names = [str(c) for c in classes]
+        for name in names:
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("class name %r is not valid UTF-8 (manifests are UTF-8 JSON)" % name) from None
+        self._core = _Writer(_path(path), str(kind), shape, names,
+                             _int("shard_size", shard_size, 1 << 16, 1 << 62), str(compression),
+                             bool(overwrite), created_by)
 
     def add(self, data, label, key=None):
         """Appends one record: bytes-like data (a JPEG for kind='jpeg', H*W*C
@@ -263,7 +299,9 @@ class Writer:
             data = np.ascontiguousarray(data)
             if data.dtype != np.uint8:
                 raise ValueError("record data must be bytes or a uint8 array, not %s" % data.dtype)
-        self._core.add(data, int(label), key)
+        if key is not None and not isinstance(key, bytes):
+            key = str(key).encode("utf-8", "surrogateescape")  # keys are bytes, like file names
+        self._core.add(data, _int("label", label, -1, (1 << 31) - 1), key)
 
     @property
     def records(self):

@@ -240,11 +240,14 @@ def test_bad_arguments_are_value_errors_and_missing_paths_os_errors(jpeg_ds, tmp
     for kwargs in (dict(batch_size=0), dict(batch_size=4, workers=0), dict(batch_size=4, layout="CHW"),
                    dict(batch_size=4, transform="rotate"), dict(batch_size=4, shuffle="random"),
                    dict(batch_size=4, rank=2, world_size=2), dict(batch_size=4, on_corrupt="ignore"),
-                   dict(batch_size=4, rank=0)):
+                   dict(batch_size=4, rank=0), dict(batch_size=10**20), dict(batch_size=4, seed=-1),
+                   dict(batch_size=4, workers=10**12), dict(batch_size="x")):
         with pytest.raises(ValueError):
             sk.Loader(jpeg_ds, **kwargs)
     with pytest.raises(OSError):
         sk.Loader(str(tmp_path / "nowhere"), 4)
+    with pytest.raises(OSError, match="no manifest"):  # a path that is not UTF-8, named readably
+        sk.Loader(os.fsencode(str(tmp_path)) + b"/\xff", 4)
     with pytest.raises(OSError):
         sk.Dataset(str(tmp_path / "nowhere"))
 
@@ -286,3 +289,12 @@ def test_writer_refuses_bad_records_and_an_aborted_write_is_no_dataset(tmp_path)
         sk.Writer(str(tmp_path / "b"), kind="raw", shape=(2, 2, 1))
     with pytest.raises(ValueError):
         sk.Writer(str(tmp_path / "c"), kind="raw")
+    for kwargs in (dict(shard_size=-1), dict(kind="raw", shape=(-1, 2, 3)), dict(classes=["\udcff"])):
+        with pytest.raises(ValueError):
+            sk.Writer(str(tmp_path / "d"), **kwargs)
+    # Keys are any bytes a file name holds, and come back as os.fsdecode gives them.
+    with sk.Writer(str(tmp_path / "e"), kind="raw", shape=(1, 1, 1)) as w:
+        w.add(b"x", 0, key="caf\udcff")
+        with pytest.raises(ValueError, match="label"):
+            w.add(b"x", 10**12)
+    assert sk.Dataset(str(tmp_path / "e")).key(0) == "caf\udcff"
