@@ -37,6 +37,31 @@ uint64_t KeyedPermutation::operator()(uint64_t i) const {
   return x;
 }
 
+const char* ShuffleModeName(ShuffleMode mode) {
+  switch (mode) {
+    case ShuffleMode::kAuto:
+      return "auto";
+    case ShuffleMode::kFull:
+      return "full";
+    case ShuffleMode::kBlockLocal:
+      return "block";
+    case ShuffleMode::kNone:
+      break;
+  }
+  return "none";
+}
+
+bool ShuffleModeFromName(std::string_view name, ShuffleMode* mode) {
+  for (ShuffleMode m :
+       {ShuffleMode::kAuto, ShuffleMode::kNone, ShuffleMode::kFull, ShuffleMode::kBlockLocal}) {
+    if (name == ShuffleModeName(m)) {
+      *mode = m;
+      return true;
+    }
+  }
+  return false;
+}
+
 EpochSampler::EpochSampler(const std::vector<uint32_t>& block_sizes, ShuffleMode mode,
                            uint64_t seed, uint64_t epoch, uint32_t window)
     : mode_(mode),

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "shard/status.h"
@@ -24,6 +25,11 @@ enum class ShuffleMode {
                 // `window` consecutive blocks: reads stay mostly sequential and
                 // each compressed block is decompressed about once per epoch
 };
+
+// The names the tools and the Python binding use: "auto", "none", "full",
+// "block". FromName returns false for any other name.
+const char* ShuffleModeName(ShuffleMode mode);
+bool ShuffleModeFromName(std::string_view name, ShuffleMode* mode);
 
 // A bijection on [0, n) keyed by (key0, key1).
 class KeyedPermutation {

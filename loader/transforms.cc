@@ -5,6 +5,19 @@
 #include <cmath>
 
 namespace shardkit {
+
+bool TransformKindFromName(std::string_view name, TransformKind* kind) {
+  if (name == "train") {
+    *kind = TransformKind::kTrain;
+  } else if (name == "val") {
+    *kind = TransformKind::kVal;
+  } else if (name == "none") {
+    *kind = TransformKind::kNone;
+  } else {
+    return false;
+  }
+  return true;
+}
 namespace {
 
 // Python's round(): halves go to the even neighbour (58.5 -> 58, 59.5 -> 60).

@@ -3,6 +3,8 @@
 // the source rectangle to decode and resample to the output size.
 #pragma once
 
+#include <string_view>
+
 #include "loader/image.h"
 #include "shard/random.h"
 
@@ -13,6 +15,10 @@ enum class TransformKind {
   kTrain,  // RandomResizedCrop(size, scale, ratio) + horizontal flip
   kVal,    // resize the short side to size / crop_fraction, center crop size
 };
+
+// "train", "val", "none": the names the tools and the Python binding use.
+// Returns false for any other name.
+bool TransformKindFromName(std::string_view name, TransformKind* kind);
 
 struct TransformParams {
   TransformKind kind = TransformKind::kNone;

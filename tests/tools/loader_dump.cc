@@ -38,18 +38,13 @@ int main(int argc, char** argv) {
   for (int i = 3; i < argc; i += 2) {
     const std::string flag = argv[i], v = i + 1 < argc ? argv[i + 1] : "";
     unsigned long long n = 0;
-    if (flag == "--transform" && (v == "train" || v == "val" || v == "none")) {
-      o.transform.kind = v == "train" ? TransformKind::kTrain
-                         : v == "val" ? TransformKind::kVal
-                                      : TransformKind::kNone;
+    if (flag == "--transform" && TransformKindFromName(v, &o.transform.kind)) {
     } else if (flag == "--size" && number(v, 4096, &n)) {
       o.transform.size = static_cast<int>(n);
     } else if (flag == "--seed" && number(v, ~0ull, &n)) {
       o.seed = n;
-    } else if (flag == "--shuffle" && (v == "none" || v == "full" || v == "block")) {
-      o.shuffle = v == "none"   ? ShuffleMode::kNone
-                  : v == "full" ? ShuffleMode::kFull
-                                : ShuffleMode::kBlockLocal;
+    } else if (flag == "--shuffle" && ShuffleModeFromName(v, &o.shuffle) &&
+               o.shuffle != ShuffleMode::kAuto) {
     } else if (flag == "--batch" && number(v, 1 << 20, &n)) {
       o.batch_size = static_cast<int>(n);
     } else if (flag == "--workers" && number(v, 256, &n)) {

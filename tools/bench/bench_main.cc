@@ -408,20 +408,8 @@ int Run(int argc, char** argv, bool parse_only) {
                      : direct == "off" ? LoaderOptions::DirectReads::kNever
                                        : LoaderOptions::DirectReads::kAuto;
   opt.transform.size = size;
-  if (transform == "train")
-    opt.transform.kind = TransformKind::kTrain;
-  else if (transform == "val")
-    opt.transform.kind = TransformKind::kVal;
-  else
-    opt.transform.kind = TransformKind::kNone;
-  if (shuffle == "auto")
-    opt.shuffle = ShuffleMode::kAuto;
-  else if (shuffle == "full")
-    opt.shuffle = ShuffleMode::kFull;
-  else if (shuffle == "block")
-    opt.shuffle = ShuffleMode::kBlockLocal;
-  else
-    opt.shuffle = ShuffleMode::kNone;
+  TransformKindFromName(transform, &opt.transform.kind);  // both checked by the parser
+  ShuffleModeFromName(shuffle, &opt.shuffle);
   opt.layout = layout == "nhwc" ? Layout::kNHWC : Layout::kNCHW;
   opt.corrupt_policy = on_corrupt == "skip" ? CorruptPolicy::kSkip : CorruptPolicy::kFail;
   opt.skip_budget = skip_budget;
