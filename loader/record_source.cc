@@ -107,31 +107,21 @@ void RecordSource::WarmBlock(size_t j, Cursor& c) {
   }
 }
 
-Status RecordSource::FetchFromBlock(Cursor& c, const SampleLocation& l, std::string_view* payload) {
-  const ShardReader& r = ds_->shard(l.shard);
-  const format::RecordEntry& e = r.record(l.local);
-  const uint64_t key = BlockCache::MakeKey(l.shard, e.block);
-  Cursor::Memo& m = c.memo[MemoSlot(key)];
-  if (m.key != key || !m.block) {
-    bool decompressed = false;
-    const uint64_t t0 = LoaderNowNs();
-    m.block = cache_->Get(l.shard, e.block, &c.scratch, &decompressed);
-    m.key = key;
-    if (decompressed) {
-      c.decompress_ns.fetch_add(LoaderNowNs() - t0, std::memory_order_relaxed);
-      c.bytes.fetch_add(r.block(e.block).stored_size, std::memory_order_relaxed);
-    }
+Status RecordSource::FillMemo(Cursor& c, uint32_t shard, uint32_t block, uint64_t key,
+                              Cursor::Memo* m) {
+  bool decompressed = false;
+  const uint64_t t0 = LoaderNowNs();
+  m->block = cache_->Get(shard, block, &c.scratch, &decompressed);
+  m->key = key;
+  if (decompressed) {
+    c.decompress_ns.fetch_add(LoaderNowNs() - t0, std::memory_order_relaxed);
+    c.bytes.fetch_add(ds_->shard(shard).block(block).stored_size, std::memory_order_relaxed);
   }
-  if (!m.block->status.ok()) {
-    Status s = m.block->status;
-    m.block.reset();
-    m.key = ~uint64_t{0};
-    return s;
-  }
-  // The block passed its CRC (stored bytes) and decompressed to exactly its
-  // declared size, so its records are what was written: slice, no second CRC.
-  *payload = m.block->view().substr(e.offset, e.length);
-  return Status::OK();
+  if (m->block->status.ok()) return Status::OK();
+  Status s = m->block->status;
+  m->block.reset();
+  m->key = ~uint64_t{0};
+  return s;
 }
 
 // Block-local: materialises the windows the spans read (reusing those

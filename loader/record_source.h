@@ -116,7 +116,9 @@ class RecordSource {
   void ScheduleBlocks(uint64_t k);
   void ReadAhead(const std::vector<BatchSpan>& spans);
   void ReleaseEvicted();
-  Status FetchFromBlock(Cursor& c, const SampleLocation& l, std::string_view* payload);
+  // A memo miss: the block from the cache (decompressed by this call or
+  // another worker), or its error with the memo slot cleared.
+  Status FillMemo(Cursor& c, uint32_t shard, uint32_t block, uint64_t key, Cursor::Memo* m);
   static size_t MemoSlot(uint64_t key) { return (key ^ (key >> 29)) % Cursor::kMemoSlots; }
 
   std::unique_ptr<Dataset> ds_;
@@ -168,9 +170,15 @@ Status RecordSource::Fetch(Cursor& c, const SampleLocation& l, std::string_view*
     return s;
   }
   const uint64_t key = BlockCache::MakeKey(l.shard, e.block);
-  const Cursor::Memo& m = c.memo[MemoSlot(key)];
-  if (m.key != key || !m.block) before_reuse();
-  return FetchFromBlock(c, l, payload);
+  Cursor::Memo& m = c.memo[MemoSlot(key)];
+  if (m.key != key || !m.block) {
+    before_reuse();
+    SK_RETURN_IF_ERROR(FillMemo(c, l.shard, e.block, key, &m));
+  }
+  // The block passed its CRC (stored bytes) and decompressed to exactly its
+  // declared size, so its records are what was written: slice, no second CRC.
+  *payload = m.block->view().substr(e.offset, e.length);
+  return Status::OK();
 }
 
 }  // namespace shardkit
