@@ -15,8 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/status.h"
 #include "shard/dataset.h"
-#include "shard/status.h"
 
 namespace shardkit {
 

@@ -11,10 +11,10 @@
 #include <mutex>
 #include <thread>
 
+#include "base/openmp.h"
+#include "base/system.h"
 #include "loader/record_source.h"
 #include "loader/sample_decoder.h"
-#include "shard/omp_compat.h"
-#include "shard/system.h"
 
 namespace shardkit {
 namespace {

@@ -21,11 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "loader/prefetch_ring.h"
 #include "loader/sampler.h"
 #include "loader/transforms.h"
 #include "shard/dataset.h"
-#include "shard/status.h"
 
 namespace shardkit {
 
@@ -58,16 +58,16 @@ struct LoaderOptions {
   // Read shards through read-only mappings where access is sequential
   // (block-local or no shuffle): compressed blocks are checksummed and
   // decompressed straight from the page cache, without pread's copy. A full
-  // shuffle always reads each record with one pread of exactly its bytes: on
-  // cold storage a mapping faults a random record in a page at a time (1.44x
-  // the record bytes and 0.63x the images/s of pread, measured). Turn off
-  // where shards may be truncated or replaced in place while training reads
-  // them, or where the filesystem's mmap misbehaves: a mapped page that
-  // vanishes raises SIGBUS, not an error.
+  // shuffle always reads each record with one pread of exactly its bytes (a
+  // mapping would fault a random record in a page at a time, reading more
+  // than the record from cold storage). Turn off where shards may be
+  // truncated or replaced in place while training reads them, or where the
+  // filesystem's mmap misbehaves: a mapped page that vanishes raises SIGBUS,
+  // not an error.
   bool mmap = true;
   // Full shuffle only: read records with O_DIRECT, sector-aligned, bypassing
   // the page cache (RandomAccessFile::EnableDirectReads): a random record of
-  // a few KB then costs its bytes, not whole pages (1.5x and more). kAuto
+  // a few KB then costs its bytes rounded to sectors, not whole pages. kAuto
   // does so when the dataset is larger than the memory available for the
   // page cache, where caching it is futile; smaller datasets keep the cache.
   enum class DirectReads { kAuto, kAlways, kNever };

@@ -26,8 +26,8 @@
 #include <mutex>
 #include <vector>
 
-#include "loader/image.h"
-#include "shard/status.h"
+#include "base/status.h"
+#include "image/image.h"
 
 namespace shardkit {
 

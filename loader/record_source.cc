@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/system.h"
 #include "loader/loader.h"
-#include "shard/system.h"
 
 namespace shardkit {
 

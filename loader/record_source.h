@@ -21,10 +21,10 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "loader/block_cache.h"
 #include "loader/sampler.h"
 #include "shard/dataset.h"
-#include "shard/status.h"
 
 namespace shardkit {
 

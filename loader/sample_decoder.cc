@@ -2,8 +2,8 @@
 
 #include <cstring>
 
+#include "base/random.h"
 #include "loader/record_source.h"  // LoaderNowNs
-#include "shard/random.h"
 
 namespace shardkit {
 

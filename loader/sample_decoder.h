@@ -14,11 +14,11 @@
 #include <string>
 #include <string_view>
 
-#include "loader/image.h"
-#include "loader/jpeg_codec.h"
+#include "base/status.h"
+#include "image/codec.h"
+#include "image/image.h"
 #include "loader/transforms.h"
 #include "shard/manifest.h"
-#include "shard/status.h"
 
 namespace shardkit {
 

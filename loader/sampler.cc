@@ -1,41 +1,11 @@
-// Keyed permutations, epoch orders and per-rank partitions.
+// Epoch orders and per-rank partitions.
 #include "loader/sampler.h"
 
 #include <algorithm>
 
-#include "shard/random.h"
+#include "base/random.h"
 
 namespace shardkit {
-
-KeyedPermutation::KeyedPermutation(uint64_t n, uint64_t key0, uint64_t key1) : n_(n) {
-  int bits = 2;
-  while (bits < 64 && (uint64_t{1} << bits) < n) bits += 2;
-  half_bits_ = bits / 2;
-  half_mask_ = (uint64_t{1} << half_bits_) - 1;
-  KeyedRng rng(key0, key1, 0xFE15E1);
-  for (auto& k : keys_) k = rng.Next();
-}
-
-uint64_t KeyedPermutation::Round(uint64_t half, int round) const {
-  return Mix64(half ^ keys_[round]) & half_mask_;
-}
-
-uint64_t KeyedPermutation::operator()(uint64_t i) const {
-  if (n_ <= 1) return i;
-  // A balanced Feistel network on 2 * half_bits_ bits is a bijection on
-  // [0, 4^half_bits_) >= n; walk the cycle until the value falls inside [0, n).
-  uint64_t x = i;
-  do {
-    uint64_t l = x >> half_bits_, r = x & half_mask_;
-    for (int round = 0; round < 4; ++round) {
-      uint64_t next = l ^ Round(r, round);
-      l = r;
-      r = next;
-    }
-    x = (l << half_bits_) | r;
-  } while (x >= n_);
-  return x;
-}
 
 const char* ShuffleModeName(ShuffleMode mode) {
   switch (mode) {

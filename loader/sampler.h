@@ -13,7 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "shard/status.h"
+#include "base/random.h"
+#include "base/status.h"
 
 namespace shardkit {
 
@@ -30,22 +31,6 @@ enum class ShuffleMode {
 // "block". FromName returns false for any other name.
 const char* ShuffleModeName(ShuffleMode mode);
 bool ShuffleModeFromName(std::string_view name, ShuffleMode* mode);
-
-// A bijection on [0, n) keyed by (key0, key1).
-class KeyedPermutation {
- public:
-  KeyedPermutation() = default;
-  KeyedPermutation(uint64_t n, uint64_t key0, uint64_t key1);
-  uint64_t operator()(uint64_t i) const;
-  uint64_t size() const { return n_; }
-
- private:
-  uint64_t Round(uint64_t half, int round) const;
-  uint64_t n_ = 0;
-  int half_bits_ = 0;
-  uint64_t half_mask_ = 0;
-  uint64_t keys_[4] = {0, 0, 0, 0};
-};
 
 class EpochSampler {
  public:

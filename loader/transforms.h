@@ -5,8 +5,8 @@
 
 #include <string_view>
 
-#include "loader/image.h"
-#include "shard/random.h"
+#include "base/random.h"
+#include "image/image.h"
 
 namespace shardkit {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "loader/jpeg_codec.h"
+#include "image/codec.h"
 #include "loader/loader.h"
 #include "shard/dataset.h"
 #include "shard/dataset_writer.h"

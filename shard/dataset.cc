@@ -6,8 +6,8 @@
 #include <mutex>
 #include <thread>
 
-#include "shard/crc32c.h"
-#include "shard/file_io.h"
+#include "base/crc32c.h"
+#include "base/file_io.h"
 
 namespace shardkit {
 

@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "shard/manifest.h"
 #include "shard/shard_reader.h"
-#include "shard/status.h"
 
 namespace shardkit {
 

@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-#include "shard/file_io.h"
+#include "base/file_io.h"
 
 namespace shardkit {
 
@@ -90,19 +90,14 @@ Status DatasetWriter::Add(std::string_view payload, int32_t label, std::string_v
 }
 
 Status DatasetWriter::CloseShard() {
-  ShardSummary summary;
-  Status s = current_->Finish(&summary);
+  ShardInfo info;
+  Status s = current_->Finish(&info);
   if (!s.ok()) return s;  // the destructor removes the temporary file
   current_.reset();
   SK_RETURN_IF_ERROR(PublishShard(dir_, shards_.size()));
-  ShardInfo info;
   info.file = ShardFileName(shards_.size());
-  info.records = summary.records;
-  info.bytes = summary.bytes;
-  info.raw_bytes = summary.raw_bytes;
-  info.crc32c = summary.crc32c;
   shards_.push_back(info);
-  finished_bytes_ += summary.bytes;
+  finished_bytes_ += info.bytes;
   return Status::OK();
 }
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <string_view>
 
-#include "shard/file_io.h"
+#include "base/file_io.h"
+#include "base/status.h"
 #include "shard/manifest.h"
 #include "shard/shard_writer.h"
-#include "shard/status.h"
 
 namespace shardkit {
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "shard/file_io.h"
+#include "base/file_io.h"
 
 namespace shardkit {
 

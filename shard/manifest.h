@@ -7,8 +7,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "shard/shard_format.h"
-#include "shard/status.h"
+#include "shard/shard_writer.h"
 
 namespace shardkit {
 
@@ -19,14 +20,6 @@ struct RecordFormat {
   format::RecordKind kind = format::RecordKind::kBytes;
   std::vector<int64_t> shape;        // raw_u8 only: {H, W, C}
   uint64_t raw_record_size() const;  // product of shape (raw_u8), else 0
-};
-
-struct ShardInfo {
-  std::string file;  // a plain file name inside the dataset directory
-  uint64_t records = 0;
-  uint64_t bytes = 0;      // file size
-  uint64_t raw_bytes = 0;  // sum of payload sizes
-  uint32_t crc32c = 0;     // of the whole file
 };
 
 struct Manifest {

@@ -4,7 +4,7 @@
 
 #include <zstd.h>
 
-#include "shard/crc32c.h"
+#include "base/crc32c.h"
 
 namespace shardkit {
 

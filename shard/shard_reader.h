@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "shard/file_io.h"
+#include "base/file_io.h"
+#include "base/status.h"
 #include "shard/shard_format.h"
-#include "shard/status.h"
 
 typedef struct ZSTD_DCtx_s ZSTD_DCtx;
 

@@ -3,7 +3,7 @@
 
 #include <zstd.h>
 
-#include "shard/crc32c.h"
+#include "base/crc32c.h"
 
 namespace shardkit {
 
@@ -107,7 +107,7 @@ uint64_t ShardWriter::estimated_size() const {
          records_.size() * format::kRecordEntrySize + keys_.size() + format::kTrailerSize;
 }
 
-Status ShardWriter::Finish(ShardSummary* summary) {
+Status ShardWriter::Finish(ShardInfo* info) {
   if (finished_) return Status::InvalidArgument(path() + ": Finish called twice");
   SK_RETURN_IF_ERROR(FlushBlock());
   std::string index(format::kIndexHeaderSize + blocks_.size() * format::kBlockEntrySize +
@@ -140,11 +140,11 @@ Status ShardWriter::Finish(ShardSummary* summary) {
   SK_RETURN_IF_ERROR(file_->Sync());
   SK_RETURN_IF_ERROR(file_->Close());
   finished_ = true;
-  if (summary != nullptr) {
-    summary->records = records_.size();
-    summary->bytes = file_->size();
-    summary->raw_bytes = raw_bytes_;
-    summary->crc32c = file_->crc32c();
+  if (info != nullptr) {
+    info->records = records_.size();
+    info->bytes = file_->size();
+    info->raw_bytes = raw_bytes_;
+    info->crc32c = file_->crc32c();
   }
   return Status::OK();
 }

@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "shard/file_io.h"
+#include "base/file_io.h"
+#include "base/status.h"
 #include "shard/shard_format.h"
-#include "shard/status.h"
 
 typedef struct ZSTD_CCtx_s ZSTD_CCtx;
 
@@ -29,8 +29,9 @@ struct ShardWriterOptions {
   format::RecordKind kind = format::RecordKind::kBytes;
 };
 
-// What a finished shard holds, for the manifest.
-struct ShardSummary {
+// A finished shard as the manifest lists it.
+struct ShardInfo {
+  std::string file;  // a plain file name inside the dataset directory
   uint64_t records = 0;
   uint64_t bytes = 0;      // file size
   uint64_t raw_bytes = 0;  // sum of payload sizes
@@ -48,7 +49,9 @@ class ShardWriter {
 
   Status Add(std::string_view payload, int32_t label, std::string_view key);
   // Writes the last block, the index and the trailer, fsyncs and closes.
-  Status Finish(ShardSummary* summary);
+  // Fills *info's counts, size and checksum (not `file`: the caller
+  // publishes the shard under its final name).
+  Status Finish(ShardInfo* info);
 
   uint64_t records() const { return records_.size(); }
   // Bytes the file would have if finished now, roughly (pending block uncompressed).

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <set>
 
-#include "shard/random.h"
+#include "base/random.h"
 #include "shard/shard.h"
 #include "tests/test_util.h"
 #include "tools/augment/augment.h"

@@ -6,8 +6,9 @@
 // filesystem reports none (tmpfs).
 #include <gtest/gtest.h>
 
+#include "base/random.h"
+#include "base/system.h"
 #include "loader/loader.h"
-#include "shard/random.h"
 #include "shard/shard.h"
 #include "tests/test_util.h"
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "loader/image.h"
-#include "loader/jpeg_codec.h"
+#include "image/codec.h"
+#include "image/image.h"
 #include "loader/transforms.h"
 #include "tests/test_util.h"
 

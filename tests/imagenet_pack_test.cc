@@ -6,7 +6,7 @@
 #include <cmath>
 #include <map>
 
-#include "loader/jpeg_codec.h"
+#include "image/codec.h"
 #include "shard/shard.h"
 #include "tests/test_util.h"
 #include "tools/pack/imagenet_pack.h"

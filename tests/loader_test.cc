@@ -10,7 +10,7 @@
 #include <map>
 #include <set>
 
-#include "loader/jpeg_codec.h"
+#include "image/codec.h"
 #include "loader/loader.h"
 #include "loader/transforms.h"
 #include "shard/shard.h"

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/crc32c.h"
 #include "shard/shard.h"
 #include "tests/test_util.h"
 
@@ -40,7 +41,7 @@ Written WriteShard(const std::string& path, const std::vector<size_t>& sizes, Co
         (*w)->Add(out.payloads.back(), static_cast<int32_t>(i % 7), "key" + std::to_string(i))
             .ok());
   }
-  ShardSummary sum;
+  ShardInfo sum;
   Status s = (*w)->Finish(&sum);
   EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(sum.records, sizes.size());

@@ -21,7 +21,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "shard/random.h"
+#include "base/random.h"
 
 namespace shardkit::testing {
 

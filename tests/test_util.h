@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "loader/image.h"
+#include "image/image.h"
 
 namespace shardkit::testing {
 

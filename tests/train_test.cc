@@ -11,7 +11,7 @@
 #include <optional>
 #include <thread>
 
-#include "shard/random.h"
+#include "base/random.h"
 #include "shard/shard.h"
 #include "tests/test_util.h"
 #include "train/checkpoint.h"

@@ -5,8 +5,8 @@
 
 #include <cstdio>
 
-#include "shard/crc32c.h"
-#include "shard/file_io.h"
+#include "base/crc32c.h"
+#include "base/file_io.h"
 #include "shard/manifest.h"
 
 namespace shardkit {

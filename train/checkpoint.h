@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "shard/status.h"
+#include "base/status.h"
 
 namespace shardkit {
 

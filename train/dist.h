@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "shard/status.h"
+#include "base/status.h"
 #include "train/torch_compat.h"
 
 namespace shardkit {

@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/file_io.h"
+#include "base/format.h"
 #include "loader/loader.h"
-#include "shard/file_io.h"
-#include "tools/common/progress.h"
 #include "train/checkpoint.h"
 #include "train/device_feeder.h"
 #include "train/resnet.h"

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "shard/status.h"
+#include "base/status.h"
 #include "train/dist.h"
 #include "train/train_options.h"
 

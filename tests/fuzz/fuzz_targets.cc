@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "loader/jpeg_codec.h"
+#include "image/codec.h"
 #include "loader/transforms.h"
 #include "shard/shard.h"
 #include "tools/pack/hdf5_pack.h"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "shard/random.h"
+#include "base/random.h"
 
 namespace shardkit {
 

@@ -1,14 +1,16 @@
 // shardkit-augment: synthesise bigMNIST (an MNIST-format set enlarged by random
 // affine and elastic transforms, then replicated) into shards or HDF5.
-#include "shard/omp_compat.h"
+#include "base/openmp.h"
 
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "loader/jpeg_codec.h"
-#include "loader/sampler.h"
+#include "base/format.h"
+#include "base/random.h"
+#include "base/system.h"
+#include "image/codec.h"
 #include "shard/shard.h"
 #include "tools/augment/augment.h"
 #include "tools/common/cli.h"
@@ -187,8 +189,7 @@ int WriteShards(const std::string& out, const IdxDataset& src, const Plan& plan,
       }
     }
     written.fetch_add((end - begin) % 8192);
-    ShardSummary sum;
-    if (st.ok()) st = (*w)->Finish(&sum);
+    if (st.ok()) st = (*w)->Finish(&info);
     w->reset();
     if (st.ok()) st = PublishShard(out, s);
     if (!st.ok()) {
@@ -196,10 +197,6 @@ int WriteShards(const std::string& out, const IdxDataset& src, const Plan& plan,
       errors[s] = st;
       continue;
     }
-    info.records = sum.records;
-    info.bytes = sum.bytes;
-    info.raw_bytes = sum.raw_bytes;
-    info.crc32c = sum.crc32c;
   }
   progress.Update(plan.total(), plan.total() * plan.item());
   progress.Finish();

@@ -10,12 +10,13 @@
 
 #include <zstd.h>
 
-#include "loader/jpeg_codec.h"
+#include "base/openmp.h"
+#include "base/system.h"
+#include "image/codec.h"
 #include "loader/loader.h"
 #include "shard/shard.h"
 #include "tools/bench/report.h"
 #include "tools/common/cli.h"
-#include "tools/common/omp_env.h"
 #include "tools/common/progress.h"
 #include "tools/common/svg_plot.h"
 

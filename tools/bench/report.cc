@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "shard/file_io.h"
+#include "base/file_io.h"
 #include "tools/common/svg_plot.h"
 
 namespace shardkit {

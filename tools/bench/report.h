@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "shard/status.h"
+#include "base/status.h"
 
 namespace shardkit {
 

@@ -1,6 +1,6 @@
 // Progress: the live progress line of long-running commands (items, MB/s,
 // ETA) on stderr, redrawn in place on a terminal and printed every few seconds
-// otherwise, plus the formatting helpers the closing summaries use.
+// otherwise. The figures' formats are base/format.h's.
 #pragma once
 
 #include <chrono>
@@ -30,9 +30,6 @@ class Progress {
   std::mutex mu_;
 };
 
-std::string FormatDuration(double seconds);  // "1:02:03" or "2:03"
-std::string FormatBytes(double bytes);       // "12.3 MB"
-std::string FormatCount(double n);           // "1.23M", "12.3k"
 // The command line as a JSON array of strings, for manifests.
 std::string ArgvJson(int argc, char** argv);
 

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "shard/file_io.h"
+#include "base/file_io.h"
 
 namespace shardkit {
 

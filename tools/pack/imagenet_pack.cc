@@ -2,7 +2,7 @@
 // append in order to a DatasetWriter.
 #include "tools/pack/imagenet_pack.h"
 
-#include "shard/omp_compat.h"
+#include "base/openmp.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,8 +11,8 @@
 
 #include <sys/stat.h>
 
-#include "loader/jpeg_codec.h"
-#include "shard/random.h"
+#include "base/random.h"
+#include "image/codec.h"
 #include "shard/shard.h"
 #include "tools/common/progress.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "shard/status.h"
+#include "base/status.h"
 
 namespace shardkit {
 

@@ -1,6 +1,6 @@
 // shardkit-pack: pack ImageNet trees, IDX files and HDF5 arrays into shard
 // datasets; verify, inspect and extract from them.
-#include "shard/omp_compat.h"
+#include "base/openmp.h"
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "base/format.h"
 #include "shard/shard.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"

@@ -1,5 +1,5 @@
 // Re-exec with OMP_WAIT_POLICY=passive unless already set.
-#include "tools/common/omp_env.h"
+#include "base/openmp.h"
 
 #include <unistd.h>
 

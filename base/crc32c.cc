@@ -1,5 +1,5 @@
 // CRC32C: slicing-by-8 tables, and the SSE4.2 instruction chosen at run time.
-#include "shard/crc32c.h"
+#include "base/crc32c.h"
 
 #include <array>
 #include <cstring>

@@ -1,5 +1,5 @@
 // libjpeg-turbo decode (scaled, cropped, CMYK-aware), TurboJPEG encode, libpng decode.
-#include "loader/jpeg_codec.h"
+#include "image/codec.h"
 
 #include <algorithm>
 #include <cmath>

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "shard/status.h"
+#include "base/status.h"
 
 namespace shardkit {
 

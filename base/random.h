@@ -1,11 +1,12 @@
-// Counter-based random numbers: a stream is keyed by a tuple of integers
-// (seed, epoch, sample...), so a value depends only on its key, never on which
-// thread drew it or in what order. Mixing is SplitMix64; streams are
-// xoshiro-free on purpose: each draw is Mix(key, counter).
+// Counter-based random numbers and keyed permutations. A stream is keyed by a
+// tuple of integers (seed, epoch, sample...), so a value depends only on its
+// key, never on which thread drew it or in what order: each draw is
+// SplitMix64(key, counter).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace shardkit {
@@ -50,5 +51,44 @@ void KeyedShuffle(std::vector<T>* v, KeyedRng rng) {
     std::swap((*v)[i - 1], (*v)[j]);
   }
 }
+
+// A bijection on [0, n) keyed by (key0, key1), evaluated in O(1) without
+// materialising it: a balanced Feistel network on the smallest even number of
+// bits that covers n, with cycle walking back into [0, n). Full shuffles of any
+// size cost no memory; the same key gives the same permutation everywhere.
+class KeyedPermutation {
+ public:
+  KeyedPermutation() = default;
+  KeyedPermutation(uint64_t n, uint64_t key0, uint64_t key1) : n_(n) {
+    int bits = 2;
+    while (bits < 64 && (uint64_t{1} << bits) < n) bits += 2;
+    half_bits_ = bits / 2;
+    half_mask_ = (uint64_t{1} << half_bits_) - 1;
+    KeyedRng rng(key0, key1, 0xFE15E1);
+    for (auto& k : keys_) k = rng.Next();
+  }
+  // The image of i, for i < size().
+  uint64_t operator()(uint64_t i) const {
+    if (n_ <= 1) return i;
+    uint64_t x = i;
+    do {
+      uint64_t l = x >> half_bits_, r = x & half_mask_;
+      for (int round = 0; round < 4; ++round) {
+        const uint64_t next = l ^ (Mix64(r ^ keys_[round]) & half_mask_);
+        l = r;
+        r = next;
+      }
+      x = (l << half_bits_) | r;
+    } while (x >= n_);
+    return x;
+  }
+  uint64_t size() const { return n_; }
+
+ private:
+  uint64_t n_ = 0;
+  int half_bits_ = 0;
+  uint64_t half_mask_ = 0;
+  uint64_t keys_[4] = {0, 0, 0, 0};
+};
 
 }  // namespace shardkit

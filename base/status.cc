@@ -1,5 +1,5 @@
 // Status::ToString.
-#include "shard/status.h"
+#include "base/status.h"
 
 namespace shardkit {
 

@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "loader/image.h"
-#include "shard/status.h"
+#include "base/status.h"
+#include "image/image.h"
 
 namespace shardkit {
 

@@ -1,5 +1,5 @@
 // Separable antialiased resampling (triangle filter) and layout copies.
-#include "loader/image.h"
+#include "image/image.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // POSIX implementations of the file helpers.
-#include "shard/file_io.h"
+#include "base/file_io.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "shard/crc32c.h"
+#include "base/crc32c.h"
 
 namespace shardkit {
 namespace {

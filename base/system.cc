@@ -1,5 +1,5 @@
 // Memory and I/O figures from sysconf and /proc.
-#include "shard/system.h"
+#include "base/system.h"
 
 #include <unistd.h>
 
