@@ -17,6 +17,7 @@
 #include "train/checkpoint.h"
 #include "train/device_feeder.h"
 #include "train/dist.h"
+#include "train/loss_scale.h"
 #include "train/resnet.h"
 
 namespace shardkit {
@@ -555,6 +556,30 @@ TEST(FeederTest, NhwcBatchesAreViewedAsChannelsLastWithoutACopy) {
   EXPECT_EQ(y.dtype(), torch::kInt64);
   EXPECT_NEAR(x[1][2][3][4].item<float>(),
               (nchw[((1 * c + 2) * h + 3) * w + 4] / 255.f - 0.3f) / 0.3f, 1e-5);
+}
+
+// fp16 loss scaling: every gradient is divided by the scale in place, and one
+// flag says whether any of them overflowed (inf) or is NaN; finite gradients
+// leave it zero. Checked on every device this build can reach.
+TEST(LossScaleTest, UnscaleDividesEveryGradientAndFlagsAnyNonFiniteOne) {
+  std::vector<torch::Device> devices = {torch::kCPU};
+  if (torch::cuda::is_available()) devices.push_back(torch::Device(torch::kCUDA, 0));
+  for (const torch::Device& d : devices) {
+    SCOPED_TRACE(d.str());
+    auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(d);
+    std::vector<torch::Tensor> g = {torch::full({3, 2}, 8.0, opts), torch::arange(5, opts) * 4};
+    torch::Tensor flag = UnscaleGradients(g, 4.0);
+    EXPECT_EQ(flag.item<float>(), 0);
+    EXPECT_TRUE(torch::equal(g[0].cpu(), torch::full({3, 2}, 2.0)));
+    EXPECT_TRUE(torch::equal(g[1].cpu(), torch::arange(5, torch::kFloat32)));
+    for (double bad : {INFINITY, -INFINITY, NAN}) {
+      std::vector<torch::Tensor> h = {torch::ones({4}, opts), torch::ones({2, 2}, opts)};
+      h[1][1][0] = bad;
+      EXPECT_NE(UnscaleGradients(h, 2.0).item<float>(), 0) << bad;
+      EXPECT_EQ(h[0][3].item<float>(), 0.5f);
+    }
+    EXPECT_EQ(UnscaleGradients({}, 2.0).item<float>(), 0);
+  }
 }
 
 TEST(DistEnvTest, FirstHostOfNodeListFollowsSlurmsGrammar) {

@@ -17,6 +17,7 @@
 #include "loader/loader.h"
 #include "train/checkpoint.h"
 #include "train/device_feeder.h"
+#include "train/loss_scale.h"
 #include "train/resnet.h"
 
 namespace shardkit {
@@ -368,16 +369,11 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
       if (fp16) {
         // Unscale; skip the step and halve the scale if any gradient overflowed
         // (gradients are already averaged, so every rank decides the same).
-        // One flag accumulated on the device, read once.
-        torch::NoGradGuard no_grad;
-        torch::Tensor bad;
+        std::vector<torch::Tensor> grads;
         for (auto& p : net.parameters()) {
-          if (!p.grad().defined()) continue;
-          p.mutable_grad().div_(pos.loss_scale);
-          torch::Tensor b_p = torch::isfinite(p.grad()).all().logical_not();
-          bad = bad.defined() ? bad.logical_or_(b_p) : b_p;
+          if (p.grad().defined()) grads.push_back(p.mutable_grad());
         }
-        if (bad.defined() && bad.item<bool>()) {
+        if (UnscaleGradients(std::move(grads), pos.loss_scale).item<float>() != 0) {
           pos.loss_scale /= 2;
           good_steps = 0;
           step_ok = false;

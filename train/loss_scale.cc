@@ -1,0 +1,26 @@
+// Gradient unscaling with overflow detection.
+#include "train/loss_scale.h"
+
+#include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
+
+namespace shardkit {
+
+torch::Tensor UnscaleGradients(std::vector<torch::Tensor> grads, double scale) {
+  torch::NoGradGuard no_grad;
+  const torch::Device device = grads.empty() ? torch::Device(torch::kCPU) : grads[0].device();
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+  torch::Tensor found_inf = torch::zeros({1}, opts);
+  if (grads.empty()) return found_inf;
+  if (device.is_cuda()) {
+    at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf,
+                                                   torch::full({1}, 1.0 / scale, opts));
+    return found_inf;
+  }
+  for (torch::Tensor& g : grads) {
+    g.div_(scale);
+    found_inf.logical_or_(torch::isfinite(g).all().logical_not());
+  }
+  return found_inf;
+}
+
+}  // namespace shardkit
