@@ -5,7 +5,8 @@
 #  2. the loader's tests under ThreadSanitizer;
 #  3. each fuzz target for a few seconds (FUZZ_SECONDS, default 5);
 #  4. every non-training test under AddressSanitizer + UndefinedBehaviorSanitizer;
-# after checking that the C++ sources are formatted as .clang-format says.
+# after checking that the C++ sources are formatted as .clang-format says and
+# that modules include only the modules below them (scripts/check_layers.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -20,6 +21,9 @@ else
 fi
 clang-format --dry-run --Werror $sources || {
   echo "format: run 'clang-format -i' on the files above"; exit 1; }
+
+echo "== module layers"
+if git rev-parse --git-dir > /dev/null 2>&1; then scripts/check_layers.sh; fi
 
 echo "== build and test"
 shardkit_build build
