@@ -81,13 +81,6 @@ void RecordSource::StartEpoch(uint64_t epoch, uint64_t start_batch) {
 
 // The record at epoch position `position`: from the live windows in
 // block-local mode, else from the sampler.
-uint64_t RecordSource::RecordAt(uint64_t position) const {
-  for (const LiveWindow& lw : live_) {
-    if (position >= lw.begin && position < lw.end) return lw.records[position - lw.begin];
-  }
-  return sampler_->RecordAt(position);
-}
-
 void RecordSource::Prepare(const std::vector<BatchSpan>& spans) {
   warm_.clear();
   for (const BatchSpan& s : spans) ScheduleBlocks(s.k);

@@ -111,7 +111,16 @@ class RecordSource {
 
  private:
   RecordSource() = default;
-  uint64_t RecordAt(uint64_t position) const;
+  // The record at `position`: from a live window if one holds it, else the sampler.
+  uint64_t RecordAt(uint64_t position) const {
+    for (const LiveWindow& lw : live_) {
+      if (position >= lw.begin && position < lw.end) return lw.records[position - lw.begin];
+    }
+    return sampler_->RecordAt(position);
+  }
+  template <typename BeforeReuse>
+  Status FetchSlow(Cursor& c, const SampleLocation& l, std::string_view* payload,
+                   BeforeReuse before_reuse);
   void PrepareWindows(const std::vector<BatchSpan>& spans);
   void ScheduleBlocks(uint64_t k);
   void ReadAhead(const std::vector<BatchSpan>& spans);
@@ -156,13 +165,35 @@ class RecordSource {
 
 uint64_t LoaderNowNs();
 
+// The common case, a record of a block the cursor's memo holds, is inline in
+// the workers' loop; a stored record or a memo miss calls out of line.
 template <typename BeforeReuse>
-Status RecordSource::Fetch(Cursor& c, const SampleLocation& l, std::string_view* payload,
-                           BeforeReuse before_reuse) {
+inline Status RecordSource::Fetch(Cursor& c, const SampleLocation& l, std::string_view* payload,
+                                  BeforeReuse before_reuse) {
   const ShardReader& r = ds_->shard(l.shard);
   const format::RecordEntry& e = r.record(l.local);
+  if (__builtin_expect(r.block(e.block).codec != static_cast<uint32_t>(format::Codec::kStored),
+                       1)) {
+    const uint64_t key = BlockCache::MakeKey(l.shard, e.block);
+    Cursor::Memo& m = c.memo[MemoSlot(key)];
+    if (__builtin_expect(m.key == key && m.block != nullptr, 1)) {
+      // The block passed its CRC (stored bytes) and decompressed to exactly its
+      // declared size, so its records are what was written: slice, no second CRC.
+      *payload = m.block->view().substr(e.offset, e.length);
+      return Status::OK();
+    }
+  }
+  return FetchSlow(c, l, payload, before_reuse);
+}
+
+template <typename BeforeReuse>
+__attribute__((noinline)) Status RecordSource::FetchSlow(Cursor& c, const SampleLocation& l,
+                                                         std::string_view* payload,
+                                                         BeforeReuse before_reuse) {
+  const ShardReader& r = ds_->shard(l.shard);
+  const format::RecordEntry& e = r.record(l.local);
+  before_reuse();
   if (r.block(e.block).codec == static_cast<uint32_t>(format::Codec::kStored)) {
-    before_reuse();
     const uint64_t t0 = LoaderNowNs();
     Status s = r.ReadRecord(l.local, &c.scratch, payload);
     c.read_ns.fetch_add(LoaderNowNs() - t0, std::memory_order_relaxed);
@@ -171,12 +202,7 @@ Status RecordSource::Fetch(Cursor& c, const SampleLocation& l, std::string_view*
   }
   const uint64_t key = BlockCache::MakeKey(l.shard, e.block);
   Cursor::Memo& m = c.memo[MemoSlot(key)];
-  if (m.key != key || !m.block) {
-    before_reuse();
-    SK_RETURN_IF_ERROR(FillMemo(c, l.shard, e.block, key, &m));
-  }
-  // The block passed its CRC (stored bytes) and decompressed to exactly its
-  // declared size, so its records are what was written: slice, no second CRC.
+  SK_RETURN_IF_ERROR(FillMemo(c, l.shard, e.block, key, &m));
   *payload = m.block->view().substr(e.offset, e.length);
   return Status::OK();
 }

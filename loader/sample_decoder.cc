@@ -52,9 +52,7 @@ CropDecision SampleDecoder::ChooseCrop(int w, int h, uint64_t epoch, uint64_t po
   return crop;
 }
 
-Status SampleDecoder::Decode(State& st, std::string_view payload, uint64_t epoch, uint64_t position,
-                             uint8_t* out) const {
-  if (jpeg_) return DecodeJpeg(st, payload, epoch, position, out);
+Status SampleDecoder::DecodeRaw(std::string_view payload, uint8_t* out) const {
   if (payload.size() != sample_bytes()) {
     return Status::Corruption(std::to_string(payload.size()) + " bytes, the record shape needs " +
                               std::to_string(sample_bytes()));

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -49,7 +50,14 @@ class SampleDecoder {
   // of the wrong size, is a Corruption naming only what is wrong; the caller
   // adds the shard and record.
   Status Decode(State& st, std::string_view payload, uint64_t epoch, uint64_t position,
-                uint8_t* out) const;
+                uint8_t* out) const {
+    if (jpeg_) return DecodeJpeg(st, payload, epoch, position, out);
+    if (payload.size() == sample_bytes() && (layout_ == Layout::kNHWC || channels_ == 1)) {
+      std::memcpy(out, payload.data(), payload.size());  // the raw fast path, inline
+      return Status::OK();
+    }
+    return DecodeRaw(payload, out);
+  }
 
   // The source rectangle and flip for a w x h image at (epoch, position).
   CropDecision ChooseCrop(int w, int h, uint64_t epoch, uint64_t position) const;
@@ -57,6 +65,7 @@ class SampleDecoder {
  private:
   Status DecodeJpeg(State& st, std::string_view payload, uint64_t epoch, uint64_t position,
                     uint8_t* out) const;
+  Status DecodeRaw(std::string_view payload, uint8_t* out) const;
 
   bool jpeg_ = false;
   int channels_ = 0, height_ = 0, width_ = 0;

@@ -60,24 +60,14 @@ EpochSampler::EpochSampler(const std::vector<uint32_t>& block_sizes, ShuffleMode
   }
 }
 
-uint64_t EpochSampler::RecordAt(uint64_t position) const {
-  switch (mode_) {
-    case ShuffleMode::kAuto:  // resolved by the loader before any sampler is built
-    case ShuffleMode::kNone:
-      return position;
-    case ShuffleMode::kFull:
-      return full_(position);
-    case ShuffleMode::kBlockLocal: {
-      const size_t w = WindowOf(position);
-      std::lock_guard<std::mutex> lock(last_mu_);
-      if (last_window_ != w) {
-        WindowRecords(w, &last_records_);
-        last_window_ = w;
-      }
-      return last_records_[position - window_start_[w]];
-    }
+uint64_t EpochSampler::WindowRecordAt(uint64_t position) const {
+  const size_t w = WindowOf(position);
+  std::lock_guard<std::mutex> lock(last_mu_);
+  if (last_window_ != w) {
+    WindowRecords(w, &last_records_);
+    last_window_ = w;
   }
-  return position;
+  return last_records_[position - window_start_[w]];
 }
 
 size_t EpochSampler::WindowOf(uint64_t position) const {

@@ -40,7 +40,11 @@ class EpochSampler {
                uint64_t epoch, uint32_t window);
   uint64_t size() const { return n_; }
   // The record at `position` of this epoch's order; position < size().
-  uint64_t RecordAt(uint64_t position) const;
+  uint64_t RecordAt(uint64_t position) const {
+    if (mode_ == ShuffleMode::kFull) return full_(position);
+    if (mode_ == ShuffleMode::kBlockLocal) return WindowRecordAt(position);
+    return position;
+  }
   // For kNone and kBlockLocal: the segment of the order that holds `position`
   // (one block, or one window of blocks): its end position and the blocks
   // (dataset order numbers) whose records it holds. Returns false for kFull,
@@ -57,6 +61,7 @@ class EpochSampler {
   void WindowRecords(size_t w, std::vector<uint64_t>* records) const;
 
  private:
+  uint64_t WindowRecordAt(uint64_t position) const;
   ShuffleMode mode_;
   uint64_t n_ = 0;
   KeyedPermutation full_;

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Before and after, side by side in one run: builds commit OLD in a worktree
+# (out/commits/OLD, tests and the Python binding off) and runs the same loader
+# and training benchmarks on its binaries and on this tree's build/, alternating
+# old and new in each round so that the machine's drift falls on both. Prints a
+# markdown table of the best round per side and new/old.
+#   loader: compare_pytorch.sh's shardkit side (JPEG train 224 batch 32; Fashion-
+#           MNIST raw batch 256 streamed through an 8 MB block cache, and cached
+#           with a full shuffle), 1 and 2 workers;
+#   train:  train_compare.sh's shardkit side (ResNet-20 on Fashion-MNIST, batch
+#           64, 1 rank with all cores, 2 ranks with half each).
+# usage: bench/compare_commits.sh OLD [OUT]
+#   env: ROUNDS=3 STEPS=120 BATCHES=60 (JPEG) RAW_BATCHES=5000 (a raw batch takes
+#        under 0.1 ms: short runs measure the VM's scheduling, not the loader)
+#        JPEG_SHARDS=(packed from bench/make_jpeg_set.py)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OLD=${1:?usage: bench/compare_commits.sh OLD [OUT]}
+OUT=${2:-out/compare-commits}
+ROUNDS=${ROUNDS:-3}
+STEPS=${STEPS:-120}
+BATCHES=${BATCHES:-60}
+RAW_BATCHES=${RAW_BATCHES:-5000}
+F=/usr/share/datasets/fashion-mnist
+PY=/usr/bin/python3
+source scripts/deps.sh
+old_sha=$(git rev-parse --short "$OLD^{commit}")
+new_sha=$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo "+changes")
+OLD_DIR=out/commits/$old_sha
+mkdir -p "$OUT" out/commits
+
+if [ ! -x "$OLD_DIR/build/train/shardkit-train" ]; then
+  echo "== building $old_sha in $OLD_DIR" >&2
+  [ -d "$OLD_DIR" ] || git worktree add --detach "$OLD_DIR" "$old_sha" > /dev/null
+  (cd "$OLD_DIR" && shardkit_build build -DSHARDKIT_BUILD_TESTS=OFF -DSHARDKIT_WITH_PYTHON=OFF > /dev/null)
+fi
+[ -x build/train/shardkit-train ] || shardkit_build build > /dev/null
+
+echo "== data" >&2
+build/tools/pack/shardkit-pack idx --force --images $F/train-images-idx3-ubyte.gz \
+  --labels $F/train-labels-idx1-ubyte.gz "$OUT/fashion" > /dev/null
+JPEG_SHARDS=${JPEG_SHARDS:-$OUT/jpeg-shards}
+if [ ! -f "$JPEG_SHARDS/manifest.json" ]; then
+  shardkit_install_deps mate-backgrounds python3-skimage
+  [ -d "$OUT/jpeg-tree" ] || $PY bench/make_jpeg_set.py "$OUT/jpeg-tree" --per-class 50
+  build/tools/pack/shardkit-pack imagenet "$OUT/jpeg-tree" "$JPEG_SHARDS" --force > /dev/null
+fi
+sync
+
+cores=$(nproc)
+# One round of every benchmark on SIDE (old|new): appends "NAME SIDE img/s" lines to $OUT/runs.txt.
+measure() {
+  local side=$1 dir=.
+  [ "$side" = old ] && dir=$OLD_DIR
+  local bench=$dir/build/tools/bench/shardkit-bench train=$dir/build/train/shardkit-train
+  local j
+  j=$("$bench" loader "$JPEG_SHARDS" --workers 1,2 --batch 32 --batches "$BATCHES" --transform train --json 2> /dev/null)
+  echo "$j" | $PY -c 'import json,sys; [print("jpeg-train-224-w%d" % r["workers"], sys.argv[1], r["images_per_sec"]) for r in json.load(sys.stdin)]' "$side" >> "$OUT/runs.txt"
+  j=$("$bench" loader "$OUT/fashion" --workers 1,2 --batch 256 --batches "$RAW_BATCHES" --transform none --shuffle block --cache-mb 8 --json 2> /dev/null)
+  echo "$j" | $PY -c 'import json,sys; [print("raw-streamed-w%d" % r["workers"], sys.argv[1], r["images_per_sec"]) for r in json.load(sys.stdin)]' "$side" >> "$OUT/runs.txt"
+  j=$("$bench" loader "$OUT/fashion" --workers 1,2 --batch 256 --batches "$RAW_BATCHES" --transform none --shuffle full --json 2> /dev/null)
+  echo "$j" | $PY -c 'import json,sys; [print("raw-cached-w%d" % r["workers"], sys.argv[1], r["images_per_sec"]) for r in json.load(sys.stdin)]' "$side" >> "$OUT/runs.txt"
+  for np in 1 2; do
+    local extra="" m="$OUT/m-$side-$np.jsonl"
+    [ $np -gt 1 ] && extra="--nproc-per-node $np"
+    rm -f "$m"
+    "$train" --data "$OUT/fashion" --arch resnet20 --batch-size 64 --workers 1 --threads $((cores / np)) \
+      --max-steps "$STEPS" --lr 0.2 --quiet --metrics "$m" $extra > /dev/null 2>&1
+    echo "train-resnet20-${np}rank $side $(tail -1 "$m" | $PY -c 'import json,sys; print(json.load(sys.stdin)["images_per_sec"])')" >> "$OUT/runs.txt"
+  done
+}
+
+: > "$OUT/runs.txt"
+for r in $(seq 1 "$ROUNDS"); do
+  # Alternate which side goes first.
+  if [ $((r % 2)) = 1 ]; then order="old new"; else order="new old"; fi
+  for side in $order; do
+    echo "== round $r/$ROUNDS: $side" >&2
+    measure "$side"
+  done
+done
+
+$PY - "$OUT/runs.txt" "$old_sha" "$new_sha" <<'PY' | tee "$OUT/results.md"
+import collections, sys
+best = collections.defaultdict(dict)
+runs = collections.defaultdict(lambda: collections.defaultdict(list))
+for line in open(sys.argv[1]):
+    name, side, v = line.split()
+    runs[name][side].append(float(v))
+print("Best of %d alternating rounds, img/s (old = %s, new = %s):\n" % (
+    max(len(s["old"]) for s in runs.values()), sys.argv[2], sys.argv[3]))
+print("| benchmark | old | new | new / old | old rounds | new rounds |")
+print("|---|---:|---:|---:|---|---|")
+fmt = lambda xs: ", ".join("%.0f" % x for x in xs)
+for name, s in runs.items():
+    o, n = max(s["old"]), max(s["new"])
+    print("| %s | %.0f | %.0f | %.2f | %s | %s |" % (name, o, n, n / o, fmt(s["old"]), fmt(s["new"])))
+PY
