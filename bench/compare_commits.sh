@@ -23,8 +23,16 @@ BATCHES=${BATCHES:-60}
 RAW_BATCHES=${RAW_BATCHES:-5000}
 F=/usr/share/datasets/fashion-mnist
 PY=/usr/bin/python3
+die() { echo "compare_commits: error: $*" >&2; exit 2; }
+for v in ROUNDS STEPS BATCHES RAW_BATCHES; do
+  [[ ${!v} =~ ^[1-9][0-9]{0,6}$ ]] || die "$v must be an integer in 1..9999999, not '${!v}'"
+done
+old_sha=$(git rev-parse --verify --quiet --short "$OLD^{commit}") || die "'$OLD' names no commit"
+[ -f "$F/train-images-idx3-ubyte.gz" ] || die "$F: Fashion-MNIST missing (apt install dataset-fashion-mnist)"
+if [ -n "${JPEG_SHARDS:-}" ] && [ ! -f "$JPEG_SHARDS/manifest.json" ]; then
+  die "JPEG_SHARDS=$JPEG_SHARDS: no manifest.json there (not a shardkit dataset)"
+fi
 source scripts/deps.sh
-old_sha=$(git rev-parse --short "$OLD^{commit}")
 new_sha=$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo "+changes")
 OLD_DIR=out/commits/$old_sha
 mkdir -p "$OUT" out/commits
