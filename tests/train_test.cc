@@ -19,6 +19,7 @@
 #include "train/dist.h"
 #include "train/loss_scale.h"
 #include "train/resnet.h"
+#include "train/trainer.h"
 
 namespace shardkit {
 namespace {
@@ -681,6 +682,236 @@ TEST(DistEnvTest, GradientBucketsFollowReverseOrderWithASmallFirstBucket) {
   for (int i = 0; i < 6; ++i) params.push_back(torch::zeros({262144}, torch::requires_grad()));
   GradientReducer r(params, c10::intrusive_ptr<CollectiveGroup>(), 1, 2621440, 1 << 20);
   EXPECT_EQ(r.num_buckets(), 4u);
+}
+
+// A process group of one rank that records every collective's tensors (their
+// device, dtype and size) and completes it at once: a sum or broadcast over
+// one rank leaves the tensors as they are. NCCL takes CUDA tensors only, so a
+// collective on the wrong device is a failure of the first multi-GPU run.
+class RecordingGroup : public CollectiveGroup {
+ public:
+  struct Call {
+    std::string op;
+    torch::Device device;
+    int64_t numel;
+  };
+  RecordingGroup() : CollectiveGroup(0, 1) {}
+  const std::string getBackendName() const override { return "recording"; }
+  c10::intrusive_ptr<CollectiveWork> broadcast(std::vector<at::Tensor>& t,
+                                               const c10d::BroadcastOptions&) override {
+    return Record("broadcast", t);
+  }
+  c10::intrusive_ptr<CollectiveWork> allreduce(std::vector<at::Tensor>& t,
+                                               const c10d::AllreduceOptions&) override {
+    return Record("allreduce", t);
+  }
+  std::vector<Call> calls;
+
+ private:
+  struct Done : CollectiveWork {
+    bool wait(std::chrono::milliseconds) override { return true; }
+    bool isCompleted() override { return true; }
+  };
+  c10::intrusive_ptr<CollectiveWork> Record(const char* op, std::vector<at::Tensor>& t) {
+    for (const auto& x : t) calls.push_back({op, x.device(), x.numel()});
+    return c10::make_intrusive<Done>();
+  }
+};
+
+TrainOptions TinyTrainOptions(const std::string& data) {
+  TrainOptions o;
+  o.data = data;
+  o.arch = "tiny";
+  o.workers = 1;
+  o.threads = 1;
+  o.quiet = true;
+  o.batch_size = 8;
+  o.lr = 0.5;
+  return o;
+}
+
+// Every collective the trainer issues (the initial broadcast, BN buffers each
+// step, gradient buckets, the epoch's figures, the evaluation's hits) gets
+// tensors on the training device: CPU here, the rank's GPU where one is.
+TEST(TrainTest, EveryCollectiveTakesTensorsOnTheTrainingDevice) {
+  TempDir dir;
+  WriteToyDataset(dir / "data", 64);
+  WriteToyDataset(dir / "val", 24);
+  std::vector<torch::Device> devices = {torch::kCPU};
+  if (torch::cuda::is_available()) devices.push_back(torch::Device(torch::kCUDA, 0));
+  for (const torch::Device& device : devices) {
+    SCOPED_TRACE(device.str());
+    TrainOptions o = TinyTrainOptions(dir / "data");
+    o.val = dir / "val";
+    o.epochs = 2;
+    o.device = device.is_cuda() ? "cuda" : "cpu";
+    auto group = c10::make_intrusive<RecordingGroup>();
+    ASSERT_TRUE(Train(o, DistEnv{}, group).ok());
+    int broadcasts = 0, reductions = 0, figures = 0, hits = 0;
+    for (const auto& c : group->calls) {
+      EXPECT_EQ(c.device, device) << c.op << " of " << c.numel << " elements";
+      if (c.op == "broadcast") ++broadcasts;
+      if (c.op == "allreduce") ++reductions;
+      if (c.op == "allreduce" && c.numel == 7) ++figures;  // the epoch's figures
+      if (c.op == "allreduce" && c.numel == 3) ++hits;     // top-1, top-5, count
+    }
+    const int steps = 2 * 64 / 8;
+    EXPECT_GE(broadcasts, 1);  // the model once (and BN buffers every step, where there are any)
+    EXPECT_GE(reductions, steps + 2 * 2);
+    EXPECT_EQ(figures, 2);
+    EXPECT_EQ(hits, 2);
+  }
+}
+
+TEST(DistEnvTest, EachRankGetsAGpuOfItsOwnOrANamedRefusal) {
+  // One GPU per local rank.
+  EXPECT_EQ(*ChooseCudaDevice(0, 4, DistBackend::kNccl, nullptr), 0);
+  EXPECT_EQ(*ChooseCudaDevice(3, 4, DistBackend::kNccl, "0,1,2,3"), 3);
+  // srun --gpus-per-task: each rank sees only its own GPU.
+  EXPECT_EQ(*ChooseCudaDevice(3, 1, DistBackend::kNccl, "5"), 0);
+  // More local ranks than GPUs: NCCL refuses by name, Gloo may share.
+  auto r = ChooseCudaDevice(2, 2, DistBackend::kNccl, "0,1");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("local rank 2"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("--backend gloo"), std::string::npos);
+  EXPECT_FALSE(ChooseCudaDevice(1, 1, DistBackend::kNccl, nullptr).ok());
+  EXPECT_EQ(*ChooseCudaDevice(1, 1, DistBackend::kGloo, nullptr), 0);
+  EXPECT_EQ(*ChooseCudaDevice(3, 2, DistBackend::kGloo, "0,1"), 1);
+  EXPECT_FALSE(ChooseCudaDevice(0, 0, DistBackend::kGloo, nullptr).ok());
+}
+
+TEST(DistEnvTest, BackendsResolveToWhatTheRunAndBuildCanCarry) {
+  EXPECT_EQ(*ResolveBackend(DistBackend::kAuto, false), DistBackend::kGloo);
+  auto nccl_on_cpu = ResolveBackend(DistBackend::kNccl, false);
+  ASSERT_FALSE(nccl_on_cpu.ok());
+  EXPECT_NE(nccl_on_cpu.status().message().find("needs CUDA"), std::string::npos);
+  if (BuildHasNccl()) {
+    EXPECT_EQ(*ResolveBackend(DistBackend::kAuto, true), DistBackend::kNccl);
+  } else {
+    EXPECT_FALSE(ResolveBackend(DistBackend::kNccl, true).ok());
+  }
+  EXPECT_EQ(ResolveBackend(DistBackend::kGloo, true).ok(), BuildHasGloo());
+}
+
+// --synthetic: no loader, no --data; the same loop over one random batch.
+TEST(TrainTest, SyntheticDataTrainsWithoutALoader) {
+  auto r = RunCommand(kTrain +
+                      " --synthetic --arch tiny --size 16 --batch-size 4 --synthetic-steps 3 "
+                      "--synthetic-classes 10 --threads 1 --quiet");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"synthetic\":true"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"steps\":3"), std::string::npos) << r.out;
+  TempDir dir;
+  WriteToyDataset(dir / "data", 16);
+  auto both = RunCommand(kTrain + " --synthetic --data " + dir / "data");
+  EXPECT_EQ(both.exit_code, 2) << both.out;
+  EXPECT_NE(both.out.find("--synthetic"), std::string::npos) << both.out;
+  auto none = RunCommand(kTrain + " --arch tiny");
+  EXPECT_EQ(none.exit_code, 2) << none.out;
+  EXPECT_NE(none.out.find("--data is required"), std::string::npos) << none.out;
+  auto nccl = RunCommand(kTrain + " --synthetic --device cpu --backend nccl --arch tiny");
+  EXPECT_EQ(nccl.exit_code, 2) << nccl.out;
+  EXPECT_NE(nccl.out.find("--backend gloo"), std::string::npos) << nccl.out;
+}
+
+// ---- CUDA: these run where a GPU is visible and are skipped otherwise.
+
+#define SKIP_WITHOUT_CUDA() \
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible: a GPU-only test"
+
+// Two ranks (NCCL with two GPUs; Gloo sharing one otherwise) train like one
+// rank with the whole batch, up to float rounding on the GPU.
+TEST(CudaTest, TwoRanksEqualOneRankWithTheWholeBatch) {
+  SKIP_WITHOUT_CUDA();
+  TempDir dir;
+  WriteToyDataset(dir / "data", 256);
+  const std::string backend = torch::cuda::device_count() >= 2 ? "nccl" : "gloo";
+  auto one = RunCommand(TrainCmd(
+      dir / "data", "--device cuda --batch-size 16 --max-steps 6 --export " + dir / "one.pt"));
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  auto two =
+      RunCommand(TrainCmd(dir / "data", "--device cuda --backend " + backend +
+                                            " --batch-size 8 --max-steps 6 --nproc-per-node 2 "
+                                            "--export " +
+                                            dir / "two.pt"));
+  ASSERT_EQ(two.exit_code, 0) << two.out;
+  EXPECT_LT(MaxDiff(LoadExport(dir / "one.pt"), LoadExport(dir / "two.pt")), 1e-3) << backend;
+}
+
+TEST(CudaTest, ResumeEqualsUninterrupted) {
+  SKIP_WITHOUT_CUDA();
+  TempDir dir;
+  WriteToyDataset(dir / "data", 200);
+  const std::string base = "--device cuda --batch-size 8 --epochs 2 ";
+  ASSERT_EQ(RunCommand(TrainCmd(dir / "data", base + "--max-steps 40 --export " + dir / "full.pt"))
+                .exit_code,
+            0);
+  ASSERT_EQ(
+      RunCommand(TrainCmd(dir / "data", base + "--max-steps 17 --checkpoint-dir " + dir / "ck"))
+          .exit_code,
+      0);
+  auto r = RunCommand(TrainCmd(dir / "data", base + "--max-steps 40 --resume --checkpoint-dir " +
+                                                 dir / "ck" + " --export " + dir / "resumed.pt"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_LT(MaxDiff(LoadExport(dir / "full.pt"), LoadExport(dir / "resumed.pt")), 1e-3);
+}
+
+// Mixed precision in both dtypes trains to a finite, falling loss; fp16 keeps
+// a loss scale in the checkpoint.
+TEST(CudaTest, AmpFp16AndBf16Train) {
+  SKIP_WITHOUT_CUDA();
+  TempDir dir;
+  WriteToyDataset(dir / "data", 256);
+  for (const char* dtype : {"fp16", "bf16"}) {
+    SCOPED_TRACE(dtype);
+    auto r = RunCommand(
+        TrainCmd(dir / "data", std::string("--device cuda --amp --amp-dtype ") + dtype +
+                                   " --batch-size 16 --epochs 3 --checkpoint-dir " + dir / dtype));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
+    TrainPosition pos;
+    ASSERT_TRUE(ReadToyCheckpoint(dir / (std::string(dtype) + "/last.pt"), &pos));
+    EXPECT_EQ(pos.epoch, 3);
+    if (std::string(dtype) == "fp16") {
+      EXPECT_GT(pos.loss_scale, 0);
+    }
+  }
+}
+
+// Batches in pinned memory: the loader's slots come from the CUDA host
+// allocator, and a leased batch keeps its bytes after the loader is gone.
+TEST(CudaTest, PinnedLeasesOutliveTheLoader) {
+  SKIP_WITHOUT_CUDA();
+#ifdef SHARDKIT_WITH_CUDA
+  TempDir dir;
+  WriteToyDataset(dir / "data", 64);
+  LoaderOptions lo;
+  lo.batch_size = 8;
+  lo.allocator = PinnedSlotAllocator();
+  std::shared_ptr<const Batch> kept;
+  std::vector<uint8_t> copy;
+  {
+    auto loader = Loader::Open(dir / "data", lo);
+    ASSERT_TRUE(loader.ok()) << loader.status().message();
+    ASSERT_TRUE((*loader)->StartEpoch(0).ok());
+    ASSERT_TRUE((*loader)->Next(&kept).ok());
+    ASSERT_NE(kept, nullptr);
+    EXPECT_TRUE(at::globalContext().isPinnedPtr(kept->data));
+    copy.assign(kept->data, kept->data + kept->size * kept->sample_bytes());
+    for (int i = 0; i < 5; ++i) {
+      std::shared_ptr<const Batch> other;
+      ASSERT_TRUE((*loader)->Next(&other).ok());
+    }
+  }
+  EXPECT_TRUE(std::equal(copy.begin(), copy.end(), kept->data));
+  auto feeder = MakeBatchFeeder(torch::Device(torch::kCUDA, 0), {0.5f}, {0.25f}, false);
+  feeder->Stage(kept);
+  auto [x, y] = feeder->Take();
+  EXPECT_EQ(x.device().type(), torch::kCUDA);
+  EXPECT_NEAR(x.cpu()[0][0][0][0].item<float>(), (copy[0] / 255.f - 0.5f) / 0.25f, 1e-5);
+#else
+  GTEST_SKIP() << "this build has no CUDA";
+#endif
 }
 
 }  // namespace

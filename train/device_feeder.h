@@ -39,6 +39,9 @@ std::unique_ptr<BatchFeeder> MakeBatchFeeder(torch::Device device, const std::ve
 std::unique_ptr<BatchFeeder> MakeCudaBatchFeeder(torch::Device device,
                                                  const std::vector<float>& mean,
                                                  const std::vector<float>& std, bool channels_last);
+// Makes GPU `index` this thread's (and the process's default) CUDA device:
+// a rank's context, streams and NCCL communicator then live on its own GPU.
+void SetCudaDevice(int index);
 // Page-locked host memory from LibTorch's caching host allocator, for the
 // loader's batches (LoaderOptions::allocator).
 SlotAllocator PinnedSlotAllocator();

@@ -3,9 +3,18 @@
 // device. Built only when
 // LibTorch has CUDA (SHARDKIT_WITH_CUDA).
 #include <ATen/cuda/CUDAEvent.h>
-#include <ATen/cuda/CachingHostAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/version.h>
+// PyTorch 2.8 deprecated at::cuda::getCachingHostAllocator() for the
+// device-generic at::getHostAllocator(at::kCUDA).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8)
+#include <ATen/core/CachingHostAllocator.h>
+#define SHARDKIT_GENERIC_HOST_ALLOCATOR 1
+#else
+#include <ATen/cuda/CachingHostAllocator.h>
+#endif
 
 #include <cstring>
 
@@ -69,10 +78,16 @@ class CudaFeeder : public BatchFeeder {
 
 }  // namespace
 
+void SetCudaDevice(int index) { c10::cuda::set_device(static_cast<c10::DeviceIndex>(index)); }
+
 SlotAllocator PinnedSlotAllocator() {
   return [](size_t bytes) {
-    auto owner =
-        std::make_shared<c10::DataPtr>(at::cuda::getCachingHostAllocator()->allocate(bytes));
+#ifdef SHARDKIT_GENERIC_HOST_ALLOCATOR
+    at::Allocator* pinned = at::getHostAllocator(at::kCUDA);
+#else
+    at::Allocator* pinned = at::cuda::getCachingHostAllocator();
+#endif
+    auto owner = std::make_shared<c10::DataPtr>(pinned->allocate(bytes));
     uint8_t* p = static_cast<uint8_t*>(owner->get());
     return std::shared_ptr<uint8_t>(p, [owner](uint8_t*) mutable { owner.reset(); });
   };

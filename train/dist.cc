@@ -8,8 +8,19 @@
 #include <optional>
 #include <thread>
 
-#ifdef SHARDKIT_WITH_NCCL
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+// Each backend's header needs the backend's own headers and LibTorch built
+// with it (USE_C10D_*, from Torch's CMake targets). PyTorch's wheels may ship
+// no Gloo headers: a CUDA build without them has NCCL only, and says so
+// (--backend gloo is then refused). nccl.h comes from CUDA or from the
+// nvidia-nccl wheel (CMake's SHARDKIT_NCCL_INCLUDE_DIR).
+#if defined(USE_C10D_GLOO) && __has_include(<gloo/algorithm.h>)
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#define SHARDKIT_HAS_GLOO 1
+#endif
+#if defined(SHARDKIT_WITH_CUDA) && defined(USE_C10D_NCCL) && __has_include(<nccl.h>)
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#define SHARDKIT_HAS_NCCL 1
 #endif
 
 namespace shardkit {
@@ -90,8 +101,11 @@ Result<DistEnv> DistEnvFromEnvironment() {
 
 namespace {
 
-Result<ProcessGroup> Rendezvous(const DistEnv& env, bool cuda, std::chrono::milliseconds timeout) {
+Result<ProcessGroup> Rendezvous(const DistEnv& env, DistBackend backend, torch::Device device,
+                                std::chrono::milliseconds timeout) {
   ProcessGroup pg;
+  pg.device = device;
+  pg.backend = BackendName(backend);
   try {
     c10d::TCPStoreOptions so;
     so.port = static_cast<uint16_t>(env.master_port);
@@ -100,25 +114,25 @@ Result<ProcessGroup> Rendezvous(const DistEnv& env, bool cuda, std::chrono::mill
     so.waitWorkers = true;
     so.timeout = timeout;
     pg.store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
-#ifdef SHARDKIT_WITH_NCCL
-    if (cuda) {
+    if (backend == DistBackend::kNccl) {
+#ifdef SHARDKIT_HAS_NCCL
       auto opts = c10d::ProcessGroupNCCL::Options::create();
       opts->timeout = timeout;
       pg.group =
           c10::make_intrusive<c10d::ProcessGroupNCCL>(pg.store, env.rank, env.world_size, opts);
-      pg.backend = "nccl";
       return pg;
-    }
-#else
-    (void)cuda;
 #endif
-    auto opts = c10d::ProcessGroupGloo::Options::create();
-    opts->timeout = timeout;
-    opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    pg.group =
-        c10::make_intrusive<c10d::ProcessGroupGloo>(pg.store, env.rank, env.world_size, opts);
-    pg.backend = "gloo";
-    return pg;
+    } else {
+#ifdef SHARDKIT_HAS_GLOO
+      auto opts = c10d::ProcessGroupGloo::Options::create();
+      opts->timeout = timeout;
+      opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      pg.group =
+          c10::make_intrusive<c10d::ProcessGroupGloo>(pg.store, env.rank, env.world_size, opts);
+      return pg;
+#endif
+    }
+    return Status::InvalidArgument(std::string("this build has no ") + BackendName(backend));
   } catch (const std::exception& e) {
     return Status::IOError("rendezvous with " + env.master_addr + ":" +
                            std::to_string(env.master_port) + " as rank " +
@@ -129,8 +143,89 @@ Result<ProcessGroup> Rendezvous(const DistEnv& env, bool cuda, std::chrono::mill
 
 }  // namespace
 
-Result<ProcessGroup> CreateProcessGroup(const DistEnv& env, bool cuda,
-                                        std::chrono::milliseconds timeout,
+bool BuildHasGloo() {
+#ifdef SHARDKIT_HAS_GLOO
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool BuildHasNccl() {
+#ifdef SHARDKIT_HAS_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+const char* BackendName(DistBackend b) {
+  switch (b) {
+    case DistBackend::kGloo:
+      return "gloo";
+    case DistBackend::kNccl:
+      return "nccl";
+    case DistBackend::kAuto:
+      break;
+  }
+  return "auto";
+}
+
+Result<DistBackend> ResolveBackend(DistBackend requested, bool cuda) {
+  DistBackend b = requested;
+  if (b == DistBackend::kAuto) b = cuda ? DistBackend::kNccl : DistBackend::kGloo;
+  if (b == DistBackend::kNccl && !cuda) {
+    return Status::InvalidArgument(
+        "--backend nccl needs CUDA (this run is on CPU): use --backend gloo");
+  }
+  if (b == DistBackend::kNccl && !BuildHasNccl()) {
+    return Status::InvalidArgument(
+        "--backend nccl: this build has no NCCL (built against a LibTorch without CUDA)");
+  }
+  if (b == DistBackend::kGloo && !BuildHasGloo()) {
+    return Status::InvalidArgument(
+        std::string("--backend gloo: this build has no Gloo (its LibTorch ships no Gloo "
+                    "headers)") +
+        (cuda ? "; use --backend nccl" : ""));
+  }
+  return b;
+}
+
+Result<int> ChooseCudaDevice(int local_rank, int visible, DistBackend backend,
+                             const char* cuda_visible_devices) {
+  if (visible < 1) return Status::InvalidArgument("no CUDA device is visible");
+  if (local_rank < visible) return local_rank;
+  const std::string cvd = cuda_visible_devices != nullptr ? cuda_visible_devices : "";
+  if (visible == 1 && !cvd.empty() && cvd.find(',') == std::string::npos) {
+    return 0;  // the launcher bound this rank to its own GPU
+  }
+  if (backend == DistBackend::kGloo) return local_rank % visible;
+  return Status::InvalidArgument(
+      "local rank " + std::to_string(local_rank) +
+      " has no GPU of its own: " + std::to_string(visible) +
+      " visible (CUDA_VISIBLE_DEVICES=" + (cvd.empty() ? std::string("unset") : cvd) +
+      "); NCCL needs one GPU per rank: start at most " + std::to_string(visible) +
+      " ranks per node, or pass --backend gloo to share GPUs");
+}
+
+void ShutdownProcessGroup(ProcessGroup* pg) {
+  if (!pg->group) return;
+#if defined(SHARDKIT_HAS_NCCL) && \
+    (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3))
+  if (pg->backend == "nccl") {
+    try {
+      static_cast<c10d::ProcessGroupNCCL&>(*pg->group).shutdown();
+    } catch (const std::exception&) {
+      // Shutting down a group whose peers are gone: nothing left to release.
+    }
+  }
+#endif
+  pg->group.reset();
+  pg->store.reset();
+}
+
+Result<ProcessGroup> CreateProcessGroup(const DistEnv& env, DistBackend backend,
+                                        torch::Device device, std::chrono::milliseconds timeout,
                                         const std::function<bool()>& should_stop) {
   // c10d's TCPStore client blocks without a deadline on a peer that accepts
   // the connection but never answers; so the rendezvous runs on its own
@@ -141,8 +236,8 @@ Result<ProcessGroup> CreateProcessGroup(const DistEnv& env, bool cuda,
     std::optional<Result<ProcessGroup>> result;
   };
   auto pending = std::make_shared<Pending>();
-  std::thread([pending, env, cuda, timeout] {
-    Result<ProcessGroup> r = Rendezvous(env, cuda, timeout);
+  std::thread([pending, env, backend, device, timeout] {
+    Result<ProcessGroup> r = Rendezvous(env, backend, device, timeout);
     std::lock_guard<std::mutex> lock(pending->mu);
     pending->result.emplace(std::move(r));
     pending->cv.notify_all();
@@ -183,10 +278,19 @@ void BroadcastFromRank0(CollectiveGroup& group, const std::vector<torch::Tensor>
   }
 }
 
-double AllReduceSum(CollectiveGroup& group, double value) {
-  std::vector<torch::Tensor> t = {torch::full({1}, value, torch::kFloat64)};
-  group.allreduce(t)->wait();
-  return t[0].item<double>();
+std::vector<double> SumOverRanks(CollectiveGroup* group, torch::Device device,
+                                 const std::vector<double>& values) {
+  if (group == nullptr || values.empty()) return values;
+  torch::Tensor t =
+      SumOverRanks(group, torch::tensor(values, torch::dtype(torch::kFloat64)).to(device)).cpu();
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+}
+
+torch::Tensor SumOverRanks(CollectiveGroup* group, torch::Tensor values) {
+  if (group == nullptr) return values;
+  std::vector<torch::Tensor> t = {values.contiguous()};
+  group->allreduce(t)->wait();
+  return t[0];
 }
 
 struct GradientReducer::State {

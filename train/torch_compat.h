@@ -1,12 +1,19 @@
 // The one place where LibTorch 1.13 (Debian's) and 2.x (what clusters install)
 // differ for shardkit: in 2.x the c10d backends (ProcessGroupGloo, ...NCCL)
 // derive from c10d::Backend, in 1.13 from c10d::ProcessGroup. Both offer the
-// same collective calls, which is all shardkit uses.
+// same collective calls, which is all shardkit uses. Neither backend's header
+// is included here: PyTorch's wheels may ship no Gloo headers, so only
+// dist.cc includes the backends, each where it is available.
 #pragma once
 
 #include <torch/version.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
 
 namespace shardkit {
 

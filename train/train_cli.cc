@@ -8,7 +8,7 @@
 namespace shardkit {
 
 void AddTrainFlags(CLI::App& app, TrainOptions* o, int* nproc, bool* no_mmap) {
-  app.add_option("--data", o->data, "training dataset directory")->required();
+  app.add_option("--data", o->data, "training dataset directory (required unless --synthetic)");
   app.add_option("--val", o->val, "validation dataset directory (top-1/top-5 every epoch)");
   app.add_option("--arch", o->arch, "resnet18 | resnet34 | resnet50 | resnet20 | tiny")
       ->capture_default_str()
@@ -81,6 +81,20 @@ void AddTrainFlags(CLI::App& app, TrainOptions* o, int* nproc, bool* no_mmap) {
   app.add_option("--device", o->device, "auto | cpu | cuda")
       ->capture_default_str()
       ->check(cli::OneOf({"auto", "cpu", "cuda"}));
+  app.add_option(
+         "--backend", o->backend,
+         "auto | gloo | nccl: auto is nccl on CUDA, gloo on CPU; gloo lets ranks share a GPU")
+      ->capture_default_str()
+      ->check(cli::OneOf({"auto", "gloo", "nccl"}));
+  app.add_flag("--synthetic", o->synthetic,
+               "train on random batches made once on the device, without the loader (the ceiling "
+               "for data-loading figures); --size, --synthetic-classes, --synthetic-steps");
+  app.add_option("--synthetic-classes", o->synthetic_classes, "classes of --synthetic data")
+      ->capture_default_str()
+      ->check(cli::IntIn(2, 1 << 20));
+  app.add_option("--synthetic-steps", o->synthetic_steps, "steps per epoch of --synthetic data")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 1ll << 40));
   app.add_option("--print-every", o->print_every, "progress line every N steps")
       ->capture_default_str()
       ->check(cli::IntIn(1, 1 << 30));

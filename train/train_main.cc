@@ -152,6 +152,14 @@ int main(int argc, char** argv) {
   AddTrainFlags(app, &o, &nproc, &no_mmap);
   if (int rc = cli::Parse(app, argc, argv, "shardkit-train"); rc >= 0) return rc;
   o.mmap = !no_mmap;
+  if (o.synthetic && (!o.data.empty() || !o.val.empty())) {
+    return cli::Fail("shardkit-train",
+                     "--synthetic trains on random batches: give no --data or --val");
+  }
+  if (!o.synthetic && o.data.empty()) {
+    return cli::Fail("shardkit-train", "--data is required (or --synthetic)",
+                     "run shardkit-train --help for the flags");
+  }
 
   if (nproc > 0 && std::getenv("RANK") == nullptr) return Launch(nproc, argc, argv);
 

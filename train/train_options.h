@@ -41,7 +41,13 @@ struct TrainOptions {
   int threads = 0;        // torch intra-op threads per rank (0: cores / local ranks)
   int timeout_s = 300;    // collectives and rendezvous
   double bucket_mb = 25;
-  std::string device = "auto";  // auto | cpu | cuda
+  std::string device = "auto";   // auto | cpu | cuda
+  std::string backend = "auto";  // auto (nccl on CUDA, gloo on CPU) | gloo | nccl
+  // Random batches made once on the device instead of the loader: the
+  // ceiling that every figure with real data is compared with.
+  bool synthetic = false;
+  int synthetic_classes = 1000;
+  int64_t synthetic_steps = 100;  // steps per synthetic epoch
   int print_every = 20;
   std::string on_corrupt =
       "fail";  // fail | skip (replace the record, count it, within skip_budget)

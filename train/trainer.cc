@@ -56,7 +56,8 @@ struct EpochTotals {
 
 // Top-1 and top-5 over a dataset, each rank its share, summed over ranks.
 Status Evaluate(torch::nn::AnyModule& model, Loader& loader, BatchFeeder& feeder,
-                CollectiveGroup* group, uint64_t epoch, double* top1, double* top5) {
+                CollectiveGroup* group, torch::Device device, uint64_t epoch, double* top1,
+                double* top5) {
   torch::NoGradGuard no_grad;
   AsModule(model).eval();
   SK_RETURN_IF_ERROR(loader.StartEpoch(epoch));
@@ -81,23 +82,114 @@ Status Evaluate(torch::nn::AnyModule& model, Loader& loader, BatchFeeder& feeder
     hits = hits.defined() ? hits + both : both;
     n += real;
   }
-  double c1 = 0, c5 = 0;
-  if (hits.defined()) {
-    hits = hits.cpu();
-    c1 = hits[0].item<double>();
-    c5 = hits[1].item<double>();
-  }
-  if (group != nullptr) {
-    std::vector<torch::Tensor> t = {torch::tensor({c1, c5, n}, torch::kFloat64)};
-    group->allreduce(t)->wait();
-    c1 = t[0][0].item<double>();
-    c5 = t[0][1].item<double>();
-    n = t[0][2].item<double>();
-  }
+  // Summed over ranks on the device, where the hits already are (NCCL
+  // takes CUDA tensors only), and read once.
+  torch::Tensor counts = torch::zeros({3}, torch::dtype(torch::kFloat64).device(device));
+  if (hits.defined()) counts.narrow(0, 0, 2).copy_(hits);
+  counts[2] = n;
+  counts = SumOverRanks(group, counts).cpu();
+  const double c1 = counts[0].item<double>(), c5 = counts[1].item<double>();
+  n = counts[2].item<double>();
   AsModule(model).train();
   *top1 = n > 0 ? c1 / n : 0;
   *top5 = n > 0 ? c5 / n : 0;
   return Status::OK();
+}
+
+// Where the training steps' batches come from. Next() takes the next batch
+// and starts moving it to the device; Take() gives that batch's tensors.
+class StepSource {
+ public:
+  virtual ~StepSource() = default;
+  virtual Status StartEpoch(uint64_t epoch, uint64_t first_batch) = 0;
+  virtual Status Next(std::shared_ptr<const Batch>* batch) = 0;  // null at the epoch's end
+  virtual std::pair<torch::Tensor, torch::Tensor> Take() = 0;
+  virtual uint64_t batches_per_epoch() const = 0;
+  virtual uint64_t corrupt_skipped() const = 0;
+};
+
+// The loader, through a device feeder.
+class LoaderSteps : public StepSource {
+ public:
+  LoaderSteps(Loader& loader, BatchFeeder& feeder) : loader_(loader), feeder_(feeder) {}
+  Status StartEpoch(uint64_t epoch, uint64_t first_batch) override {
+    SK_RETURN_IF_ERROR(loader_.StartEpoch(epoch, first_batch));
+    loader_.ResetStats();
+    return Status::OK();
+  }
+  Status Next(std::shared_ptr<const Batch>* batch) override {
+    SK_RETURN_IF_ERROR(loader_.Next(batch));
+    if (*batch != nullptr) feeder_.Stage(*batch);
+    return Status::OK();
+  }
+  std::pair<torch::Tensor, torch::Tensor> Take() override { return feeder_.Take(); }
+  uint64_t batches_per_epoch() const override { return loader_.batches_per_epoch(); }
+  uint64_t corrupt_skipped() const override { return loader_.stats().corrupt_skipped; }
+
+ private:
+  Loader& loader_;
+  BatchFeeder& feeder_;
+};
+
+// --synthetic: one batch of random normalised images and labels, made once
+// on the device and given for every step: no loader, no copy, no decode.
+class SyntheticSteps : public StepSource {
+ public:
+  SyntheticSteps(const TrainOptions& o, torch::Device device, int channels)
+      : steps_(o.synthetic_steps) {
+    torch::manual_seed(o.seed + 1);
+    const auto format =
+        o.channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
+    x_ = torch::randn({o.batch_size, channels, o.size, o.size}, torch::device(device))
+             .contiguous(format);
+    y_ = torch::randint(o.synthetic_classes, {o.batch_size},
+                        torch::dtype(torch::kInt64).device(device));
+    batch_.size = batch_.real_size = o.batch_size;
+    batch_.channels = channels;
+    batch_.height = batch_.width = o.size;
+  }
+  Status StartEpoch(uint64_t epoch, uint64_t first_batch) override {
+    batch_.epoch = epoch;
+    next_ = first_batch;
+    return Status::OK();
+  }
+  Status Next(std::shared_ptr<const Batch>* batch) override {
+    if (next_ >= steps_) {
+      batch->reset();
+      return Status::OK();
+    }
+    auto b = std::make_shared<Batch>(batch_);
+    b->index = next_++;
+    *batch = std::move(b);
+    return Status::OK();
+  }
+  std::pair<torch::Tensor, torch::Tensor> Take() override { return {x_, y_}; }
+  uint64_t batches_per_epoch() const override { return steps_; }
+  uint64_t corrupt_skipped() const override { return 0; }
+
+ private:
+  uint64_t steps_, next_ = 0;
+  Batch batch_;
+  torch::Tensor x_, y_;
+};
+
+// The training device: CPU, or this rank's own GPU (made current, so that
+// its context, streams and NCCL communicator live there).
+Result<torch::Device> ChooseDevice(const TrainOptions& o, const DistEnv& env, DistBackend backend) {
+  const bool want_cuda = o.device == "cuda" || (o.device == "auto" && torch::cuda::is_available());
+  if (!want_cuda) return torch::Device(torch::kCPU);
+  if (!torch::cuda::is_available()) {
+    return Status::InvalidArgument(
+        "--device cuda, but this LibTorch build has no CUDA (or no GPU is visible)");
+  }
+  SK_ASSIGN_OR_RETURN(
+      const int index,
+      ChooseCudaDevice(env.local_rank, static_cast<int>(torch::cuda::device_count()), backend,
+                       std::getenv("CUDA_VISIBLE_DEVICES")));
+#ifdef SHARDKIT_WITH_CUDA
+  SetCudaDevice(index);
+#endif
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
 // A validation set must describe the same task as the training set: the same
@@ -142,28 +234,25 @@ void InstallStopSignalHandlers() {
   sigaction(SIGUSR1, &sa, nullptr);
 }
 
-Status Train(const TrainOptions& o, const DistEnv& env) {
+namespace {
+
+Status TrainImpl(const TrainOptions& o, const DistEnv& env,
+                 c10::intrusive_ptr<CollectiveGroup> injected) {
   const bool rank0 = env.rank == 0;
   auto log = [&](const std::string& msg) {
     if (rank0 && !o.quiet) std::fprintf(stderr, "%s\n", msg.c_str());
   };
-  // Device.
-  bool cuda = false;
-  if (o.device == "cuda" || (o.device == "auto" && torch::cuda::is_available())) {
-    if (!torch::cuda::is_available()) {
-      return Status::InvalidArgument(
-          "--device cuda, but this LibTorch build has no CUDA (or no GPU is visible)");
-    }
-    cuda = true;
-  }
+  // Device and backend.
+  const DistBackend requested = o.backend == "gloo"   ? DistBackend::kGloo
+                                : o.backend == "nccl" ? DistBackend::kNccl
+                                                      : DistBackend::kAuto;
+  SK_ASSIGN_OR_RETURN(const torch::Device device, ChooseDevice(o, env, requested));
+  const bool cuda = device.is_cuda();
   if (o.amp && !cuda) {
     return Status::InvalidArgument(
         "--amp needs a CUDA device (this run is on CPU); rerun without --amp");
   }
-  torch::Device device =
-      cuda ? torch::Device(torch::kCUDA,
-                           env.local_rank % std::max<int64_t>(1, torch::cuda::device_count()))
-           : torch::Device(torch::kCPU);
+  SK_ASSIGN_OR_RETURN(const DistBackend backend, ResolveBackend(requested, cuda));
   if (o.threads > 0) torch::set_num_threads(o.threads);
 
   // Outputs opened as streams: an existing FIFO or device there would block
@@ -172,51 +261,58 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
     SK_RETURN_IF_ERROR(CheckRegularFile(o.metrics_path).WithContext("--metrics"));
   }
 
-  // Data.
-  LoaderOptions lo;
-  lo.rank = env.rank;
-  lo.world_size = env.world_size;
-  lo.batch_size = o.batch_size;
-  lo.workers = o.workers;
-  lo.prefetch = o.prefetch;
-  lo.mmap = o.mmap;
-  lo.seed = o.seed;
-  lo.transform.kind = TransformKind::kTrain;
-  lo.transform.size = o.size;
-  // Channels-last training reads NHWC batches, viewed as channels-last NCHW
-  // tensors without a copy (BatchView).
-  lo.layout = o.channels_last ? Layout::kNHWC : Layout::kNCHW;
+  // Data: the loader, or random batches made once on the device.
+  std::unique_ptr<Loader> train_loader, val_loader;
+  int channels = 3, height = o.size;
+  size_t num_classes = static_cast<size_t>(o.synthetic_classes);
+  uint64_t records = 0;
+  if (!o.synthetic) {
+    LoaderOptions lo;
+    lo.rank = env.rank;
+    lo.world_size = env.world_size;
+    lo.batch_size = o.batch_size;
+    lo.workers = o.workers;
+    lo.prefetch = o.prefetch;
+    lo.mmap = o.mmap;
+    lo.seed = o.seed;
+    lo.transform.kind = TransformKind::kTrain;
+    lo.transform.size = o.size;
+    // Channels-last training reads NHWC batches, viewed as channels-last NCHW
+    // tensors without a copy (BatchView).
+    lo.layout = o.channels_last ? Layout::kNHWC : Layout::kNCHW;
 #ifdef SHARDKIT_WITH_CUDA
-  if (cuda) lo.allocator = PinnedSlotAllocator();  // asynchronous copies from the batches
+    if (cuda) lo.allocator = PinnedSlotAllocator();  // asynchronous copies from the batches
 #endif
-  lo.drop_last = true;  // every step a full global batch
-  lo.corrupt_policy = o.on_corrupt == "skip" ? CorruptPolicy::kSkip : CorruptPolicy::kFail;
-  lo.skip_budget = o.skip_budget;
-  SK_ASSIGN_OR_RETURN(auto train_loader, Loader::Open(o.data, lo));
-  if (train_loader->manifest().classes.empty()) {
-    return Status::InvalidArgument(
-        o.data + ": the manifest lists no classes; shardkit-train needs labelled records");
+    lo.drop_last = true;  // every step a full global batch
+    lo.corrupt_policy = o.on_corrupt == "skip" ? CorruptPolicy::kSkip : CorruptPolicy::kFail;
+    lo.skip_budget = o.skip_budget;
+    SK_ASSIGN_OR_RETURN(train_loader, Loader::Open(o.data, lo));
+    if (train_loader->manifest().classes.empty()) {
+      return Status::InvalidArgument(
+          o.data + ": the manifest lists no classes; shardkit-train needs labelled records");
+    }
+    if (!o.val.empty()) {
+      LoaderOptions vo = lo;
+      vo.transform.kind = TransformKind::kVal;
+      vo.drop_last = false;
+      vo.shuffle = ShuffleMode::kNone;
+      vo.batch_size = std::max(o.batch_size, 64);
+      SK_ASSIGN_OR_RETURN(val_loader, Loader::Open(o.val, vo));
+      SK_RETURN_IF_ERROR(CheckValMatchesTrain(o, *train_loader, *val_loader));
+    }
+    channels = train_loader->channels();
+    height = train_loader->height();
+    num_classes = train_loader->manifest().classes.size();
+    records = train_loader->dataset_records();
   }
-  std::unique_ptr<Loader> val_loader;
-  if (!o.val.empty()) {
-    LoaderOptions vo = lo;
-    vo.transform.kind = TransformKind::kVal;
-    vo.drop_last = false;
-    vo.shuffle = ShuffleMode::kNone;
-    vo.batch_size = std::max(o.batch_size, 64);
-    SK_ASSIGN_OR_RETURN(val_loader, Loader::Open(o.val, vo));
-    SK_RETURN_IF_ERROR(CheckValMatchesTrain(o, *train_loader, *val_loader));
-  }
-  const Manifest& m = train_loader->manifest();
-  const int channels = train_loader->channels();
 
   // Model, identical on every rank: seeded, then rank 0's copy broadcast.
   torch::manual_seed(static_cast<uint64_t>(o.seed));
   ModelSpec spec;
   spec.arch = o.arch;
-  spec.num_classes = static_cast<int>(std::max<size_t>(m.classes.size(), 2));
+  spec.num_classes = static_cast<int>(std::max<size_t>(num_classes, 2));
   spec.in_channels = channels;
-  spec.small_input_stem = train_loader->height() < 64;
+  spec.small_input_stem = height < 64;
   torch::nn::AnyModule model;
   try {
     model = MakeModel(spec);
@@ -271,37 +367,52 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
     log("resume: no checkpoint in '" + o.checkpoint_dir + "', starting from scratch");
   }
 
-  // Distributed.
+  // Distributed: every collective below takes its tensors on pg.device.
   ProcessGroup pg;
+  pg.device = device;
+  if (injected) {
+    pg.group = injected;
+    pg.backend = "injected";
+  } else if (env.world_size > 1) {
+    SK_ASSIGN_OR_RETURN(pg, CreateProcessGroup(env, backend, device,
+                                               std::chrono::milliseconds(o.timeout_s * 1000LL),
+                                               [] { return g_stop_signal.load() != 0; }));
+  }
+  // Shut the backend down however this function returns.
+  std::shared_ptr<void> shutdown(nullptr, [&pg](void*) { ShutdownProcessGroup(&pg); });
+  CollectiveGroup* group = pg.group.get();
   std::unique_ptr<GradientReducer> reducer;
   std::vector<torch::Tensor> buffers;
   for (auto& b : net.buffers()) buffers.push_back(b);
-  if (env.world_size > 1) {
-    SK_ASSIGN_OR_RETURN(
-        pg, CreateProcessGroup(env, cuda, std::chrono::milliseconds(o.timeout_s * 1000LL),
-                               [] { return g_stop_signal.load() != 0; }));
+  if (group != nullptr) {
     std::vector<torch::Tensor> state = net.parameters();
     state.insert(state.end(), buffers.begin(), buffers.end());
-    BroadcastFromRank0(*pg.group, state);
+    BroadcastFromRank0(*group, state);
     reducer = std::make_unique<GradientReducer>(net.parameters(), pg.group, env.world_size,
                                                 static_cast<size_t>(o.bucket_mb * (1 << 20)));
     log("DDP over " + pg.backend + ": " + std::to_string(env.world_size) + " ranks (" + env.source +
         "), " + std::to_string(reducer->num_buckets()) + " gradient bucket(s)");
   }
-  CollectiveGroup* group = pg.group.get();
 
   const std::vector<float> mean = channels == 3 ? std::vector<float>{0.485f, 0.456f, 0.406f}
                                                 : std::vector<float>(channels, 0.5f);
   const std::vector<float> stdv = channels == 3 ? std::vector<float>{0.229f, 0.224f, 0.225f}
                                                 : std::vector<float>(channels, 0.25f);
   std::unique_ptr<BatchFeeder> feeder = MakeBatchFeeder(device, mean, stdv, o.channels_last);
+  std::unique_ptr<StepSource> steps;
+  if (o.synthetic) {
+    steps = std::make_unique<SyntheticSteps>(o, device, channels);
+  } else {
+    steps = std::make_unique<LoaderSteps>(*train_loader, *feeder);
+  }
 
-  const int64_t steps_per_epoch = static_cast<int64_t>(train_loader->batches_per_epoch());
+  const int64_t steps_per_epoch = static_cast<int64_t>(steps->batches_per_epoch());
   const double global_batch = static_cast<double>(o.batch_size) * env.world_size;
   const double base_lr = o.lr * global_batch / 256.0;
   log("training " + o.arch + " (" + std::to_string(ParameterCount(net)) + " parameters) on " +
-      o.data + ": " + std::to_string(train_loader->dataset_records()) + " records, " +
-      std::to_string(steps_per_epoch) + " steps/epoch, global batch " +
+      (o.synthetic ? std::string("synthetic data (random batches made once on the device)")
+                   : o.data + ": " + std::to_string(records) + " records") +
+      ", " + std::to_string(steps_per_epoch) + " steps/epoch, global batch " +
       std::to_string(static_cast<int64_t>(global_batch)) + ", lr " + std::to_string(base_lr) +
       ", device " + device.str());
 
@@ -320,9 +431,8 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
   net.train();
 
   for (; pos.epoch < o.epochs; ++pos.epoch, pos.batch_index = 0) {
-    SK_RETURN_IF_ERROR(train_loader->StartEpoch(static_cast<uint64_t>(pos.epoch),
-                                                static_cast<uint64_t>(pos.batch_index)));
-    train_loader->ResetStats();
+    SK_RETURN_IF_ERROR(steps->StartEpoch(static_cast<uint64_t>(pos.epoch),
+                                         static_cast<uint64_t>(pos.batch_index)));
     EpochTotals tot;
     const auto epoch_start = Clock::now();
     const int64_t first_batch = pos.batch_index;
@@ -334,16 +444,15 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
     std::shared_ptr<const Batch> b, next;
     auto fetch = [&](std::shared_ptr<const Batch>* out) -> Status {
       const auto t_wait = Clock::now();
-      SK_RETURN_IF_ERROR(train_loader->Next(out));
+      SK_RETURN_IF_ERROR(steps->Next(out));
       tot.wait_s += Since(t_wait);
-      if (*out != nullptr) feeder->Stage(*out);
       return Status::OK();
     };
     torch::Tensor loss_sum_dev, correct_dev;  // summed over the epoch's steps, on the device
     if (o.max_steps <= 0 || pos.global_step < o.max_steps) SK_RETURN_IF_ERROR(fetch(&b));
     for (; b != nullptr; b = std::move(next)) {
       const auto t_step = Clock::now();
-      auto [x, y] = feeder->Take();
+      auto [x, y] = steps->Take();
       const double lr = LearningRate(o, base_lr, pos.global_step, steps_per_epoch);
       if (buffers.size() > 0 && group != nullptr)
         BroadcastFromRank0(*group, buffers);  // BN statistics follow rank 0
@@ -418,7 +527,7 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
     if (rank0 && !o.quiet && tty) std::fprintf(stderr, "\n");
     if (stopped) {
       SK_RETURN_IF_ERROR(save());
-      if (group != nullptr) AllReduceSum(*group, 0);  // every rank waits for the checkpoint
+      SumOverRanks(group, pg.device, {0});  // every rank waits for the checkpoint
       log("stopped by signal " + std::to_string(g_stop_signal.load()) + " at epoch " +
           std::to_string(pos.epoch) + ", batch " + std::to_string(pos.batch_index) +
           "; checkpoint written to " + (ckpt.empty() ? "(none)" : ckpt));
@@ -430,26 +539,16 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
     }
     const double secs = Since(epoch_start);
     const bool epoch_done = pos.batch_index >= steps_per_epoch;
-    // Reduce the epoch's figures over ranks.
-    double loss_sum = tot.loss_sum, samples = tot.samples, correct = tot.correct, wait = tot.wait_s,
-           comm = tot.comm_s, step = tot.step_s,
-           skipped = static_cast<double>(train_loader->stats().corrupt_skipped);
-    if (group != nullptr) {
-      std::vector<torch::Tensor> t = {
-          torch::tensor({loss_sum, samples, correct, wait, comm, step, skipped}, torch::kFloat64)};
-      group->allreduce(t)->wait();
-      auto v = t[0];
-      loss_sum = v[0].item<double>();
-      samples = v[1].item<double>();
-      correct = v[2].item<double>();
-      wait = v[3].item<double>();
-      comm = v[4].item<double>();
-      step = v[5].item<double>();
-      skipped = v[6].item<double>();
-    }
+    // The epoch's figures, summed over ranks in one all-reduce.
+    const std::vector<double> sum =
+        SumOverRanks(group, pg.device,
+                     {tot.loss_sum, tot.samples, tot.correct, tot.wait_s, tot.comm_s, tot.step_s,
+                      static_cast<double>(steps->corrupt_skipped())});
+    const double loss_sum = sum[0], samples = sum[1], correct = sum[2], wait = sum[3],
+                 comm = sum[4], step = sum[5], skipped = sum[6];
     double top1 = -1, top5 = -1;
     if (val_loader)
-      SK_RETURN_IF_ERROR(Evaluate(model, *val_loader, *feeder, group, 0, &top1, &top5));
+      SK_RETURN_IF_ERROR(Evaluate(model, *val_loader, *feeder, group, pg.device, 0, &top1, &top5));
     if (epoch_done) {
       pos.batch_index = steps_per_epoch;
       TrainPosition next = pos;
@@ -480,6 +579,9 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
     j["workers"] = o.workers;
     j["steps"] = pos.global_step;
     j["arch"] = o.arch;
+    j["device"] = device.str();
+    j["synthetic"] = o.synthetic;
+    j["amp"] = o.amp ? o.amp_dtype : "off";
     j["backend"] = pg.backend.empty() ? "none" : pg.backend;
     j["corrupt_skipped"] = static_cast<uint64_t>(skipped);
     if (rank0) {
@@ -491,6 +593,14 @@ Status Train(const TrainOptions& o, const DistEnv& env) {
   }
   if (rank0 && !o.export_path.empty()) SK_RETURN_IF_ERROR(ExportWeights(o.export_path, net));
   return Status::OK();
+}
+
+}  // namespace
+
+Status Train(const TrainOptions& o, const DistEnv& env) { return TrainImpl(o, env, {}); }
+
+Status Train(const TrainOptions& o, const DistEnv& env, c10::intrusive_ptr<CollectiveGroup> group) {
+  return TrainImpl(o, env, std::move(group));
 }
 
 }  // namespace shardkit

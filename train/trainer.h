@@ -20,6 +20,10 @@ inline constexpr int kExitCheckpointedOnSignal = 75;
 // Runs training as rank env.rank. Returns OK when all epochs (or max_steps)
 // finished, Aborted when stopped by a signal after checkpointing, an error otherwise.
 Status Train(const TrainOptions& options, const DistEnv& env);
+// The same over `group` instead of a group from a rendezvous, even for a
+// world of one: for tests that record every collective the trainer issues.
+Status Train(const TrainOptions& options, const DistEnv& env,
+             c10::intrusive_ptr<CollectiveGroup> group);
 
 // Installs the SIGTERM/SIGUSR1 handlers that ask Train to checkpoint and stop.
 void InstallStopSignalHandlers();
