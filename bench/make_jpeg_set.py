@@ -6,7 +6,10 @@ sample photos); its images are seeded random crops (20-100% of the area, aspect
 3:4 to 4:3) resized so the long side is 500 (about ImageNet's typical 500x375)
 and saved at JPEG quality 90: real photographic content, not noise.
 
-usage: make_jpeg_set.py OUT [--per-class N] [--seed S] [--long-side 500] [--quality 90]
+usage: make_jpeg_set.py OUT [--per-class N] [--seed S] [--long-side 500] [--quality 90] [--sources DIR]
+
+--sources DIR takes the photographs from DIR (*.jpg, *.png) instead: scripts/gpu_kit.sh
+carries Debian's photographs that way to a machine without these packages.
 """
 import argparse
 import glob
@@ -33,12 +36,19 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--long-side", type=int, default=500)
     ap.add_argument("--quality", type=int, default=90)
+    ap.add_argument("--sources", help="a folder of photographs to use instead of the packages' ones")
     args = ap.parse_args()
-    if not SOURCES:
+    sources = SOURCES
+    if args.sources:
+        sources = sorted(glob.glob(os.path.join(args.sources, "*.jpg")) +
+                         glob.glob(os.path.join(args.sources, "*.png")))
+        if not sources:
+            raise SystemExit("make_jpeg_set.py: no *.jpg or *.png in --sources %s" % args.sources)
+    if not sources:
         raise SystemExit("no source photographs: apt-get install mate-backgrounds python3-skimage")
     rng = random.Random(args.seed)
     total = 0
-    for ci, src in enumerate(SOURCES):
+    for ci, src in enumerate(sources):
         name = "n%08d" % ci
         os.makedirs(os.path.join(args.out, name), exist_ok=True)
         photo = Image.open(src).convert("RGB")
@@ -56,7 +66,7 @@ def main():
                 crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
             crop.save(os.path.join(args.out, name, "%s_%05d.JPEG" % (name, k)), quality=args.quality)
             total += 1
-    print("wrote %d JPEGs in %d classes to %s" % (total, len(SOURCES), args.out))
+    print("wrote %d JPEGs in %d classes to %s" % (total, len(sources), args.out))
 
 
 if __name__ == "__main__":

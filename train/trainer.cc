@@ -431,6 +431,7 @@ Status TrainImpl(const TrainOptions& o, const DistEnv& env,
   net.train();
 
   for (; pos.epoch < o.epochs; ++pos.epoch, pos.batch_index = 0) {
+    if (o.max_steps > 0 && pos.global_step >= o.max_steps) break;  // not an empty epoch
     SK_RETURN_IF_ERROR(steps->StartEpoch(static_cast<uint64_t>(pos.epoch),
                                          static_cast<uint64_t>(pos.batch_index)));
     EpochTotals tot;

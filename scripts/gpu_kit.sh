@@ -1,0 +1,271 @@
+#!/usr/bin/env bash
+# The GPU check in one command, for a GPU machine without internet that has
+# CUDA, CMake and a PyTorch 2.x with CUDA, and none of shardkit's other
+# dependencies.
+#
+#   scripts/gpu_kit.sh fetch          (here, on Debian 12, with apt)
+#       downloads the Debian packages the build needs (apt-get download) and
+#       unpacks them (dpkg -x) into .deps/root, with a few real photographs in
+#       .deps/photos to make a JPEG set from. .deps/ is ignored by git; carry
+#       it to the GPU machine with the checkout (it stays under 64 MB).
+#   scripts/gpu_kit.sh run [--cpu] [--out DIR] [--steps N] [--workers LIST]
+#       (there) configures CMake against that machine's PyTorch
+#       (torch.utils.cmake_prefix_path) and .deps/, builds, runs the CUDA
+#       tests, makes and packs a real-photo JPEG set, and benchmarks ResNet-50
+#       and ResNet-18 with AMP (bf16, fp16) and channels-last at batch 256 and
+#       224 px: shardkit-train from shards at each loader worker count, the
+#       same model on --synthetic data (the ceiling), and
+#       examples/train_imagenet.py with PyTorch's DataLoader and with
+#       shardkit. Tables (markdown and CSV) and logs go to DIR ($OUT if set,
+#       else gpu_out/). It goes on past a failing step and ends by listing
+#       what it could not do.
+#       --cpu runs the same steps on this machine's CPU with tiny sizes,
+#       built from .deps/ against Debian's LibTorch: the kit's own test.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+DEPS=$ROOT/.deps
+
+# Build dependencies (and the libraries they link) that a CUDA machine with
+# a compiler, CMake and PyTorch lacks. libc, libstdc++, libgomp and zlib's
+# runtime are the machine's own.
+KIT_PACKAGES=(
+  libzstd-dev libzstd1 libturbojpeg0-dev libturbojpeg0 libjpeg62-turbo-dev libjpeg62-turbo
+  libpng-dev libpng16-16 zlib1g-dev
+  libhdf5-dev libhdf5-103-1 libhdf5-hl-100 libsz2 libaec0 libaec-dev libcurl4
+  libcli11-dev nlohmann-json3-dev libgtest-dev pybind11-dev
+)
+
+die() { echo "gpu_kit: error: $*" >&2; exit 2; }
+
+fetch() {
+  command -v apt-get >/dev/null || die "fetch needs apt-get (run it on Debian 12)"
+  rm -rf "$DEPS.tmp" && mkdir -p "$DEPS.tmp/debs" "$DEPS.tmp/root" "$DEPS.tmp/photos" || exit 2
+  (cd "$DEPS.tmp/debs" && apt-get download "${KIT_PACKAGES[@]}") ||
+    die "apt-get download failed (run 'apt-get update' first?)"
+  for deb in "$DEPS.tmp"/debs/*.deb; do dpkg -x "$deb" "$DEPS.tmp/root" || die "dpkg -x $deb"; done
+  # Documentation, tools and static libraries (but GoogleTest's) are not
+  # needed to build: shardkit links the shared ones.
+  rm -rf "$DEPS.tmp/root/usr/share/doc" "$DEPS.tmp/root/usr/share/man" "$DEPS.tmp/root/usr/bin"
+  find "$DEPS.tmp/root" -name '*.a' ! -name 'libgtest*' ! -name 'libgmock*' -delete
+  rm -rf "$DEPS.tmp/debs"
+  local photos=(/usr/share/backgrounds/mate/nature/*.jpg)
+  [ -e "${photos[0]}" ] || die "no photographs: apt-get install mate-backgrounds"
+  cp "${photos[@]}" "$DEPS.tmp/photos/"
+  rm -rf "$DEPS" && mv "$DEPS.tmp" "$DEPS"
+  echo "gpu_kit: fetched ${#KIT_PACKAGES[@]} packages and ${#photos[@]} photographs into .deps ($(du -sh "$DEPS" | cut -f1))"
+}
+
+# ---- run
+
+OUT_DIR=${OUT:-$ROOT/gpu_out}
+CPU=0
+STEPS=""
+WORKERS=""
+MISSING=()
+
+note_missing() { MISSING+=("$1"); echo "gpu_kit: could not: $1" >&2; }
+
+# The python3 that imports torch (a venv's, a conda env's, or the system's).
+find_python() {
+  for py in "${PYTHON:-}" python3 /usr/bin/python3; do
+    [ -n "$py" ] && "$py" -c "import torch" 2>/dev/null && { echo "$py"; return; }
+  done
+}
+
+configure_and_build() {
+  local build=$1 py=$2 prefix="$DEPS/root/usr" args=()
+  args+=(-DCMAKE_BUILD_TYPE=Release)
+  if [ "$CPU" = 1 ]; then
+    # Debian's LibTorch, found where the system keeps it; everything else
+    # from .deps first (CMAKE_PREFIX_PATH is searched before system paths).
+    args+=("-DCMAKE_PREFIX_PATH=$prefix")
+  else
+    local torch_prefix nccl
+    torch_prefix=$("$py" -c "import torch.utils; print(torch.utils.cmake_prefix_path)") ||
+      return 1
+    args+=("-DCMAKE_PREFIX_PATH=$torch_prefix;$prefix")
+    # nccl.h from the nvidia-nccl wheel beside a pip PyTorch, if there.
+    nccl=$("$py" -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'include'))" \
+      2>/dev/null || true)
+    [ -n "$nccl" ] && [ -f "$nccl/nccl.h" ] && args+=("-DSHARDKIT_NCCL_INCLUDE_DIR=$nccl")
+  fi
+  args+=("-DPython3_EXECUTABLE=$(command -v "$py")")
+  command -v ninja >/dev/null && args+=(-G Ninja)
+  export PKG_CONFIG_SYSROOT_DIR=$DEPS/root
+  export PKG_CONFIG_LIBDIR=$DEPS/root/usr/lib/x86_64-linux-gnu/pkgconfig:$DEPS/root/usr/share/pkgconfig
+  export LD_LIBRARY_PATH=$prefix/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu/hdf5/serial${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  # Debian's serial HDF5 under its own folders; FindHDF5 finds it there only
+  # through the h5cc wrapper, whose paths are /usr's: name the files instead.
+  args+=("-DSHARDKIT_HDF5_INCLUDE_DIR=$prefix/include/hdf5/serial"
+    "-DSHARDKIT_HDF5_LIBRARY=$prefix/lib/x86_64-linux-gnu/hdf5/serial/libhdf5.so")
+  # The libraries those link at run time (libhdf5's libcurl, libsz, ...).
+  args+=("-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$prefix/lib/x86_64-linux-gnu")
+  if ! cmake -S . -B "$build" "${args[@]}" >"$OUT_DIR/configure.log" 2>&1; then
+    # Without the binding (no Python headers there, say) rather than nothing.
+    note_missing "configure with the Python binding (see configure.log); trying without it"
+    cmake -S . -B "$build" "${args[@]}" -DSHARDKIT_WITH_PYTHON=OFF >>"$OUT_DIR/configure.log" 2>&1 ||
+      return 1
+  fi
+  # Proof that the build used .deps, not a system -dev package.
+  grep -E '^(SHARDKIT_ZSTD_INCLUDE|ZSTD_INCLUDEDIR|ZSTD_INCLUDE_DIRS|CLI11_DIR|nlohmann_json_DIR|GTest_DIR):' \
+    "$build/CMakeCache.txt" >"$OUT_DIR/dependencies.txt" || true
+  local targets=(shardkit-train shardkit-pack shardkit-bench train_test)
+  cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" >"$OUT_DIR/build.log" 2>&1 || return 1
+  cmake --build "$build" -j"$(nproc)" --target _shardkit >>"$OUT_DIR/build.log" 2>&1 ||
+    note_missing "build the Python binding (see build.log)"
+}
+
+# One row: name, images/s, data-wait fraction, from a JSON line's fields.
+json_field() { # FILE FIELD
+  "$PY" -c "import json,sys; l=[json.loads(x) for x in open(sys.argv[1]) if x.startswith('{')]; print(l[-1].get(sys.argv[2], '')) if l else print('')" "$1" "$2" 2>/dev/null
+}
+
+bench_row() { # MODEL AMP LOADER WORKERS JSONFILE IPS_FIELD
+  local ips wait
+  ips=$(json_field "$5" "$6")
+  wait=$(json_field "$5" data_wait_fraction)
+  if [ -z "$ips" ]; then
+    note_missing "$1 $2 $3 workers=$4 (see $(basename "$5" .json).log)"
+    return
+  fi
+  printf '%s,%s,%s,%s,%.1f,%.3f\n' "$1" "$2" "$3" "$4" "$ips" "${wait:-0}" >>"$OUT_DIR/results.csv"
+}
+
+run() {
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --cpu) CPU=1 ;;
+      --out) OUT_DIR=$2; shift ;;
+      --steps) STEPS=$2; shift ;;
+      --workers) WORKERS=$2; shift ;;
+      *) die "unknown argument '$1' (run [--cpu] [--out DIR] [--steps N] [--workers LIST])" ;;
+    esac
+    shift
+  done
+  [ -d "$DEPS/root/usr" ] || die ".deps/root is missing: run 'scripts/gpu_kit.sh fetch' on Debian first"
+  mkdir -p "$OUT_DIR" || die "cannot create $OUT_DIR"
+  : >"$OUT_DIR/results.csv"
+  PY=$(find_python)
+  [ -n "$PY" ] || die "no python3 that imports torch (set PYTHON=...)"
+  local t0=$SECONDS build=$ROOT/build-gpu device batch size per_class archs amps
+  if [ "$CPU" = 1 ]; then
+    build=$ROOT/build-gpukit-cpu device=cpu batch=8 size=32 per_class=6
+    archs=(resnet18) amps=(off) STEPS=${STEPS:-2} WORKERS=${WORKERS:-1,2}
+  else
+    device=cuda batch=256 size=224 per_class=400
+    archs=(resnet50 resnet18) amps=(bf16 fp16) STEPS=${STEPS:-30} WORKERS=${WORKERS:-1,2,4,8,15}
+  fi
+  {
+    echo "device: $("$PY" -c "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu')")"
+    echo "torch: $("$PY" -c "import torch; print(torch.__version__, 'cuda', torch.version.cuda)")"
+    echo "python: $("$PY" --version 2>&1) at $(command -v "$PY")"
+    command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    echo "cpus: $(nproc)"
+  } | tee "$OUT_DIR/machine.txt"
+
+  echo "== configure and build ($build)"
+  if ! configure_and_build "$build" "$PY"; then
+    note_missing "configure or build (see configure.log, build.log)"
+    finish "$t0"
+    return 2
+  fi
+  echo "== CUDA tests (skipped without a GPU), collectives and device choice"
+  "$build/tests/train_test" --gtest_filter='CudaTest.*:LossScaleTest.*:DistEnvTest.*:FeederTest.*:TrainTest.EveryCollective*:TrainTest.Synthetic*' \
+    >"$OUT_DIR/cuda_tests.log" 2>&1 || note_missing "pass every CUDA test (see cuda_tests.log)"
+  tail -n 4 "$OUT_DIR/cuda_tests.log"
+
+  echo "== a real-photo JPEG set, packed"
+  local work=$OUT_DIR/work
+  [ "$CPU" = 1 ] || work=${TMPDIR:-/tmp}/shardkit_gpu_kit
+  rm -rf "$work" && mkdir -p "$work"
+  if ! "$PY" bench/make_jpeg_set.py "$work/jpeg" --sources "$DEPS/photos" --per-class "$per_class" \
+    >"$OUT_DIR/pack.log" 2>&1 ||
+    ! "$build/tools/pack/shardkit-pack" imagenet "$work/jpeg" "$work/shards" >>"$OUT_DIR/pack.log" 2>&1; then
+    note_missing "make and pack the JPEG set (see pack.log)"
+    finish "$t0"
+    return 2
+  fi
+  tail -n 2 "$OUT_DIR/pack.log"
+
+  echo "model,amp,loader,workers,images_per_s,data_wait_fraction" >"$OUT_DIR/results.csv"
+  local arch amp w flags log
+  for arch in "${archs[@]}"; do
+    for amp in "${amps[@]}"; do
+      [ "$arch" = resnet18 ] && [ "$amp" = fp16 ] && continue  # ResNet-18 in bf16 only
+      flags="--arch $arch --batch-size $batch --size $size --device $device --quiet --epochs 1000 --max-steps $STEPS"
+      [ "$amp" != off ] && flags+=" --amp --amp-dtype $amp"
+      log=$OUT_DIR/${arch}_${amp}_synthetic
+      echo "-- $arch $amp synthetic"
+      "$build/train/shardkit-train" $flags --synthetic --synthetic-steps "$(( STEPS > 1 ? STEPS / 2 : 1 ))" --workers 1 >"$log.json" 2>"$log.log"
+      bench_row "$arch" "$amp" synthetic 0 "$log.json" images_per_sec
+      for w in ${WORKERS//,/ }; do
+        log=$OUT_DIR/${arch}_${amp}_shardkit_w$w
+        echo "-- $arch $amp shardkit-train workers=$w"
+        "$build/train/shardkit-train" $flags --data "$work/shards" --workers "$w" >"$log.json" 2>"$log.log"
+        bench_row "$arch" "$amp" shardkit-train "$w" "$log.json" images_per_sec
+      done
+      [ "$amp" = bf16 ] || [ "$CPU" = 1 ] || continue  # the Python scripts run AMP their own way, once
+      for w in ${WORKERS//,/ }; do
+        log=$OUT_DIR/${arch}_${amp}_dataloader_w$w
+        echo "-- $arch examples/train_imagenet.py --loader pytorch workers=$w"
+        env PYTHONPATH="$build/python" MASTER_PORT=$((29600 + w)) "$PY" examples/train_imagenet.py --loader pytorch \
+          --data "$work/jpeg" --arch "$arch" --batch-size "$batch" --image-size "$size" --workers "$w" \
+          --max-steps "$STEPS" --epochs 1000 --print-every 1000000 --json "$log.json" >"$log.log" 2>&1
+        bench_row "$arch" "$amp" "DataLoader" "$w" "$log.json" images_per_s
+        log=$OUT_DIR/${arch}_${amp}_pyshardkit_w$w
+        echo "-- $arch examples/train_imagenet.py --loader shardkit workers=$w"
+        env PYTHONPATH="$build/python" MASTER_PORT=$((29700 + w)) "$PY" examples/train_imagenet.py --loader shardkit \
+          --data "$work/shards" --arch "$arch" --batch-size "$batch" --image-size "$size" --workers "$w" \
+          --max-steps "$STEPS" --epochs 1000 --print-every 1000000 --json "$log.json" >"$log.log" 2>&1
+        bench_row "$arch" "$amp" "shardkit (Python)" "$w" "$log.json" images_per_s
+      done
+    done
+  done
+  [ "$CPU" = 1 ] || rm -rf "$work"
+  finish "$t0"
+  [ ${#MISSING[@]} -eq 0 ]
+}
+
+# The table (each row against the same model's synthetic rate) and what failed.
+finish() {
+  local t0=$1
+  if [ -s "$OUT_DIR/results.csv" ]; then
+    "$PY" - "$OUT_DIR/results.csv" "$OUT_DIR/machine.txt" >"$OUT_DIR/gpu_results.md" <<'EOF'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+print("# GPU check\n")
+print("```\n" + open(sys.argv[2]).read().strip() + "\n```\n")
+ceiling = {(r["model"], r["amp"]): float(r["images_per_s"]) for r in rows if r["loader"] == "synthetic"}
+print("| model | amp | loader | workers | images/s | of synthetic | data wait |")
+print("|---|---|---|---:|---:|---:|---:|")
+for r in rows:
+    c = ceiling.get((r["model"], r["amp"])) or ceiling.get((r["model"], "bf16"))
+    ips = float(r["images_per_s"])
+    print("| %s | %s | %s | %s | %.0f | %s | %.0f%% |" % (
+        r["model"], r["amp"], r["loader"], r["workers"] if r["loader"] != "synthetic" else "-", ips,
+        "%.2f" % (ips / c) if c else "-", 100 * float(r["data_wait_fraction"])))
+# Loader cores needed for 97% of the synthetic rate.
+print("\n| model | amp | loader | workers for 97% of synthetic |\n|---|---|---|---|")
+for key, c in ceiling.items():
+    for loader in ("shardkit-train", "DataLoader", "shardkit (Python)"):
+        ok = [int(r["workers"]) for r in rows if (r["model"], r["amp"]) == key and r["loader"] == loader
+              and float(r["images_per_s"]) >= 0.97 * c]
+        seen = [r for r in rows if (r["model"], r["amp"]) == key and r["loader"] == loader]
+        if seen:
+            print("| %s | %s | %s | %s |" % (key[0], key[1], loader, min(ok) if ok else "more than tried"))
+EOF
+    cat "$OUT_DIR/gpu_results.md"
+  fi
+  echo "gpu_kit: done in $((SECONDS - t0)) s; results in $OUT_DIR"
+  if [ ${#MISSING[@]} -gt 0 ]; then
+    echo "gpu_kit: could not do ${#MISSING[@]} thing(s):"
+    printf '  - %s\n' "${MISSING[@]}"
+  fi
+}
+
+case ${1:-} in
+  fetch) fetch ;;
+  run) shift; run "$@" ;;
+  *) echo "usage: scripts/gpu_kit.sh fetch | run [--cpu] [--out DIR] [--steps N] [--workers LIST]" >&2; exit 2 ;;
+esac
