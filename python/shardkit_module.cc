@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/version.h"
 #include "image/codec.h"
 #include "loader/loader.h"
 #include "shard/dataset.h"
@@ -330,6 +331,7 @@ class PyWriter {
 
 PYBIND11_MODULE(_shardkit, m) {
   m.doc() = "shardkit's C++ core; use the `shardkit` package";
+  m.attr("__version__") = shardkit::kVersion;
   static py::exception<std::runtime_error> corruption(m, "CorruptionError", PyExc_RuntimeError);
   g_corruption_error = corruption.ptr();
 

@@ -15,10 +15,9 @@ batch memory, which the loader does not reuse while any tensor views it.
 import json
 import os
 
-from ._shardkit import CorruptionError, _Dataset, _Loader, _Writer
+from ._shardkit import CorruptionError, _Dataset, _Loader, _Writer, __version__
 
 __all__ = ["Loader", "Dataset", "Writer", "CorruptionError", "distributed_defaults"]
-__version__ = "0.1.0"
 
 _STATE_VERSION = 1
 

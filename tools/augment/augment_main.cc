@@ -10,6 +10,7 @@
 #include "base/format.h"
 #include "base/random.h"
 #include "base/system.h"
+#include "base/version.h"
 #include "image/codec.h"
 #include "shard/shard.h"
 #include "tools/augment/augment.h"
@@ -418,7 +419,7 @@ int AugmentMain(int argc, char** argv, bool parse_only) {
   if (*preview) return Preview(*src, plan, samples, png);
 
   nlohmann::json created = {{"tool", "shardkit-augment bigmnist"},
-                            {"version", "0.1.0"},
+                            {"version", kVersion},
                             {"src", src_dir},
                             {"source_images", plan.n},
                             {"versions", plan.versions},

@@ -1,6 +1,8 @@
 // The shared command-line contract: parsing, one-line errors, validators.
 #include "tools/common/cli.h"
 
+#include "base/version.h"
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -27,6 +29,7 @@ bool ParseLong(const std::string& s, long long* out) {
 }  // namespace
 
 int Parse(CLI::App& app, int argc, char** argv, const char* tool) {
+  app.set_version_flag("--version", std::string(tool) + " " + kVersion);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

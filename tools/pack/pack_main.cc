@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/format.h"
+#include "base/version.h"
 #include "shard/shard.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
@@ -32,7 +33,7 @@ std::string CreatedBy(const std::string& tool, const std::string& argv_json,
                       const nlohmann::json& options) {
   nlohmann::json j;
   j["tool"] = tool;
-  j["version"] = "0.1.0";
+  j["version"] = kVersion;
   j["argv"] = nlohmann::json::parse(argv_json);
   j["options"] = options;
   return j.dump(-1, ' ', false,
