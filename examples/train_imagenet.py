@@ -33,12 +33,17 @@ MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 
 
+# The ResNets torchvision builds (and shardkit-train mirrors).
+ARCHS = ["resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide_resnet50_2", "resnext50_32x4d"]
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--loader", choices=["shardkit", "pytorch"], required=True)
     p.add_argument("--data", required=True, help="shard dataset (shardkit) or ImageFolder root (pytorch)")
     p.add_argument("--val", help="validation set, the same kind as --data")
-    p.add_argument("--arch", default="resnet50", help="a torchvision.models constructor name")
+    p.add_argument("--arch", default="resnet50", choices=ARCHS, metavar="ARCH",
+                   help="a torchvision ResNet: " + ", ".join(ARCHS))
     p.add_argument("--epochs", type=int, default=90)
     p.add_argument("--batch-size", type=int, default=256, help="per rank")
     p.add_argument("--workers", type=int, default=8, help="loader threads (shardkit) or processes (pytorch)")

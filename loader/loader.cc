@@ -287,6 +287,22 @@ Status ValidateLoaderOptions(const LoaderOptions& o) {
   const TransformParams& t = o.transform;
   if (t.size < 1 || t.size > 4096)
     return bad("transform size must be in 1..4096, not " + std::to_string(t.size));
+  for (int v : {t.height, t.width, t.resize, t.resize_height, t.resize_width}) {
+    if (v < 0 || v > 16384)
+      return bad("transform sizes must be in 1..16384, not " + std::to_string(v));
+  }
+  if ((t.height > 0) != (t.width > 0) || (t.resize_height > 0) != (t.resize_width > 0)) {
+    return bad("give a transform's height and width together");
+  }
+  if (t.kind == TransformKind::kVal &&
+      (t.resize_height > 0 ? t.resize_height < t.out_height() || t.resize_width < t.out_width()
+                           : t.resize > 0 && t.resize < std::max(t.out_height(), t.out_width()))) {
+    return bad("CenterCrop " + std::to_string(t.out_height()) + "x" +
+               std::to_string(t.out_width()) + " is larger than the Resize before it");
+  }
+  if (!std::isfinite(t.flip_prob) || t.flip_prob > 1) {
+    return bad("flip probability must be in [0, 1]");
+  }
   auto finite = [](double v) { return std::isfinite(v); };
   if (!finite(t.min_scale) || !finite(t.max_scale) || t.min_scale <= 0 ||
       t.min_scale > t.max_scale || t.max_scale > 1) {

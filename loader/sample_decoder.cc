@@ -16,12 +16,10 @@ Result<SampleDecoder> SampleDecoder::Make(const RecordFormat& record,
   d.seed_ = seed;
   switch (record.kind) {
     case format::RecordKind::kJpeg:
-      if (transform.size < 1 || transform.size > 4096) {
-        return Status::InvalidArgument("transform size must be in 1..4096");
-      }
       d.jpeg_ = true;
       d.channels_ = 3;
-      d.height_ = d.width_ = transform.size;
+      d.height_ = transform.out_height();
+      d.width_ = transform.out_width();
       break;
     case format::RecordKind::kRawU8:
       d.height_ = static_cast<int>(record.shape[0]);
@@ -45,9 +43,14 @@ CropDecision SampleDecoder::ChooseCrop(int w, int h, uint64_t epoch, uint64_t po
     case TransformKind::kVal:
       crop = CenterCrop(w, h, transform_);
       break;
+    case TransformKind::kResize:
     case TransformKind::kNone:
       crop.rect = RectF{0, 0, double(w), double(h)};
       break;
+  }
+  if (transform_.kind != TransformKind::kTrain && transform_.flip() > 0) {
+    KeyedRng rng(seed_, epoch, position, 0xF11);
+    crop.flip = rng.Uniform() < transform_.flip();
   }
   return crop;
 }
@@ -78,7 +81,7 @@ Status SampleDecoder::DecodeJpeg(State& st, std::string_view payload, uint64_t e
   req.min_width = width_;
   req.min_height = height_;
   req.simd_scales_only = true;
-  req.fast = transform_.kind != TransformKind::kVal;
+  req.fast = transform_.kind == TransformKind::kTrain;  // random crops: speed over the last bit
   SK_RETURN_IF_ERROR(st.jpeg.Decode(reinterpret_cast<const uint8_t*>(payload.data()),
                                     payload.size(), req, &st.region));
   const uint64_t t1 = LoaderNowNs();

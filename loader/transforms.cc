@@ -11,6 +11,8 @@ bool TransformKindFromName(std::string_view name, TransformKind* kind) {
     *kind = TransformKind::kTrain;
   } else if (name == "val") {
     *kind = TransformKind::kVal;
+  } else if (name == "resize") {
+    *kind = TransformKind::kResize;
   } else if (name == "none") {
     *kind = TransformKind::kNone;
   } else {
@@ -56,26 +58,33 @@ CropDecision RandomResizedCrop(int width, int height, const TransformParams& p, 
     d.rect =
         RectF{double(floor_div2(width - w)), double(floor_div2(height - h)), double(w), double(h)};
   }
-  d.flip = p.hflip && rng->Uniform() < 0.5;
+  d.flip = rng->Uniform() < p.flip();
   return d;
 }
 
 CropDecision CenterCrop(int width, int height, const TransformParams& p) {
-  const int resize = static_cast<int>(PyRound(p.size / p.crop_fraction));
-  // torchvision Resize(int): the short side becomes `resize`, the long side is truncated.
+  const int ow = p.out_width(), oh = p.out_height();
   int nw, nh;
-  if (width <= height) {
-    nw = resize;
-    nh = static_cast<int>(double(resize) * height / width);
+  if (p.resize_height > 0 && p.resize_width > 0) {  // Resize((h, w))
+    nw = p.resize_width;
+    nh = p.resize_height;
   } else {
-    nh = resize;
-    nw = static_cast<int>(double(resize) * width / height);
+    // torchvision Resize(int): the short side becomes `resize`, the long side is truncated.
+    const int resize =
+        p.resize > 0 ? p.resize : static_cast<int>(PyRound(p.size / p.crop_fraction));
+    if (width <= height) {
+      nw = resize;
+      nh = static_cast<int>(double(resize) * height / width);
+    } else {
+      nh = resize;
+      nw = static_cast<int>(double(resize) * width / height);
+    }
   }
   // torchvision CenterCrop: int(round((resized - crop) / 2.0)), halves to even.
-  const double left = PyRound((nw - p.size) / 2.0), top = PyRound((nh - p.size) / 2.0);
+  const double left = PyRound((nw - ow) / 2.0), top = PyRound((nh - oh) / 2.0);
   const double sx = double(width) / nw, sy = double(height) / nh;
   CropDecision d;
-  d.rect = RectF{left * sx, top * sy, p.size * sx, p.size * sy};
+  d.rect = RectF{left * sx, top * sy, ow * sx, oh * sy};
   return d;
 }
 

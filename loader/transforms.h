@@ -1,6 +1,8 @@
 // The geometry of the image transforms, as torchvision defines them:
-// RandomResizedCrop (train) and Resize(short) + CenterCrop (val). Each returns
-// the source rectangle to decode and resample to the output size.
+// RandomResizedCrop (train), Resize + CenterCrop (val), Resize((h, w))
+// (resize), each optionally followed by RandomHorizontalFlip(p). Each returns
+// the source rectangle to decode and resample to the output size, and
+// whether to flip it.
 #pragma once
 
 #include <string_view>
@@ -11,22 +13,37 @@
 namespace shardkit {
 
 enum class TransformKind {
-  kNone,   // raw records copied; JPEGs resized whole to size x size
-  kTrain,  // RandomResizedCrop(size, scale, ratio) + horizontal flip
-  kVal,    // resize the short side to size / crop_fraction, center crop size
+  kNone,    // raw records copied; JPEGs resized whole to the output size
+  kTrain,   // RandomResizedCrop(output, scale, ratio) + horizontal flip
+  kVal,     // Resize(resize) + CenterCrop(output)
+  kResize,  // Resize((height, width)): the whole image, squashed to the output
 };
 
-// "train", "val", "none": the names the tools and the Python binding use.
-// Returns false for any other name.
+// "train", "val", "resize", "none": the names the tools and the Python
+// binding use. Returns false for any other name.
 bool TransformKindFromName(std::string_view name, TransformKind* kind);
 
 struct TransformParams {
   TransformKind kind = TransformKind::kNone;
-  int size = 224;
+  int size = 224;             // the output's side, unless height and width are set
+  int height = 0, width = 0;  // a non-square output (both, or neither)
   double min_scale = 0.08, max_scale = 1.0;
   double min_ratio = 3.0 / 4.0, max_ratio = 4.0 / 3.0;
-  bool hflip = true;
+  // RandomHorizontalFlip(p) after the geometry; below 0: torchvision's
+  // pipelines' habit, 0.5 for train and none otherwise.
+  double flip_prob = -1;
+  // val's Resize: the short side to `resize` (aspect kept, torchvision's
+  // Resize(int)), or to resize_height x resize_width (Resize((h, w))); with
+  // neither, the short side to round(size / crop_fraction).
+  int resize = 0;
+  int resize_height = 0, resize_width = 0;
   double crop_fraction = 0.875;  // val: 224 / 256
+
+  int out_height() const { return height > 0 ? height : size; }
+  int out_width() const { return width > 0 ? width : size; }
+  double flip() const {
+    return flip_prob >= 0 ? flip_prob : kind == TransformKind::kTrain ? 0.5 : 0;
+  }
 };
 
 struct CropDecision {
@@ -34,9 +51,10 @@ struct CropDecision {
   bool flip = false;
 };
 
-// torchvision.transforms.RandomResizedCrop.get_params, with our RNG.
+// torchvision.transforms.RandomResizedCrop.get_params, with our RNG, then
+// the flip drawn from the same RNG.
 CropDecision RandomResizedCrop(int width, int height, const TransformParams& p, KeyedRng* rng);
-// torchvision Resize(round(size / crop_fraction)) then CenterCrop(size), as a source rectangle.
+// torchvision Resize then CenterCrop(output), as a source rectangle (no flip).
 CropDecision CenterCrop(int width, int height, const TransformParams& p);
 
 }  // namespace shardkit

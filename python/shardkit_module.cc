@@ -11,10 +11,13 @@
 
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "base/version.h"
 #include "image/codec.h"
+#include "image/prepare.h"
 #include "loader/loader.h"
 #include "shard/dataset.h"
 #include "shard/dataset_writer.h"
@@ -57,17 +60,37 @@ T Take(Result<T> r) {
 
 class PyLoader {
  public:
-  PyLoader(const std::string& path, int batch_size, int workers, const std::string& transform,
-           int size, int rank, int world_size, uint64_t seed, const std::string& shuffle,
-           bool drop_last, const std::string& layout, int prefetch, const std::string& on_corrupt,
+  // `transform`: the plan shardkit.transforms compiles ({"kind": "train",
+  // "size": 224, "height": .., "scale": (lo, hi), "ratio": (lo, hi),
+  // "flip": p, "resize": .., "resize_hw": (h, w)}); absent keys keep
+  // TransformParams' defaults.
+  PyLoader(const std::string& path, int batch_size, int workers, const py::dict& transform,
+           int rank, int world_size, uint64_t seed, const std::string& shuffle, bool drop_last,
+           const std::string& layout, int prefetch, const std::string& on_corrupt,
            int64_t skip_budget) {
     LoaderOptions o;
     o.batch_size = batch_size;
     o.workers = workers;
-    if (!TransformKindFromName(transform, &o.transform.kind)) {
-      throw py::value_error("transform must be 'train', 'val' or None, not '" + transform + "'");
+    TransformParams& t = o.transform;
+    const std::string kind = transform["kind"].cast<std::string>();
+    if (!TransformKindFromName(kind, &t.kind)) {
+      throw py::value_error("transform must be 'train', 'val', 'resize' or None, not '" + kind +
+                            "'");
     }
-    o.transform.size = size;
+    auto has = [&](const char* k) { return transform.contains(k) && !transform[k].is_none(); };
+    if (has("size")) t.size = transform["size"].cast<int>();
+    if (has("height")) t.height = transform["height"].cast<int>();
+    if (has("width")) t.width = transform["width"].cast<int>();
+    if (has("scale"))
+      std::tie(t.min_scale, t.max_scale) = transform["scale"].cast<std::pair<double, double>>();
+    if (has("ratio"))
+      std::tie(t.min_ratio, t.max_ratio) = transform["ratio"].cast<std::pair<double, double>>();
+    if (has("flip")) t.flip_prob = transform["flip"].cast<double>();
+    if (has("resize")) t.resize = transform["resize"].cast<int>();
+    if (has("resize_hw")) {
+      std::tie(t.resize_height, t.resize_width) =
+          transform["resize_hw"].cast<std::pair<int, int>>();
+    }
     o.rank = rank;
     o.world_size = world_size;
     o.seed = seed;
@@ -271,9 +294,12 @@ class PyWriter {
       throw py::value_error(path_ + ": record data must be a C-contiguous bytes-like object");
     }
     std::unique_ptr<Py_buffer, void (*)(Py_buffer*)> held(&view, PyBuffer_Release);
-    const size_t bytes = static_cast<size_t>(view.len);
+    size_t bytes = static_cast<size_t>(view.len);
     std::string_view payload(static_cast<const char*>(view.buf), bytes);
-    const std::string where = path_ + ": record " + std::to_string(writer_->records());
+    // Keys arrive as bytes (the package encodes str keys): any bytes a file name holds.
+    std::string k = key.is_none() ? std::to_string(writer_->records()) : key.cast<std::string>();
+    const std::string where = path_ + ": record '" + Printable(k) + "' (number " +
+                              std::to_string(writer_->records()) + ")";
     if (label < -1 || label > INT32_MAX) throw py::value_error(where + ": label out of range");
     if (!manifest_.classes.empty() && label >= static_cast<int64_t>(manifest_.classes.size())) {
       throw py::value_error(where + ": label " + std::to_string(label) + " but only " +
@@ -284,14 +310,23 @@ class PyWriter {
       throw py::value_error(where + ": " + std::to_string(bytes) + " bytes, the shape needs " +
                             std::to_string(manifest_.record.raw_record_size()));
     }
+    PreparedImage prepared;
     if (manifest_.record.kind == format::RecordKind::kJpeg) {
-      JpegInfo ji;
-      Status s = jpeg_.ReadHeader(reinterpret_cast<const uint8_t*>(payload.data()), bytes, &ji);
+      // What shardkit-pack does to each file: recognised by content,
+      // validated, PNG and CMYK converted to an RGB JPEG.
+      Status s;
+      {
+        py::gil_scoped_release release;
+        s = PrepareImage(std::string(payload), /*resize_short=*/0, /*quality=*/90, &prepared);
+      }
       if (!s.ok())
-        throw py::value_error(where + ": not a JPEG the loader can decode: " + s.message());
+        throw py::value_error(where + ": not an image the loader can decode: " + s.message());
+      if (prepared.change != PreparedImage::Change::kNone) {
+        payload = prepared.jpeg;
+        bytes = payload.size();
+        ++converted_;
+      }
     }
-    // Keys arrive as bytes (the package encodes str keys): any bytes a file name holds.
-    std::string k = key.is_none() ? std::to_string(writer_->records()) : key.cast<std::string>();
     Status s;
     {
       py::gil_scoped_release release;
@@ -319,11 +354,12 @@ class PyWriter {
   }
 
   uint64_t records() const { return writer_ ? writer_->records() : 0; }
+  uint64_t converted() const { return converted_; }
 
  private:
   std::string path_;
   Manifest manifest_;
-  JpegDecoder jpeg_;
+  uint64_t converted_ = 0;  // PNG or CMYK records stored as RGB JPEG
   std::unique_ptr<DatasetWriter> writer_;
 };
 
@@ -336,13 +372,13 @@ PYBIND11_MODULE(_shardkit, m) {
   g_corruption_error = corruption.ptr();
 
   py::class_<PyLoader>(m, "_Loader")
-      .def(py::init<const std::string&, int, int, const std::string&, int, int, int, uint64_t,
+      .def(py::init<const std::string&, int, int, const py::dict&, int, int, uint64_t,
                     const std::string&, bool, const std::string&, int, const std::string&,
                     int64_t>(),
            py::arg("path"), py::arg("batch_size"), py::arg("workers"), py::arg("transform"),
-           py::arg("size"), py::arg("rank"), py::arg("world_size"), py::arg("seed"),
-           py::arg("shuffle"), py::arg("drop_last"), py::arg("layout"), py::arg("prefetch"),
-           py::arg("on_corrupt"), py::arg("skip_budget"))
+           py::arg("rank"), py::arg("world_size"), py::arg("seed"), py::arg("shuffle"),
+           py::arg("drop_last"), py::arg("layout"), py::arg("prefetch"), py::arg("on_corrupt"),
+           py::arg("skip_budget"))
       .def("start_epoch", &PyLoader::StartEpoch, py::arg("epoch"), py::arg("start_batch") = 0)
       .def("next", &PyLoader::Next)
       .def("stats", &PyLoader::Stats)
@@ -384,5 +420,6 @@ PYBIND11_MODULE(_shardkit, m) {
       .def("add", &PyWriter::Add, py::arg("data"), py::arg("label"), py::arg("key") = py::none())
       .def("close", &PyWriter::Close)
       .def("abort", &PyWriter::Abort)
-      .def_property_readonly("records", &PyWriter::records);
+      .def_property_readonly("records", &PyWriter::records)
+      .def_property_readonly("converted", &PyWriter::converted);
 }

@@ -41,8 +41,10 @@ die() { echo "gpu_kit: error: $*" >&2; exit 2; }
 fetch() {
   command -v apt-get >/dev/null || die "fetch needs apt-get (run it on Debian 12)"
   rm -rf "$DEPS.tmp" && mkdir -p "$DEPS.tmp/debs" "$DEPS.tmp/root" "$DEPS.tmp/photos" || exit 2
-  (cd "$DEPS.tmp/debs" && apt-get download "${KIT_PACKAGES[@]}") ||
-    die "apt-get download failed (run 'apt-get update' first?)"
+  if ! (cd "$DEPS.tmp/debs" && apt-get download "${KIT_PACKAGES[@]}" >/dev/null 2>&1); then
+    apt-get update -qq >/dev/null 2>&1  # a machine whose package lists are old or absent
+    (cd "$DEPS.tmp/debs" && apt-get download "${KIT_PACKAGES[@]}" >/dev/null) || die "apt-get download failed"
+  fi
   for deb in "$DEPS.tmp"/debs/*.deb; do dpkg -x "$deb" "$DEPS.tmp/root" || die "dpkg -x $deb"; done
   # Documentation, tools and static libraries (but GoogleTest's) are not
   # needed to build: shardkit links the shared ones.

@@ -29,6 +29,10 @@ echo "== build and test"
 shardkit_build build
 ctest --test-dir build --output-on-failure -j"$jobs"
 
+echo "== the GPU kit on this CPU: fetch .deps/, build from it, run its steps with tiny sizes"
+scripts/gpu_kit.sh fetch
+scripts/gpu_kit.sh run --cpu --out build-gpukit-cpu/out
+
 echo "== ThreadSanitizer: loader threads, prefetch ring, block cache"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDKIT_SANITIZE=thread -DSHARDKIT_WITH_TORCH=OFF \
   -DSHARDKIT_WITH_PYTHON=OFF > /dev/null

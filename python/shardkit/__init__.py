@@ -13,11 +13,16 @@ PyTorch's conventions. Batches are not copied: `images` views the loader's
 batch memory, which the loader does not reuse while any tensor views it.
 """
 import json
+import logging
 import os
+import warnings
+
+from . import transforms as _transforms
+from . import transforms  # noqa: F401  (shardkit.transforms)
 
 from ._shardkit import CorruptionError, _Dataset, _Loader, _Writer, __version__
 
-__all__ = ["Loader", "Dataset", "Writer", "CorruptionError", "distributed_defaults"]
+__all__ = ["Loader", "Dataset", "Writer", "CorruptionError", "distributed_defaults", "normalize", "transforms"]
 
 _STATE_VERSION = 1
 
@@ -52,23 +57,28 @@ def _path(path):
         raise ValueError("path must be a str, bytes or os.PathLike, not %r" % (path,)) from None
 
 
-def distributed_defaults():
-    """(rank, world_size): torch.distributed's when it is initialised, else
-    torchrun's RANK/WORLD_SIZE, else SLURM's SLURM_PROCID/SLURM_NTASKS, else (0, 1)."""
+def _distributed_defaults():
+    """(rank, world_size, where they came from, or None for the fallback)."""
     try:
         import torch.distributed as dist
 
         if dist.is_available() and dist.is_initialized():
-            return dist.get_rank(), dist.get_world_size()
+            return dist.get_rank(), dist.get_world_size(), "torch.distributed"
     except ImportError:
         pass
     rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
     if rank is not None and world is not None:
-        return rank, world
+        return rank, world, "RANK/WORLD_SIZE"
     rank, world = _env_int("SLURM_PROCID"), _env_int("SLURM_NTASKS")
     if rank is not None and world is not None:
-        return rank, world
-    return 0, 1
+        return rank, world, "SLURM_PROCID/SLURM_NTASKS"
+    return 0, 1, None
+
+
+def distributed_defaults():
+    """(rank, world_size): torch.distributed's when it is initialised, else
+    torchrun's RANK/WORLD_SIZE, else SLURM's SLURM_PROCID/SLURM_NTASKS, else (0, 1)."""
+    return _distributed_defaults()[:2]
 
 
 def _default_workers():
@@ -82,6 +92,53 @@ def _default_workers():
     return max(1, cpus // max(1, local))
 
 
+_log = logging.getLogger("shardkit")
+_said = set()  # one-time messages already given in this process
+
+# DataLoader arguments that have no meaning here, and why.
+_NO_EQUIVALENT = {
+    "collate_fn": "batches are already collated: uint8 images [B, C, H, W] and int64 labels [B]",
+    "sampler": "the loader partitions and shuffles itself (DistributedSampler's rule: equal shares per rank, "
+               "seeded by seed and the epoch); use shuffle=, seed=, rank=, world_size=",
+    "batch_sampler": "the loader makes its own batches of batch_size (drop_last as DataLoader)",
+    "worker_init_fn": "the workers are C++ threads that run no Python",
+    "generator": "the order and augmentation come from seed= and the epoch",
+}
+# DataLoader arguments accepted for a script's sake, with nothing to do here.
+_NO_EFFECT = ("persistent_workers", "multiprocessing_context", "timeout", "pin_memory_device")
+
+
+def _once(key, log, message):
+    if key not in _said:
+        _said.add(key)
+        log(message)
+
+
+def normalize(images, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), dtype=None, memory_format=None):
+    """A uint8 batch as normalised floats, on the batch's own device, with
+    torchvision's constants as written (on the 0-1 scale, as for Normalize
+    after ToTensor): (images / 255 - mean) / std. Move the uint8 batch to the
+    GPU first (4x fewer bytes than floats), then normalise there:
+
+        images = shardkit.normalize(images.cuda(non_blocking=True))
+    """
+    import torch
+
+    dtype = dtype or torch.float32
+    c = images.shape[1]
+    mean = torch.as_tensor(mean, dtype=dtype, device=images.device).reshape(1, -1, 1, 1)
+    std = torch.as_tensor(std, dtype=dtype, device=images.device).reshape(1, -1, 1, 1)
+    if mean.shape[1] not in (1, c) or std.shape[1] not in (1, c):
+        raise ValueError("normalize: %d channels, but mean has %d values and std %d" % (c, mean.shape[1],
+                                                                                       std.shape[1]))
+    if memory_format is None:
+        channels_last = images.dim() == 4 and images.is_contiguous(memory_format=torch.channels_last) \
+            and not images.is_contiguous()
+        memory_format = torch.channels_last if channels_last else torch.contiguous_format
+    x = images.to(dtype=dtype, memory_format=memory_format)
+    return x.mul_(1.0 / 255).sub_(mean).div_(std)
+
+
 class Loader:
     """Batches of one rank's share of a shard dataset, decoded and augmented by
     C++ worker threads ahead of the training loop.
@@ -89,38 +146,97 @@ class Loader:
     Iterating yields ``(images, labels)``: ``images`` a ``torch.uint8`` tensor of
     shape ``[B, C, H, W]`` (for ``layout="NHWC"`` a channels-last view of the
     same shape), ``labels`` a ``torch.int64`` tensor ``[B]``. Normalise on the
-    device: ``images.cuda(non_blocking=True).float().sub_(mean).div_(std)``.
+    device: ``shardkit.normalize(images.cuda(non_blocking=True))``.
 
     Every rank gets ``len(loader)`` batches per epoch (DistributedSampler's
     rule: padding with drop_last=False, dropping with drop_last=True). The
     batches depend only on (dataset, seed, epoch, rank, world_size,
     batch_size, transform), never on ``workers``.
+
+    Epochs: ``set_epoch(e)`` chooses the epoch the next iteration reads (its
+    order, crops and flips); iterating again without it reads the next one.
+
+    Arguments (defaults):
+      transform="train"  'train' (RandomResizedCrop(size) + flip), 'val'
+                         (Resize(size/0.875) + CenterCrop(size)), 'resize'
+                         (Resize((size, size))), None (raw records as they
+                         are; JPEGs squashed to size), or torchvision-style
+                         transforms: see shardkit.transforms
+      size=224           output side of the named transforms
+      workers=None       decode threads; None: this process's share of its
+                         CPUs (affinity mask / local ranks). num_workers= is
+                         the same (0 counts as 1: there is no "main process"
+                         loading here)
+      shuffle="auto"     True/False as DataLoader; or 'full', 'block', 'none',
+                         'auto' (full, or block-local for datasets larger than
+                         memory or the block cache)
+      drop_last=False    as DataLoader
+      pin_memory=False   batches in page-locked memory (where CUDA is), for
+                         .cuda(non_blocking=True)
+      rank, world_size   None: torch.distributed's, else RANK/WORLD_SIZE,
+                         else SLURM's, else 0 of 1 (said once, as a warning)
+      seed=0, layout="NCHW", prefetch=4 (batches decoded ahead)
+      on_corrupt="fail"  or "skip": a corrupt record is replaced by another of
+                         the rank's records, counted, and logged (the first
+                         few), until more than skip_budget=100 were skipped
+    ``collate_fn``, ``sampler``, ``batch_sampler``, ``worker_init_fn`` and
+    ``generator`` have no equivalent and are refused with the reason.
     """
 
-    def __init__(self, path, batch_size, *, workers=None, transform="train", size=224, rank=None,
+    def __init__(self, path, batch_size=1, *, workers=None, transform="train", size=224, rank=None,
                  world_size=None, seed=0, shuffle="auto", drop_last=False, layout="NCHW",
-                 prefetch=4, on_corrupt="fail", skip_budget=100):
+                 prefetch=4, on_corrupt="fail", skip_budget=100, pin_memory=False, num_workers=None,
+                 prefetch_factor=None, **dataloader_args):
         import torch  # noqa: F401  (tensors are what this class yields)
 
+        for name in dataloader_args:
+            if name in _NO_EQUIVALENT:
+                raise TypeError("shardkit.Loader has no %s: %s" % (name, _NO_EQUIVALENT[name]))
+            if name not in _NO_EFFECT:
+                raise TypeError("shardkit.Loader got an unexpected keyword argument %r" % name)
+        if workers is not None and num_workers is not None:
+            raise ValueError("give workers or num_workers, not both")
+        if num_workers is not None:
+            workers = max(1, _int("num_workers", num_workers, 0, 256))
         if (rank is None) != (world_size is None):
             raise ValueError("give both rank and world_size, or neither")
         if rank is None:
-            rank, world_size = distributed_defaults()
+            rank, world_size, source = _distributed_defaults()
+            if source is None:
+                _once("world", lambda m: warnings.warn(m, stacklevel=3),
+                      "shardkit.Loader: no torch.distributed process group and no RANK/WORLD_SIZE or "
+                      "SLURM variables: reading the whole dataset as rank 0 of 1 (pass rank= and "
+                      "world_size= to say so)")
+            else:
+                _once(("world", rank, world_size), _log.info,
+                      "shardkit.Loader: rank %d of %d (from %s)" % (rank, world_size, source))
         if workers is None:
             workers = _default_workers()
+        if isinstance(shuffle, bool):
+            shuffle = "auto" if shuffle else "none"
+        if prefetch_factor is not None:  # DataLoader's is per worker process
+            prefetch = max(1, _int("prefetch_factor", prefetch_factor, 1, 1024) * max(1, int(workers)))
+            prefetch = min(prefetch, 1024)
         self.path = os.fspath(path)
         self.batch_size = _int("batch_size", batch_size, 1, 1 << 20)
         self.seed = _int("seed", seed, 0, (1 << 64) - 1)
         self.world_size = _int("world_size", world_size, 1, 1 << 30)
         self.rank = _int("rank", rank, 0, self.world_size - 1)
-        self.transform = "none" if transform is None else str(transform)
-        self._core = _Loader(_path(path), self.batch_size, _int("workers", workers, 1, 256), self.transform,
-                             _int("size", size, 1, 4096), self.rank, self.world_size, self.seed, str(shuffle),
-                             bool(drop_last), str(layout), _int("prefetch", prefetch, 1, 1024), str(on_corrupt),
+        plan = _transforms.plan(transform, _int("size", size, 1, 4096))
+        self.transform = plan["kind"]
+        self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
+        if pin_memory and not self.pin_memory:
+            _once("pin", _log.info, "shardkit.Loader: pin_memory=True, but CUDA is not available: not pinned")
+        self._core = _Loader(_path(path), self.batch_size, _int("workers", workers, 1, 256), plan,
+                             self.rank, self.world_size, self.seed, str(shuffle), bool(drop_last), str(layout),
+                             _int("prefetch", prefetch, 1, 1024), str(on_corrupt),
                              _int("skip_budget", skip_budget, 0, (1 << 63) - 1))
         self._epoch = 0
+        self._epoch_set = True  # the next iteration reads self._epoch (else the one after)
+        self._iterated = False
         self._resume = None  # (epoch, batch) from load_state_dict, not yet used
         self._position = (0, 0)  # (epoch, batches yielded): what state_dict saves
+        self._skipped_logged = 0
 
     def __len__(self):
         return self._core.batches_per_epoch
@@ -140,10 +256,16 @@ class Loader:
         """(C, H, W) of every sample."""
         return self._core.shape
 
+    @property
+    def epoch(self):
+        """The epoch the next iteration reads."""
+        return self._epoch if self._epoch_set or not self._iterated else self._epoch + 1
+
     def set_epoch(self, epoch):
         """The epoch the next iteration reads (its shuffle and augmentation).
         After load_state_dict, setting the saved epoch resumes it mid-way."""
-        self._epoch = int(epoch)
+        self._epoch = _int("epoch", epoch, 0, (1 << 63) - 1)
+        self._epoch_set = True
         if self._resume is None or self._resume[0] != self._epoch:
             self._position = (self._epoch, 0)
 
@@ -157,6 +279,10 @@ class Loader:
         first real_size samples are not padding."""
         import torch
 
+        if not self._epoch_set and self._iterated:
+            self._epoch += 1  # iterating again without set_epoch: the next epoch
+        self._epoch_set = False
+        self._iterated = True
         start = 0
         if self._resume is not None and self._resume[0] == self._epoch:
             start = self._resume[1]
@@ -164,19 +290,40 @@ class Loader:
         epoch = self._epoch
         self._core.start_epoch(epoch, start)
         self._position = (epoch, start)
-        while True:
-            batch = self._core.next()
-            if batch is None:
-                break
-            images, labels, ids, real = batch
-            self._position = (epoch, self._position[1] + 1)
-            yield torch.from_numpy(images), torch.from_numpy(labels), torch.from_numpy(ids), real
+        try:
+            while True:
+                batch = self._core.next()
+                if batch is None:
+                    break
+                images, labels, ids, real = batch
+                self._position = (epoch, self._position[1] + 1)
+                images = torch.from_numpy(images)
+                if self.pin_memory:
+                    images = images.pin_memory()
+                yield images, torch.from_numpy(labels), torch.from_numpy(ids), real
+        finally:
+            self._log_skips()
+
+    def _log_skips(self):
+        """Skipped corrupt records reach the logs: the count, and the first ones by name."""
+        stats = self._core.stats()
+        skipped = stats.get("corrupt_skipped", 0)
+        if skipped > self._skipped_logged:
+            first = stats.get("corrupt_messages", [])[:3]
+            _log.warning("shardkit.Loader: %d corrupt record(s) skipped on rank %d so far (on_corrupt='skip'); "
+                         "first: %s", skipped, self.rank, "; ".join(first) or "-")
+            self._skipped_logged = skipped
 
     def state_dict(self):
         """Where the loader is: a new loader with the same options given this
         state continues with exactly the batches this one would have yielded
         next (call set_epoch with the saved epoch, or none, before iterating)."""
-        epoch, batch = self._resume if self._resume is not None else self._position
+        if self._resume is not None:
+            epoch, batch = self._resume
+        elif not self._epoch_set and self._iterated and self._position[1] >= len(self):
+            epoch, batch = self._epoch + 1, 0  # an epoch done: the next starts at its beginning
+        else:
+            epoch, batch = self._position
         return {
             "version": _STATE_VERSION,
             "epoch": int(epoch),
@@ -194,18 +341,28 @@ class Loader:
             if state["version"] != _STATE_VERSION:
                 raise ValueError("loader state version %r, this shardkit reads %d" %
                                  (state["version"], _STATE_VERSION))
-            mine = {"seed": self.seed, "world_size": self.world_size,
-                    "batch_size": self.batch_size, "records": self._core.dataset_records}
-            for key, value in mine.items():
-                if state[key] != value:
-                    raise ValueError("loader state has %s=%r, this loader %r: the batches would "
-                                     "differ" % (key, state[key], value))
             epoch, batch = int(state["epoch"]), int(state["batch"])
+            saved = {k: state[k] for k in ("seed", "world_size", "batch_size", "records")}
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError("not a shardkit loader state: %s" % e) from None
+        if saved["records"] != self._core.dataset_records:
+            raise ValueError("this loader state is for a dataset of %d records, this one has %d" %
+                             (saved["records"], self._core.dataset_records))
+        if saved["seed"] != self.seed:
+            raise ValueError("this loader state was saved with seed=%d, this loader has seed=%d: the order "
+                             "and augmentation would differ" % (saved["seed"], self.seed))
+        if batch > 0 and (saved["world_size"], saved["batch_size"]) != (self.world_size, self.batch_size):
+            raise ValueError(
+                "this loader state is mid-way through epoch %d (batch %d) of %d rank(s) x batch %d; this loader "
+                "has %d rank(s) x batch %d, which share the epoch's records differently, so continuing mid-epoch "
+                "would repeat or skip records. Resume with %d rank(s) x batch %d, or start the next epoch: "
+                "loader.set_epoch(%d) (the rest of epoch %d is not read)"
+                % (epoch, batch, saved["world_size"], saved["batch_size"], self.world_size, self.batch_size,
+                   saved["world_size"], saved["batch_size"], epoch + 1, epoch))
         if not 0 <= batch <= len(self):
             raise ValueError("loader state batch %d is outside 0..%d" % (batch, len(self)))
         self._epoch = epoch
+        self._epoch_set = True
         self._resume = (epoch, batch)
         self._position = (epoch, batch)
 
@@ -227,6 +384,14 @@ class Dataset:
         self.path = os.fspath(path)
         self._core = _Dataset(_path(path))
         self.manifest = json.loads(self._core.manifest_json)
+
+    # Pickled by path, reopened on the other side: a DataLoader's spawn or
+    # forkserver workers (forkserver is Python 3.14's default) get their own.
+    def __getstate__(self):
+        return {"path": self.path}
+
+    def __setstate__(self, state):
+        self.__init__(state["path"])
 
     def __len__(self):
         return len(self._core)
@@ -290,8 +455,10 @@ class Writer:
                              bool(overwrite), created_by)
 
     def add(self, data, label, key=None):
-        """Appends one record: bytes-like data (a JPEG for kind='jpeg', H*W*C
-        bytes or a uint8 array for kind='raw'), an integer label."""
+        """Appends one record: bytes-like data (for kind='jpeg' a JPEG or PNG,
+        recognised by content, validated and converted as shardkit-pack does;
+        for kind='raw' H*W*C bytes or a uint8 array), an integer label. An
+        error names the record by ``key``."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             import numpy as np
 
@@ -305,6 +472,11 @@ class Writer:
     @property
     def records(self):
         return self._core.records
+
+    @property
+    def converted(self):
+        """Records given as PNG or CMYK JPEG and stored as RGB JPEG (as shardkit-pack does)."""
+        return self._core.converted
 
     def close(self):
         self._core.close()

@@ -273,7 +273,7 @@ def test_writer_output_verifies_and_reads_back(tmp_path, jpeg_ds):
 
 
 def test_writer_refuses_bad_records_and_an_aborted_write_is_no_dataset(tmp_path):
-    with pytest.raises(ValueError, match="record 0"):
+    with pytest.raises(ValueError, match="record '0'"):
         with sk.Writer(str(tmp_path / "a"), kind="jpeg") as w:
             w.add(b"not a jpeg", 0)
     assert not os.path.exists(str(tmp_path / "a" / "manifest.json"))

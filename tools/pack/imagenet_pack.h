@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "image/prepare.h"  // PrepareImage: what the packer does to each file
 
 namespace shardkit {
 
@@ -38,15 +39,6 @@ struct ImageNetPackSummary {
 Status PackImageNet(const ImageNetPackOptions& options,
                     const std::function<void(const std::string&)>& report,
                     ImageNetPackSummary* summary);
-
-// One source image made ready to store: what the packer does to each file.
-struct PreparedImage {
-  std::string jpeg;
-  enum class Change { kNone, kCmyk, kPng, kResized } change = Change::kNone;
-};
-// Recognises `bytes` by content, validates it with a full (1/8-scale) strict
-// decode, and converts it to an RGB-decodable JPEG when needed.
-Status PrepareImage(const std::string& bytes, int resize_short, int quality, PreparedImage* out);
 
 // Parses LOC_val_solution.csv: ImageId -> synset (the first token of PredictionString).
 Result<std::vector<std::pair<std::string, std::string>>> ReadValLabels(const std::string& csv_path);
