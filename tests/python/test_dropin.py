@@ -260,3 +260,11 @@ def test_the_example_script_refuses_an_unknown_arch_by_name():
     r = subprocess.run([sys.executable, os.path.join(HERE, "..", "..", "examples", "train_imagenet.py"),
                         "--loader", "shardkit", "--data", "x", "--arch", "bogus"], capture_output=True, text=True)
     assert r.returncode == 2 and "invalid choice: 'bogus'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_package_carries_type_information():
+    pkg = os.path.join(BUILD, "python", "shardkit")
+    assert os.path.exists(os.path.join(pkg, "py.typed"))
+    stub = open(os.path.join(pkg, "__init__.pyi")).read()
+    for name in ("class Loader", "class Dataset", "class Writer", "def normalize", "def set_epoch"):
+        assert name in stub, name

@@ -1,0 +1,108 @@
+# Type information for editors and type checkers (PEP 561: py.typed).
+import os
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import torch
+
+from . import transforms as transforms
+
+__version__: str
+_Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+_Transform = Union[str, None, "transforms.Compose", Sequence[Any], Any]
+
+class CorruptionError(RuntimeError): ...
+
+def distributed_defaults() -> Tuple[int, int]: ...
+def normalize(
+    images: torch.Tensor,
+    mean: Sequence[float] = ...,
+    std: Sequence[float] = ...,
+    dtype: Optional[torch.dtype] = ...,
+    memory_format: Optional[torch.memory_format] = ...,
+) -> torch.Tensor: ...
+
+class Loader:
+    path: str
+    batch_size: int
+    seed: int
+    rank: int
+    world_size: int
+    transform: str
+    pin_memory: bool
+    def __init__(
+        self,
+        path: _Path,
+        batch_size: int = ...,
+        *,
+        workers: Optional[int] = ...,
+        transform: _Transform = ...,
+        size: int = ...,
+        rank: Optional[int] = ...,
+        world_size: Optional[int] = ...,
+        seed: int = ...,
+        shuffle: Union[bool, str] = ...,
+        drop_last: bool = ...,
+        layout: str = ...,
+        prefetch: int = ...,
+        on_corrupt: str = ...,
+        skip_budget: int = ...,
+        pin_memory: bool = ...,
+        num_workers: Optional[int] = ...,
+        prefetch_factor: Optional[int] = ...,
+        persistent_workers: bool = ...,
+        multiprocessing_context: Any = ...,
+        timeout: float = ...,
+        pin_memory_device: str = ...,
+    ) -> None: ...
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]: ...
+    def batches(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]]: ...
+    @property
+    def samples_per_epoch(self) -> int: ...
+    @property
+    def shuffle_mode(self) -> str: ...
+    @property
+    def shape(self) -> Tuple[int, int, int]: ...
+    @property
+    def epoch(self) -> int: ...
+    def set_epoch(self, epoch: int) -> None: ...
+    def state_dict(self) -> Dict[str, int]: ...
+    def load_state_dict(self, state: Dict[str, int]) -> None: ...
+    def stats(self) -> Dict[str, Any]: ...
+    def reset_stats(self) -> None: ...
+
+class Dataset:
+    path: str
+    manifest: Dict[str, Any]
+    def __init__(self, path: _Path) -> None: ...
+    def __len__(self) -> int: ...
+    def __getitem__(self, index: int) -> Tuple[Any, int]: ...
+    def key(self, index: int) -> str: ...
+    @property
+    def classes(self) -> List[str]: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def shape(self) -> Optional[Tuple[int, int, int]]: ...
+
+class Writer:
+    path: str
+    def __init__(
+        self,
+        path: _Path,
+        kind: str = ...,
+        *,
+        shape: Optional[Sequence[int]] = ...,
+        classes: Sequence[str] = ...,
+        shard_size: int = ...,
+        compression: str = ...,
+        overwrite: bool = ...,
+    ) -> None: ...
+    def add(self, data: Any, label: int, key: Optional[Union[str, bytes]] = ...) -> None: ...
+    @property
+    def records(self) -> int: ...
+    @property
+    def converted(self) -> int: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> "Writer": ...
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool: ...
