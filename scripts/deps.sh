@@ -9,8 +9,9 @@ SHARDKIT_DEPS=(
   libtorch-dev libgloo-dev
   dataset-fashion-mnist
   slurm-wlm munge procps
+  libarchive-dev
   python3 python3-dev pybind11-dev python3-torch python3-torchvision python3-numpy python3-pil python3-pytest
-  mate-backgrounds python3-skimage
+  mate-backgrounds python3-skimage python3-scipy
 )
 
 shardkit_install_deps() {

@@ -14,9 +14,18 @@
 
 namespace shardkit {
 
+// SRC is a class-folder tree, or an archive (archive_source.h): ImageNet's
+// ILSVRC2012_img_train.tar (a tar of per-class tars), ILSVRC2012_img_val.tar
+// (flat, with --val-labels or --devkit), or a tar/tar.gz/zip of a tree. An
+// archive gives exactly the dataset its extracted tree would: the same
+// records, keys, labels, class list and seeded order. It is read once,
+// sequentially; prepared records go to a spill file in OUT (removed at the
+// end), then into shards in the seeded order.
 struct ImageNetPackOptions {
   std::string src, out;
   std::string val_labels;    // CSV (ImageId,PredictionString); empty: class-folder layout
+  std::string devkit;        // ILSVRC2012_devkit_t12.tar.gz: val labels from its ground truth
+  std::string archive_root;  // an archive's folder that holds the class folders (else found)
   std::string classes_from;  // a dataset dir whose class list to reuse (e.g. train for val)
   uint64_t shard_size = 256ull << 20;
   int resize_short = 0;  // 0: keep original bytes
@@ -31,6 +40,9 @@ struct ImageNetPackOptions {
 struct ImageNetPackSummary {
   uint64_t files_seen = 0, packed = 0, bad = 0, converted_cmyk = 0, converted_png = 0,
            reencoded = 0, empty_classes = 0, classes = 0, shards = 0;
+  // Archive members named and skipped: unsafe paths, links and special
+  // files, members over the size limit, unreadable inner tars.
+  uint64_t unsafe_members = 0, link_members = 0, oversized_members = 0, bad_inner_tars = 0;
   uint64_t bytes_in = 0, bytes_out = 0;
   double seconds = 0;
 };

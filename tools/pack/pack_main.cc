@@ -129,6 +129,13 @@ int RunImageNet(ImageNetPackOptions o) {
       (unsigned long long)sum.converted_cmyk, (unsigned long long)sum.converted_png,
       (unsigned long long)sum.reencoded, (unsigned long long)sum.bad,
       (unsigned long long)sum.empty_classes);
+  if (sum.unsafe_members + sum.link_members + sum.oversized_members + sum.bad_inner_tars > 0) {
+    std::printf(
+        "  archive members skipped: %llu unsafe paths, %llu links or special files, %llu over the "
+        "size limit, %llu unreadable class tars\n",
+        (unsigned long long)sum.unsafe_members, (unsigned long long)sum.link_members,
+        (unsigned long long)sum.oversized_members, (unsigned long long)sum.bad_inner_tars);
+  }
   return 0;
 }
 
@@ -288,13 +295,20 @@ int PackMain(int argc, char** argv, bool parse_only) {
   const CLI::Validator kShardSize = cli::IntIn(4096, 1ll << 40),
                        kThreads = cli::IntIn(0, cli::kMaxThreads);
   ImageNetPackOptions in;
-  auto* imagenet = app.add_subcommand("imagenet",
-                                      "pack an ImageNet-layout JPEG tree (class folders, or a flat "
-                                      "folder with --val-labels)");
-  imagenet->add_option("SRC", in.src, "source folder")->required();
+  auto* imagenet = app.add_subcommand(
+      "imagenet",
+      "pack an ImageNet-layout JPEG tree (class folders, or a flat folder with --val-labels or "
+      "--devkit), or the same as an archive: ILSVRC2012_img_train.tar (a tar of class tars), "
+      "ILSVRC2012_img_val.tar, or a .tar/.tar.gz/.zip of a tree, read without extracting");
+  imagenet->add_option("SRC", in.src, "source folder or archive")->required();
   imagenet->add_option("OUT", in.out, "output dataset directory")->required();
   imagenet->add_option("--val-labels", in.val_labels,
                        "LOC_val_solution.csv: ImageId,PredictionString (synset first)");
+  imagenet->add_option(
+      "--devkit", in.devkit,
+      "ILSVRC2012_devkit_t12.tar.gz: val labels from its ground truth and meta.mat");
+  imagenet->add_option("--archive-root", in.archive_root,
+                       "the folder in the archive that holds the class folders (default: found)");
   imagenet->add_option("--classes-from", in.classes_from,
                        "reuse the class list of this dataset (e.g. train for val)");
   imagenet->add_option("--shard-size", in.shard_size, "target bytes per shard")

@@ -1,0 +1,228 @@
+"""shardkit-pack imagenet from archives, without extracting: a tar of class
+tars (ILSVRC2012_img_train.tar's layout), a flat val tar with a CSV or the
+official devkit (meta.mat + ground truth), a tar.gz and a zip of a tree; each
+gives exactly the dataset of the extracted tree. Hostile archives are named
+and counted or refused with exit 2, and leave no manifest; the folder walker
+visits each directory once."""
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import zipfile
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import shardkit_module, tool
+
+sk = shardkit_module()
+
+
+def pack(src, out, *args):
+    r = subprocess.run([tool("tools", "pack", "shardkit-pack"), "imagenet", str(src), str(out), *map(str, args)],
+                       capture_output=True, text=True)
+    return r.returncode, r.stdout + r.stderr
+
+
+def same_dataset(a, b):
+    x, y = sk.Dataset(str(a)), sk.Dataset(str(b))
+    assert x.classes == y.classes
+    assert len(x) == len(y)
+    for i in range(len(x)):
+        assert x.key(i) == y.key(i), i
+        assert x[i] == y[i], x.key(i)
+
+
+def jpeg(photo, w, h, mode="RGB", fmt="JPEG"):
+    buf = io.BytesIO()
+    photo.resize((w, h)).convert(mode).save(buf, format=fmt, quality=85)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory, photos):
+    """A class-folder tree of real photographs with the cases packing handles:
+    a CMYK JPEG, a PNG named .JPEG, a corrupt file, a sub-folder, a hidden file."""
+    root = tmp_path_factory.mktemp("archives") / "train"
+    for c in range(4):
+        d = root / ("n0000000%d" % c)
+        d.mkdir(parents=True)
+        src = Image.open(photos[c]).convert("RGB")
+        for k in range(5):
+            (d / ("n0000000%d_%d.JPEG" % (c, k))).write_bytes(jpeg(src, 120 + 10 * k, 90 + 5 * c))
+    photo = Image.open(photos[4]).convert("RGB")
+    (root / "n00000001" / "cmyk.JPEG").write_bytes(jpeg(photo, 100, 80, "CMYK"))
+    (root / "n00000002" / "png.JPEG").write_bytes(jpeg(photo, 100, 80, fmt="PNG"))
+    (root / "n00000003" / "broken.JPEG").write_bytes(jpeg(photo, 100, 80)[:300])
+    (root / "n00000003" / "sub").mkdir()
+    (root / "n00000003" / "sub" / "deep.JPEG").write_bytes(jpeg(photo, 64, 64))
+    (root / "n00000000" / ".hidden.JPEG").write_bytes(jpeg(photo, 64, 64))
+    return root
+
+
+def test_train_tar_of_class_tars_tar_gz_and_zip_give_the_trees_dataset(tree, tmp_path):
+    code, out = pack(tree, tmp_path / "from_tree")
+    assert code == 0, out
+    # ILSVRC2012_img_train.tar: one tar per class, members without folders.
+    with tarfile.open(tmp_path / "train.tar", "w") as outer:
+        for cls in sorted(os.listdir(tree)):
+            inner = tmp_path / (cls + ".tar")
+            with tarfile.open(inner, "w") as t:
+                for name in sorted(os.listdir(tree / cls)):
+                    t.add(tree / cls / name, arcname=name)
+            outer.add(inner, arcname=cls + ".tar")
+    with tarfile.open(tmp_path / "train.tar.gz", "w:gz") as t:
+        t.add(tree, arcname="train")
+    with zipfile.ZipFile(tmp_path / "train.zip", "w") as z:
+        for dirpath, _, names in os.walk(tree):
+            for n in names:
+                p = os.path.join(dirpath, n)
+                z.write(p, arcname=os.path.join("imagenet", "train", os.path.relpath(p, tree)))
+        z.writestr("imagenet/LOC_synset_mapping.txt", "n00000000 a\n")  # beside the tree
+    for archive, extra in (("train.tar", []), ("train.tar.gz", []),
+                           ("train.zip", ["--archive-root", "imagenet/train"])):
+        code, out = pack(tmp_path / archive, tmp_path / (archive + ".ds"), *extra)
+        assert code == 0, out
+        assert "1 CMYK, 1 PNG" in out and "skipped (bad): 1" in out, out
+        same_dataset(tmp_path / "from_tree", tmp_path / (archive + ".ds"))
+        assert not os.path.exists(tmp_path / (archive + ".ds") / ".shardkit-pack-spill")
+        manifest = json.load(open(tmp_path / (archive + ".ds") / "manifest.json"))
+        assert manifest["created_by"]["options"]["src"].endswith(archive)
+
+
+def write_meta_mat(path, wnids, compress):
+    """A devkit meta.mat as MATLAB writes it: a struct array `synsets` whose
+    ILSVRC2012_ID order is not the WNIDs' sorted order."""
+    scipy_io = pytest.importorskip("scipy.io")
+    dtype = [("ILSVRC2012_ID", "O"), ("WNID", "O"), ("words", "O"), ("num_children", "O")]
+    synsets = np.zeros((len(wnids), 1), dtype=dtype)
+    for i, w in enumerate(wnids):
+        synsets[i, 0] = (np.array([[i + 1]], dtype=np.uint8 if compress else np.float64), np.array([w]),
+                         np.array(["words of " + w]), np.array([[0.0]]))
+    scipy_io.savemat(path, {"synsets": synsets}, do_compression=compress)
+
+
+def test_val_tar_with_csv_or_devkit_gives_the_folders_labels(tree, tmp_path, photos):
+    code, out = pack(tree, tmp_path / "train")
+    assert code == 0, out
+    classes = sk.Dataset(str(tmp_path / "train")).classes
+    val = tmp_path / "val"
+    val.mkdir()
+    photo = Image.open(photos[5]).convert("RGB")
+    truth = [(k * 7) % 4 for k in range(12)]  # class index in `classes` per val image
+    for k in range(12):
+        (val / ("ILSVRC2012_val_%08d.JPEG" % (k + 1))).write_bytes(jpeg(photo, 90 + k, 70))
+    with open(tmp_path / "LOC_val_solution.csv", "w") as f:
+        f.write("ImageId,PredictionString\n")
+        for k, c in enumerate(truth):
+            f.write("ILSVRC2012_val_%08d,%s 1 2 3 4\n" % (k + 1, classes[c]))
+    with tarfile.open(tmp_path / "ILSVRC2012_img_val.tar", "w") as t:
+        for name in sorted(os.listdir(val)):
+            t.add(val / name, arcname=name)
+    code, out = pack(val, tmp_path / "val_folder", "--val-labels", tmp_path / "LOC_val_solution.csv",
+                     "--classes-from", tmp_path / "train")
+    assert code == 0, out
+    code, out = pack(tmp_path / "ILSVRC2012_img_val.tar", tmp_path / "val_tar", "--val-labels",
+                     tmp_path / "LOC_val_solution.csv", "--classes-from", tmp_path / "train")
+    assert code == 0, out
+    same_dataset(tmp_path / "val_folder", tmp_path / "val_tar")
+    # The devkit: ILSVRC ids in an order of their own, mapped by meta.mat.
+    ilsvrc_order = [classes[i] for i in (2, 0, 3, 1)]
+    for compress in (False, True):
+        kit = tmp_path / ("devkit%d" % compress)
+        (kit / "ILSVRC2012_devkit_t12" / "data").mkdir(parents=True)
+        write_meta_mat(str(kit / "ILSVRC2012_devkit_t12" / "data" / "meta.mat"), ilsvrc_order, compress)
+        with open(kit / "ILSVRC2012_devkit_t12" / "data" / "ILSVRC2012_validation_ground_truth.txt", "w") as f:
+            for c in truth:
+                f.write("%d\n" % (ilsvrc_order.index(classes[c]) + 1))
+        archive = tmp_path / ("ILSVRC2012_devkit_t12_%d.tar.gz" % compress)
+        with tarfile.open(archive, "w:gz") as t:
+            t.add(kit / "ILSVRC2012_devkit_t12", arcname="ILSVRC2012_devkit_t12")
+        code, out = pack(tmp_path / "ILSVRC2012_img_val.tar", tmp_path / ("val_devkit%d" % compress),
+                         "--devkit", archive, "--classes-from", tmp_path / "train")
+        assert code == 0, out
+        same_dataset(tmp_path / "val_folder", tmp_path / ("val_devkit%d" % compress))
+    # A meta.mat that is not one: refused by name, exit 2.
+    bad = tmp_path / "bad_devkit.tar.gz"
+    with tarfile.open(bad, "w:gz") as t:
+        info = tarfile.TarInfo("ILSVRC2012_devkit_t12/data/meta.mat")
+        data = b"MATLAB 5.0 MAT-file" + b"\0" * 107 + b"\x00\x01IM" + b"\x0e\0\0\0\xff\xff\xff\x7f"
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+    code, out = pack(tmp_path / "ILSVRC2012_img_val.tar", tmp_path / "val_bad", "--devkit", bad)
+    assert code == 2 and "meta.mat" in out, out
+    assert not os.path.exists(tmp_path / "val_bad" / "manifest.json")
+
+
+def add_bytes(t, name, data, **attrs):
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    for k, v in attrs.items():
+        setattr(info, k, v)
+    t.addfile(info, io.BytesIO(data))
+
+
+def test_hostile_members_are_named_and_counted_and_nothing_leaves_out(tree, tmp_path, photos):
+    photo = Image.open(photos[0]).convert("RGB")
+    good = jpeg(photo, 80, 60)
+    work = tmp_path / "work"
+    work.mkdir()
+    archive = work / "hostile.tar.gz"
+    with tarfile.open(archive, "w:gz") as t:
+        add_bytes(t, "train/n1/ok.JPEG", good)
+        add_bytes(t, "train/n1/../../../evil.JPEG", good)
+        add_bytes(t, "/abs/n1/abs.JPEG", good)
+        add_bytes(t, "train/n1/link.JPEG", b"", type=tarfile.SYMTYPE, linkname="/etc/passwd")
+        add_bytes(t, "train/n1/hard.JPEG", b"", type=tarfile.LNKTYPE, linkname="train/n1/ok.JPEG")
+        add_bytes(t, "train/n1/dev", b"", type=tarfile.CHRTYPE)
+        add_bytes(t, "train/n1/notes.txt", b"not an image")
+        add_bytes(t, "train/n2/bomb.JPEG", b"\0" * (80 << 20))  # 80 MB of zeros, ~80 KB compressed
+        add_bytes(t, "train/n2/ok.JPEG", good)
+    code, out = pack(archive, work / "out")
+    assert code == 0, out
+    for name in ("evil.JPEG", "abs.JPEG", "link.JPEG", "hard.JPEG", "dev", "notes.txt", "bomb.JPEG"):
+        assert name in out, (name, out)
+    assert "2 unsafe paths, 3 links or special files, 1 over the size limit" in out, out
+    assert len(sk.Dataset(str(work / "out"))) == 2
+    assert sorted(os.listdir(work)) == ["hostile.tar.gz", "out"]
+    assert sorted(os.listdir(tmp_path)) == ["work"]
+    # A corrupt inner class tar: its class is named, the others packed.
+    with tarfile.open(work / "train.tar", "w") as outer:
+        inner = io.BytesIO()
+        with tarfile.open(fileobj=inner, mode="w") as t:
+            add_bytes(t, "a.JPEG", good)
+        add_bytes(outer, "n1.tar", inner.getvalue())
+        add_bytes(outer, "n2.tar", b"garbage" * 1000)
+    code, out = pack(work / "train.tar", work / "out2")
+    assert code == 0, out
+    assert "n2.tar" in out and "1 unreadable class tars" in out, out
+    # Truncated, empty, and not an archive at all: exit 2, no manifest.
+    data = open(archive, "rb").read()
+    (work / "cut.tar.gz").write_bytes(data[: len(data) // 2])
+    with tarfile.open(work / "empty.tar", "w"):
+        pass
+    (work / "text.zip").write_bytes(b"hello")
+    for name in ("cut.tar.gz", "empty.tar", "text.zip"):
+        code, out = pack(work / name, work / (name + ".out"))
+        assert code == 2, (name, out)
+        assert name in out, out
+        assert not os.path.exists(work / (name + ".out") / "manifest.json")
+        assert not os.path.exists(work / (name + ".out") / ".shardkit-pack-spill")
+
+
+def test_the_folder_walker_visits_each_directory_once(tree, tmp_path):
+    root = tmp_path / "loopy"
+    shutil.copytree(tree, root)
+    os.symlink("..", root / "n00000001" / "up")          # sub -> ..
+    os.symlink(str(root), root / "n00000009")             # a class folder linking to the root
+    code, out = pack(root, tmp_path / "ds")
+    assert code == 0, out
+    assert "already visited" in out and "up" in out, out
+    code, out = pack(tree, tmp_path / "plain")
+    assert code == 0, out
+    a, b = sk.Dataset(str(tmp_path / "ds")), sk.Dataset(str(tmp_path / "plain"))
+    assert len(a) == len(b), "no image packed twice"
+    assert sorted(a.key(i) for i in range(len(a))) == sorted(b.key(i) for i in range(len(b)))
