@@ -35,6 +35,8 @@ TEST(FuzzRegression, Manifest) { Replay("manifest", fuzz::Manifest); }
 TEST(FuzzRegression, Idx) { Replay("idx", fuzz::Idx); }
 TEST(FuzzRegression, JpegTransform) { Replay("jpeg_transform", fuzz::JpegTransform); }
 TEST(FuzzRegression, Hdf5Import) { Replay("hdf5_import", fuzz::Hdf5Import); }
+TEST(FuzzRegression, MetaMat) { Replay("meta_mat", fuzz::MetaMat); }
+TEST(FuzzRegression, Archive) { Replay("archive", fuzz::Archive); }
 TEST(FuzzRegression, CommandLine) { Replay("cli", fuzz::CommandLine); }
 
 }  // namespace

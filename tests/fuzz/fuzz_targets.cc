@@ -1,5 +1,7 @@
 // The fuzz targets' bodies.
 #include "tests/fuzz/fuzz_targets.h"
+#include "tools/pack/archive_source.h"
+#include "tools/pack/devkit.h"
 
 #include <hdf5.h>
 #include <unistd.h>
@@ -56,6 +58,22 @@ int ShardReader(const uint8_t* data, size_t size) {
       (void)(*r)->ReadRecord(i, &scratch, &p);
     }
   }
+  unlink(path.c_str());
+  return 0;
+}
+
+int MetaMat(const uint8_t* data, size_t size) {
+  (void)ParseMetaMat(std::string(reinterpret_cast<const char*>(data), size), "fuzz");
+  return 0;
+}
+
+int Archive(const uint8_t* data, size_t size) {
+  const std::string path = ScratchPath("archive") + ".tar";
+  WriteBytes(path, data, size);
+  ArchiveStats stats;
+  (void)StreamArchive(
+      path, 1 << 20, [](ArchiveMember&&) { return Status::OK(); }, [](const std::string&) {},
+      nullptr, &stats);
   unlink(path.c_str());
   return 0;
 }
