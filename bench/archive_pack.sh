@@ -17,7 +17,7 @@ pack=build/tools/pack/shardkit-pack
 [ -x "$pack" ] || { echo "archive_pack: build first (cmake --build build)" >&2; exit 2; }
 work=${WORK:-out/archive_bench}
 rm -rf "$work" && mkdir -p "$work"
-python3 bench/make_jpeg_set.py "$work/src" --per-class "$PER_CLASS" >/dev/null
+"${PYTHON:-/usr/bin/python3}" bench/make_jpeg_set.py "$work/src" --per-class "$PER_CLASS" >/dev/null
 (cd "$work/src" && for c in *; do tar -cf "../$c.tar" -C "$c" .; done)
 (cd "$work" && tar -cf train.tar n*.tar && rm -f n*.tar)
 size=$(du -sh "$work/train.tar" | cut -f1)
@@ -47,7 +47,7 @@ for r in $(seq "$ROUNDS"); do
   best_b=$(echo "if ($b < $best_b) $b else $best_b" | bc)
   best_x=${best_x:-$x}; best_x=$(echo "if ($x < $best_x) $x else $best_x" | bc)
 done
-same=$(python3 - "$work/a" "$work/b" <<'PY'
+same=$("${PYTHON:-/usr/bin/python3}" - "$work/a" "$work/b" <<'PY'
 import sys; sys.path.insert(0, "build/python")
 import shardkit as sk
 a, b = sk.Dataset(sys.argv[1]), sk.Dataset(sys.argv[2])

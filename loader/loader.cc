@@ -284,6 +284,10 @@ Status ValidateLoaderOptions(const LoaderOptions& o) {
                std::to_string(o.world_size) + ")");
   }
   if (o.block_window < 1) return bad("block window must be at least 1");
+  if (o.read_depth < 0 || o.read_depth > 1024)
+    return bad("read depth must be in 0..1024, not " + std::to_string(o.read_depth));
+  if (o.read_ahead_bytes < (1u << 20) || o.read_ahead_bytes > (64ull << 30))
+    return bad("read-ahead bytes must be in 1 MiB..64 GiB");
   const TransformParams& t = o.transform;
   if (t.size < 1 || t.size > 4096)
     return bad("transform size must be in 1..4096, not " + std::to_string(t.size));
@@ -436,6 +440,14 @@ LoaderStats Loader::stats() const {
   s.samples = d.samples.load();
   s.batches = d.batches.load();
   s.corrupt_skipped = d.skipped.load();
+  if (const ReadQueue* q = d.source->read_queue()) {
+    const ReadQueueStats r = q->stats();
+    s.queued_reads = r.reads;
+    s.mean_reads_in_flight = r.mean_in_flight();
+    s.peak_reads_in_flight = r.peak_in_flight;
+    s.mean_read_latency_s = r.mean_latency_s();
+    s.peak_read_ahead_bytes = r.peak_bytes;
+  }
   std::lock_guard<std::mutex> lock(d.msg_mu);
   s.corrupt_messages = d.messages;
   return s;
@@ -449,6 +461,7 @@ void Loader::ResetStats() {
     d.decode_states[w]->decode_ns = d.decode_states[w]->transform_ns = 0;
   }
   d.wait_ns = d.samples = d.batches = 0;
+  d.source->ResetReadStats();
 }
 
 }  // namespace shardkit

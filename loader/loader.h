@@ -72,6 +72,14 @@ struct LoaderOptions {
   // page cache, where caching it is futile; smaller datasets keep the cache.
   enum class DirectReads { kAuto, kAlways, kNever };
   DirectReads direct_reads = DirectReads::kAuto;
+  // Reads kept in flight ahead of the decoders (ReadQueue: a pool of I/O
+  // threads), for stored records (JPEGs, large raw records) in every shuffle
+  // mode and read path: network storage's milliseconds per read are hidden
+  // by depth, whatever the number of workers. 0: each worker reads what it
+  // decodes (with page-cache read-ahead hints where reads are buffered).
+  int read_depth = 32;
+  // Bytes the reads ahead may hold (read or being read, not yet decoded).
+  uint64_t read_ahead_bytes = 64ull << 20;
   // Where batch memory comes from (see PrefetchRing): pinned host memory for
   // a CUDA consumer, say. Empty: the heap.
   SlotAllocator allocator;
@@ -84,6 +92,12 @@ struct LoaderStats {
   uint64_t samples = 0, batches = 0, bytes_read = 0;
   uint64_t corrupt_skipped = 0;
   std::vector<std::string> corrupt_messages;  // the first few
+  // The read-ahead queue (read_depth > 0): reads it made, reads in flight
+  // (mean at each read's start, peak), the mean latency of a read, and the
+  // most bytes it held (of read_ahead_bytes, plus reads a worker waited for).
+  uint64_t queued_reads = 0;
+  double mean_reads_in_flight = 0, mean_read_latency_s = 0;
+  uint64_t peak_reads_in_flight = 0, peak_read_ahead_bytes = 0;
 };
 
 // Loader threads per rank at most: more is a typo, not a machine.

@@ -11,6 +11,15 @@ namespace shardkit {
 // Full shuffle: batches beyond the ones being filled whose records are read
 // ahead into the page cache.
 constexpr uint64_t kReadAheadBatches = 2;
+// Through the read queue: batches beyond the ones being filled whose records
+// are queued (the queue's byte budget bounds what is read of them).
+constexpr uint64_t kQueueAheadBatches = 2;
+// Reads faster than this (page cache, local NVMe) gain nothing from the queue
+// and cost its hand-off: then batches are read by their workers (with
+// read-ahead hints), and one batch in kProbeEvery goes through the queue
+// again to notice when storage turns slow.
+constexpr double kFastReadSeconds = 250e-6;
+constexpr uint64_t kProbeEvery = 8;
 
 uint64_t LoaderNowNs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -41,6 +50,8 @@ Result<std::unique_ptr<RecordSource>> RecordSource::Open(const std::string& dir,
   d.max_warm_ = std::max<uint64_t>(o.workers, cache_blocks / 3);
   d.workers_ = o.workers;
   d.seed_ = o.seed;
+  d.read_depth_ = o.read_depth;
+  d.read_ahead_bytes_ = o.read_ahead_bytes;
   // What the page cache could hold: decides the shuffle (auto) and O_DIRECT.
   const uint64_t memory_available = AvailableMemoryBytes();
   d.mode_ = o.shuffle;
@@ -77,6 +88,7 @@ void RecordSource::StartEpoch(uint64_t epoch, uint64_t start_batch) {
   scheduled_.clear();
   ahead_.clear();
   live_.clear();
+  if (queue_) queue_->Cancel();  // the old epoch's reads: dropped, the ones in flight waited for
 }
 
 // The record at epoch position `position`: from the live windows in
@@ -205,8 +217,49 @@ void RecordSource::ReleaseEvicted() {
 // cold storage serves many requests at once instead of one per worker at a
 // time: each record in a full shuffle, whole blocks otherwise. Cheap when the
 // pages are cached.
+// Whether batch k skips the queue: its recent reads were faster than the
+// hand-off costs (decided every kProbeEvery batches, from the reads since).
+bool RecordSource::QueueIsSlower(uint64_t k) {
+  if (k % kProbeEvery == 0) {
+    const ReadQueueStats st = queue_->stats();
+    const uint64_t reads = st.reads - probe_reads_;
+    if (reads >= 16) {
+      queue_fast_ = (st.read_seconds - probe_seconds_) / double(reads) < kFastReadSeconds;
+      probe_reads_ = st.reads;
+      probe_seconds_ = st.read_seconds;
+    }
+    return false;  // the probe batch always goes through the queue
+  }
+  return queue_fast_;
+}
+
 void RecordSource::ReadAhead(const std::vector<BatchSpan>& spans) {
-  if (compressed_ || direct_ || spans.empty()) return;  // compressed: ScheduleBlocks reads ahead
+  if (compressed_ || spans.empty()) return;  // compressed: ScheduleBlocks reads ahead
+  if (queue_ && read_ahead_records_) {
+    // Records worth a read each (JPEGs, large raw records): queued in the
+    // order the workers fetch them, for these batches and the next ones;
+    // the queue keeps read_depth reads in flight within its byte budget.
+    const uint64_t last =
+        std::min<uint64_t>(spans.back().k + kQueueAheadBatches, part_.batches - 1);
+    for (uint64_t k = std::max(spans.front().k, read_ahead_next_); k <= last; ++k) {
+      if (QueueIsSlower(k)) {  // fast storage: this batch's workers read it themselves
+        const uint64_t base = k * part_.batch_size, n = part_.BatchLength(k);
+        for (uint64_t i = 0; i < n && !direct_; ++i) {
+          const auto [shard, local] = ds_->Locate(RecordAt(part_.Position(base + i)));
+          ds_->shard(shard).PrefetchRecord(local);
+        }
+        continue;
+      }
+      const uint64_t base = k * part_.batch_size, n = part_.BatchLength(k);
+      for (uint64_t i = 0; i < n; ++i) {
+        const auto [shard, local] = ds_->Locate(RecordAt(part_.Position(base + i)));
+        queue_->Submit(shard, local);
+      }
+    }
+    read_ahead_next_ = std::max(read_ahead_next_, last + 1);
+    return;
+  }
+  if (direct_) return;  // no page cache to read ahead into
   if (mode_ != ShuffleMode::kFull) {
     // Block-local or in order: the stored blocks of the segments these
     // batches and the next few read (positions are contiguous here).

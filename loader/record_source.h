@@ -23,6 +23,7 @@
 
 #include "base/status.h"
 #include "loader/block_cache.h"
+#include "loader/read_queue.h"
 #include "loader/sampler.h"
 #include "shard/dataset.h"
 
@@ -55,6 +56,7 @@ class RecordSource {
     };
     static constexpr size_t kMemoSlots = 32;
     Memo memo[kMemoSlots];
+    std::vector<char> queued;  // a record taken from the read queue
     std::atomic<uint64_t> read_ns{0}, decompress_ns{0}, bytes{0};
   };
 
@@ -70,9 +72,19 @@ class RecordSource {
   Cursor& cursor(int worker) { return *cursors_[static_cast<size_t>(worker)]; }
   const Cursor& cursor(int worker) const { return *cursors_[static_cast<size_t>(worker)]; }
   int workers() const { return static_cast<int>(cursors_.size()); }
-  // Sets how many bytes a sample needs: decides whether full-shuffle records
-  // are read ahead one by one (JPEGs and large raw records only).
-  void set_read_ahead_records(bool on) { read_ahead_records_ = on; }
+  // The read-ahead queue, once reads go through it (null otherwise).
+  const ReadQueue* read_queue() const { return queue_.get(); }
+  void ResetReadStats() {
+    if (queue_) queue_->ResetStats();
+  }
+  // Sets how many bytes a sample needs: decides whether records are read
+  // ahead one by one (JPEGs and large raw records only), and so whether the
+  // read queue's threads start. Before any epoch.
+  void set_read_ahead_records(bool on) {
+    read_ahead_records_ = on;
+    if (on && !compressed_ && read_depth_ > 0 && !queue_)
+      queue_ = std::make_unique<ReadQueue>(ds_.get(), read_depth_, read_ahead_bytes_);
+  }
 
   // A new epoch's order, starting at batch `start_batch`.
   void StartEpoch(uint64_t epoch, uint64_t start_batch);
@@ -124,6 +136,7 @@ class RecordSource {
   void PrepareWindows(const std::vector<BatchSpan>& spans);
   void ScheduleBlocks(uint64_t k);
   void ReadAhead(const std::vector<BatchSpan>& spans);
+  bool QueueIsSlower(uint64_t k);
   void ReleaseEvicted();
   // A memo miss: the block from the cache (decompressed by this call or
   // another worker), or its error with the memo slot cleared.
@@ -144,6 +157,13 @@ class RecordSource {
   uint32_t window_ = 1;
   uint64_t max_warm_ = 1;  // blocks decompressed ahead per batch, at most
   int workers_ = 1;
+  int read_depth_ = 0;
+  uint64_t read_ahead_bytes_ = 0;
+  // Declared after ds_: destroyed (its threads joined) before the dataset.
+  std::unique_ptr<ReadQueue> queue_;
+  bool queue_fast_ = false;  // recent queued reads were faster than its hand-off
+  uint64_t probe_reads_ = 0;
+  double probe_seconds_ = 0;
 
   // Epoch state.
   std::unique_ptr<EpochSampler> sampler_;
@@ -195,7 +215,14 @@ __attribute__((noinline)) Status RecordSource::FetchSlow(Cursor& c, const Sample
   before_reuse();
   if (r.block(e.block).codec == static_cast<uint32_t>(format::Codec::kStored)) {
     const uint64_t t0 = LoaderNowNs();
-    Status s = r.ReadRecord(l.local, &c.scratch, payload);
+    Status s;
+    if (queue_ && queue_->Take(l.shard, l.local, &c.queued, &s)) {  // read ahead (or waited for)
+      c.read_ns.fetch_add(LoaderNowNs() - t0, std::memory_order_relaxed);
+      c.bytes.fetch_add(e.length, std::memory_order_relaxed);
+      if (s.ok()) *payload = std::string_view(c.queued.data(), c.queued.size());
+      return s;
+    }
+    s = r.ReadRecord(l.local, &c.scratch, payload);
     c.read_ns.fetch_add(LoaderNowNs() - t0, std::memory_order_relaxed);
     c.bytes.fetch_add(e.length, std::memory_order_relaxed);
     return s;

@@ -67,7 +67,7 @@ class PyLoader {
   PyLoader(const std::string& path, int batch_size, int workers, const py::dict& transform,
            int rank, int world_size, uint64_t seed, const std::string& shuffle, bool drop_last,
            const std::string& layout, int prefetch, const std::string& on_corrupt,
-           int64_t skip_budget) {
+           int64_t skip_budget, int read_depth, int64_t read_ahead_bytes) {
     LoaderOptions o;
     o.batch_size = batch_size;
     o.workers = workers;
@@ -110,6 +110,9 @@ class PyLoader {
     o.corrupt_policy = on_corrupt == "skip" ? CorruptPolicy::kSkip : CorruptPolicy::kFail;
     if (skip_budget < 0) throw py::value_error("skip_budget must be >= 0");
     o.skip_budget = static_cast<uint64_t>(skip_budget);
+    o.read_depth = read_depth;
+    if (read_ahead_bytes < 0) throw py::value_error("read_ahead_bytes must be >= 0");
+    o.read_ahead_bytes = static_cast<uint64_t>(read_ahead_bytes);
     Result<std::unique_ptr<Loader>> l = Status::OK();
     {
       py::gil_scoped_release release;
@@ -176,6 +179,11 @@ class PyLoader {
     d["batches"] = s.batches;
     d["bytes_read"] = s.bytes_read;
     d["corrupt_skipped"] = s.corrupt_skipped;
+    d["queued_reads"] = s.queued_reads;
+    d["mean_reads_in_flight"] = s.mean_reads_in_flight;
+    d["peak_reads_in_flight"] = s.peak_reads_in_flight;
+    d["mean_read_latency_s"] = s.mean_read_latency_s;
+    d["peak_read_ahead_bytes"] = s.peak_read_ahead_bytes;
     d["corrupt_messages"] = s.corrupt_messages;
     return d;
   }
@@ -373,12 +381,13 @@ PYBIND11_MODULE(_shardkit, m) {
 
   py::class_<PyLoader>(m, "_Loader")
       .def(py::init<const std::string&, int, int, const py::dict&, int, int, uint64_t,
-                    const std::string&, bool, const std::string&, int, const std::string&,
-                    int64_t>(),
+                    const std::string&, bool, const std::string&, int, const std::string&, int64_t,
+                    int, int64_t>(),
            py::arg("path"), py::arg("batch_size"), py::arg("workers"), py::arg("transform"),
            py::arg("rank"), py::arg("world_size"), py::arg("seed"), py::arg("shuffle"),
            py::arg("drop_last"), py::arg("layout"), py::arg("prefetch"), py::arg("on_corrupt"),
-           py::arg("skip_budget"))
+           py::arg("skip_budget"), py::arg("read_depth") = 32,
+           py::arg("read_ahead_bytes") = int64_t{64} << 20)
       .def("start_epoch", &PyLoader::StartEpoch, py::arg("epoch"), py::arg("start_batch") = 0)
       .def("next", &PyLoader::Next)
       .def("stats", &PyLoader::Stats)

@@ -176,6 +176,9 @@ class Loader:
       rank, world_size   None: torch.distributed's, else RANK/WORLD_SIZE,
                          else SLURM's, else 0 of 1 (said once, as a warning)
       seed=0, layout="NCHW", prefetch=4 (batches decoded ahead)
+      read_depth=32      reads kept in flight ahead of the decoders (network
+                         storage: its latency is hidden by depth, not by
+                         workers); read_ahead_bytes=64 MiB bounds their memory
       on_corrupt="fail"  or "skip": a corrupt record is replaced by another of
                          the rank's records, counted, and logged (the first
                          few), until more than skip_budget=100 were skipped
@@ -186,7 +189,7 @@ class Loader:
     def __init__(self, path, batch_size=1, *, workers=None, transform="train", size=224, rank=None,
                  world_size=None, seed=0, shuffle="auto", drop_last=False, layout="NCHW",
                  prefetch=4, on_corrupt="fail", skip_budget=100, pin_memory=False, num_workers=None,
-                 prefetch_factor=None, **dataloader_args):
+                 prefetch_factor=None, read_depth=32, read_ahead_bytes=64 << 20, **dataloader_args):
         import torch  # noqa: F401  (tensors are what this class yields)
 
         for name in dataloader_args:
@@ -230,7 +233,9 @@ class Loader:
         self._core = _Loader(_path(path), self.batch_size, _int("workers", workers, 1, 256), plan,
                              self.rank, self.world_size, self.seed, str(shuffle), bool(drop_last), str(layout),
                              _int("prefetch", prefetch, 1, 1024), str(on_corrupt),
-                             _int("skip_budget", skip_budget, 0, (1 << 63) - 1))
+                             _int("skip_budget", skip_budget, 0, (1 << 63) - 1),
+                             _int("read_depth", read_depth, 0, 1024),
+                             _int("read_ahead_bytes", read_ahead_bytes, 1 << 20, 64 << 30))
         self._epoch = 0
         self._epoch_set = True  # the next iteration reads self._epoch (else the one after)
         self._iterated = False

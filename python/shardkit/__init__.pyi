@@ -49,6 +49,8 @@ class Loader:
         pin_memory: bool = ...,
         num_workers: Optional[int] = ...,
         prefetch_factor: Optional[int] = ...,
+        read_depth: int = ...,
+        read_ahead_bytes: int = ...,
         persistent_workers: bool = ...,
         multiprocessing_context: Any = ...,
         timeout: float = ...,

@@ -35,6 +35,10 @@ struct Row {
   // the loader was open, and the records' stored bytes the loader asked for,
   // in the fastest round; peak resident memory.
   uint64_t storage_bytes = 0, record_bytes = 0, peak_rss = 0;
+  // The read-ahead queue: reads in flight (mean, peak), mean latency of a
+  // read, and the most bytes it held.
+  double reads_in_flight = 0, read_latency_ms = 0;
+  uint64_t peak_reads_in_flight = 0, peak_read_ahead_bytes = 0;
   double open_seconds = 0;          // Loader::Open: manifest, every shard's header and index
   uint64_t open_storage_bytes = 0;  // --cold: what that open read (storage_bytes is what followed)
 };
@@ -121,6 +125,10 @@ Status MeasureCold(const std::string& dir, const LoaderOptions& opt, uint64_t ba
   }
   row->storage_bytes = storage;
   row->record_bytes = st.bytes_read;
+  row->reads_in_flight = st.mean_reads_in_flight;
+  row->peak_reads_in_flight = st.peak_reads_in_flight;
+  row->read_latency_ms = st.mean_read_latency_s * 1e3;
+  row->peak_read_ahead_bytes = st.peak_read_ahead_bytes;
   FillRow(opt, best, st, row);
   return Status::OK();
 }
@@ -338,6 +346,16 @@ int Run(int argc, char** argv, bool parse_only) {
       ->capture_default_str()
       ->check(cli::OneOf({"auto", "on", "off"}));
   cmd->add_flag("--no-mmap", no_mmap, "read shards with pread instead of read-only mappings");
+  int read_depth = LoaderOptions().read_depth;
+  cmd->add_option(
+         "--read-depth", read_depth,
+         "reads kept in flight ahead of the decoders (0: each worker reads what it decodes)")
+      ->capture_default_str()
+      ->check(cli::IntIn(0, 1024));
+  int read_ahead_mb = static_cast<int>(LoaderOptions().read_ahead_bytes >> 20);
+  cmd->add_option("--read-ahead-mb", read_ahead_mb, "memory the reads ahead may hold")
+      ->capture_default_str()
+      ->check(cli::IntIn(1, 65536));
   cmd->add_flag("--cold", cold,
                 "evict the shards from the page cache before each round (posix_fadvise); report "
                 "bytes read from "
@@ -405,6 +423,8 @@ int Run(int argc, char** argv, bool parse_only) {
   opt.seed = seed;
   opt.block_cache_bytes = cache_mb << 20;
   opt.mmap = !no_mmap;
+  opt.read_depth = read_depth;
+  opt.read_ahead_bytes = static_cast<uint64_t>(read_ahead_mb) << 20;
   opt.direct_reads = direct == "on"    ? LoaderOptions::DirectReads::kAlways
                      : direct == "off" ? LoaderOptions::DirectReads::kNever
                                        : LoaderOptions::DirectReads::kAuto;
@@ -459,6 +479,13 @@ int Run(int argc, char** argv, bool parse_only) {
         "%7d %12.0f %9.1f %8.2f %9.0f%% | %8.1f %8.1f %8.1f %8.1f  %21s %5.0f%% | %21s %6.0f MB\n",
         w, r.images_per_sec, r.mb_per_sec, speedup, 100 * speedup / w, r.read_us, r.decompress_us,
         r.decode_us, r.transform_us, "", 100 * r.wait_fraction, cold_cols, r.peak_rss / 1e6);
+    if (cold && r.peak_reads_in_flight > 0) {
+      std::fprintf(out,
+                   "        reads in flight: mean %.1f, peak %llu (depth %d); %.2f ms per read; "
+                   "read-ahead memory peak %.1f MB of %d MB\n",
+                   r.reads_in_flight, (unsigned long long)r.peak_reads_in_flight, read_depth,
+                   r.read_latency_ms, r.peak_read_ahead_bytes / 1e6, read_ahead_mb);
+    }
     std::fflush(out);
   }
   const Row& base = rows.front();
@@ -522,6 +549,10 @@ int Run(int argc, char** argv, bool parse_only) {
         j.back()["record_bytes"] = r.record_bytes;
         j.back()["storage_per_record_byte"] =
             r.record_bytes > 0 ? double(r.storage_bytes) / r.record_bytes : 0.0;
+        j.back()["reads_in_flight_mean"] = r.reads_in_flight;
+        j.back()["reads_in_flight_peak"] = r.peak_reads_in_flight;
+        j.back()["read_latency_ms"] = r.read_latency_ms;
+        j.back()["read_ahead_bytes_peak"] = r.peak_read_ahead_bytes;
       }
     }
     std::printf("%s\n", j.dump(1).c_str());

@@ -1,0 +1,152 @@
+#include "loader/read_queue.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace shardkit {
+
+ReadQueue::ReadQueue(const Dataset* ds, int depth, uint64_t max_bytes)
+    : ds_(ds), max_bytes_(max_bytes) {
+  for (int i = 0; i < std::max(1, depth); ++i) threads_.emplace_back([this] { Run(); });
+}
+
+ReadQueue::~ReadQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    queue_.clear();
+  }
+  work_cv_.notify_all();
+  done_cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ReadQueue::Submit(uint32_t shard, uint32_t local) {
+  const ShardReader& r = ds_->shard(shard);
+  const format::RecordEntry& e = r.record(local);
+  if (r.block(e.block).codec != static_cast<uint32_t>(format::Codec::kStored)) return;
+  const uint64_t key = Key(shard, local);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ || !requests_.emplace(key, Request{}).second) return;
+    requests_[key].length = e.length;
+    queue_.push_back(key);
+  }
+  work_cv_.notify_one();
+}
+
+void ReadQueue::Run() {
+  ReadScratch scratch;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    // The next read: one a worker waits for, else the oldest queued one
+    // that fits the budget (or any, when nothing is held).
+    auto pick = [&]() -> std::deque<uint64_t>::iterator {
+      while (!queue_.empty()) {
+        auto it = requests_.find(queue_.front());
+        if (it != requests_.end() && it->second.state == State::kQueued) break;
+        queue_.pop_front();  // taken, or read already for a waiting worker
+      }
+      for (auto q = queue_.begin(); urgent_ > 0 && q != queue_.end(); ++q) {
+        auto it = requests_.find(*q);
+        if (it != requests_.end() && it->second.state == State::kQueued && it->second.urgent)
+          return q;
+      }
+      if (queue_.empty()) return queue_.end();
+      const Request& front = requests_.at(queue_.front());
+      return held_bytes_ == 0 || held_bytes_ + front.length <= max_bytes_ ? queue_.begin()
+                                                                          : queue_.end();
+    };
+    std::deque<uint64_t>::iterator q;
+    work_cv_.wait(lock, [&] { return stop_ || (q = pick()) != queue_.end(); });
+    if (stop_) return;
+    const uint64_t key = *q;
+    queue_.erase(q);
+    Request& req = requests_.at(key);
+    if (req.urgent) --urgent_;
+    req.state = State::kReading;
+    const uint64_t length = req.length;
+    held_bytes_ += length;
+    ++in_flight_;
+    stats_.in_flight_sum += double(in_flight_);
+    stats_.peak_in_flight = std::max(stats_.peak_in_flight, in_flight_);
+    stats_.peak_bytes = std::max(stats_.peak_bytes, held_bytes_);
+    const uint64_t generation = generation_;
+    lock.unlock();
+
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string_view payload;
+    Status s = ds_->shard(static_cast<uint32_t>(key >> 32))
+                   .ReadRecord(static_cast<uint32_t>(key), &scratch, &payload);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+    lock.lock();
+    --in_flight_;
+    if (generation != generation_ || stop_) {  // cancelled while reading: dropped
+      held_bytes_ -= length;
+      done_cv_.notify_all();
+      continue;
+    }
+    Request& done = requests_.at(key);
+    done.state = State::kDone;
+    done.status = std::move(s);
+    done.bytes = std::move(scratch.raw);
+    scratch.raw = std::vector<char>();
+    stats_.reads++;
+    stats_.read_seconds += seconds;
+    done_cv_.notify_all();
+  }
+}
+
+bool ReadQueue::Take(uint32_t shard, uint32_t local, std::vector<char>* bytes, Status* status) {
+  const uint64_t key = Key(shard, local);
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = requests_.find(key);
+  if (it == requests_.end()) return false;
+  if (it->second.state != State::kDone) {
+    stats_.waits++;
+    if (it->second.state == State::kQueued && !it->second.urgent) {
+      it->second.urgent = true;
+      ++urgent_;
+      work_cv_.notify_one();
+    }
+    done_cv_.wait(lock, [&] {
+      it = requests_.find(key);
+      return stop_ || it == requests_.end() || it->second.state == State::kDone;
+    });
+    if (it == requests_.end() || it->second.state != State::kDone) return false;
+  }
+  *bytes = std::move(it->second.bytes);
+  *status = std::move(it->second.status);
+  const bool was_full = held_bytes_ > max_bytes_ / 2;
+  held_bytes_ -= it->second.length;
+  requests_.erase(it);
+  lock.unlock();
+  if (was_full) work_cv_.notify_one();  // budget freed for the next queued read
+  return true;
+}
+
+void ReadQueue::Cancel() {
+  std::unique_lock<std::mutex> lock(mu_);
+  ++generation_;
+  queue_.clear();
+  urgent_ = 0;
+  for (const auto& [key, req] : requests_) {
+    if (req.state == State::kDone) held_bytes_ -= req.length;  // reading ones: by their thread
+  }
+  requests_.clear();
+  done_cv_.wait(lock, [&] { return in_flight_ == 0; });
+}
+
+ReadQueueStats ReadQueue::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void ReadQueue::ResetStats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_ = ReadQueueStats();
+}
+
+}  // namespace shardkit
