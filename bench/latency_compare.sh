@@ -74,7 +74,7 @@ run_all local 0 "$data"
 for d in $DELAYS_MS; do
   us=$("$PY" -c "print(int(float('$d') * 1000))")
   echo "== delayfs, $d ms per read (cold)"
-  "$OUT/delayfs" -o source="$data",delay_us="$us" "$mnt"
+  "$OUT/delayfs" -o source="$data",delay_us="$us",max_threads=128 "$mnt"  # a parallel filesystem: many requests served at once
   run_all delayfs "$d" "$mnt"
   fusermount3 -u "$mnt"
 done
