@@ -15,6 +15,7 @@ PER_CLASS=${1:-400}
 ROUNDS=${2:-3}
 pack=build/tools/pack/shardkit-pack
 [ -x "$pack" ] || { echo "archive_pack: build first (cmake --build build)" >&2; exit 2; }
+command -v bc >/dev/null || { echo "archive_pack: needs bc (apt-get install bc)" >&2; exit 2; }
 work=${WORK:-out/archive_bench}
 rm -rf "$work" && mkdir -p "$work"
 "${PYTHON:-/usr/bin/python3}" bench/make_jpeg_set.py "$work/src" --per-class "$PER_CLASS" >/dev/null
