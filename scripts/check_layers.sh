@@ -21,8 +21,6 @@ for module in "${!allowed[@]}"; do
   while IFS=: read -r file line dep; do
     ok=0
     for a in ${allowed[$module]}; do [ "$dep" = "$a" ] && ok=1; done
-    # train's command line (train_main.cc, train_cli.cc) is a tool: it may use tools/common.
-    case "$file" in train/train_main.cc | train/train_cli.cc) [ "$dep" = tools ] && ok=1 ;; esac
     if [ $ok = 0 ]; then
       echo "$file:$line: $module/ includes $dep/ (allowed: ${allowed[$module]})"
       status=1

@@ -1,15 +1,11 @@
-// TrainOptions: everything shardkit-train is told on its command line, and
-// AddTrainFlags, which defines those flags with their ranges. No LibTorch
-// here, so the command-line fuzz target (built without torch) parses exactly
-// the flags the tool does.
+// TrainOptions: everything a training run is told (shardkit-train's flags,
+// defined with their ranges in tools/train/train_cli.h). No LibTorch here, so
+// the command-line fuzz target (built without torch) parses exactly the flags
+// the tool does.
 #pragma once
 
 #include <cstdint>
 #include <string>
-
-namespace CLI {
-class App;
-}
 
 namespace shardkit {
 
@@ -54,9 +50,5 @@ struct TrainOptions {
   uint64_t skip_budget = 100;
   bool quiet = false;
 };
-
-// Defines every flag of shardkit-train on `app`, writing into *o; --nproc-per-node
-// into *nproc and --no-mmap into *no_mmap.
-void AddTrainFlags(CLI::App& app, TrainOptions* o, int* nproc, bool* no_mmap);
 
 }  // namespace shardkit

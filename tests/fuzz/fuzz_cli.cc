@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "tools/common/cli.h"
-#include "train/train_options.h"
+#include "tools/train/train_cli.h"
 
 namespace shardkit {
 int PackMain(int argc, char** argv, bool parse_only);

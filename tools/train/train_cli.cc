@@ -1,9 +1,9 @@
-// The flags of shardkit-train, with their ranges (see train_options.h).
+// The flags of shardkit-train, with their ranges (see train/train_options.h).
 #include <CLI/CLI.hpp>
 
 #include "loader/loader.h"
 #include "tools/common/cli.h"
-#include "train/train_options.h"
+#include "tools/train/train_cli.h"
 
 namespace shardkit {
 

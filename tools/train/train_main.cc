@@ -19,6 +19,7 @@
 
 #include "loader/loader.h"
 #include "tools/common/cli.h"
+#include "tools/train/train_cli.h"
 #include "train/trainer.h"
 
 namespace shardkit {
