@@ -205,6 +205,13 @@ def test_hostile_members_are_named_and_counted_and_nothing_leaves_out(tree, tmp_
     with tarfile.open(work / "empty.tar", "w"):
         pass
     (work / "text.zip").write_bytes(b"hello")
+    # Not regular files: refused by name before they are opened, never a hang.
+    os.mkfifo(work / "fifo.tar")
+    for args in ((work / "fifo.tar", work / "fifo.out"), (tree, work / "fifo2.out", "--devkit", work / "fifo.tar"),
+                 (tree, work / "dir.out", "--devkit", work)):
+        r = subprocess.run([tool("tools", "pack", "shardkit-pack"), "imagenet", *map(str, args)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "not a regular file" in r.stderr, r.stderr
     for name in ("cut.tar.gz", "empty.tar", "text.zip"):
         code, out = pack(work / name, work / (name + ".out"))
         assert code == 2, (name, out)

@@ -224,6 +224,8 @@ Status StreamArchive(const std::string& path, uint64_t max_member_bytes,
                      const std::function<void(const ArchiveStats&)>& progress,
                      ArchiveStats* stats) {
   *stats = ArchiveStats();
+  // A FIFO or a device would block libarchive's open or read forever.
+  SK_RETURN_IF_ERROR(CheckRegularFile(path));
   SK_ASSIGN_OR_RETURN(stats->archive_bytes, FileSize(path));
   ArchivePtr a(archive_read_new(), archive_read_free);
   archive_read_support_filter_gzip(a.get());

@@ -95,6 +95,63 @@ std::string Stem(const std::string& name) {
   return dot == std::string::npos ? name : name.substr(0, dot);
 }
 
+std::map<std::string, int32_t> IndexOf(const std::vector<std::string>& classes) {
+  std::map<std::string, int32_t> index;
+  for (size_t i = 0; i < classes.size(); ++i) index[classes[i]] = static_cast<int32_t>(i);
+  return index;
+}
+
+// A flat val folder's labels, from a folder or an archive alike: the class
+// list (the labels' synsets sorted, or --classes-from's) and each file's
+// label by its stem.
+struct ValLabels {
+  std::string source;  // the CSV or devkit, for messages
+  std::map<std::string, std::string> synset_of;
+  std::vector<std::string> classes;
+  std::map<std::string, int32_t> index;
+
+  static Result<ValLabels> Make(const ImageNetPackOptions& o,
+                                std::vector<std::string> fixed_classes) {
+    ValLabels v;
+    v.source = o.devkit.empty() ? o.val_labels : o.devkit;
+    SK_ASSIGN_OR_RETURN(auto rows, ValLabelRows(o));
+    v.synset_of.insert(rows.begin(), rows.end());
+    if (fixed_classes.empty()) {
+      std::set<std::string> synsets;
+      for (const auto& r : rows) synsets.insert(r.second);
+      fixed_classes.assign(synsets.begin(), synsets.end());
+    }
+    for (const auto& c : fixed_classes) {
+      if (!IsValidUtf8(c)) {
+        return Status::InvalidArgument(v.source + ": class '" + Printable(c) +
+                                       "' is not valid UTF-8");
+      }
+    }
+    v.classes = std::move(fixed_classes);
+    v.index = IndexOf(v.classes);
+    return v;
+  }
+
+  // The label of file `name` (`shown` in reports), or -1 after saying why it is skipped.
+  int32_t LabelOf(const std::string& name, const std::string& shown,
+                  const std::function<void(const std::string&)>& report,
+                  ImageNetPackSummary* summary) const {
+    auto it = synset_of.find(Stem(name));
+    if (it == synset_of.end()) {
+      report(shown + ": no label in " + source + " (skipped)");
+      summary->bad++;
+      return -1;
+    }
+    auto ci = index.find(it->second);
+    if (ci == index.end()) {
+      report(shown + ": class " + it->second + " is not in the class list (skipped)");
+      summary->bad++;
+      return -1;
+    }
+    return ci->second;
+  }
+};
+
 // The files of one class folder, in sub-folders too (as torchvision's
 // ImageFolder walks them), keyed "class/sub/file". Hidden entries are
 // skipped. Each directory of the tree is visited once, by (device, inode):
@@ -139,40 +196,14 @@ Status ListSources(const ImageNetPackOptions& o,
   }
   if (!IsDirectory(o.src)) return Status::NotFound(o.src + ": not a directory");
   if (!o.val_labels.empty() || !o.devkit.empty()) {
-    SK_ASSIGN_OR_RETURN(auto rows, ValLabelRows(o));
-    std::map<std::string, std::string> label_of(rows.begin(), rows.end());
-    if (fixed_classes.empty()) {
-      std::set<std::string> synsets;
-      for (const auto& r : rows) synsets.insert(r.second);
-      fixed_classes.assign(synsets.begin(), synsets.end());
-    }
-    *classes = fixed_classes;
-    for (const auto& c : *classes) {
-      if (!IsValidUtf8(c)) {
-        return Status::InvalidArgument(o.val_labels + ": class '" + Printable(c) +
-                                       "' is not valid UTF-8");
-      }
-    }
-    std::map<std::string, int32_t> index;
-    for (size_t i = 0; i < classes->size(); ++i) index[(*classes)[i]] = static_cast<int32_t>(i);
+    SK_ASSIGN_OR_RETURN(ValLabels val, ValLabels::Make(o, fixed_classes));
+    *classes = val.classes;
     SK_ASSIGN_OR_RETURN(auto names, ListDir(o.src));
     for (const auto& name : names) {
       const std::string path = JoinPath(o.src, name);
       if (IsDirectory(path) || name[0] == '.') continue;
-      auto it = label_of.find(Stem(name));
-      if (it == label_of.end()) {
-        report(path + ": no label in " + (o.devkit.empty() ? o.val_labels : o.devkit) +
-               " (skipped)");
-        summary->bad++;
-        continue;
-      }
-      auto ci = index.find(it->second);
-      if (ci == index.end()) {
-        report(path + ": class " + it->second + " is not in the class list (skipped)");
-        summary->bad++;
-        continue;
-      }
-      files->push_back(Source(path, name, ci->second));
+      const int32_t label = val.LabelOf(name, path, report, summary);
+      if (label >= 0) files->push_back(Source(path, name, label));
     }
     return Status::OK();
   }
@@ -198,8 +229,7 @@ Status ListSources(const ImageNetPackOptions& o,
   std::set<std::pair<uint64_t, uint64_t>> visited;
   struct stat root_st;
   if (::stat(o.src.c_str(), &root_st) == 0) visited.insert({root_st.st_dev, root_st.st_ino});
-  std::map<std::string, int32_t> index;
-  for (size_t i = 0; i < classes->size(); ++i) index[(*classes)[i]] = static_cast<int32_t>(i);
+  const std::map<std::string, int32_t> index = IndexOf(*classes);
   for (const auto& dir : dirs) {
     auto ci = index.find(dir);
     if (ci == index.end()) {
@@ -287,9 +317,9 @@ Status ListArchive(const ImageNetPackOptions& o,
     fixed_classes = m.classes;
   }
   const bool val = !o.val_labels.empty() || !o.devkit.empty();
-  std::vector<std::pair<std::string, std::string>> rows;
+  ValLabels val_labels;
   if (val) {
-    SK_ASSIGN_OR_RETURN(rows, ValLabelRows(o));
+    SK_ASSIGN_OR_RETURN(val_labels, ValLabels::Make(o, fixed_classes));
   }
 
   // Stream: members in batches, prepared on all cores, spilled in archive order.
@@ -401,15 +431,7 @@ Status ListArchive(const ImageNetPackOptions& o,
   uint64_t outside = 0;
 
   if (val) {
-    std::map<std::string, std::string> label_of(rows.begin(), rows.end());
-    if (fixed_classes.empty()) {
-      std::set<std::string> synsets;
-      for (const auto& r : rows) synsets.insert(r.second);
-      fixed_classes.assign(synsets.begin(), synsets.end());
-    }
-    *classes = fixed_classes;
-    std::map<std::string, int32_t> index;
-    for (size_t i = 0; i < classes->size(); ++i) index[(*classes)[i]] = static_cast<int32_t>(i);
+    *classes = val_labels.classes;
     std::vector<std::pair<std::string, SourceFile>> flat;
     for (auto& e : entries) {
       std::string rel;
@@ -420,23 +442,12 @@ Status ListArchive(const ImageNetPackOptions& o,
       }
       if (rel.find('/') != std::string::npos) continue;  // a sub-folder: not the flat val folder
       const std::string shown = o.src + ":" + e.path;
-      auto it = label_of.find(Stem(rel));
-      if (it == label_of.end()) {
-        report(shown + ": no label in " + (o.devkit.empty() ? o.val_labels : o.devkit) +
-               " (skipped)");
-        summary->bad++;
-        continue;
-      }
-      auto ci = index.find(it->second);
-      if (ci == index.end()) {
-        report(shown + ": class " + it->second + " is not in the class list (skipped)");
-        summary->bad++;
-        continue;
-      }
+      const int32_t label = val_labels.LabelOf(rel, shown, report, summary);
+      if (label < 0) continue;
       SourceFile f = std::move(e.file);
       f.path = shown;
       f.key = rel;
-      f.label = ci->second;
+      f.label = label;
       flat.emplace_back(rel, std::move(f));
     }
     std::sort(flat.begin(), flat.end(),
@@ -480,8 +491,7 @@ Status ListArchive(const ImageNetPackOptions& o,
       dirs.push_back(dir);
     }
     *classes = fixed_classes.empty() ? dirs : fixed_classes;
-    std::map<std::string, int32_t> index;
-    for (size_t i = 0; i < classes->size(); ++i) index[(*classes)[i]] = static_cast<int32_t>(i);
+    const std::map<std::string, int32_t> index = IndexOf(*classes);
     for (auto& [dir, members] : by_class) {
       auto ci = index.find(dir);
       if (ci == index.end()) {
@@ -531,6 +541,7 @@ Status PackImageNet(const ImageNetPackOptions& o,
   std::unique_ptr<DatasetWriter> writer;
   Spill spill;
   if (archive) {
+    SK_RETURN_IF_ERROR(CheckRegularFile(o.src));  // a FIFO or device: refused before it is opened
     if (!ArchivesSupported() || !LooksLikeArchive(o.src)) {
       return Status::InvalidArgument(
           o.src +
@@ -542,7 +553,9 @@ Status PackImageNet(const ImageNetPackOptions& o,
     // --force), before the archive is read; then the spill file beside the shards.
     SK_ASSIGN_OR_RETURN(writer, DatasetWriter::Create(o.out, wo));
     spill.path = JoinPath(o.out, ".shardkit-pack-spill");
-    spill.fd = ::open(spill.path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    // A fresh file: never through a link someone left at that name.
+    ::unlink(spill.path.c_str());
+    spill.fd = ::open(spill.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (spill.fd < 0) return Status::IOError(spill.path + ": cannot create the spill file");
     SK_RETURN_IF_ERROR(ListArchive(o, report, &spill, &classes, &files, summary));
   } else {
