@@ -29,6 +29,7 @@ void ReadQueue::Submit(uint32_t shard, uint32_t local) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_ || !requests_.emplace(key, Request{}).second) return;
+    outstanding_.store(requests_.size(), std::memory_order_relaxed);
     requests_[key].length = e.length;
     queue_.push_back(key);
   }
@@ -101,6 +102,9 @@ void ReadQueue::Run() {
 
 bool ReadQueue::Take(uint32_t shard, uint32_t local, std::vector<char>* bytes, Status* status) {
   const uint64_t key = Key(shard, local);
+  // Submissions happen before the batch's workers start (the producer submits,
+  // then runs the team), so a zero here is not stale for this batch.
+  if (outstanding_.load(std::memory_order_relaxed) == 0) return false;
   std::unique_lock<std::mutex> lock(mu_);
   auto it = requests_.find(key);
   if (it == requests_.end()) return false;
@@ -122,6 +126,7 @@ bool ReadQueue::Take(uint32_t shard, uint32_t local, std::vector<char>* bytes, S
   const bool was_full = held_bytes_ > max_bytes_ / 2;
   held_bytes_ -= it->second.length;
   requests_.erase(it);
+  outstanding_.store(requests_.size(), std::memory_order_relaxed);
   lock.unlock();
   if (was_full) work_cv_.notify_one();  // budget freed for the next queued read
   return true;
@@ -136,6 +141,7 @@ void ReadQueue::Cancel() {
     if (req.state == State::kDone) held_bytes_ -= req.length;  // reading ones: by their thread
   }
   requests_.clear();
+  outstanding_.store(0, std::memory_order_relaxed);
   done_cv_.wait(lock, [&] { return in_flight_ == 0; });
 }
 

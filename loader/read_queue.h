@@ -17,6 +17,7 @@
 // during Cancel); Take from any worker; stats() from anywhere.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -87,6 +88,9 @@ class ReadQueue {
   std::unordered_map<uint64_t, Request> requests_;
   uint64_t held_bytes_ = 0, in_flight_ = 0;
   uint64_t urgent_ = 0;  // queued requests a worker waits for
+  // requests_.size(), readable without the lock: a Take when nothing was
+  // submitted (batches the workers read themselves) costs no lock.
+  std::atomic<size_t> outstanding_{0};
   uint64_t generation_ = 0;
   bool stop_ = false;
   ReadQueueStats stats_;
