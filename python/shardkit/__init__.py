@@ -17,8 +17,7 @@ import logging
 import os
 import warnings
 
-from . import transforms as _transforms
-from . import transforms  # noqa: F401  (shardkit.transforms)
+from . import transforms
 
 from ._shardkit import CorruptionError, _Dataset, _Loader, _Writer, __version__
 
@@ -114,6 +113,9 @@ def _once(key, log, message):
         log(message)
 
 
+_normalize_constants = {}  # (device, dtype, mean, std) -> tensors on that device
+
+
 def normalize(images, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), dtype=None, memory_format=None):
     """A uint8 batch as normalised floats, on the batch's own device, with
     torchvision's constants as written (on the 0-1 scale, as for Normalize
@@ -126,8 +128,14 @@ def normalize(images, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), dty
 
     dtype = dtype or torch.float32
     c = images.shape[1]
-    mean = torch.as_tensor(mean, dtype=dtype, device=images.device).reshape(1, -1, 1, 1)
-    std = torch.as_tensor(std, dtype=dtype, device=images.device).reshape(1, -1, 1, 1)
+    # The constants go to the device once, not with every batch (a small
+    # host-to-device copy per step would wait for the host).
+    key = (images.device, dtype, tuple(float(v) for v in mean), tuple(float(v) for v in std))
+    if key not in _normalize_constants:
+        _normalize_constants[key] = (
+            torch.as_tensor(key[2], dtype=dtype, device=images.device).reshape(1, -1, 1, 1),
+            torch.as_tensor(key[3], dtype=dtype, device=images.device).reshape(1, -1, 1, 1))
+    mean, std = _normalize_constants[key]
     if mean.shape[1] not in (1, c) or std.shape[1] not in (1, c):
         raise ValueError("normalize: %d channels, but mean has %d values and std %d" % (c, mean.shape[1],
                                                                                        std.shape[1]))
@@ -225,7 +233,7 @@ class Loader:
         self.seed = _int("seed", seed, 0, (1 << 64) - 1)
         self.world_size = _int("world_size", world_size, 1, 1 << 30)
         self.rank = _int("rank", rank, 0, self.world_size - 1)
-        plan = _transforms.plan(transform, _int("size", size, 1, 4096))
+        plan = transforms.plan(transform, _int("size", size, 1, 4096))
         self.transform = plan["kind"]
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
         if pin_memory and not self.pin_memory:
