@@ -134,6 +134,16 @@ bench_row() { # MODEL AMP LOADER WORKERS JSONFILE IPS_FIELD
   printf '%s,%s,%s,%s,%.1f,%.3f\n' "$1" "$2" "$3" "$4" "$ips" "${wait:-0}" >>"$OUT_DIR/results.csv"
 }
 
+# examples/train_imagenet.py with one loader: ARCH AMP LOADER DATA WORKERS ROW_NAME PORT_BASE.
+example() {
+  local log=$OUT_DIR/${1}_${2}_${3}_w$5
+  echo "-- $1 examples/train_imagenet.py --loader $3 workers=$5"
+  env PYTHONPATH="$build/python" MASTER_PORT=$(($7 + $5)) "$PY" examples/train_imagenet.py --loader "$3" \
+    --data "$4" --arch "$1" --batch-size "$batch" --image-size "$size" --workers "$5" \
+    --max-steps "$STEPS" --epochs 1000 --print-every 1000000 --json "$log.json" >"$log.log" 2>&1
+  bench_row "$1" "$2" "$6" "$5" "$log.json" images_per_s
+}
+
 run() {
   while [ $# -gt 0 ]; do
     case $1 in
@@ -209,18 +219,8 @@ run() {
       done
       [ "$amp" = bf16 ] || [ "$CPU" = 1 ] || continue  # the Python scripts run AMP their own way, once
       for w in ${WORKERS//,/ }; do
-        log=$OUT_DIR/${arch}_${amp}_dataloader_w$w
-        echo "-- $arch examples/train_imagenet.py --loader pytorch workers=$w"
-        env PYTHONPATH="$build/python" MASTER_PORT=$((29600 + w)) "$PY" examples/train_imagenet.py --loader pytorch \
-          --data "$work/jpeg" --arch "$arch" --batch-size "$batch" --image-size "$size" --workers "$w" \
-          --max-steps "$STEPS" --epochs 1000 --print-every 1000000 --json "$log.json" >"$log.log" 2>&1
-        bench_row "$arch" "$amp" "DataLoader" "$w" "$log.json" images_per_s
-        log=$OUT_DIR/${arch}_${amp}_pyshardkit_w$w
-        echo "-- $arch examples/train_imagenet.py --loader shardkit workers=$w"
-        env PYTHONPATH="$build/python" MASTER_PORT=$((29700 + w)) "$PY" examples/train_imagenet.py --loader shardkit \
-          --data "$work/shards" --arch "$arch" --batch-size "$batch" --image-size "$size" --workers "$w" \
-          --max-steps "$STEPS" --epochs 1000 --print-every 1000000 --json "$log.json" >"$log.log" 2>&1
-        bench_row "$arch" "$amp" "shardkit (Python)" "$w" "$log.json" images_per_s
+        example "$arch" "$amp" pytorch "$work/jpeg" "$w" DataLoader 29600
+        example "$arch" "$amp" shardkit "$work/shards" "$w" "shardkit (Python)" 29700
       done
     done
   done
