@@ -30,7 +30,7 @@ std::shared_ptr<BlockCache::Block> BlockCache::Get(uint32_t shard, uint32_t bloc
   }
   *decompressed = false;
   std::call_once(b->once, [&] {
-    b->raw = pool_.Take();
+    pool_.Take(&b->raw);
     b->status = dataset_->shard(shard).ReadBlockInto(block, scratch, &b->raw);
     *decompressed = true;
   });
@@ -45,20 +45,6 @@ std::shared_ptr<BlockCache::Block> BlockCache::Get(uint32_t shard, uint32_t bloc
     }
   }
   return b;
-}
-
-std::vector<char> BlockCache::BufferPool::Take() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (free_.empty()) return {};
-  std::vector<char> b = std::move(free_.back());
-  free_.pop_back();
-  return b;
-}
-
-void BlockCache::BufferPool::Give(std::vector<char> buf) {
-  if (buf.capacity() == 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (free_.size() < 64) free_.push_back(std::move(buf));
 }
 
 bool BlockCache::Contains(Key key) const {

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/recycler.h"
 #include "base/status.h"
 #include "shard/dataset.h"
 
@@ -24,18 +25,13 @@ class BlockCache {
  public:
   // Buffers of dropped blocks, reused so that decompression writes into warm,
   // already-faulted memory instead of a fresh allocation every time.
-  class BufferPool {
-   public:
-    std::vector<char> Take();
-    void Give(std::vector<char> buf);
-
-   private:
-    std::mutex mu_;
-    std::vector<std::vector<char>> free_;
-  };
+  using BufferPool = Recycler<std::vector<char>>;
+  static constexpr size_t kIdleBuffers = 64;
   struct Block {
     explicit Block(BufferPool* p) : pool(p) {}
-    ~Block() { pool->Give(std::move(raw)); }
+    ~Block() {
+      if (raw.capacity() > 0) pool->Give(std::move(raw));
+    }
     std::once_flag once;
     std::atomic<bool> evicted{false};  // dropped by the cache: holders should let go
     Status status;
@@ -61,7 +57,7 @@ class BlockCache {
  private:
   const Dataset* dataset_;
   const uint64_t capacity_;
-  BufferPool pool_;  // outlives every Block: declared before the map
+  BufferPool pool_{kIdleBuffers};  // outlives every Block: declared before the map
   mutable std::mutex mu_;
   struct Entry {
     std::shared_ptr<Block> block;

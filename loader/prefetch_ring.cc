@@ -1,8 +1,9 @@
 #include "loader/prefetch_ring.h"
 
-#include <chrono>
 #include <cstdlib>
 #include <new>
+
+#include "base/clock.h"
 
 namespace shardkit {
 namespace {
@@ -22,12 +23,6 @@ struct BufferLayout {
   }
 };
 
-uint64_t NowNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
 }  // namespace
 
 std::shared_ptr<uint8_t> DefaultSlotAllocator(size_t bytes) {
@@ -39,40 +34,24 @@ std::shared_ptr<uint8_t> DefaultSlotAllocator(size_t bytes) {
 BufferPool::BufferPool(size_t bytes, size_t keep, SlotAllocator allocate)
     : bytes_(bytes),
       allocate_(allocate ? std::move(allocate) : SlotAllocator(DefaultSlotAllocator)),
-      state_(std::make_shared<State>()) {
-  state_->keep = keep;
-}
+      idle_(std::make_shared<Recycler<std::shared_ptr<uint8_t>>>(keep)) {}
 
 std::shared_ptr<uint8_t> BufferPool::Acquire() {
   std::shared_ptr<uint8_t> inner;
-  {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    if (!state_->idle.empty()) {
-      inner = std::move(state_->idle.back());
-      state_->idle.pop_back();
-    }
-  }
-  if (!inner) {
+  if (!idle_->Take(&inner)) {
     inner = allocate_(bytes_);
     if (!inner) throw std::bad_alloc();
-    std::lock_guard<std::mutex> lock(state_->mu);
-    ++state_->allocations;
+    allocations_.fetch_add(1, std::memory_order_relaxed);
   }
   // The outer pointer's deleter hands the allocation back to the pool (kept
-  // alive by the deleter itself, so a lease may outlive the loader).
+  // alive by the deleter itself, so a lease may outlive the loader); beyond
+  // `keep` idle ones, the allocation is freed with the deleter.
   uint8_t* raw = inner.get();
-  std::shared_ptr<State> state = state_;
-  return std::shared_ptr<uint8_t>(raw, [state, inner](uint8_t*) mutable {
-    std::lock_guard<std::mutex> lock(state->mu);
-    if (state->idle.size() < state->keep) state->idle.push_back(std::move(inner));
-    // else: `inner` is released with this deleter, freeing the memory
-  });
+  return std::shared_ptr<uint8_t>(
+      raw, [idle = idle_, inner](uint8_t*) mutable { idle->Give(std::move(inner)); });
 }
 
-uint64_t BufferPool::allocations() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->allocations;
-}
+uint64_t BufferPool::allocations() const { return allocations_.load(std::memory_order_relaxed); }
 
 PrefetchRing::PrefetchRing(int slots, int batch_size, const Batch& shape, SlotAllocator allocate)
     : pool_(BufferLayout(shape.sample_bytes(), batch_size).total, static_cast<size_t>(slots) + 2,
@@ -138,11 +117,11 @@ Status PrefetchRing::Take(uint64_t index, std::shared_ptr<const Batch>* lease,
   lease->reset();
   const size_t i = index % slots_.size();
   Slot& s = slots_[i];
-  const uint64_t t0 = NowNs();
+  const uint64_t t0 = MonotonicNs();
   std::unique_lock<std::mutex> lock(mu_);
   consumer_cv_.wait(lock,
                     [&] { return stop_ || (state_[i] == State::kReady && s.index == index); });
-  if (waited_ns != nullptr) *waited_ns = NowNs() - t0;
+  if (waited_ns != nullptr) *waited_ns = MonotonicNs() - t0;
   if (stop_) return Status::Aborted("loader stopped");
   state_[i] = State::kFree;
   Status status = s.status;

@@ -26,6 +26,7 @@
 #include <mutex>
 #include <vector>
 
+#include "base/recycler.h"
 #include "base/status.h"
 #include "image/image.h"
 
@@ -64,15 +65,11 @@ class BufferPool {
   uint64_t allocations() const;  // buffers obtained from the allocator so far
 
  private:
-  struct State {
-    std::mutex mu;
-    std::vector<std::shared_ptr<uint8_t>> idle;
-    size_t keep = 0;
-    uint64_t allocations = 0;
-  };
   size_t bytes_;
   SlotAllocator allocate_;
-  std::shared_ptr<State> state_;  // shared with the deleters of outstanding buffers
+  std::atomic<uint64_t> allocations_{0};
+  // Shared with the deleters of outstanding buffers (a lease may outlive the pool).
+  std::shared_ptr<Recycler<std::shared_ptr<uint8_t>>> idle_;
 };
 
 class PrefetchRing {

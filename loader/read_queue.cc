@@ -1,7 +1,8 @@
 #include "loader/read_queue.h"
 
 #include <algorithm>
-#include <chrono>
+
+#include "base/clock.h"
 
 namespace shardkit {
 
@@ -75,12 +76,11 @@ void ReadQueue::Run() {
     const uint64_t generation = generation_;
     lock.unlock();
 
-    const auto t0 = std::chrono::steady_clock::now();
+    const uint64_t t0 = MonotonicNs();
     std::string_view payload;
     Status s = ds_->shard(static_cast<uint32_t>(key >> 32))
                    .ReadRecord(static_cast<uint32_t>(key), &scratch, &payload);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds = double(MonotonicNs() - t0) * 1e-9;
 
     lock.lock();
     --in_flight_;

@@ -1,7 +1,6 @@
 #include "loader/record_source.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "base/system.h"
 #include "loader/loader.h"
@@ -20,12 +19,6 @@ constexpr uint64_t kQueueAheadBatches = 2;
 // again to notice when storage turns slow.
 constexpr double kFastReadSeconds = 250e-6;
 constexpr uint64_t kProbeEvery = 8;
-
-uint64_t LoaderNowNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
 
 Result<std::unique_ptr<RecordSource>> RecordSource::Open(const std::string& dir,
                                                          const LoaderOptions& o) {
@@ -103,10 +96,10 @@ void RecordSource::Prepare(const std::vector<BatchSpan>& spans) {
 
 void RecordSource::WarmBlock(size_t j, Cursor& c) {
   bool decompressed = false;
-  const uint64_t t0 = LoaderNowNs();
+  const uint64_t t0 = MonotonicNs();
   auto b = cache_->Get(warm_[j].first, warm_[j].second, &c.scratch, &decompressed);
   if (decompressed) {
-    c.decompress_ns.fetch_add(LoaderNowNs() - t0, std::memory_order_relaxed);
+    c.decompress_ns.fetch_add(MonotonicNs() - t0, std::memory_order_relaxed);
     c.bytes.fetch_add(ds_->shard(warm_[j].first).block(warm_[j].second).stored_size,
                       std::memory_order_relaxed);
   }
@@ -115,11 +108,11 @@ void RecordSource::WarmBlock(size_t j, Cursor& c) {
 Status RecordSource::FillMemo(Cursor& c, uint32_t shard, uint32_t block, uint64_t key,
                               Cursor::Memo* m) {
   bool decompressed = false;
-  const uint64_t t0 = LoaderNowNs();
+  const uint64_t t0 = MonotonicNs();
   m->block = cache_->Get(shard, block, &c.scratch, &decompressed);
   m->key = key;
   if (decompressed) {
-    c.decompress_ns.fetch_add(LoaderNowNs() - t0, std::memory_order_relaxed);
+    c.decompress_ns.fetch_add(MonotonicNs() - t0, std::memory_order_relaxed);
     c.bytes.fetch_add(ds_->shard(shard).block(block).stored_size, std::memory_order_relaxed);
   }
   if (m->block->status.ok()) return Status::OK();

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "loader/block_cache.h"
 #include "loader/read_queue.h"
@@ -183,8 +184,6 @@ class RecordSource {
   std::vector<LiveWindow> live_, spare_live_;
 };
 
-uint64_t LoaderNowNs();
-
 // The common case, a record of a block the cursor's memo holds, is inline in
 // the workers' loop; a stored record or a memo miss calls out of line.
 template <typename BeforeReuse>
@@ -214,16 +213,16 @@ __attribute__((noinline)) Status RecordSource::FetchSlow(Cursor& c, const Sample
   const format::RecordEntry& e = r.record(l.local);
   before_reuse();
   if (r.block(e.block).codec == static_cast<uint32_t>(format::Codec::kStored)) {
-    const uint64_t t0 = LoaderNowNs();
+    const uint64_t t0 = MonotonicNs();
     Status s;
     if (queue_ && queue_->Take(l.shard, l.local, &c.queued, &s)) {  // read ahead (or waited for)
-      c.read_ns.fetch_add(LoaderNowNs() - t0, std::memory_order_relaxed);
+      c.read_ns.fetch_add(MonotonicNs() - t0, std::memory_order_relaxed);
       c.bytes.fetch_add(e.length, std::memory_order_relaxed);
       if (s.ok()) *payload = std::string_view(c.queued.data(), c.queued.size());
       return s;
     }
     s = r.ReadRecord(l.local, &c.scratch, payload);
-    c.read_ns.fetch_add(LoaderNowNs() - t0, std::memory_order_relaxed);
+    c.read_ns.fetch_add(MonotonicNs() - t0, std::memory_order_relaxed);
     c.bytes.fetch_add(e.length, std::memory_order_relaxed);
     return s;
   }

@@ -71,7 +71,7 @@ Status SampleDecoder::DecodeRaw(std::string_view payload, uint8_t* out) const {
 
 Status SampleDecoder::DecodeJpeg(State& st, std::string_view payload, uint64_t epoch,
                                  uint64_t position, uint8_t* out) const {
-  const uint64_t t0 = LoaderNowNs();
+  const uint64_t t0 = MonotonicNs();
   CropDecision crop;
   DecodeRequest req;
   req.choose_crop = [&](int w, int h) {
@@ -84,10 +84,10 @@ Status SampleDecoder::DecodeJpeg(State& st, std::string_view payload, uint64_t e
   req.fast = transform_.kind == TransformKind::kTrain;  // random crops: speed over the last bit
   SK_RETURN_IF_ERROR(st.jpeg.Decode(reinterpret_cast<const uint8_t*>(payload.data()),
                                     payload.size(), req, &st.region));
-  const uint64_t t1 = LoaderNowNs();
+  const uint64_t t1 = MonotonicNs();
   st.decode_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
   Resample(st.region.image, st.region.crop, width_, height_, crop.flip, out, &st.resample, layout_);
-  st.transform_ns.fetch_add(LoaderNowNs() - t1, std::memory_order_relaxed);
+  st.transform_ns.fetch_add(MonotonicNs() - t1, std::memory_order_relaxed);
   return Status::OK();
 }
 
