@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/names.h"
+
 namespace shardkit {
 
 // Interleaved 8-bit pixels, rows packed (stride = width * channels).
@@ -29,6 +31,8 @@ struct RectF {
 // How an image's (or a batch's) channels are stored: planar (C x H x W per
 // image, PyTorch's default) or interleaved (H x W x C, channels-last).
 enum class Layout { kNCHW, kNHWC };
+inline constexpr EnumName<Layout> kLayoutNames[] = {{Layout::kNCHW, "NCHW"},
+                                                    {Layout::kNHWC, "NHWC"}};
 
 // Per-thread scratch for Resample (coefficient tables, intermediate passes).
 struct ResampleScratch {

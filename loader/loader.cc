@@ -1,75 +1,42 @@
-// Loader: the facade that wires RecordSource -> SampleDecoder -> PrefetchRing.
-// The producer thread claims free slots, has the source prepare their reads,
-// fills them on the OpenMP team (one path for JPEG and raw records), applies
-// the corrupt policy, and publishes them.
+// Loader: the facade. Opens the stages (RecordSource, SampleDecoder,
+// CorruptSamples, BatchFiller, PrefetchRing) from the options, runs the
+// producer thread that claims ring slots and has the filler fill them, and
+// hands batches to the consumer.
 #include "loader/loader.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <mutex>
 #include <thread>
 
-#include "base/openmp.h"
 #include "base/system.h"
-#include "loader/record_source.h"
+#include "loader/batch_filler.h"
 #include "loader/sample_decoder.h"
 
 namespace shardkit {
-namespace {
-
-constexpr size_t kParallelCopyBytes = 128 << 10;
-constexpr size_t kMaxCorruptMessages = 10;
-// A prime: replacements for skipped samples spread over the rank's samples.
-constexpr uint64_t kReplacementStride = 7919;
-// Full shuffle: raw records smaller than this are not read ahead one by one.
-constexpr size_t kReadAheadMinRecordBytes = 16 << 10;
-// Samples fetched ahead of the one being decoded, so that their bytes are on
-// their way to the CPU cache (raw records: the copies are the cost, and
-// their sources are scattered).
-constexpr int kFetchAhead = 4;
-
-}  // namespace
 
 struct Loader::Impl {
   LoaderOptions opt;
   std::unique_ptr<RecordSource> source;
   SampleDecoder decoder;
+  std::unique_ptr<CorruptSamples> corrupt;
   std::unique_ptr<PrefetchRing> ring;
-  std::vector<std::unique_ptr<SampleDecoder::State>> decode_states;
-  std::vector<std::vector<SampleLocation>> where;  // per worker: a range's locations
-
-  // One batch being filled.
-  struct Job {
-    PrefetchRing::Slot* slot;
-    uint64_t k;     // batch index
-    uint64_t base;  // the rank's first sample index of the batch
-    int n;          // samples
-  };
-  struct Item {
-    int job, i0, i1;  // samples [i0, i1) of jobs[job]
-  };
-  std::vector<Job> jobs;
-  std::vector<BatchSpan> spans;
-  std::vector<Item> items;
-  std::vector<PrefetchRing::Slot*> claimed;
+  std::unique_ptr<BatchFiller> filler;
 
   // Epoch state: written only while no producer runs.
   uint64_t epoch = 0;
   bool started = false;
   std::thread producer;
+  std::vector<PrefetchRing::Slot*> claimed;
+  std::vector<BatchFiller::Job> jobs;
   // Consumer state.
   uint64_t next_batch = 0;
   Status error;                       // sticky until StartEpoch
   std::shared_ptr<const Batch> held;  // Next(const Batch**)'s lease
-
-  std::atomic<uint64_t> wait_ns{0}, samples{0}, batches{0}, skipped{0};
-  mutable std::mutex msg_mu;
-  std::vector<std::string> messages;
+  std::atomic<uint64_t> wait_ns{0};
 
   const Partition& part() const { return source->partition(); }
-  bool stopping() const { return ring->stopped(); }
 
   void StopProducer() {
     ring->Stop();
@@ -77,190 +44,26 @@ struct Loader::Impl {
     ring->Reset();
   }
 
+  // Claims the slots of the next batches, fills them, publishes them; a
+  // failed batch is published (the consumer gets its error) and ends the epoch.
   void ProducerLoop(uint64_t first) {
     const uint64_t end = part().batches;
     for (uint64_t k = first; k < end;) {
-      // Raw records: wait until half the ring is free and fill those slots
-      // in one parallel region, so that the team's wake-up (tens of
-      // microseconds, as long as copying a batch of 28x28 records) is paid
-      // once for several batches, while the other half stays ready for the
-      // consumer. JPEG batches are long enough to fill one at a time.
-      const uint64_t want =
-          std::min<uint64_t>(end - k, decoder.jpeg() ? 1 : std::max<size_t>(1, ring->size() / 2));
+      const uint64_t want = std::min(end - k, filler->batches_per_fill(ring->size()));
       if (!ring->Claim(k, want, end, &claimed)) return;
       jobs.clear();
       for (PrefetchRing::Slot* s : claimed) {
-        jobs.push_back(Job{s, s->index, s->index * part().batch_size,
-                           static_cast<int>(part().BatchLength(s->index))});
+        jobs.push_back(BatchFiller::Job{s, s->index, s->index * part().batch_size,
+                                        static_cast<int>(part().BatchLength(s->index))});
       }
-      FillMany();
-      for (const Job& job : jobs) {
+      filler->Fill(epoch, &jobs);
+      for (const BatchFiller::Job& job : jobs) {
         const bool failed = !job.slot->status.ok();
         if (!ring->Publish(job.slot)) return;
-        if (failed) return;  // the consumer gets the error at this batch
+        if (failed) return;
       }
       k += jobs.size();
     }
-  }
-
-  // Fetches and decodes the rank's `local_index`-th sample into sample slot i.
-  Status LoadSample(int worker, uint64_t local_index, PrefetchRing::Slot* slot, int i) {
-    const SampleLocation l = source->Locate(local_index);
-    std::string_view payload;
-    SK_RETURN_IF_ERROR(source->Fetch(source->cursor(worker), l, &payload, [] {}));
-    return Emit(worker, l, payload, slot, i);
-  }
-
-  Status Emit(int worker, const SampleLocation& l, std::string_view payload,
-              PrefetchRing::Slot* slot, int i) {
-    slot->batch.labels[i] = source->label(l);
-    slot->batch.sample_ids[i] = l.record;
-    uint8_t* out = slot->batch.data + static_cast<size_t>(i) * decoder.sample_bytes();
-    Status s = decoder.Decode(*decode_states[worker], payload, epoch, l.position, out);
-    if (!s.ok()) return Status::Corruption(source->Where(l) + ": " + s.message());
-    return Status::OK();
-  }
-
-  // Samples [i0, i1) of a batch. Fetches run kFetchAhead samples ahead of
-  // decoding, with each payload's first bytes prefetched into the CPU cache;
-  // a payload stays valid until the source is about to reuse what it points
-  // into (once per block, or per stored record), so pending ones are decoded
-  // first then.
-  void LoadRange(int worker, const Job& job, int i0, int i1) {
-    RecordSource::Cursor& c = source->cursor(worker);
-    PrefetchRing::Slot* slot = job.slot;
-    std::vector<SampleLocation>& locs = where[worker];
-    locs.resize(static_cast<size_t>(i1 - i0));
-    for (int i = i0; i < i1; ++i) {
-      locs[i - i0] = source->Locate(job.base + i);
-      source->TouchIndex(locs[i - i0]);
-    }
-    struct Pending {
-      int i;
-      std::string_view payload;
-    } pending[kFetchAhead];
-    int head = 0, count = 0;
-    auto decode_one = [&] {
-      const Pending& p = pending[head];
-      slot->sample_status[p.i] = Emit(worker, locs[p.i - i0], p.payload, slot, p.i);
-      head = (head + 1) % kFetchAhead;
-      --count;
-    };
-    const size_t touch = decoder.jpeg() ? 256 : decoder.sample_bytes();
-    for (int i = i0; i < i1; ++i) {
-      if (stopping()) {
-        slot->sample_status[i] = Status::Aborted("loader stopped");
-        continue;
-      }
-      std::string_view payload;
-      Status s = source->Fetch(c, locs[i - i0], &payload, [&] {
-        while (count > 0) decode_one();
-      });
-      if (!s.ok()) {
-        slot->sample_status[i] = std::move(s);
-        continue;
-      }
-      for (size_t off = 0; off < std::min(touch, payload.size()); off += 64) {
-        __builtin_prefetch(payload.data() + off);
-      }
-      if (count == kFetchAhead) decode_one();
-      pending[(head + count) % kFetchAhead] = Pending{i, payload};
-      ++count;
-    }
-    while (count > 0) decode_one();
-  }
-
-  void FillMany() {
-    spans.clear();
-    int total = 0;
-    for (const Job& job : jobs) {
-      job.slot->status = Status::OK();
-      job.slot->sample_status.assign(job.n, Status::OK());
-      spans.push_back(BatchSpan{job.k, job.base, job.n});
-      total += job.n;
-    }
-    source->Prepare(spans);
-    const int nwarm = static_cast<int>(source->blocks_to_warm());
-    // Work items: raw samples are cheap, handed out in chunks; JPEGs one at a time.
-    items.clear();
-    for (size_t j = 0; j < jobs.size(); ++j) {
-      const int n = jobs[j].n;
-      const int chunk = decoder.jpeg() ? 1 : std::max(1, n / (4 * opt.workers));
-      for (int i0 = 0; i0 < n; i0 += chunk)
-        items.push_back(Item{static_cast<int>(j), i0, std::min(n, i0 + chunk)});
-    }
-    const int nitems = static_cast<int>(items.size());
-    // Waking the team costs tens of microseconds: more than copying a batch
-    // of small raw records takes. Such work, with at most one block to
-    // decompress, is done by this thread alone; the team is woken for JPEG
-    // decoding, for several blocks to decompress, or for large copies.
-    const bool small_copy =
-        !decoder.jpeg() && total * decoder.sample_bytes() < kParallelCopyBytes && nwarm <= 1;
-    [[maybe_unused]] const int team = small_copy ? 1 : opt.workers;
-#pragma omp parallel num_threads(team)
-    {
-      const int w = omp_get_thread_num();
-#pragma omp for schedule(dynamic, 1)
-      for (int j = 0; j < nwarm; ++j) {
-        if (!stopping()) source->WarmBlock(static_cast<size_t>(j), source->cursor(w));
-      }
-#pragma omp for schedule(dynamic, 1)
-      for (int it = 0; it < nitems; ++it) {
-        const Item& item = items[it];
-        const Job& job = jobs[item.job];
-        try {
-          LoadRange(w, job, item.i0, item.i1);
-        } catch (const std::exception& e) {  // nothing may leave an OpenMP region
-          for (int i = item.i0; i < item.i1; ++i) {
-            job.slot->sample_status[i] = Status::IOError(std::string("loader worker: ") + e.what());
-          }
-        }
-      }
-    }
-    for (const Job& job : jobs) {
-      Finish(job);
-      if (!job.slot->status.ok()) break;  // batches after a failed one are never published
-    }
-  }
-
-  void NoteSkip(const Status& s) {
-    skipped.fetch_add(1);
-    std::lock_guard<std::mutex> lock(msg_mu);
-    if (messages.size() < kMaxCorruptMessages) messages.push_back(s.message());
-  }
-
-  // After the region: fail, or replace corrupt samples and count them.
-  void Finish(const Job& job) {
-    PrefetchRing::Slot* slot = job.slot;
-    for (int i = 0; i < job.n; ++i) {
-      Status s = slot->sample_status[i];
-      for (uint64_t attempt = 1; !s.ok(); ++attempt) {
-        if (stopping() || s.IsAborted()) {
-          slot->status = Status::Aborted("loader stopped");
-          return;
-        }
-        if (opt.corrupt_policy == CorruptPolicy::kFail || !s.IsCorruption()) {
-          slot->status = s;
-          return;
-        }
-        NoteSkip(s);
-        if (skipped.load() > opt.skip_budget) {
-          slot->status = Status::Corruption(
-              "more than " + std::to_string(opt.skip_budget) +
-              " corrupt samples skipped (the skip budget); last: " + s.message());
-          return;
-        }
-        const uint64_t replacement =
-            (job.base + i + attempt * kReplacementStride) % part().per_rank;
-        s = LoadSample(0, replacement, slot, i);
-      }
-    }
-    slot->batch.epoch = epoch;
-    slot->batch.index = job.k;
-    slot->batch.size = job.n;
-    slot->batch.real_size = static_cast<int>(part().BatchRealLength(job.k));
-    samples.fetch_add(job.n);
-    batches.fetch_add(1);
   }
 };
 
@@ -304,7 +107,7 @@ Status ValidateLoaderOptions(const LoaderOptions& o) {
     return bad("CenterCrop " + std::to_string(t.out_height()) + "x" +
                std::to_string(t.out_width()) + " is larger than the Resize before it");
   }
-  if (!std::isfinite(t.flip_prob) || t.flip_prob > 1) {
+  if (!(t.flip_prob == -1 || (t.flip_prob >= 0 && t.flip_prob <= 1))) {  // -1: the default
     return bad("flip probability must be in [0, 1]");
   }
   auto finite = [](double v) { return std::isfinite(v); };
@@ -327,12 +130,24 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
   auto impl = std::make_unique<Impl>();
   Impl& d = *impl;
   d.opt = options;
-  SK_ASSIGN_OR_RETURN(d.source, RecordSource::Open(dir, options));
+  RecordSourceOptions so;
+  so.rank = options.rank;
+  so.world_size = options.world_size;
+  so.batch_size = static_cast<uint64_t>(options.batch_size);
+  so.drop_last = options.drop_last;
+  so.seed = options.seed;
+  so.shuffle = options.shuffle;
+  so.block_window = options.block_window;
+  so.block_cache_bytes = options.block_cache_bytes;
+  so.mmap = options.mmap;
+  so.direct_reads = options.direct_reads;
+  so.read_depth = options.read_depth;
+  so.read_ahead_bytes = options.read_ahead_bytes;
+  so.workers = options.workers;
+  SK_ASSIGN_OR_RETURN(d.source, RecordSource::Open(dir, so));
   SK_ASSIGN_OR_RETURN(d.decoder,
                       SampleDecoder::Make(d.source->dataset().manifest().record, options.transform,
                                           options.layout, options.seed, dir));
-  d.source->set_read_ahead_records(d.decoder.jpeg() ||
-                                   d.decoder.sample_bytes() >= kReadAheadMinRecordBytes);
   // The ring is allocated as it fills: refuse what this machine cannot hold
   // (the slots and the batch the consumer holds).
   const size_t sample_bytes = d.decoder.sample_bytes();
@@ -348,10 +163,6 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
                   memory / 1e9);
     return Status::InvalidArgument(buf);
   }
-  for (int w = 0; w < options.workers; ++w) {
-    d.decode_states.push_back(std::make_unique<SampleDecoder::State>());
-  }
-  d.where.resize(static_cast<size_t>(options.workers));
   Batch shape;
   shape.channels = d.decoder.channels();
   shape.height = d.decoder.height();
@@ -359,6 +170,10 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
   shape.layout = options.layout;
   d.ring = std::make_unique<PrefetchRing>(options.prefetch, options.batch_size, shape,
                                           options.allocator);
+  d.corrupt = std::make_unique<CorruptSamples>(options.corrupt_policy, options.skip_budget,
+                                               d.part().per_rank);
+  d.filler = std::make_unique<BatchFiller>(d.source.get(), &d.decoder, d.corrupt.get(),
+                                           options.workers, &d.ring->stop_flag());
   return std::unique_ptr<Loader>(new Loader(std::move(impl)));
 }
 
@@ -424,44 +239,61 @@ int Loader::width() const { return impl_->decoder.width(); }
 const Manifest& Loader::manifest() const { return impl_->source->dataset().manifest(); }
 ShuffleMode Loader::shuffle_mode() const { return impl_->source->mode(); }
 
+LoaderState Loader::state() const {
+  const Impl& d = *impl_;
+  LoaderState s;
+  s.epoch = d.epoch;
+  s.batch = d.next_batch;
+  if (d.started && s.batch >= d.part().batches) {  // read to its end: the next epoch's start
+    ++s.epoch;
+    s.batch = 0;
+  }
+  s.seed = d.opt.seed;
+  s.world_size = static_cast<uint64_t>(d.opt.world_size);
+  s.batch_size = static_cast<uint64_t>(d.opt.batch_size);
+  s.records = d.source->dataset().num_records();
+  s.drop_last = d.opt.drop_last;
+  s.shuffle = ShuffleModeName(d.source->mode());
+  s.block_window = d.source->mode() == ShuffleMode::kBlockLocal ? d.source->window() : 0;
+  s.transform = d.decoder.jpeg() ? TransformSignature(d.opt.transform) : "raw";
+  return s;
+}
+
+Status Loader::Restore(const LoaderState& saved) {
+  SK_RETURN_IF_ERROR(CheckResumable(saved, state(), batches_per_epoch()));
+  return StartEpoch(saved.epoch, saved.batch);
+}
+
 LoaderStats Loader::stats() const {
   const Impl& d = *impl_;
   LoaderStats s;
-  for (int w = 0; w < d.source->workers(); ++w) {
-    const RecordSource::Cursor& c = d.source->cursor(w);
-    const SampleDecoder::State& st = *d.decode_states[w];
-    s.read_s += c.read_ns.load() * 1e-9;
-    s.decompress_s += c.decompress_ns.load() * 1e-9;
-    s.decode_s += st.decode_ns.load() * 1e-9;
-    s.transform_s += st.transform_ns.load() * 1e-9;
-    s.bytes_read += c.bytes.load();
-  }
+  const RecordSourceStats r = d.source->stats();
+  s.read_s = r.read_s;
+  s.decompress_s = r.decompress_s;
+  s.bytes_read = r.bytes;
+  const BatchFillerStats f = d.filler->stats();
+  s.decode_s = f.decode_s;
+  s.transform_s = f.transform_s;
+  s.samples = f.samples;
+  s.batches = f.batches;
   s.wait_s = d.wait_ns.load() * 1e-9;
-  s.samples = d.samples.load();
-  s.batches = d.batches.load();
-  s.corrupt_skipped = d.skipped.load();
-  if (const ReadQueue* q = d.source->read_queue()) {
-    const ReadQueueStats r = q->stats();
-    s.queued_reads = r.reads;
-    s.mean_reads_in_flight = r.mean_in_flight();
-    s.peak_reads_in_flight = r.peak_in_flight;
-    s.mean_read_latency_s = r.mean_latency_s();
-    s.peak_read_ahead_bytes = r.peak_bytes;
+  s.corrupt_skipped = d.corrupt->skipped();
+  s.corrupt_messages = d.corrupt->messages();
+  if (r.queued) {
+    s.queued_reads = r.queue.reads;
+    s.mean_reads_in_flight = r.queue.mean_in_flight();
+    s.peak_reads_in_flight = r.queue.peak_in_flight;
+    s.mean_read_latency_s = r.queue.mean_latency_s();
+    s.peak_read_ahead_bytes = r.queue.peak_bytes;
   }
-  std::lock_guard<std::mutex> lock(d.msg_mu);
-  s.corrupt_messages = d.messages;
   return s;
 }
 
 void Loader::ResetStats() {
   Impl& d = *impl_;
-  for (int w = 0; w < d.source->workers(); ++w) {
-    RecordSource::Cursor& c = d.source->cursor(w);
-    c.read_ns = c.decompress_ns = c.bytes = 0;
-    d.decode_states[w]->decode_ns = d.decode_states[w]->transform_ns = 0;
-  }
-  d.wait_ns = d.samples = d.batches = 0;
-  d.source->ResetReadStats();
+  d.source->ResetStats();
+  d.filler->ResetStats();
+  d.wait_ns = 0;
 }
 
 }  // namespace shardkit

@@ -8,9 +8,11 @@
 // that an uninterrupted epoch e would have.
 //
 // Structure: a RecordSource (which bytes: sampler, shard reads, block cache,
-// read-ahead) feeds a SampleDecoder (bytes -> pixels) on an OpenMP team led by
-// one producer thread, which publishes batches into a PrefetchRing; the
-// consumer takes them as leases.
+// read-ahead) feeds a SampleDecoder (bytes -> pixels); a BatchFiller runs
+// them on an OpenMP team for the batches one producer thread claims from a
+// PrefetchRing, settling failed samples with CorruptSamples (the corrupt
+// policy); the consumer takes batches from the ring as leases. The Loader
+// only wires these and reports their figures.
 //
 // Threading: Next() and StartEpoch() must be called from one consumer thread;
 // the other methods are safe from any thread.
@@ -22,18 +24,15 @@
 #include <vector>
 
 #include "base/status.h"
+#include "loader/corrupt_policy.h"
+#include "loader/loader_state.h"
 #include "loader/prefetch_ring.h"
+#include "loader/record_source.h"
 #include "loader/sampler.h"
 #include "loader/transforms.h"
 #include "shard/dataset.h"
 
 namespace shardkit {
-
-enum class CorruptPolicy {
-  kFail,  // the batch's error is returned by Next(), naming shard and record
-  kSkip,  // replace the sample by another of the rank's samples, count it, and
-          // fail once more than `skip_budget` samples were skipped
-};
 
 struct LoaderOptions {
   int rank = 0;
@@ -70,7 +69,7 @@ struct LoaderOptions {
   // a few KB then costs its bytes rounded to sectors, not whole pages. kAuto
   // does so when the dataset is larger than the memory available for the
   // page cache, where caching it is futile; smaller datasets keep the cache.
-  enum class DirectReads { kAuto, kAlways, kNever };
+  using DirectReads = shardkit::DirectReads;
   DirectReads direct_reads = DirectReads::kAuto;
   // Reads kept in flight ahead of the decoders (ReadQueue: a pool of I/O
   // threads), for stored records (JPEGs, large raw records) in every shuffle
@@ -133,6 +132,12 @@ class Loader {
   // in a new loader with the same options continues exactly from here.
   uint64_t epoch() const;
   uint64_t next_batch() const;
+  // The same with what decides the batches (LoaderState); an epoch read to
+  // its end is (epoch + 1, 0).
+  LoaderState state() const;
+  // Checks `saved` against this loader (CheckResumable: InvalidArgument
+  // naming what differs) and starts its epoch at its batch.
+  Status Restore(const LoaderState& saved);
 
   uint64_t batches_per_epoch() const;
   uint64_t samples_per_epoch() const;       // this rank's

@@ -104,6 +104,8 @@ class PrefetchRing {
   // Wakes and ends the producer's and consumer's waits (Claim returns false).
   void Stop();
   bool stopped() const { return stop_flag_.load(std::memory_order_relaxed); }
+  // The flag behind stopped(), for workers that poll it.
+  const std::atomic<bool>& stop_flag() const { return stop_flag_; }
   // With no producer running: every slot free, ready for a new epoch.
   void Reset();
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "base/system.h"
-#include "loader/loader.h"
 
 namespace shardkit {
 
@@ -21,7 +20,7 @@ constexpr double kFastReadSeconds = 250e-6;
 constexpr uint64_t kProbeEvery = 8;
 
 Result<std::unique_ptr<RecordSource>> RecordSource::Open(const std::string& dir,
-                                                         const LoaderOptions& o) {
+                                                         const RecordSourceOptions& o) {
   std::unique_ptr<RecordSource> src(new RecordSource());
   RecordSource& d = *src;
   SK_ASSIGN_OR_RETURN(d.ds_, Dataset::Open(dir));  // mapped below once the access pattern is known
@@ -43,8 +42,6 @@ Result<std::unique_ptr<RecordSource>> RecordSource::Open(const std::string& dir,
   d.max_warm_ = std::max<uint64_t>(o.workers, cache_blocks / 3);
   d.workers_ = o.workers;
   d.seed_ = o.seed;
-  d.read_depth_ = o.read_depth;
-  d.read_ahead_bytes_ = o.read_ahead_bytes;
   // What the page cache could hold: decides the shuffle (auto) and O_DIRECT.
   const uint64_t memory_available = AvailableMemoryBytes();
   d.mode_ = o.shuffle;
@@ -58,19 +55,70 @@ Result<std::unique_ptr<RecordSource>> RecordSource::Open(const std::string& dir,
   // and in-order reading is sequential within a shard and wants read-ahead.
   if (o.mmap && d.mode_ != ShuffleMode::kFull) SK_RETURN_IF_ERROR(d.ds_->Map());
   if (d.mode_ == ShuffleMode::kFull &&
-      (o.direct_reads == LoaderOptions::DirectReads::kAlways ||
-       (o.direct_reads == LoaderOptions::DirectReads::kAuto && m.bytes() > memory_available))) {
+      (o.direct_reads == DirectReads::kAlways ||
+       (o.direct_reads == DirectReads::kAuto && m.bytes() > memory_available))) {
     // Where a filesystem has no O_DIRECT, its reads stay buffered.
     d.direct_ = d.ds_->EnableDirectReads();
   }
   d.ds_->Advise(d.mode_ == ShuffleMode::kFull ? RandomAccessFile::Access::kRandom
                                               : RandomAccessFile::Access::kSequential);
   SK_ASSIGN_OR_RETURN(d.part_, Partition::Make(d.ds_->num_records(), o.rank, o.world_size,
-                                               static_cast<uint64_t>(o.batch_size), o.drop_last,
+                                               o.batch_size, o.drop_last,
                                                /*strided=*/d.mode_ != ShuffleMode::kBlockLocal));
   d.cache_ = std::make_unique<BlockCache>(d.ds_.get(), o.block_cache_bytes);
   for (int w = 0; w < o.workers; ++w) d.cursors_.push_back(std::make_unique<Cursor>());
+  // Records worth a read each (the bytes of a JPEG to decode, or of a large
+  // raw record to copy) are read ahead one by one; small raw records, whose
+  // copy costs less than a hint's system call, are not.
+  const RecordFormat& f = m.record;
+  d.read_ahead_records_ =
+      f.kind == format::RecordKind::kJpeg ||
+      (f.kind == format::RecordKind::kRawU8 && f.raw_record_size() >= kReadAheadMinRecordBytes);
+  if (d.read_ahead_records_ && !d.compressed_ && o.read_depth > 0)
+    d.queue_ = std::make_unique<ReadQueue>(d.ds_.get(), o.read_depth, o.read_ahead_bytes);
   return src;
+}
+
+RecordSourceStats RecordSource::stats() const {
+  RecordSourceStats s;
+  for (const auto& c : cursors_) {
+    s.read_s += c->read_ns.load() * 1e-9;
+    s.decompress_s += c->decompress_ns.load() * 1e-9;
+    s.bytes += c->bytes.load();
+  }
+  if (queue_) {
+    s.queued = true;
+    s.queue = queue_->stats();
+  }
+  return s;
+}
+
+void RecordSource::ResetStats() {
+  for (auto& c : cursors_) c->read_ns = c->decompress_ns = c->bytes = 0;
+  if (queue_) queue_->ResetStats();
+}
+
+Status RecordSource::FetchSlow(Cursor& c, const SampleLocation& l, std::string_view* payload) {
+  const ShardReader& r = ds_->shard(l.shard);
+  const format::RecordEntry& e = r.record(l.local);
+  if (r.block(e.block).codec == static_cast<uint32_t>(format::Codec::kStored)) {
+    Cursor::StoredBuffer& buf = c.stored[c.next_stored++ % kLivePayloads];
+    const uint64_t t0 = MonotonicNs();
+    Status s;
+    if (!queue_ || !queue_->Take(l.shard, l.local, &buf.queued, &s)) {
+      s = r.ReadRecord(l.local, &buf.scratch, payload);
+    } else if (s.ok()) {  // read ahead by the queue (or waited for)
+      *payload = std::string_view(buf.queued.data(), buf.queued.size());
+    }
+    c.read_ns.fetch_add(MonotonicNs() - t0, std::memory_order_relaxed);
+    c.bytes.fetch_add(e.length, std::memory_order_relaxed);
+    return s;
+  }
+  const uint64_t key = BlockCache::MakeKey(l.shard, e.block);
+  Cursor::Memo& m = c.memo[MemoSlot(key)];
+  SK_RETURN_IF_ERROR(FillMemo(c, l.shard, e.block, key, &m));
+  *payload = m.block->view().substr(e.offset, e.length);
+  return Status::OK();
 }
 
 void RecordSource::StartEpoch(uint64_t epoch, uint64_t start_batch) {
@@ -107,6 +155,8 @@ void RecordSource::WarmBlock(size_t j, Cursor& c) {
 
 Status RecordSource::FillMemo(Cursor& c, uint32_t shard, uint32_t block, uint64_t key,
                               Cursor::Memo* m) {
+  // The block this slot held may still be under a payload: retired, not freed.
+  if (m->block) c.retired[c.next_retired++ % kLivePayloads] = std::move(m->block);
   bool decompressed = false;
   const uint64_t t0 = MonotonicNs();
   m->block = cache_->Get(shard, block, &c.scratch, &decompressed);
@@ -196,6 +246,7 @@ void RecordSource::ScheduleBlocks(uint64_t k) {
 // plus every block a memo still remembers.
 void RecordSource::ReleaseEvicted() {
   for (auto& c : cursors_) {
+    for (auto& b : c->retired) b.reset();  // no payload lives across a Prepare
     for (Cursor::Memo& m : c->memo) {
       if (m.block && m.block->evicted.load(std::memory_order_relaxed)) {
         m.block.reset();

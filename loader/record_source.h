@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/names.h"
 #include "base/status.h"
 #include "loader/block_cache.h"
 #include "loader/read_queue.h"
@@ -30,7 +31,36 @@
 
 namespace shardkit {
 
-struct LoaderOptions;
+// Full shuffle: read records with O_DIRECT (see RecordSourceOptions).
+enum class DirectReads { kAuto, kAlways, kNever };
+inline constexpr EnumName<DirectReads> kDirectReadsNames[] = {
+    {DirectReads::kAuto, "auto"}, {DirectReads::kAlways, "on"}, {DirectReads::kNever, "off"}};
+
+// How a rank reads its share of a dataset (the loader's options that concern
+// bytes; LoaderOptions documents each).
+struct RecordSourceOptions {
+  int rank = 0;
+  int world_size = 1;
+  uint64_t batch_size = 32;
+  bool drop_last = false;
+  uint64_t seed = 0;
+  ShuffleMode shuffle = ShuffleMode::kAuto;
+  uint32_t block_window = 32;
+  uint64_t block_cache_bytes = 1ull << 30;
+  bool mmap = true;
+  DirectReads direct_reads = DirectReads::kAuto;
+  int read_depth = 32;
+  uint64_t read_ahead_bytes = 64ull << 20;
+  int workers = 1;  // cursors: one per worker thread
+};
+
+// Seconds summed over workers, bytes read, and the read-ahead queue's figures.
+struct RecordSourceStats {
+  double read_s = 0, decompress_s = 0;
+  uint64_t bytes = 0;
+  bool queued = false;  // reads went through the read queue: `queue` holds its figures
+  ReadQueueStats queue;
+};
 
 // Batches [k, k + n) about to be filled: batch k's samples are the rank's
 // samples [base, base + size).
@@ -48,44 +78,52 @@ struct SampleLocation {
 
 class RecordSource {
  public:
-  // A worker's reading state: scratch buffer, the blocks it last used, counters.
+  // A payload from Fetch stays valid (unchanged, its memory held) during the
+  // next kLivePayloads - 1 Fetch calls with the same cursor, and until the
+  // next Prepare: a worker may keep that many payloads in flight, fetched
+  // ahead of the one it decodes. Stored records are read into the cursor's
+  // buffers in rotation, and a block a memo slot lets go of is retired into
+  // a ring of as many, never freed under a payload.
+  static constexpr int kLivePayloads = 5;
+
+  // A worker's reading state: buffers, the blocks it last used, counters.
   struct Cursor {
-    ReadScratch scratch;
+    ReadScratch scratch;  // block reads for decompression
     struct Memo {
       uint64_t key = ~uint64_t{0};
       std::shared_ptr<BlockCache::Block> block;
     };
     static constexpr size_t kMemoSlots = 32;
     Memo memo[kMemoSlots];
-    std::vector<char> queued;  // a record taken from the read queue
+    struct StoredBuffer {
+      ReadScratch scratch;       // a stored record read by the worker
+      std::vector<char> queued;  // or taken from the read queue
+    };
+    StoredBuffer stored[kLivePayloads];
+    std::shared_ptr<BlockCache::Block> retired[kLivePayloads];
+    unsigned next_stored = 0, next_retired = 0;
     std::atomic<uint64_t> read_ns{0}, decompress_ns{0}, bytes{0};
   };
 
-  // Opens the dataset for `options` (rank, shuffle, mmap, direct reads, cache
-  // size, workers): picks the shuffle mode and the read path.
+  // Opens the dataset for `options`: picks the shuffle mode and the read
+  // path, and whether records are read ahead one by one (JPEGs and raw
+  // records of kReadAheadMinRecordBytes or more: a read each is worth it).
   static Result<std::unique_ptr<RecordSource>> Open(const std::string& dir,
-                                                    const LoaderOptions& options);
+                                                    const RecordSourceOptions& options);
+  static constexpr size_t kReadAheadMinRecordBytes = 16 << 10;
 
   const Dataset& dataset() const { return *ds_; }
   const Partition& partition() const { return part_; }
   ShuffleMode mode() const { return mode_; }
   bool compressed() const { return compressed_; }
+  uint32_t window() const { return window_; }  // block-local: blocks per window
   Cursor& cursor(int worker) { return *cursors_[static_cast<size_t>(worker)]; }
   const Cursor& cursor(int worker) const { return *cursors_[static_cast<size_t>(worker)]; }
   int workers() const { return static_cast<int>(cursors_.size()); }
-  // The read-ahead queue, once reads go through it (null otherwise).
+  // The read-ahead queue, where reads go through it (null otherwise).
   const ReadQueue* read_queue() const { return queue_.get(); }
-  void ResetReadStats() {
-    if (queue_) queue_->ResetStats();
-  }
-  // Sets how many bytes a sample needs: decides whether records are read
-  // ahead one by one (JPEGs and large raw records only), and so whether the
-  // read queue's threads start. Before any epoch.
-  void set_read_ahead_records(bool on) {
-    read_ahead_records_ = on;
-    if (on && !compressed_ && read_depth_ > 0 && !queue_)
-      queue_ = std::make_unique<ReadQueue>(ds_.get(), read_depth_, read_ahead_bytes_);
-  }
+  RecordSourceStats stats() const;
+  void ResetStats();
 
   // A new epoch's order, starting at batch `start_batch`.
   void StartEpoch(uint64_t epoch, uint64_t start_batch);
@@ -114,13 +152,9 @@ class RecordSource {
     __builtin_prefetch(&ds_->shard(l.shard).record(l.local));
   }
 
-  // Fetches the record's payload into *payload (checksum verified). The
-  // payload stays valid until a later Fetch with the same cursor calls
-  // before_reuse(): just before the scratch is overwritten (stored records)
-  // or a memo slot lets go of its block (a memo miss).
-  template <typename BeforeReuse>
-  Status Fetch(Cursor& c, const SampleLocation& l, std::string_view* payload,
-               BeforeReuse before_reuse);
+  // Fetches the record's payload into *payload (checksum verified), valid
+  // as kLivePayloads says.
+  Status Fetch(Cursor& c, const SampleLocation& l, std::string_view* payload);
 
  private:
   RecordSource() = default;
@@ -131,9 +165,7 @@ class RecordSource {
     }
     return sampler_->RecordAt(position);
   }
-  template <typename BeforeReuse>
-  Status FetchSlow(Cursor& c, const SampleLocation& l, std::string_view* payload,
-                   BeforeReuse before_reuse);
+  Status FetchSlow(Cursor& c, const SampleLocation& l, std::string_view* payload);
   void PrepareWindows(const std::vector<BatchSpan>& spans);
   void ScheduleBlocks(uint64_t k);
   void ReadAhead(const std::vector<BatchSpan>& spans);
@@ -158,8 +190,6 @@ class RecordSource {
   uint32_t window_ = 1;
   uint64_t max_warm_ = 1;  // blocks decompressed ahead per batch, at most
   int workers_ = 1;
-  int read_depth_ = 0;
-  uint64_t read_ahead_bytes_ = 0;
   // Declared after ds_: destroyed (its threads joined) before the dataset.
   std::unique_ptr<ReadQueue> queue_;
   bool queue_fast_ = false;  // recent queued reads were faster than its hand-off
@@ -186,9 +216,7 @@ class RecordSource {
 
 // The common case, a record of a block the cursor's memo holds, is inline in
 // the workers' loop; a stored record or a memo miss calls out of line.
-template <typename BeforeReuse>
-inline Status RecordSource::Fetch(Cursor& c, const SampleLocation& l, std::string_view* payload,
-                                  BeforeReuse before_reuse) {
+inline Status RecordSource::Fetch(Cursor& c, const SampleLocation& l, std::string_view* payload) {
   const ShardReader& r = ds_->shard(l.shard);
   const format::RecordEntry& e = r.record(l.local);
   if (__builtin_expect(r.block(e.block).codec != static_cast<uint32_t>(format::Codec::kStored),
@@ -202,35 +230,7 @@ inline Status RecordSource::Fetch(Cursor& c, const SampleLocation& l, std::strin
       return Status::OK();
     }
   }
-  return FetchSlow(c, l, payload, before_reuse);
-}
-
-template <typename BeforeReuse>
-__attribute__((noinline)) Status RecordSource::FetchSlow(Cursor& c, const SampleLocation& l,
-                                                         std::string_view* payload,
-                                                         BeforeReuse before_reuse) {
-  const ShardReader& r = ds_->shard(l.shard);
-  const format::RecordEntry& e = r.record(l.local);
-  before_reuse();
-  if (r.block(e.block).codec == static_cast<uint32_t>(format::Codec::kStored)) {
-    const uint64_t t0 = MonotonicNs();
-    Status s;
-    if (queue_ && queue_->Take(l.shard, l.local, &c.queued, &s)) {  // read ahead (or waited for)
-      c.read_ns.fetch_add(MonotonicNs() - t0, std::memory_order_relaxed);
-      c.bytes.fetch_add(e.length, std::memory_order_relaxed);
-      if (s.ok()) *payload = std::string_view(c.queued.data(), c.queued.size());
-      return s;
-    }
-    s = r.ReadRecord(l.local, &c.scratch, payload);
-    c.read_ns.fetch_add(MonotonicNs() - t0, std::memory_order_relaxed);
-    c.bytes.fetch_add(e.length, std::memory_order_relaxed);
-    return s;
-  }
-  const uint64_t key = BlockCache::MakeKey(l.shard, e.block);
-  Cursor::Memo& m = c.memo[MemoSlot(key)];
-  SK_RETURN_IF_ERROR(FillMemo(c, l.shard, e.block, key, &m));
-  *payload = m.block->view().substr(e.offset, e.length);
-  return Status::OK();
+  return FetchSlow(c, l, payload);
 }
 
 }  // namespace shardkit

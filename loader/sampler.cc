@@ -7,29 +7,10 @@
 
 namespace shardkit {
 
-const char* ShuffleModeName(ShuffleMode mode) {
-  switch (mode) {
-    case ShuffleMode::kAuto:
-      return "auto";
-    case ShuffleMode::kFull:
-      return "full";
-    case ShuffleMode::kBlockLocal:
-      return "block";
-    case ShuffleMode::kNone:
-      break;
-  }
-  return "none";
-}
+const char* ShuffleModeName(ShuffleMode mode) { return NameOf(kShuffleModeNames, mode); }
 
 bool ShuffleModeFromName(std::string_view name, ShuffleMode* mode) {
-  for (ShuffleMode m :
-       {ShuffleMode::kAuto, ShuffleMode::kNone, ShuffleMode::kFull, ShuffleMode::kBlockLocal}) {
-    if (name == ShuffleModeName(m)) {
-      *mode = m;
-      return true;
-    }
-  }
-  return false;
+  return ValueOf(kShuffleModeNames, name, mode);
 }
 
 EpochSampler::EpochSampler(const std::vector<uint32_t>& block_sizes, ShuffleMode mode,

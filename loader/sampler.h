@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/names.h"
 #include "base/random.h"
 #include "base/status.h"
 
@@ -29,6 +30,10 @@ enum class ShuffleMode {
 
 // The names the tools and the Python binding use: "auto", "none", "full",
 // "block". FromName returns false for any other name.
+inline constexpr EnumName<ShuffleMode> kShuffleModeNames[] = {{ShuffleMode::kAuto, "auto"},
+                                                              {ShuffleMode::kFull, "full"},
+                                                              {ShuffleMode::kBlockLocal, "block"},
+                                                              {ShuffleMode::kNone, "none"}};
 const char* ShuffleModeName(ShuffleMode mode);
 bool ShuffleModeFromName(std::string_view name, ShuffleMode* mode);
 

@@ -1,25 +1,36 @@
 // Crop geometry for the train and val transforms.
 #include "loader/transforms.h"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <cmath>
 
 namespace shardkit {
 
+const char* TransformKindName(TransformKind kind) { return NameOf(kTransformKindNames, kind); }
+
 bool TransformKindFromName(std::string_view name, TransformKind* kind) {
-  if (name == "train") {
-    *kind = TransformKind::kTrain;
-  } else if (name == "val") {
-    *kind = TransformKind::kVal;
-  } else if (name == "resize") {
-    *kind = TransformKind::kResize;
-  } else if (name == "none") {
-    *kind = TransformKind::kNone;
-  } else {
-    return false;
-  }
-  return true;
+  return ValueOf(kTransformKindNames, name, kind);
 }
+
+std::string TransformSignature(const TransformParams& p) {
+  char buf[256];
+  int n = std::snprintf(buf, sizeof(buf), "%s %dx%d", TransformKindName(p.kind), p.out_height(),
+                        p.out_width());
+  auto add = [&](const char* fmt, auto... v) {
+    n += std::snprintf(buf + n, sizeof(buf) - static_cast<size_t>(n), fmt, v...);
+  };
+  if (p.kind == TransformKind::kTrain) {
+    add(" scale %g-%g ratio %g-%g", p.min_scale, p.max_scale, p.min_ratio, p.max_ratio);
+  }
+  if (p.kind == TransformKind::kVal) {
+    add(" resize %d %dx%d crop %g", p.resize, p.resize_height, p.resize_width, p.crop_fraction);
+  }
+  add(" flip %g", p.flip());
+  return buf;
+}
+
 namespace {
 
 // Python's round(): halves go to the even neighbour (58.5 -> 58, 59.5 -> 60).

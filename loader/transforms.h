@@ -5,8 +5,10 @@
 // whether to flip it.
 #pragma once
 
+#include <string>
 #include <string_view>
 
+#include "base/names.h"
 #include "base/random.h"
 #include "image/image.h"
 
@@ -21,6 +23,12 @@ enum class TransformKind {
 
 // "train", "val", "resize", "none": the names the tools and the Python
 // binding use. Returns false for any other name.
+inline constexpr EnumName<TransformKind> kTransformKindNames[] = {
+    {TransformKind::kTrain, "train"},
+    {TransformKind::kVal, "val"},
+    {TransformKind::kResize, "resize"},
+    {TransformKind::kNone, "none"}};
+const char* TransformKindName(TransformKind kind);
 bool TransformKindFromName(std::string_view name, TransformKind* kind);
 
 struct TransformParams {
@@ -45,6 +53,12 @@ struct TransformParams {
     return flip_prob >= 0 ? flip_prob : kind == TransformKind::kTrain ? 0.5 : 0;
   }
 };
+
+// What decides a transform's output for a given (seed, epoch, position):
+// kind, output size and the ranges and sizes of its geometry, as one line
+// ("train 224x224 scale 0.08-1 ratio 0.75-1.33333 flip 0.5"). Loader states
+// compare it: a crop of a resumed epoch is the one it would have been.
+std::string TransformSignature(const TransformParams& p);
 
 struct CropDecision {
   RectF rect;  // in source pixels

@@ -1,0 +1,184 @@
+#include "loader/batch_filler.h"
+
+#include <algorithm>
+
+#include "base/openmp.h"
+
+namespace shardkit {
+namespace {
+
+constexpr size_t kParallelCopyBytes = 128 << 10;
+// Samples fetched ahead of the one being decoded, so that their bytes are on
+// their way to the CPU cache (raw records: the copies are the cost, and
+// their sources are scattered); as many as the source keeps payloads live.
+constexpr int kFetchAhead = RecordSource::kLivePayloads - 1;
+
+}  // namespace
+
+BatchFiller::BatchFiller(RecordSource* source, const SampleDecoder* decoder,
+                         CorruptSamples* corrupt, int workers, const std::atomic<bool>* stop)
+    : source_(source), decoder_(decoder), corrupt_(corrupt), workers_(workers), stop_(stop) {
+  for (int w = 0; w < workers; ++w) states_.push_back(std::make_unique<SampleDecoder::State>());
+  where_.resize(static_cast<size_t>(workers));
+}
+
+uint64_t BatchFiller::batches_per_fill(size_t ring_slots) const {
+  return decoder_->jpeg() ? 1 : std::max<size_t>(1, ring_slots / 2);
+}
+
+Status BatchFiller::Emit(int worker, const SampleLocation& l, std::string_view payload,
+                         PrefetchRing::Slot* slot, int i) {
+  slot->batch.labels[i] = source_->label(l);
+  slot->batch.sample_ids[i] = l.record;
+  uint8_t* out = slot->batch.data + static_cast<size_t>(i) * decoder_->sample_bytes();
+  Status s = decoder_->Decode(*states_[worker], payload, epoch_, l.position, out);
+  if (!s.ok()) return Status::Corruption(source_->Where(l) + ": " + s.message());
+  return Status::OK();
+}
+
+Status BatchFiller::LoadSample(int worker, uint64_t local_index, PrefetchRing::Slot* slot, int i) {
+  const SampleLocation l = source_->Locate(local_index);
+  std::string_view payload;
+  SK_RETURN_IF_ERROR(source_->Fetch(source_->cursor(worker), l, &payload));
+  return Emit(worker, l, payload, slot, i);
+}
+
+void BatchFiller::LoadRange(int worker, const Job& job, int i0, int i1) {
+  RecordSource::Cursor& c = source_->cursor(worker);
+  PrefetchRing::Slot* slot = job.slot;
+  std::vector<SampleLocation>& locs = where_[worker];
+  locs.resize(static_cast<size_t>(i1 - i0));
+  for (int i = i0; i < i1; ++i) {
+    locs[i - i0] = source_->Locate(job.base + i);
+    source_->TouchIndex(locs[i - i0]);
+  }
+  struct Pending {
+    int i;
+    std::string_view payload;
+  } pending[kFetchAhead];
+  int head = 0, count = 0;
+  auto decode_one = [&] {
+    const Pending& p = pending[head];
+    slot->sample_status[p.i] = Emit(worker, locs[p.i - i0], p.payload, slot, p.i);
+    head = (head + 1) % kFetchAhead;
+    --count;
+  };
+  const size_t touch = decoder_->jpeg() ? 256 : decoder_->sample_bytes();
+  for (int i = i0; i < i1; ++i) {
+    if (stopping()) {
+      slot->sample_status[i] = Status::Aborted("loader stopped");
+      continue;
+    }
+    std::string_view payload;
+    Status s = source_->Fetch(c, locs[i - i0], &payload);
+    if (!s.ok()) {
+      slot->sample_status[i] = std::move(s);
+      continue;
+    }
+    for (size_t off = 0; off < std::min(touch, payload.size()); off += 64) {
+      __builtin_prefetch(payload.data() + off);
+    }
+    // The oldest pending payload was fetched kFetchAhead fetches ago: still
+    // live (kLivePayloads), decoded before the next fetch.
+    if (count == kFetchAhead) decode_one();
+    pending[(head + count) % kFetchAhead] = Pending{i, payload};
+    ++count;
+  }
+  while (count > 0) decode_one();
+}
+
+void BatchFiller::Fill(uint64_t epoch, std::vector<Job>* jobs_in) {
+  std::vector<Job>& jobs = *jobs_in;
+  epoch_ = epoch;
+  spans_.clear();
+  int total = 0;
+  for (const Job& job : jobs) {
+    job.slot->status = Status::OK();
+    job.slot->sample_status.assign(job.n, Status::OK());
+    spans_.push_back(BatchSpan{job.k, job.base, job.n});
+    total += job.n;
+  }
+  source_->Prepare(spans_);
+  const int nwarm = static_cast<int>(source_->blocks_to_warm());
+  items_.clear();
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const int n = jobs[j].n;
+    const int chunk = decoder_->jpeg() ? 1 : std::max(1, n / (4 * workers_));
+    for (int i0 = 0; i0 < n; i0 += chunk)
+      items_.push_back(Item{static_cast<int>(j), i0, std::min(n, i0 + chunk)});
+  }
+  const int nitems = static_cast<int>(items_.size());
+  const bool small_copy =
+      !decoder_->jpeg() && total * decoder_->sample_bytes() < kParallelCopyBytes && nwarm <= 1;
+  [[maybe_unused]] const int team = small_copy ? 1 : workers_;
+#pragma omp parallel num_threads(team)
+  {
+    const int w = omp_get_thread_num();
+#pragma omp for schedule(dynamic, 1)
+    for (int j = 0; j < nwarm; ++j) {
+      if (!stopping()) source_->WarmBlock(static_cast<size_t>(j), source_->cursor(w));
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (int it = 0; it < nitems; ++it) {
+      const Item& item = items_[it];
+      const Job& job = jobs[item.job];
+      try {
+        LoadRange(w, job, item.i0, item.i1);
+      } catch (const std::exception& e) {  // nothing may leave an OpenMP region
+        for (int i = item.i0; i < item.i1; ++i) {
+          job.slot->sample_status[i] = Status::IOError(std::string("loader worker: ") + e.what());
+        }
+      }
+    }
+  }
+  for (const Job& job : jobs) {
+    Settle(job);
+    if (!job.slot->status.ok()) break;  // batches after a failed one are never published
+  }
+}
+
+// After the region: replace failed samples as the corrupt policy says, or
+// fail the batch; then stamp it.
+void BatchFiller::Settle(const Job& job) {
+  PrefetchRing::Slot* slot = job.slot;
+  for (int i = 0; i < job.n; ++i) {
+    Status s = slot->sample_status[i];
+    for (uint64_t attempt = 0; !s.ok(); ++attempt) {
+      if (stopping() || s.IsAborted()) {
+        slot->status = Status::Aborted("loader stopped");
+        return;
+      }
+      uint64_t replacement = 0;
+      Status verdict = corrupt_->Replace(job.base + i, s, attempt, &replacement);
+      if (!verdict.ok()) {
+        slot->status = std::move(verdict);
+        return;
+      }
+      s = LoadSample(0, replacement, slot, i);
+    }
+  }
+  slot->batch.epoch = epoch_;
+  slot->batch.index = job.k;
+  slot->batch.size = job.n;
+  slot->batch.real_size = static_cast<int>(source_->partition().BatchRealLength(job.k));
+  samples_.fetch_add(job.n, std::memory_order_relaxed);
+  batches_.fetch_add(1, std::memory_order_relaxed);
+}
+
+BatchFillerStats BatchFiller::stats() const {
+  BatchFillerStats s;
+  for (const auto& st : states_) {
+    s.decode_s += st->decode_ns.load() * 1e-9;
+    s.transform_s += st->transform_ns.load() * 1e-9;
+  }
+  s.samples = samples_.load();
+  s.batches = batches_.load();
+  return s;
+}
+
+void BatchFiller::ResetStats() {
+  for (auto& st : states_) st->decode_ns = st->transform_ns = 0;
+  samples_ = batches_ = 0;
+}
+
+}  // namespace shardkit

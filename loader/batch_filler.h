@@ -1,0 +1,86 @@
+// BatchFiller: fills claimed ring slots with their batches. Each fill
+// prepares the source's reads for its batches, decompresses the blocks they
+// need and decodes their samples on an OpenMP team (one path for JPEG and
+// raw records), then settles failed samples with the corrupt policy:
+// replaced, or the batch's error.
+//
+// How work is split: raw samples are cheap and handed out in chunks, JPEGs
+// one at a time; small raw batches (with at most one block to decompress)
+// are filled by the calling thread alone, since waking the team costs tens
+// of microseconds, more than copying them. Within a worker's range, fetches
+// run RecordSource::kLivePayloads - 1 samples ahead of decoding, with each
+// payload's first bytes prefetched into the CPU cache.
+//
+// Threading: Fill from one thread (the loader's producer); stats() from any.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+#include "loader/corrupt_policy.h"
+#include "loader/prefetch_ring.h"
+#include "loader/record_source.h"
+#include "loader/sample_decoder.h"
+
+namespace shardkit {
+
+struct BatchFillerStats {
+  double decode_s = 0, transform_s = 0;  // summed over workers
+  uint64_t samples = 0, batches = 0;     // filled without error
+};
+
+class BatchFiller {
+ public:
+  // One batch to fill: batch k of the epoch, the rank's samples [base, base + n).
+  struct Job {
+    PrefetchRing::Slot* slot = nullptr;
+    uint64_t k = 0, base = 0;
+    int n = 0;
+  };
+
+  // `stop`, once true, makes a fill end promptly with Aborted batches.
+  BatchFiller(RecordSource* source, const SampleDecoder* decoder, CorruptSamples* corrupt,
+              int workers, const std::atomic<bool>* stop);
+
+  // How many batches one fill should take, given the ring's slots: raw
+  // records fill half the ring at once (the team's wake-up then paid once
+  // for several batches, the other half ready for the consumer); JPEG
+  // batches are long enough to fill one at a time.
+  uint64_t batches_per_fill(size_t ring_slots) const;
+
+  // Fills the jobs' batches of `epoch` (consecutive batches, in order): each
+  // slot's batch and its status, OK or the first failure the corrupt policy
+  // did not replace; batches after a failed one are left unfilled.
+  void Fill(uint64_t epoch, std::vector<Job>* jobs);
+
+  BatchFillerStats stats() const;
+  void ResetStats();
+
+ private:
+  struct Item {
+    int job, i0, i1;  // samples [i0, i1) of jobs[job]
+  };
+  bool stopping() const { return stop_->load(std::memory_order_relaxed); }
+  Status Emit(int worker, const SampleLocation& l, std::string_view payload,
+              PrefetchRing::Slot* slot, int i);
+  Status LoadSample(int worker, uint64_t local_index, PrefetchRing::Slot* slot, int i);
+  void LoadRange(int worker, const Job& job, int i0, int i1);
+  void Settle(const Job& job);
+
+  RecordSource* source_;
+  const SampleDecoder* decoder_;
+  CorruptSamples* corrupt_;
+  const int workers_;
+  const std::atomic<bool>* stop_;
+  uint64_t epoch_ = 0;                                         // of the fill in progress
+  std::vector<std::unique_ptr<SampleDecoder::State>> states_;  // per worker
+  std::vector<std::vector<SampleLocation>> where_;             // per worker: a range's locations
+  std::vector<BatchSpan> spans_;
+  std::vector<Item> items_;
+  std::atomic<uint64_t> samples_{0}, batches_{0};
+};
+
+}  // namespace shardkit

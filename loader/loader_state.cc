@@ -1,0 +1,112 @@
+#include "loader/loader_state.h"
+
+#include <nlohmann/json.hpp>
+
+namespace shardkit {
+
+std::string LoaderStateToJson(const LoaderState& s) {
+  nlohmann::ordered_json j;
+  j["version"] = LoaderState::kVersion;
+  j["epoch"] = s.epoch;
+  j["batch"] = s.batch;
+  j["seed"] = s.seed;
+  j["world_size"] = s.world_size;
+  j["batch_size"] = s.batch_size;
+  j["records"] = s.records;
+  j["drop_last"] = s.drop_last;
+  j["shuffle"] = s.shuffle;
+  j["block_window"] = s.block_window;
+  j["transform"] = s.transform;
+  return j.dump();
+}
+
+Result<LoaderState> LoaderStateFromJson(std::string_view text) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto bad = [](const std::string& what) {
+    return Status::InvalidArgument("not a shardkit loader state: " + what);
+  };
+  if (!j.is_object()) return bad("not a JSON object");
+  LoaderState s;
+  auto number = [&](const char* key, uint64_t* out, bool required) -> Status {
+    auto it = j.find(key);
+    if (it == j.end())
+      return required ? bad(std::string("'") + key + "' is missing") : Status::OK();
+    if (!it->is_number_unsigned() && !(it->is_number_integer() && it->get<int64_t>() >= 0))
+      return bad(std::string("'") + key + "' is not a non-negative integer");
+    *out = it->get<uint64_t>();
+    return Status::OK();
+  };
+  uint64_t version = 0;
+  SK_RETURN_IF_ERROR(number("version", &version, true));
+  if (version < 1 || version > LoaderState::kVersion) {
+    return bad("version " + std::to_string(version) + "; this shardkit reads versions 1.." +
+               std::to_string(LoaderState::kVersion));
+  }
+  const bool v2 = version >= 2;
+  SK_RETURN_IF_ERROR(number("epoch", &s.epoch, true));
+  SK_RETURN_IF_ERROR(number("batch", &s.batch, true));
+  SK_RETURN_IF_ERROR(number("seed", &s.seed, true));
+  SK_RETURN_IF_ERROR(number("world_size", &s.world_size, true));
+  SK_RETURN_IF_ERROR(number("batch_size", &s.batch_size, true));
+  SK_RETURN_IF_ERROR(number("records", &s.records, true));
+  SK_RETURN_IF_ERROR(number("block_window", &s.block_window, v2));
+  if (s.world_size < 1 || s.batch_size < 1) return bad("world_size and batch_size must be >= 1");
+  auto text_field = [&](const char* key, std::string* out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end()) return v2 ? bad(std::string("'") + key + "' is missing") : Status::OK();
+    if (!it->is_string()) return bad(std::string("'") + key + "' is not a string");
+    *out = it->get<std::string>();
+    return Status::OK();
+  };
+  SK_RETURN_IF_ERROR(text_field("shuffle", &s.shuffle));
+  SK_RETURN_IF_ERROR(text_field("transform", &s.transform));
+  if (auto it = j.find("drop_last"); it != j.end()) {
+    if (!it->is_boolean()) return bad("'drop_last' is not true or false");
+    s.drop_last = it->get<bool>();
+  } else if (v2) {
+    return bad("'drop_last' is missing");
+  }
+  return s;
+}
+
+Status CheckResumable(const LoaderState& saved, const LoaderState& current, uint64_t batches) {
+  auto refuse = [](const std::string& what) { return Status::InvalidArgument(what); };
+  if (saved.records != 0 && saved.records != current.records) {
+    return refuse("this loader state is for a dataset of " + std::to_string(saved.records) +
+                  " records, this one has " + std::to_string(current.records));
+  }
+  if (saved.seed != current.seed) {
+    return refuse("this loader state was saved with seed " + std::to_string(saved.seed) +
+                  ", this loader has seed " + std::to_string(current.seed) +
+                  ": the order and augmentation would differ");
+  }
+  if (saved.batch == 0) return Status::OK();  // an epoch boundary: nothing read twice or missed
+  std::string differs;
+  auto compare = [&](const char* what, const std::string& a, const std::string& b) {
+    if (a != b) differs += std::string(differs.empty() ? "" : ", ") + what + " " + a + " -> " + b;
+  };
+  compare("world size", std::to_string(saved.world_size), std::to_string(current.world_size));
+  compare("batch size", std::to_string(saved.batch_size), std::to_string(current.batch_size));
+  if (!saved.shuffle.empty()) {
+    compare("drop_last", saved.drop_last ? "true" : "false", current.drop_last ? "true" : "false");
+    compare("shuffle", saved.shuffle, current.shuffle);
+    compare("block window", std::to_string(saved.block_window),
+            std::to_string(current.block_window));
+  }
+  if (!saved.transform.empty()) compare("transform", saved.transform, current.transform);
+  const std::string e = std::to_string(saved.epoch), b = std::to_string(saved.batch);
+  if (!differs.empty()) {
+    return refuse("this loader state is mid-way through epoch " + e + " (batch " + b +
+                  "), and this loader cuts epochs differently (" + differs +
+                  "): continuing would repeat or skip records. Resume with the saved settings, "
+                  "or start epoch " +
+                  std::to_string(saved.epoch + 1) + " (the rest of epoch " + e + " is not read)");
+  }
+  if (saved.batch > batches) {
+    return refuse("loader state batch " + b + " is past the epoch's " + std::to_string(batches) +
+                  " batches");
+  }
+  return Status::OK();
+}
+
+}  // namespace shardkit

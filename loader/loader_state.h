@@ -1,0 +1,50 @@
+// LoaderState: where a loader is in its epochs, and everything that decides
+// which batches it yields from there. A loader saves it (Loader::state()) and
+// validates one on restore (Loader::Restore): Python's state_dict and
+// shardkit-train's checkpoints both hold this, as JSON, and both get the same
+// answer to "does this continue exactly?".
+//
+// Policy (one, for every user): a state is refused for a different dataset
+// (record count) or seed. Mid-epoch (batch > 0) it is also refused when the
+// epoch would be cut differently: world size, batch size, drop_last, the
+// shuffle in effect, its block window or the transform; an epoch boundary
+// (batch 0) may change those, as nothing read is repeated or skipped.
+// The rank is not part of it: one saved state serves every rank.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace shardkit {
+
+struct LoaderState {
+  static constexpr int kVersion = 2;
+  uint64_t epoch = 0;  // the epoch the next batch belongs to
+  uint64_t batch = 0;  // the next batch of that epoch (0: its start)
+  uint64_t seed = 0;
+  uint64_t world_size = 1;
+  uint64_t batch_size = 1;  // per rank
+  // Deciding the cut and order, recorded by the loader; zero or empty in
+  // states written before they were (version 1): not compared then.
+  uint64_t records = 0;  // the dataset's
+  bool drop_last = false;
+  std::string shuffle;        // the mode in effect: "full", "block" or "none"
+  uint64_t block_window = 0;  // block-local: blocks per window (0 otherwise)
+  std::string transform;      // TransformSignature: the crops' parameters
+};
+
+// JSON with every field and "version". FromJson accepts versions 1 and 2 and
+// names what is missing or malformed ("loader state: 'seed' is missing").
+std::string LoaderStateToJson(const LoaderState& state);
+Result<LoaderState> LoaderStateFromJson(std::string_view json);
+
+// OK if a loader at `current` (its own state, position aside) may continue
+// from `saved` as the policy above says; otherwise InvalidArgument with one
+// line naming what differs and what to do. `batches` is this loader's
+// batches per epoch.
+Status CheckResumable(const LoaderState& saved, const LoaderState& current, uint64_t batches);
+
+}  // namespace shardkit

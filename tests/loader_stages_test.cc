@@ -1,0 +1,355 @@
+// The loader's stages alone, without the Loader that wires them: RecordSource
+// (payloads and how long they live), SampleDecoder (bytes -> pixels),
+// CorruptSamples (the corrupt policy), BatchFiller (a batch with a corrupt
+// record in it), LoaderState (saved, parsed, checked), and the DatasetWriter's
+// own record checks that shardkit-pack and the binding share.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+
+#include "loader/batch_filler.h"
+#include "loader/corrupt_policy.h"
+#include "loader/loader_state.h"
+#include "loader/record_source.h"
+#include "loader/sample_decoder.h"
+#include "shard/dataset_writer.h"
+#include "tests/test_util.h"
+
+namespace shardkit {
+namespace {
+
+using testing::TempDir;
+
+// Records of `bytes` bytes, record i filled from i: zstd blocks of about
+// `block` bytes (compressed) or stored ones; `corrupt` records hold a
+// shorter payload (a raw record of the wrong size: Corruption when decoded).
+void WriteRaw(const std::string& dir, int n, int side, CompressionMode mode, uint32_t block,
+              int corrupt = -1) {
+  DatasetWriterOptions o;
+  o.shard.compression = mode;
+  o.shard.kind = format::RecordKind::kRawU8;
+  o.shard.block_size = block;
+  auto w = DatasetWriter::Create(dir, o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const size_t bytes = size_t(side) * side;
+  for (int i = 0; i < n; ++i) {
+    std::string p(i == corrupt ? bytes / 2 : bytes, '\0');
+    for (size_t j = 0; j < p.size(); ++j) p[j] = static_cast<char>((i * 131 + j * 7) & 0xFF);
+    ASSERT_TRUE((*w)->Add(p, i % 4, std::to_string(i)).ok());
+  }
+  Manifest m;
+  m.record.kind = format::RecordKind::kRawU8;
+  m.record.shape = {side, side, 1};
+  m.classes = {"a", "b", "c", "d"};
+  ASSERT_TRUE((*w)->Finish(m).ok());
+}
+
+std::string Expected(const Dataset& ds, uint64_t record) {
+  const auto [shard, local] = ds.Locate(record);
+  ReadScratch s;
+  std::string_view p;
+  EXPECT_TRUE(ds.shard(shard).ReadRecord(local, &s, &p).ok());
+  return std::string(p);
+}
+
+// Every payload stays what it was during the next kLivePayloads - 1 fetches
+// of its cursor, whether it points into a stored-record buffer or into a
+// decompressed block that later fetches push out of the cursor's memo and
+// the (tiny) block cache.
+TEST(RecordSourceTest, PayloadsLiveAsLongAsTheSourceSays) {
+  for (CompressionMode mode : {CompressionMode::kStore, CompressionMode::kZstd}) {
+    TempDir dir;
+    WriteRaw(dir.path(), 600, 24, mode, /*block=*/2048);
+    RecordSourceOptions o;
+    o.batch_size = 600;
+    o.shuffle = ShuffleMode::kFull;
+    o.block_cache_bytes = 4096;  // two blocks: memo misses evict
+    o.read_depth = 0;
+    auto src = RecordSource::Open(dir.path(), o);
+    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    RecordSource& s = **src;
+    auto ds = Dataset::Open(dir.path());
+    ASSERT_TRUE(ds.ok());
+    s.StartEpoch(0, 0);
+    s.Prepare({BatchSpan{0, 0, 600}});
+    constexpr int kLive = RecordSource::kLivePayloads;
+    std::vector<std::string_view> window;
+    std::vector<uint64_t> records;
+    for (uint64_t i = 0; i < 600; ++i) {
+      const SampleLocation l = s.Locate(i);
+      std::string_view p;
+      ASSERT_TRUE(s.Fetch(s.cursor(0), l, &p).ok());
+      window.push_back(p);
+      records.push_back(l.record);
+      if (window.size() > size_t(kLive)) {
+        window.erase(window.begin());
+        records.erase(records.begin());
+      }
+      for (size_t k = 0; k < window.size(); ++k) {
+        ASSERT_EQ(window[k], Expected(**ds, records[k]))
+            << "payload " << k << " of the live window, fetch " << i;
+      }
+    }
+  }
+}
+
+// Records worth a read each (>= 16 KiB raw, JPEG) go through the read queue;
+// small raw records do not start its threads: the source decides from the
+// dataset, not from its caller.
+TEST(RecordSourceTest, ReadsAheadOnlyRecordsWorthARead) {
+  TempDir small, big;
+  WriteRaw(small.path(), 20, 28, CompressionMode::kStore, 1 << 20);
+  WriteRaw(big.path(), 20, 160, CompressionMode::kStore, 1 << 20);  // 25600 bytes
+  RecordSourceOptions o;
+  o.batch_size = 4;
+  auto a = RecordSource::Open(small.path(), o);
+  auto b = RecordSource::Open(big.path(), o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ((*a)->read_queue(), nullptr);
+  EXPECT_NE((*b)->read_queue(), nullptr);
+  o.read_depth = 0;
+  auto c = RecordSource::Open(big.path(), o);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ((*c)->read_queue(), nullptr);
+}
+
+TEST(SampleDecoderTest, RawRecordsAreCopiedOrTransposedAndSizeChecked) {
+  RecordFormat f;
+  f.kind = format::RecordKind::kRawU8;
+  f.shape = {2, 3, 2};  // H, W, C
+  auto nchw = SampleDecoder::Make(f, TransformParams(), Layout::kNCHW, 0, "d");
+  auto nhwc = SampleDecoder::Make(f, TransformParams(), Layout::kNHWC, 0, "d");
+  ASSERT_TRUE(nchw.ok() && nhwc.ok());
+  EXPECT_EQ(nchw->sample_bytes(), 12u);
+  std::string hwc;
+  for (int i = 0; i < 12; ++i) hwc.push_back(static_cast<char>(i));
+  SampleDecoder::State st;
+  uint8_t out[12];
+  ASSERT_TRUE(nhwc->Decode(st, hwc, 0, 0, out).ok());
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(out), 12), hwc);
+  ASSERT_TRUE(nchw->Decode(st, hwc, 0, 0, out).ok());
+  const uint8_t planes[12] = {0, 2, 4, 6, 8, 10, 1, 3, 5, 7, 9, 11};
+  EXPECT_EQ(0, std::memcmp(out, planes, 12));
+  Status s = nchw->Decode(st, hwc.substr(1), 0, 0, out);
+  EXPECT_TRUE(s.IsCorruption());
+  EXPECT_EQ(s.message(), "11 bytes, the record shape needs 12");
+  f.kind = format::RecordKind::kBytes;
+  EXPECT_TRUE(
+      SampleDecoder::Make(f, TransformParams(), Layout::kNCHW, 0, "d").status().IsUnsupported());
+}
+
+// A JPEG's crop depends on (seed, epoch, position) only: the same for any
+// worker or state, another for another epoch; garbage is a Corruption.
+TEST(SampleDecoderTest, JpegCropsAreKeyedAndGarbageIsCorruption) {
+  RecordFormat f;
+  f.kind = format::RecordKind::kJpeg;
+  TransformParams t;
+  t.kind = TransformKind::kTrain;
+  t.size = 32;
+  auto d = SampleDecoder::Make(f, t, Layout::kNCHW, 7, "d");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->sample_bytes(), 3u * 32 * 32);
+  const std::string jpeg =
+      testing::MakeJpeg(testing::SyntheticImage(120, 90, 3, 1), testing::JpegFlavor::kRgb);
+  SampleDecoder::State a, b;
+  std::vector<uint8_t> x(d->sample_bytes()), y(d->sample_bytes()), z(d->sample_bytes());
+  ASSERT_TRUE(d->Decode(a, jpeg, 3, 11, x.data()).ok());
+  ASSERT_TRUE(d->Decode(b, jpeg, 3, 11, y.data()).ok());
+  EXPECT_EQ(x, y);
+  bool differs = false;
+  for (uint64_t e = 4; e < 8 && !differs; ++e) {
+    ASSERT_TRUE(d->Decode(b, jpeg, e, 11, z.data()).ok());
+    differs = z != x;
+  }
+  EXPECT_TRUE(differs);
+  EXPECT_TRUE(d->Decode(a, "not a jpeg", 0, 0, x.data()).IsCorruption());
+}
+
+TEST(CorruptSamplesTest, FailPassesTheErrorOnSkipReplacesWithinTheBudget) {
+  uint64_t r = 0;
+  CorruptSamples fail(CorruptPolicy::kFail, 100, 50);
+  Status bad = Status::Corruption("shard-00000.sks: record 3: bad");
+  EXPECT_EQ(fail.Replace(3, bad, 0, &r).message(), bad.message());
+  EXPECT_EQ(fail.skipped(), 0u);
+
+  CorruptSamples skip(CorruptPolicy::kSkip, 2, 50);
+  ASSERT_TRUE(skip.Replace(3, bad, 0, &r).ok());
+  EXPECT_LT(r, 50u);
+  EXPECT_NE(r, 3u);
+  uint64_t again = 0;
+  CorruptSamples other(CorruptPolicy::kSkip, 2, 50);
+  ASSERT_TRUE(other.Replace(3, bad, 0, &again).ok());
+  EXPECT_EQ(again, r);  // deterministic
+  uint64_t second = 0;
+  ASSERT_TRUE(skip.Replace(3, bad, 1, &second).ok());
+  EXPECT_NE(second, r);  // the next attempt, another sample
+  // An I/O error is never hidden by a replacement.
+  EXPECT_TRUE(skip.Replace(4, Status::IOError("EIO"), 0, &r).IsIOError());
+  Status over = skip.Replace(5, bad, 0, &r);
+  EXPECT_TRUE(over.IsCorruption());
+  EXPECT_NE(over.message().find("more than 2 corrupt samples skipped"), std::string::npos);
+  EXPECT_EQ(skip.skipped(), 3u);
+  EXPECT_EQ(skip.messages().size(), 3u);
+  CorruptSamples many(CorruptPolicy::kSkip, 1000, 50);
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(many.Replace(i, bad, 0, &r).ok());
+  EXPECT_EQ(many.messages().size(), CorruptSamples::kMaxMessages);
+}
+
+TEST(CorruptSamplesTest, NamesComeFromOneTable) {
+  CorruptPolicy p = CorruptPolicy::kFail;
+  EXPECT_TRUE(CorruptPolicyFromName("skip", &p));
+  EXPECT_EQ(p, CorruptPolicy::kSkip);
+  EXPECT_STREQ(CorruptPolicyName(p), "skip");
+  EXPECT_FALSE(CorruptPolicyFromName("Skip", &p));
+  EXPECT_EQ(NameList(kCorruptPolicyNames), "'fail' or 'skip'");
+  EXPECT_EQ(NameList(kShuffleModeNames), "'auto', 'full', 'block' or 'none'");
+}
+
+// A batch holding a corrupt record: failed by name under kFail; under kSkip
+// filled with a replacement, counted, and the batch is whole.
+TEST(BatchFillerTest, SettlesACorruptSampleAsThePolicySays) {
+  TempDir dir;
+  WriteRaw(dir.path(), 40, 16, CompressionMode::kZstd, 1 << 20, /*corrupt=*/5);
+  for (CorruptPolicy policy : {CorruptPolicy::kFail, CorruptPolicy::kSkip}) {
+    RecordSourceOptions o;
+    o.batch_size = 40;
+    o.shuffle = ShuffleMode::kNone;
+    o.workers = 2;
+    auto src = RecordSource::Open(dir.path(), o);
+    ASSERT_TRUE(src.ok());
+    auto dec = SampleDecoder::Make((*src)->dataset().manifest().record, TransformParams(),
+                                   Layout::kNHWC, 0, dir.path());
+    ASSERT_TRUE(dec.ok());
+    CorruptSamples corrupt(policy, 10, (*src)->partition().per_rank);
+    std::atomic<bool> stop{false};
+    BatchFiller filler(src->get(), &*dec, &corrupt, 2, &stop);
+    Batch shape;
+    shape.channels = 1;
+    shape.height = shape.width = 16;
+    shape.layout = Layout::kNHWC;
+    PrefetchRing ring(2, 40, shape, nullptr);
+    std::vector<PrefetchRing::Slot*> claimed;
+    ASSERT_TRUE(ring.Claim(0, 1, 1, &claimed));
+    (*src)->StartEpoch(0, 0);
+    std::vector<BatchFiller::Job> jobs = {BatchFiller::Job{claimed[0], 0, 0, 40}};
+    filler.Fill(0, &jobs);
+    const PrefetchRing::Slot& slot = *claimed[0];
+    if (policy == CorruptPolicy::kFail) {
+      EXPECT_TRUE(slot.status.IsCorruption());
+      EXPECT_NE(slot.status.message().find("record 5"), std::string::npos)
+          << slot.status.ToString();
+      EXPECT_EQ(filler.stats().batches, 0u);
+    } else {
+      ASSERT_TRUE(slot.status.ok()) << slot.status.ToString();
+      EXPECT_EQ(corrupt.skipped(), 1u);
+      EXPECT_NE(slot.batch.sample_ids[5], 5u);
+      EXPECT_EQ(slot.batch.sample_ids[6], 6u);
+      EXPECT_EQ(filler.stats().samples, 40u);
+      auto ds = Dataset::Open(dir.path());
+      ASSERT_TRUE(ds.ok());
+      for (int i = 0; i < 40; ++i) {
+        EXPECT_EQ(std::string(reinterpret_cast<const char*>(slot.batch.data) + i * 256, 256),
+                  Expected(**ds, slot.batch.sample_ids[i]));
+      }
+    }
+  }
+}
+
+TEST(LoaderStateTest, RoundTripsAndNamesWhatIsWrong) {
+  LoaderState s;
+  s.epoch = 3;
+  s.batch = 17;
+  s.seed = 1ull << 63;
+  s.world_size = 8;
+  s.batch_size = 256;
+  s.records = 1281167;
+  s.drop_last = true;
+  s.shuffle = "block";
+  s.block_window = 32;
+  s.transform = "train 224x224 scale 0.08-1 ratio 0.75-1.33333 flip 0.5";
+  auto back = LoaderStateFromJson(LoaderStateToJson(s));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(LoaderStateToJson(*back), LoaderStateToJson(s));
+  for (auto [text, why] : std::vector<std::pair<std::string, std::string>>{
+           {"[]", "not a JSON object"},
+           {"{\"version\": 2}", "'epoch' is missing"},
+           {"{\"version\": 9}", "version 9"},
+           {"not json", "not a JSON object"},
+           {"{\"version\":1,\"epoch\":-1}", "'epoch' is not a non-negative integer"}}) {
+    auto r = LoaderStateFromJson(text);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_TRUE(r.status().IsInvalidArgument());
+    EXPECT_NE(r.status().message().find(why), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(LoaderStateTest, OnePolicyForEveryResume) {
+  LoaderState saved;
+  saved.epoch = 2;
+  saved.batch = 5;
+  saved.seed = 1;
+  saved.world_size = 4;
+  saved.batch_size = 32;
+  saved.records = 1000;
+  saved.shuffle = "full";
+  saved.transform = "train 224x224";
+  LoaderState now = saved;
+  EXPECT_TRUE(CheckResumable(saved, now, 7).ok());
+  EXPECT_TRUE(CheckResumable(saved, now, 4).IsInvalidArgument());  // past the epoch
+  now.world_size = 8;
+  Status s = CheckResumable(saved, now, 7);
+  ASSERT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("world size 4 -> 8"), std::string::npos) << s.message();
+  saved.batch = 0;  // an epoch boundary: the cut may change
+  EXPECT_TRUE(CheckResumable(saved, now, 7).ok());
+  now.seed = 2;
+  EXPECT_NE(CheckResumable(saved, now, 7).message().find("seed"), std::string::npos);
+  now = saved;
+  now.records = 999;
+  EXPECT_NE(CheckResumable(saved, now, 7).message().find("1000 records"), std::string::npos);
+  // A state from before the cut was recorded (records 0, no shuffle): those
+  // fields are not compared, the rest is.
+  LoaderState old;
+  old.epoch = 1;
+  old.batch = 3;
+  old.seed = 1;
+  old.world_size = 4;
+  old.batch_size = 32;
+  EXPECT_TRUE(CheckResumable(old, saved, 7).ok());
+}
+
+TEST(DatasetWriterTest, ChecksLabelsAndSizesForEveryWriter) {
+  TempDir dir;
+  DatasetWriterOptions o;
+  o.shard.kind = format::RecordKind::kRawU8;
+  o.num_classes = 3;
+  o.raw_record_size = 4;
+  auto w = DatasetWriter::Create(dir / "a", o);
+  ASSERT_TRUE(w.ok());
+  EXPECT_TRUE((*w)->Add("1234", 2, "ok").ok());
+  Status s = (*w)->Add("1234", 3, "three");
+  EXPECT_EQ(s.message(), dir / "a" + ": record 'three' (number 1): label 3 but only 3 classes");
+  s = (*w)->Add("12345", 0, "long");
+  EXPECT_NE(s.message().find("5 bytes, the shape needs 4"), std::string::npos);
+  EXPECT_TRUE((*w)->Add("1234", -2, "neg").IsInvalidArgument());
+  EXPECT_EQ((*w)->records(), 1u);
+  // Labels are checked against the manifest's classes at Finish too, and a
+  // refused Finish leaves no manifest: the directory is not a dataset.
+  DatasetWriterOptions p;
+  p.shard.kind = format::RecordKind::kBytes;
+  auto v = DatasetWriter::Create(dir / "b", p);
+  ASSERT_TRUE(v.ok());
+  ASSERT_TRUE((*v)->Add("x", 5, "five").ok());
+  Manifest m;
+  m.record.kind = format::RecordKind::kBytes;
+  m.classes = {"a", "b"};
+  s = (*v)->Finish(m);
+  EXPECT_NE(s.message().find("labels go up to 5 but the manifest lists 2 classes"),
+            std::string::npos)
+      << s.message();
+  EXPECT_FALSE(std::filesystem::exists(dir / "b/manifest.json"));
+}
+
+}  // namespace
+}  // namespace shardkit
