@@ -1,6 +1,7 @@
 // DatasetWriter and the directory-level publish protocol.
 #include "shard/dataset_writer.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "base/file_io.h"
@@ -75,6 +76,20 @@ uint64_t DatasetWriter::bytes_written() const {
 
 Status DatasetWriter::Add(std::string_view payload, int32_t label, std::string_view key) {
   if (finished_) return Status::InvalidArgument(dir_ + ": Add after Finish");
+  auto bad = [&](const std::string& what) {
+    return Status::InvalidArgument(dir_ + ": record '" + Printable(key) + "' (number " +
+                                   std::to_string(records_) + "): " + what);
+  };
+  if (label < -1)
+    return bad("label " + std::to_string(label) + " (labels are -1 for none, or >= 0)");
+  if (options_.num_classes > 0 && static_cast<uint64_t>(label + 1) > options_.num_classes) {
+    return bad("label " + std::to_string(label) + " but only " +
+               std::to_string(options_.num_classes) + " classes");
+  }
+  if (options_.raw_record_size > 0 && payload.size() != options_.raw_record_size) {
+    return bad(std::to_string(payload.size()) + " bytes, the shape needs " +
+               std::to_string(options_.raw_record_size));
+  }
   if (current_ != nullptr && current_->records() > 0 &&
       current_->estimated_size() + payload.size() > options_.shard_size) {
     SK_RETURN_IF_ERROR(CloseShard());
@@ -86,6 +101,7 @@ Status DatasetWriter::Add(std::string_view payload, int32_t label, std::string_v
   }
   SK_RETURN_IF_ERROR(current_->Add(payload, label, key));
   ++records_;
+  max_label_ = std::max<int64_t>(max_label_, label);
   return Status::OK();
 }
 
@@ -104,6 +120,11 @@ Status DatasetWriter::CloseShard() {
 Status DatasetWriter::Finish(Manifest manifest) {
   if (finished_) return Status::InvalidArgument(dir_ + ": Finish called twice");
   if (!manifest.shards.empty()) return Status::InvalidArgument("manifest.shards must be empty");
+  if (!manifest.classes.empty() && max_label_ >= static_cast<int64_t>(manifest.classes.size())) {
+    return Status::InvalidArgument(dir_ + ": labels go up to " + std::to_string(max_label_) +
+                                   " but the manifest lists " +
+                                   std::to_string(manifest.classes.size()) + " classes");
+  }
   if (current_ != nullptr) SK_RETURN_IF_ERROR(CloseShard());
   SK_RETURN_IF_ERROR(SyncDir(dir_));
   manifest.shards = shards_;

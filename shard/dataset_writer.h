@@ -20,6 +20,11 @@ struct DatasetWriterOptions {
   uint64_t shard_size = 256ull << 20;  // target bytes per shard file
   ShardWriterOptions shard;
   bool overwrite = false;  // replace an existing dataset in the directory
+  // Checked by Add, naming the record: labels below num_classes (0: any
+  // label; Finish still checks them against the manifest's classes), and
+  // raw records of exactly raw_record_size bytes (0: unchecked).
+  uint64_t num_classes = 0;
+  uint64_t raw_record_size = 0;
 };
 
 // Shard i of a dataset is named "shard-%05d.sks".
@@ -46,9 +51,13 @@ class DatasetWriter {
   // Deletes the unfinished shard's temporary file if Finish() was not reached.
   ~DatasetWriter();
 
+  // Appends a record; label -1 is "none". A label or size the options rule
+  // out is InvalidArgument naming the record by key and number, and nothing
+  // is written for it.
   Status Add(std::string_view payload, int32_t label, std::string_view key);
   // Closes the last shard and writes the manifest; `manifest.shards` is filled
-  // in here and must be empty on entry.
+  // in here and must be empty on entry. Refused, with no manifest written, if
+  // a label is beyond the manifest's classes.
   Status Finish(Manifest manifest);
 
   uint64_t records() const { return records_; }
@@ -65,6 +74,7 @@ class DatasetWriter {
   std::unique_ptr<ShardWriter> current_;
   std::vector<ShardInfo> shards_;
   uint64_t records_ = 0;
+  int64_t max_label_ = -1;
   uint64_t finished_bytes_ = 0;
   bool finished_ = false;
 };

@@ -119,6 +119,8 @@ Status PackHdf5(const Hdf5PackOptions& o) {
   wo.overwrite = o.force;
   wo.shard.compression = CompressionMode::kZstd;
   wo.shard.kind = format::RecordKind::kRawU8;
+  wo.num_classes = classes.size();
+  wo.raw_record_size = item;
   SK_ASSIGN_OR_RETURN(auto writer, DatasetWriter::Create(o.out, wo));
   // Slabs of about 64 MiB.
   const uint64_t slab = std::max<uint64_t>(1, (64ull << 20) / item);

@@ -78,6 +78,8 @@ int RunIdx(const std::string& images, const std::string& labels, const std::stri
   wo.overwrite = force;
   wo.shard.compression = CompressionMode::kZstd;
   wo.shard.kind = format::RecordKind::kRawU8;
+  wo.num_classes = classes.size();
+  wo.raw_record_size = ds->images.item_size();
   auto writer = DatasetWriter::Create(out, wo);
   if (!writer.ok()) return Fail(writer.status());
   const uint64_t n = ds->count(), item = ds->images.item_size();
