@@ -9,6 +9,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <climits>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -52,6 +54,8 @@ void Check(const Status& s) {
   if (!s.ok()) Raise(s);
 }
 
+int Saturate(int64_t v) { return static_cast<int>(std::clamp<int64_t>(v, INT32_MIN, INT32_MAX)); }
+
 template <typename T>
 T Take(Result<T> r) {
   if (!r.ok()) Raise(r.status());
@@ -64,18 +68,23 @@ class PyLoader {
   // "size": 224, "height": .., "scale": (lo, hi), "ratio": (lo, hi),
   // "flip": p, "resize": .., "resize_hw": (h, w)}); absent keys keep
   // TransformParams' defaults.
-  PyLoader(const std::string& path, int batch_size, int workers, const py::dict& transform,
-           int rank, int world_size, uint64_t seed, const std::string& shuffle, bool drop_last,
-           const std::string& layout, int prefetch, const std::string& on_corrupt,
-           int64_t skip_budget, int read_depth, int64_t read_ahead_bytes) {
+  // Integers arrive as Python ints of any size: those beyond int64 are
+  // refused by pybind11, the rest saturate to the option's type, so that the
+  // loader's own validation (ValidateLoaderOptions), the one place ranges
+  // are checked, reports them.
+  PyLoader(const std::string& path, int64_t batch_size, int64_t workers, const py::dict& transform,
+           int64_t rank, int64_t world_size, const py::int_& seed, const std::string& shuffle,
+           bool drop_last, const std::string& layout, int64_t prefetch,
+           const std::string& on_corrupt, int64_t skip_budget, int64_t read_depth,
+           int64_t read_ahead_bytes) {
     LoaderOptions o;
-    o.batch_size = batch_size;
-    o.workers = workers;
+    o.batch_size = Saturate(batch_size);
+    o.workers = Saturate(workers);
     TransformParams& t = o.transform;
     const std::string kind = transform["kind"].cast<std::string>();
     if (!TransformKindFromName(kind, &t.kind)) {
-      throw py::value_error("transform must be 'train', 'val', 'resize' or None, not '" + kind +
-                            "'");
+      throw py::value_error("transform must be " + NameList(kTransformKindNames) + ", not '" +
+                            kind + "'");
     }
     auto has = [&](const char* k) { return transform.contains(k) && !transform[k].is_none(); };
     if (has("size")) t.size = transform["size"].cast<int>();
@@ -91,28 +100,30 @@ class PyLoader {
       std::tie(t.resize_height, t.resize_width) =
           transform["resize_hw"].cast<std::pair<int, int>>();
     }
-    o.rank = rank;
-    o.world_size = world_size;
-    o.seed = seed;
+    o.rank = Saturate(rank);
+    o.world_size = Saturate(world_size);
+    o.seed = PyLong_AsUnsignedLongLong(seed.ptr());
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      throw py::value_error("seed must be in 0..2**64-1");
+    }
     if (!ShuffleModeFromName(shuffle, &o.shuffle)) {
-      throw py::value_error("shuffle must be 'auto', 'full', 'block' or 'none', not '" + shuffle +
+      throw py::value_error("shuffle must be " + NameList(kShuffleModeNames) + ", not '" + shuffle +
                             "'");
     }
     o.drop_last = drop_last;
-    if (layout != "NCHW" && layout != "NHWC") {
-      throw py::value_error("layout must be 'NCHW' or 'NHWC', not '" + layout + "'");
+    if (!ValueOf(kLayoutNames, layout, &o.layout)) {
+      throw py::value_error("layout must be " + NameList(kLayoutNames) + ", not '" + layout + "'");
     }
-    o.layout = layout == "NHWC" ? Layout::kNHWC : Layout::kNCHW;
-    o.prefetch = prefetch;
-    if (on_corrupt != "fail" && on_corrupt != "skip") {
-      throw py::value_error("on_corrupt must be 'fail' or 'skip', not '" + on_corrupt + "'");
+    o.prefetch = Saturate(prefetch);
+    if (!CorruptPolicyFromName(on_corrupt, &o.corrupt_policy)) {
+      throw py::value_error("on_corrupt must be " + NameList(kCorruptPolicyNames) + ", not '" +
+                            on_corrupt + "'");
     }
-    o.corrupt_policy = on_corrupt == "skip" ? CorruptPolicy::kSkip : CorruptPolicy::kFail;
     if (skip_budget < 0) throw py::value_error("skip_budget must be >= 0");
     o.skip_budget = static_cast<uint64_t>(skip_budget);
-    o.read_depth = read_depth;
-    if (read_ahead_bytes < 0) throw py::value_error("read_ahead_bytes must be >= 0");
-    o.read_ahead_bytes = static_cast<uint64_t>(read_ahead_bytes);
+    o.read_depth = Saturate(read_depth);
+    o.read_ahead_bytes = static_cast<uint64_t>(std::max<int64_t>(0, read_ahead_bytes));
     Result<std::unique_ptr<Loader>> l = Status::OK();
     {
       py::gil_scoped_release release;
@@ -190,6 +201,20 @@ class PyLoader {
 
   Loader& loader() { return *loader_; }
 
+  std::string State() const { return LoaderStateToJson(loader_->state()); }
+
+  // Validated by the loader (LoaderStateFromJson, Loader::Restore): a state
+  // that does not continue exactly is a ValueError saying what differs.
+  void Restore(const std::string& json) {
+    LoaderState saved = Take(LoaderStateFromJson(json));
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = loader_->Restore(saved);
+    }
+    Check(s);
+  }
+
  private:
   std::unique_ptr<Loader> loader_;
 };
@@ -249,12 +274,11 @@ class PyDataset {
 class PyWriter {
  public:
   PyWriter(const std::string& path, const std::string& kind, std::vector<int64_t> shape,
-           std::vector<std::string> classes, uint64_t shard_size, const std::string& compression,
+           std::vector<std::string> classes, int64_t shard_size, const std::string& compression,
            bool overwrite, const std::string& created_by)
       : path_(path) {
     DatasetWriterOptions o;
-    if (shard_size < (1 << 16)) throw py::value_error("shard_size must be at least 65536 bytes");
-    o.shard_size = shard_size;
+    o.shard_size = static_cast<uint64_t>(std::max<int64_t>(0, shard_size));  // checked by Create
     o.overwrite = overwrite;
     if (kind == "jpeg") {
       manifest_.record.kind = format::RecordKind::kJpeg;
@@ -286,6 +310,9 @@ class PyWriter {
     }
     manifest_.classes = std::move(classes);
     manifest_.created_by = created_by;
+    o.num_classes = manifest_.classes.size();
+    if (manifest_.record.kind == format::RecordKind::kRawU8)
+      o.raw_record_size = manifest_.record.raw_record_size();
     Result<std::unique_ptr<DatasetWriter>> w = Status::OK();
     {
       py::gil_scoped_release release;
@@ -308,16 +335,10 @@ class PyWriter {
     std::string k = key.is_none() ? std::to_string(writer_->records()) : key.cast<std::string>();
     const std::string where = path_ + ": record '" + Printable(k) + "' (number " +
                               std::to_string(writer_->records()) + ")";
-    if (label < -1 || label > INT32_MAX) throw py::value_error(where + ": label out of range");
-    if (!manifest_.classes.empty() && label >= static_cast<int64_t>(manifest_.classes.size())) {
-      throw py::value_error(where + ": label " + std::to_string(label) + " but only " +
-                            std::to_string(manifest_.classes.size()) + " classes");
-    }
-    if (manifest_.record.kind == format::RecordKind::kRawU8 &&
-        bytes != manifest_.record.raw_record_size()) {
-      throw py::value_error(where + ": " + std::to_string(bytes) + " bytes, the shape needs " +
-                            std::to_string(manifest_.record.raw_record_size()));
-    }
+    // Only what int32 cannot hold is refused here; the writer checks the
+    // label against the classes and the size against the shape.
+    if (label < INT32_MIN || label > INT32_MAX)
+      throw py::value_error(where + ": label " + std::to_string(label) + " out of range");
     PreparedImage prepared;
     if (manifest_.record.kind == format::RecordKind::kJpeg) {
       // What shardkit-pack does to each file: recognised by content,
@@ -380,9 +401,9 @@ PYBIND11_MODULE(_shardkit, m) {
   g_corruption_error = corruption.ptr();
 
   py::class_<PyLoader>(m, "_Loader")
-      .def(py::init<const std::string&, int, int, const py::dict&, int, int, uint64_t,
-                    const std::string&, bool, const std::string&, int, const std::string&, int64_t,
-                    int, int64_t>(),
+      .def(py::init<const std::string&, int64_t, int64_t, const py::dict&, int64_t, int64_t,
+                    const py::int_&, const std::string&, bool, const std::string&, int64_t,
+                    const std::string&, int64_t, int64_t, int64_t>(),
            py::arg("path"), py::arg("batch_size"), py::arg("workers"), py::arg("transform"),
            py::arg("rank"), py::arg("world_size"), py::arg("seed"), py::arg("shuffle"),
            py::arg("drop_last"), py::arg("layout"), py::arg("prefetch"), py::arg("on_corrupt"),
@@ -391,6 +412,8 @@ PYBIND11_MODULE(_shardkit, m) {
       .def("start_epoch", &PyLoader::StartEpoch, py::arg("epoch"), py::arg("start_batch") = 0)
       .def("next", &PyLoader::Next)
       .def("stats", &PyLoader::Stats)
+      .def("state", &PyLoader::State)
+      .def("restore", &PyLoader::Restore, py::arg("state_json"))
       .def("reset_stats", [](PyLoader& l) { l.loader().ResetStats(); })
       .def_property_readonly("epoch", [](PyLoader& l) { return l.loader().epoch(); })
       .def_property_readonly("next_batch", [](PyLoader& l) { return l.loader().next_batch(); })
@@ -421,7 +444,7 @@ PYBIND11_MODULE(_shardkit, m) {
 
   py::class_<PyWriter>(m, "_Writer")
       .def(py::init<const std::string&, const std::string&, std::vector<int64_t>,
-                    std::vector<std::string>, uint64_t, const std::string&, bool,
+                    std::vector<std::string>, int64_t, const std::string&, bool,
                     const std::string&>(),
            py::arg("path"), py::arg("kind"), py::arg("shape"), py::arg("classes"),
            py::arg("shard_size"), py::arg("compression"), py::arg("overwrite"),

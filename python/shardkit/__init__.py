@@ -23,9 +23,6 @@ from ._shardkit import CorruptionError, _Dataset, _Loader, _Writer, __version__
 
 __all__ = ["Loader", "Dataset", "Writer", "CorruptionError", "distributed_defaults", "normalize", "transforms"]
 
-_STATE_VERSION = 1
-
-
 def _env_int(*names):
     for name in names:
         value = os.environ.get(name)
@@ -37,14 +34,16 @@ def _env_int(*names):
     return None
 
 
-def _int(name, value, lo, hi):
-    """value as an int in lo..hi, or a ValueError naming the argument."""
+def _int(name, value, bits=63):
+    """value as an int that fits the core's arguments (int64; seeds uint64),
+    or a ValueError naming the argument. The options' ranges are the C++
+    core's to check: one validation, whose messages come back as ValueError."""
     try:
         v = int(value)
     except (TypeError, ValueError):
         raise ValueError("%s must be an integer, not %r" % (name, value)) from None
-    if not lo <= v <= hi:
-        raise ValueError("%s must be in %d..%d, not %d" % (name, lo, hi, v))
+    if not (-(1 << 63) if bits == 63 else 0) <= v < (1 << bits):
+        raise ValueError("%s=%d is out of range" % (name, v))
     return v
 
 
@@ -208,7 +207,7 @@ class Loader:
         if workers is not None and num_workers is not None:
             raise ValueError("give workers or num_workers, not both")
         if num_workers is not None:
-            workers = max(1, _int("num_workers", num_workers, 0, 256))
+            workers = max(1, _int("num_workers", num_workers))
         if (rank is None) != (world_size is None):
             raise ValueError("give both rank and world_size, or neither")
         if rank is None:
@@ -226,29 +225,28 @@ class Loader:
         if isinstance(shuffle, bool):
             shuffle = "auto" if shuffle else "none"
         if prefetch_factor is not None:  # DataLoader's is per worker process
-            prefetch = max(1, _int("prefetch_factor", prefetch_factor, 1, 1024) * max(1, int(workers)))
-            prefetch = min(prefetch, 1024)
+            prefetch_factor = _int("prefetch_factor", prefetch_factor)
+            if prefetch_factor < 1:
+                raise ValueError("prefetch_factor must be at least 1, not %d" % prefetch_factor)
+            prefetch = min(prefetch_factor * max(1, _int("workers", workers)), 1024)
         self.path = os.fspath(path)
-        self.batch_size = _int("batch_size", batch_size, 1, 1 << 20)
-        self.seed = _int("seed", seed, 0, (1 << 64) - 1)
-        self.world_size = _int("world_size", world_size, 1, 1 << 30)
-        self.rank = _int("rank", rank, 0, self.world_size - 1)
-        plan = transforms.plan(transform, _int("size", size, 1, 4096))
+        self.batch_size = _int("batch_size", batch_size)
+        self.seed = _int("seed", seed, bits=64)
+        self.world_size = _int("world_size", world_size)
+        self.rank = _int("rank", rank)
+        plan = transforms.plan(transform, _int("size", size))
         self.transform = plan["kind"]
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
         if pin_memory and not self.pin_memory:
             _once("pin", _log.info, "shardkit.Loader: pin_memory=True, but CUDA is not available: not pinned")
-        self._core = _Loader(_path(path), self.batch_size, _int("workers", workers, 1, 256), plan,
+        self._core = _Loader(_path(path), self.batch_size, _int("workers", workers), plan,
                              self.rank, self.world_size, self.seed, str(shuffle), bool(drop_last), str(layout),
-                             _int("prefetch", prefetch, 1, 1024), str(on_corrupt),
-                             _int("skip_budget", skip_budget, 0, (1 << 63) - 1),
-                             _int("read_depth", read_depth, 0, 1024),
-                             _int("read_ahead_bytes", read_ahead_bytes, 1 << 20, 64 << 30))
+                             _int("prefetch", prefetch), str(on_corrupt), _int("skip_budget", skip_budget),
+                             _int("read_depth", read_depth), _int("read_ahead_bytes", read_ahead_bytes))
         self._epoch = 0
         self._epoch_set = True  # the next iteration reads self._epoch (else the one after)
         self._iterated = False
-        self._resume = None  # (epoch, batch) from load_state_dict, not yet used
-        self._position = (0, 0)  # (epoch, batches yielded): what state_dict saves
+        self._resumed = None  # the epoch load_state_dict started in the core, not yet iterated
         self._skipped_logged = 0
 
     def __len__(self):
@@ -277,10 +275,11 @@ class Loader:
     def set_epoch(self, epoch):
         """The epoch the next iteration reads (its shuffle and augmentation).
         After load_state_dict, setting the saved epoch resumes it mid-way."""
-        self._epoch = _int("epoch", epoch, 0, (1 << 63) - 1)
+        epoch = _int("epoch", epoch)
+        if epoch < 0:
+            raise ValueError("epoch must be >= 0, not %d" % epoch)
+        self._epoch = epoch
         self._epoch_set = True
-        if self._resume is None or self._resume[0] != self._epoch:
-            self._position = (self._epoch, 0)
 
     def __iter__(self):
         for images, labels, _, _ in self.batches():
@@ -296,20 +295,15 @@ class Loader:
             self._epoch += 1  # iterating again without set_epoch: the next epoch
         self._epoch_set = False
         self._iterated = True
-        start = 0
-        if self._resume is not None and self._resume[0] == self._epoch:
-            start = self._resume[1]
-        self._resume = None
-        epoch = self._epoch
-        self._core.start_epoch(epoch, start)
-        self._position = (epoch, start)
+        if self._resumed != self._epoch:  # else the core already starts where the state said
+            self._core.start_epoch(self._epoch, 0)
+        self._resumed = None
         try:
             while True:
                 batch = self._core.next()
                 if batch is None:
                     break
                 images, labels, ids, real = batch
-                self._position = (epoch, self._position[1] + 1)
                 images = torch.from_numpy(images)
                 if self.pin_memory:
                     images = images.pin_memory()
@@ -328,56 +322,30 @@ class Loader:
             self._skipped_logged = skipped
 
     def state_dict(self):
-        """Where the loader is: a new loader with the same options given this
-        state continues with exactly the batches this one would have yielded
-        next (call set_epoch with the saved epoch, or none, before iterating)."""
-        if self._resume is not None:
-            epoch, batch = self._resume
-        elif not self._epoch_set and self._iterated and self._position[1] >= len(self):
-            epoch, batch = self._epoch + 1, 0  # an epoch done: the next starts at its beginning
-        else:
-            epoch, batch = self._position
-        return {
-            "version": _STATE_VERSION,
-            "epoch": int(epoch),
-            "batch": int(batch),
-            "seed": self.seed,
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "batch_size": self.batch_size,
-            "records": self._core.dataset_records,
-        }
+        """Where the loader is, and what decides its batches (the C++ core's
+        LoaderState, as a dict): a new loader given this state continues with
+        exactly the batches this one would have yielded next (call set_epoch
+        with the saved epoch, or none, before iterating)."""
+        state = json.loads(self._core.state())
+        if self._resumed is None and self._epoch_set:
+            # set_epoch(e) since the last batch: the next iteration starts e afresh.
+            state["epoch"], state["batch"] = self._epoch, 0
+        return state
 
     def load_state_dict(self, state):
-        """Continue from `state` (from state_dict) at the next iteration of its epoch."""
+        """Continue from `state` (from state_dict) at the next iteration of its
+        epoch. The core checks it (same dataset and seed; mid-epoch, the same
+        cut of the epoch) and raises ValueError saying what differs."""
+        if not isinstance(state, dict):
+            raise ValueError("not a shardkit loader state: %r is not a dict" % type(state).__name__)
         try:
-            if state["version"] != _STATE_VERSION:
-                raise ValueError("loader state version %r, this shardkit reads %d" %
-                                 (state["version"], _STATE_VERSION))
-            epoch, batch = int(state["epoch"]), int(state["batch"])
-            saved = {k: state[k] for k in ("seed", "world_size", "batch_size", "records")}
-        except (KeyError, TypeError, ValueError) as e:
+            text = json.dumps(state)
+        except (TypeError, ValueError) as e:
             raise ValueError("not a shardkit loader state: %s" % e) from None
-        if saved["records"] != self._core.dataset_records:
-            raise ValueError("this loader state is for a dataset of %d records, this one has %d" %
-                             (saved["records"], self._core.dataset_records))
-        if saved["seed"] != self.seed:
-            raise ValueError("this loader state was saved with seed=%d, this loader has seed=%d: the order "
-                             "and augmentation would differ" % (saved["seed"], self.seed))
-        if batch > 0 and (saved["world_size"], saved["batch_size"]) != (self.world_size, self.batch_size):
-            raise ValueError(
-                "this loader state is mid-way through epoch %d (batch %d) of %d rank(s) x batch %d; this loader "
-                "has %d rank(s) x batch %d, which share the epoch's records differently, so continuing mid-epoch "
-                "would repeat or skip records. Resume with %d rank(s) x batch %d, or start the next epoch: "
-                "loader.set_epoch(%d) (the rest of epoch %d is not read)"
-                % (epoch, batch, saved["world_size"], saved["batch_size"], self.world_size, self.batch_size,
-                   saved["world_size"], saved["batch_size"], epoch + 1, epoch))
-        if not 0 <= batch <= len(self):
-            raise ValueError("loader state batch %d is outside 0..%d" % (batch, len(self)))
-        self._epoch = epoch
+        self._core.restore(text)
+        self._epoch = self._core.epoch
         self._epoch_set = True
-        self._resume = (epoch, batch)
-        self._position = (epoch, batch)
+        self._resumed = self._epoch
 
     def stats(self):
         """Seconds per stage summed over workers (read, decompress, decode,
@@ -456,7 +424,7 @@ class Writer:
         self.path = os.fspath(path)
         created_by = json.dumps({"tool": "shardkit (python)", "version": __version__,
                                  "kind": kind})
-        shape = [_int("shape", d, 1, 65536) for d in (shape or ())]
+        shape = [_int("shape", d) for d in (shape or ())]
         names = [str(c) for c in classes]
         for name in names:
             try:
@@ -464,7 +432,7 @@ class Writer:
             except UnicodeEncodeError:
                 raise ValueError("class name %r is not valid UTF-8 (manifests are UTF-8 JSON)" % name) from None
         self._core = _Writer(_path(path), str(kind), shape, names,
-                             _int("shard_size", shard_size, 1 << 16, 1 << 62), str(compression),
+                             _int("shard_size", shard_size), str(compression),
                              bool(overwrite), created_by)
 
     def add(self, data, label, key=None):
@@ -480,7 +448,7 @@ class Writer:
                 raise ValueError("record data must be bytes or a uint8 array, not %s" % data.dtype)
         if key is not None and not isinstance(key, bytes):
             key = str(key).encode("utf-8", "surrogateescape")  # keys are bytes, like file names
-        self._core.add(data, _int("label", label, -1, (1 << 31) - 1), key)
+        self._core.add(data, _int("label", label), key)
 
     @property
     def records(self):

@@ -54,9 +54,7 @@ def _range(name, value):
         lo, hi = (float(v) for v in value)
     except (TypeError, ValueError):
         raise ValueError("%s must be a pair (min, max), not %r" % (name, value)) from None
-    if not lo <= hi:
-        raise ValueError("%s must be (min, max) with min <= max, not %r" % (name, value))
-    return lo, hi
+    return lo, hi  # its range is checked by the loader (one validation, in C++)
 
 
 def _check_interpolation(owner, interpolation):
@@ -124,10 +122,7 @@ class RandomHorizontalFlip:
     """torchvision.transforms.RandomHorizontalFlip: mirror with probability ``p``."""
 
     def __init__(self, p=0.5):
-        p = float(p)
-        if not 0.0 <= p <= 1.0:
-            raise ValueError("RandomHorizontalFlip p must be in [0, 1], not %r" % p)
-        self.p = p
+        self.p = float(p)  # checked by the loader: in [0, 1]
 
     def __repr__(self):
         return "RandomHorizontalFlip(p=%r)" % self.p

@@ -235,13 +235,41 @@ def test_resuming_mid_epoch_on_another_world_size_says_why_it_cannot(photo_ds):
     next(it)
     state = two.state_dict()
     three = sk.Loader(ds, 4, size=32, rank=0, world_size=3)
-    with pytest.raises(ValueError, match="repeat or skip records.*set_epoch"):
+    with pytest.raises(ValueError, match=r"world size 2 -> 3\): continuing would repeat or skip records.*start "
+                                         r"epoch 1"):
         three.load_state_dict(state)
+    # Another crop size mid-epoch: the epoch's crops would differ.
+    with pytest.raises(ValueError, match="transform train 32x32 .* -> train 48x48"):
+        sk.Loader(ds, 4, size=48, rank=0, world_size=2).load_state_dict(state)
     # At an epoch boundary the world size may change.
     state["batch"] = 0
     three.load_state_dict(state)
     with pytest.raises(ValueError, match="seed"):
         sk.Loader(ds, 4, size=32, rank=0, world_size=2, seed=9).load_state_dict(two.state_dict())
+
+
+def test_loader_state_is_the_cores_and_is_checked_there(photo_ds):
+    ds, _ = photo_ds
+    a = sk.Loader(ds, 4, size=32, rank=0, world_size=1, shuffle="full")
+    it = iter(a)
+    next(it)
+    state = a.state_dict()
+    assert state["version"] == 2 and state["epoch"] == 0 and state["batch"] == 1
+    assert state["shuffle"] == "full" and state["transform"].startswith("train 32x32")
+    b = sk.Loader(ds, 4, size=32, rank=0, world_size=1, shuffle="full")
+    b.load_state_dict(state)
+    rest_b, rest_a = list(b), list(it)
+    assert len(rest_b) == len(rest_a) == len(a) - 1
+    assert all(torch.equal(x, y) for (x, _), (y, _) in zip(rest_b, rest_a))
+    # A state written before the cut's fields were recorded (version 1) still resumes.
+    old = {k: state[k] for k in ("epoch", "batch", "seed", "world_size", "batch_size", "records")}
+    old["version"] = 1
+    sk.Loader(ds, 4, size=32, rank=0, world_size=1, shuffle="full").load_state_dict(old)
+    for broken, why in (({}, "'version' is missing"), (dict(state, version=7), "version 7"),
+                        (dict(state, seed=-1), "'seed' is not a non-negative integer"),
+                        (dict(state, batch=10**6), "past the epoch")):
+        with pytest.raises(ValueError, match=why):
+            sk.Loader(ds, 4, size=32, rank=0, world_size=1, shuffle="full").load_state_dict(broken)
 
 
 def test_a_dataset_pickles_and_feeds_spawned_dataloader_workers(photo_ds, monkeypatch):
