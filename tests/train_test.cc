@@ -199,8 +199,8 @@ TEST(CheckpointTest, InterruptedWriteLeavesThePreviousCheckpointUsable) {
   Sgd opt = SgdOver(m);
   TrainPosition pos;
   pos.arch = "tiny";
-  pos.epoch = 3;
-  pos.batch_index = 7;
+  pos.data.epoch = 3;
+  pos.data.batch = 7;
   const std::string path = dir / "last.pt";
   ASSERT_TRUE(SaveCheckpoint(path, AsModule(m), opt, pos).ok());
   // A writer killed mid-write leaves only a partial temporary file behind.
@@ -209,14 +209,14 @@ TEST(CheckpointTest, InterruptedWriteLeavesThePreviousCheckpointUsable) {
   auto m2 = TinyModel();
   Status s = LoadCheckpoint(path, AsModule(m2), nullptr, &got);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(got.epoch, 3);
-  EXPECT_EQ(got.batch_index, 7);
+  EXPECT_EQ(got.data.epoch, 3);
+  EXPECT_EQ(got.data.batch, 7);
   EXPECT_EQ(MaxDiff(StateDict(AsModule(m)), StateDict(AsModule(m2))), 0.0);
   // The next save replaces the stale temporary and publishes atomically.
-  pos.epoch = 4;
+  pos.data.epoch = 4;
   ASSERT_TRUE(SaveCheckpoint(path, AsModule(m), opt, pos).ok());
   ASSERT_TRUE(LoadCheckpoint(path, AsModule(m2), nullptr, &got).ok());
-  EXPECT_EQ(got.epoch, 4);
+  EXPECT_EQ(got.data.epoch, 4);
   EXPECT_FALSE(FileExists(path + ".tmp"));
   // A corrupt checkpoint is an error that names the file, not a crash.
   testing::WriteFile(dir / "bad.pt", "garbage");
@@ -240,8 +240,8 @@ TEST(TrainTest, SigtermCheckpointsAndResumeFinishes) {
   ASSERT_TRUE(FileExists(dir / "ck/last.pt"));
   TrainPosition pos;
   ASSERT_TRUE(ReadToyCheckpoint(dir / "ck/last.pt", &pos));
-  EXPECT_EQ(pos.epoch, 0);
-  EXPECT_GE(pos.batch_index, 20);
+  EXPECT_EQ(pos.data.epoch, 0);
+  EXPECT_GE(pos.data.batch, 20);
   auto r =
       RunCommand(base + " --resume --quiet --max-steps " + std::to_string(pos.global_step + 5));
   EXPECT_EQ(r.exit_code, 0) << r.out;
@@ -274,8 +274,8 @@ TEST(TrainTest, OneRankFailingEndsTheOthersWithAnErrorAndResumeCompletes) {
   // Resume from the last checkpoint (end of epoch 1) and finish.
   TrainPosition pos;
   ASSERT_TRUE(ReadToyCheckpoint(dir / "ck/last.pt", &pos));
-  EXPECT_EQ(pos.epoch, 1);
-  EXPECT_EQ(pos.batch_index, 0);
+  EXPECT_EQ(pos.data.epoch, 1);
+  EXPECT_EQ(pos.data.batch, 0);
   auto r = RunCommand(kTrain + " --nproc-per-node 2 --data " + dir / "data" +
                       " --arch tiny --workers 1 --threads 1"
                       " --batch-size 4 --epochs 3 --print-every 1000 --resume --checkpoint-dir " +
@@ -374,7 +374,7 @@ TEST(CheckpointTest, FlippedTensorBytesAreRefusedByNameAndThePreviousOneIsKept) 
   pos.arch = "tiny";
   const std::string path = dir / "last.pt";
   ASSERT_TRUE(SaveCheckpoint(path, AsModule(m), opt, pos).ok());
-  pos.epoch = 1;
+  pos.data.epoch = 1;
   ASSERT_TRUE(SaveCheckpoint(path, AsModule(m), opt, pos).ok());
   ASSERT_TRUE(FileExists(dir / "prev.pt")) << "the replaced checkpoint is kept as prev.pt";
   std::string bytes = testing::ReadFile(path);
@@ -392,7 +392,7 @@ TEST(CheckpointTest, FlippedTensorBytesAreRefusedByNameAndThePreviousOneIsKept) 
       << st.ToString();
   EXPECT_NE(st.message().find("prev.pt"), std::string::npos) << st.ToString();
   ASSERT_TRUE(LoadCheckpoint(dir / "prev.pt", AsModule(m2), nullptr, &got).ok());
-  EXPECT_EQ(got.epoch, 0);
+  EXPECT_EQ(got.data.epoch, 0);
 }
 
 TEST(TrainTest, ResumeFromADamagedCheckpointIsRefusedByName) {
@@ -744,7 +744,7 @@ TEST(TrainTest, EveryCollectiveTakesTensorsOnTheTrainingDevice) {
     TrainOptions o = TinyTrainOptions(dir / "data");
     o.val = dir / "val";
     o.epochs = 2;
-    o.device = device.is_cuda() ? "cuda" : "cpu";
+    o.device = device.is_cuda() ? TrainDevice::kCuda : TrainDevice::kCpu;
     auto group = c10::make_intrusive<RecordingGroup>();
     ASSERT_TRUE(Train(o, DistEnv{}, group).ok());
     int broadcasts = 0, reductions = 0, figures = 0, hits = 0;
@@ -871,7 +871,7 @@ TEST(CudaTest, AmpFp16AndBf16Train) {
     EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
     TrainPosition pos;
     ASSERT_TRUE(ReadToyCheckpoint(dir / (std::string(dtype) + "/last.pt"), &pos));
-    EXPECT_EQ(pos.epoch, 3);
+    EXPECT_EQ(pos.data.epoch, 3);
     if (std::string(dtype) == "fp16") {
       EXPECT_GT(pos.loss_scale, 0);
     }

@@ -118,13 +118,19 @@ uint32_t ContentChecksum(const std::map<std::string, torch::Tensor>& model,
   return crc;
 }
 
-std::string PositionString(const TrainPosition& p) {
+std::string PositionString(const TrainPosition& p, bool format2) {
   char buf[512];
-  std::snprintf(buf, sizeof(buf), "%lld/%lld/%lld/%lld/%lld/%lld/%.17g/%s/%lld/%lld",
-                (long long)p.epoch, (long long)p.batch_index, (long long)p.global_step,
-                (long long)p.seed, (long long)p.world_size, (long long)p.batch_size, p.loss_scale,
-                p.arch.c_str(), (long long)p.num_classes, (long long)p.in_channels);
-  return buf;
+  if (format2) {
+    const LoaderState& d = p.data;
+    std::snprintf(buf, sizeof(buf), "%lld/%lld/%lld/%lld/%lld/%lld/%.17g/%s/%lld/%lld",
+                  (long long)d.epoch, (long long)d.batch, (long long)p.global_step,
+                  (long long)d.seed, (long long)d.world_size, (long long)d.batch_size, p.loss_scale,
+                  p.arch.c_str(), (long long)p.num_classes, (long long)p.in_channels);
+    return buf;
+  }
+  std::snprintf(buf, sizeof(buf), "%lld/%.17g/%s/%lld/%lld/", (long long)p.global_step,
+                p.loss_scale, p.arch.c_str(), (long long)p.num_classes, (long long)p.in_channels);
+  return buf + LoaderStateToJson(p.data);
 }
 
 std::map<std::string, torch::Tensor> FromDict(const c10::IValue& v) {
@@ -148,12 +154,9 @@ Status WritePickle(const std::string& path, const c10::IValue& value) {
 Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& opt,
                       const TrainPosition& pos) {
   c10::impl::GenericDict meta(c10::StringType::get(), c10::AnyType::get());
-  meta.insert("epoch", pos.epoch);
-  meta.insert("batch_index", pos.batch_index);
+  meta.insert("loader_state", LoaderStateToJson(pos.data));
+  meta.insert("epoch", static_cast<int64_t>(pos.data.epoch));  // for a reader's eyes
   meta.insert("global_step", pos.global_step);
-  meta.insert("seed", pos.seed);
-  meta.insert("world_size", pos.world_size);
-  meta.insert("batch_size", pos.batch_size);
   meta.insert("loss_scale", pos.loss_scale);
   meta.insert("arch", pos.arch);
   meta.insert("num_classes", pos.num_classes);
@@ -166,7 +169,7 @@ Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& op
   top.insert("momentum", ToDict(mom));
   top.insert("meta", meta);
   top.insert("format", std::string(kCheckpointFormat));
-  top.insert("crc32c", static_cast<int64_t>(ContentChecksum(sd, mom, PositionString(pos))));
+  top.insert("crc32c", static_cast<int64_t>(ContentChecksum(sd, mom, PositionString(pos, false))));
   // The checkpoint being replaced stays as prev.pt (a hard link, so last.pt
   // is never missing): a later damaged last.pt leaves a good one to go back to.
   if (FileExists(path)) {
@@ -184,25 +187,34 @@ Status LoadCheckpoint(const std::string& path, torch::nn::Module& model, Sgd* op
   try {
     c10::IValue v = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
     auto top = v.toGenericDict();
-    if (!top.contains("format") || top.at("format").toStringRef() != kCheckpointFormat) {
+    const std::string format = top.contains("format") ? top.at("format").toStringRef() : "";
+    const bool format2 = format == kCheckpointFormat2;
+    if (format != kCheckpointFormat && !format2) {
       return Status::Corruption(path + ": not a shardkit checkpoint (format " + kCheckpointFormat +
                                 ")");
     }
     const std::map<std::string, torch::Tensor> sd = FromDict(top.at("model"));
     const std::map<std::string, torch::Tensor> mom = FromDict(top.at("momentum"));
     auto meta = top.at("meta").toGenericDict();
-    pos->epoch = meta.at("epoch").toInt();
-    pos->batch_index = meta.at("batch_index").toInt();
+    if (format2) {  // the data position without what decides the batches: not compared
+      pos->data = LoaderState();
+      pos->data.epoch = static_cast<uint64_t>(meta.at("epoch").toInt());
+      pos->data.batch = static_cast<uint64_t>(meta.at("batch_index").toInt());
+      pos->data.seed = static_cast<uint64_t>(meta.at("seed").toInt());
+      pos->data.world_size = static_cast<uint64_t>(meta.at("world_size").toInt());
+      pos->data.batch_size = static_cast<uint64_t>(meta.at("batch_size").toInt());
+    } else {
+      Result<LoaderState> data = LoaderStateFromJson(meta.at("loader_state").toStringRef());
+      if (!data.ok()) return Status::Corruption(path + ": " + data.status().message());
+      pos->data = *data;
+    }
     pos->global_step = meta.at("global_step").toInt();
-    pos->seed = meta.at("seed").toInt();
-    pos->world_size = meta.at("world_size").toInt();
-    pos->batch_size = meta.at("batch_size").toInt();
     pos->loss_scale = meta.at("loss_scale").toDouble();
     pos->arch = meta.at("arch").toStringRef();
     pos->num_classes = meta.at("num_classes").toInt();
     pos->in_channels = meta.at("in_channels").toInt();
     const uint32_t want = static_cast<uint32_t>(top.at("crc32c").toInt());
-    const uint32_t got = ContentChecksum(sd, mom, PositionString(*pos));
+    const uint32_t got = ContentChecksum(sd, mom, PositionString(*pos, format2));
     if (got != want) {
       return Status::Corruption(path + ": checkpoint is damaged (content checksum " +
                                 Crc32cHex(got) + ", written as " + Crc32cHex(want) +

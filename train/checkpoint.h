@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "loader/loader_state.h"
 
 namespace shardkit {
 
@@ -35,14 +36,12 @@ class Sgd {
 };
 
 // Where training is: resuming from it continues exactly where it stopped.
+// The data position is the loader's own state (LoaderState: epoch, next
+// batch, and what decides the batches), checked by the loader on resume.
 struct TrainPosition {
-  int64_t epoch = 0;        // the epoch in progress (or next to start)
-  int64_t batch_index = 0;  // the next batch of that epoch
+  LoaderState data;
   int64_t global_step = 0;  // optimizer steps taken
-  int64_t seed = 0;
-  int64_t world_size = 1;
-  int64_t batch_size = 0;  // per rank
-  double loss_scale = 0;   // fp16 dynamic loss scale (0: none)
+  double loss_scale = 0;    // fp16 dynamic loss scale (0: none)
   std::string arch;
   int64_t num_classes = 0;
   int64_t in_channels = 0;
@@ -56,7 +55,10 @@ Status LoadStateDict(torch::nn::Module& model, const std::map<std::string, torch
 // Checkpoints carry a CRC32C of their tensors and position; LoadCheckpoint
 // refuses (Corruption, naming the file) one whose contents do not match.
 // SaveCheckpoint keeps the checkpoint it replaces as prev.pt beside it.
-inline constexpr char kCheckpointFormat[] = "shardkit-checkpoint-2";
+// Format 3 holds the LoaderState (as JSON); format 2 (epoch, batch, seed,
+// world and batch size only) is still read.
+inline constexpr char kCheckpointFormat[] = "shardkit-checkpoint-3";
+inline constexpr char kCheckpointFormat2[] = "shardkit-checkpoint-2";
 inline constexpr char kPreviousCheckpointName[] = "prev.pt";
 Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& opt,
                       const TrainPosition& pos);

@@ -159,17 +159,7 @@ bool BuildHasNccl() {
 #endif
 }
 
-const char* BackendName(DistBackend b) {
-  switch (b) {
-    case DistBackend::kGloo:
-      return "gloo";
-    case DistBackend::kNccl:
-      return "nccl";
-    case DistBackend::kAuto:
-      break;
-  }
-  return "auto";
-}
+const char* BackendName(DistBackend b) { return NameOf(kDistBackendNames, b); }
 
 Result<DistBackend> ResolveBackend(DistBackend requested, bool cuda) {
   DistBackend b = requested;
@@ -281,16 +271,11 @@ void BroadcastFromRank0(CollectiveGroup& group, const std::vector<torch::Tensor>
 std::vector<double> SumOverRanks(CollectiveGroup* group, torch::Device device,
                                  const std::vector<double>& values) {
   if (group == nullptr || values.empty()) return values;
-  torch::Tensor t =
-      SumOverRanks(group, torch::tensor(values, torch::dtype(torch::kFloat64)).to(device)).cpu();
-  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
-}
-
-torch::Tensor SumOverRanks(CollectiveGroup* group, torch::Tensor values) {
-  if (group == nullptr) return values;
-  std::vector<torch::Tensor> t = {values.contiguous()};
+  std::vector<torch::Tensor> t = {
+      torch::tensor(values, torch::dtype(torch::kFloat64)).to(device).contiguous()};
   group->allreduce(t)->wait();
-  return t[0];
+  const torch::Tensor sum = t[0].cpu();
+  return std::vector<double>(sum.data_ptr<double>(), sum.data_ptr<double>() + sum.numel());
 }
 
 struct GradientReducer::State {

@@ -16,6 +16,7 @@
 
 #include "base/status.h"
 #include "train/torch_compat.h"
+#include "train/train_options.h"
 
 namespace shardkit {
 
@@ -38,7 +39,6 @@ std::string FirstHostOfNodeList(const std::string& nodelist);
 // The c10d backend: Gloo (CPU tensors; CUDA tensors too, through host
 // copies, so ranks may share a GPU) or NCCL (CUDA tensors only, one GPU per
 // rank). kAuto is NCCL on CUDA, Gloo on CPU.
-enum class DistBackend { kAuto, kGloo, kNccl };
 // Which backends this build has: Gloo where LibTorch's Gloo headers were
 // found (PyTorch's wheels may lack them), NCCL in CUDA builds.
 bool BuildHasGloo();
@@ -89,8 +89,6 @@ void BroadcastFromRank0(CollectiveGroup& group, const std::vector<torch::Tensor>
 // the values themselves. Every "sum these numbers over ranks" goes here.
 std::vector<double> SumOverRanks(CollectiveGroup* group, torch::Device device,
                                  const std::vector<double>& values);
-// The same for a tensor already on the device (summed in place, returned).
-torch::Tensor SumOverRanks(CollectiveGroup* group, torch::Tensor values);
 
 // Averages gradients over ranks. Parameters are grouped into buckets of about
 // `bucket_bytes`, in reverse registration order (the order backward produces

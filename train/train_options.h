@@ -7,7 +7,26 @@
 #include <cstdint>
 #include <string>
 
+#include "base/names.h"
+#include "loader/corrupt_policy.h"
+
 namespace shardkit {
+
+// Each enum with its one name table: the flags' values, the metrics' words.
+enum class LrSchedule { kCosine, kStep, kConstant };  // step: x0.1 at 30/60/80% of training
+inline constexpr EnumName<LrSchedule> kLrScheduleNames[] = {{LrSchedule::kCosine, "cosine"},
+                                                            {LrSchedule::kStep, "step"},
+                                                            {LrSchedule::kConstant, "constant"}};
+enum class AmpDtype { kFp16, kBf16 };
+inline constexpr EnumName<AmpDtype> kAmpDtypeNames[] = {{AmpDtype::kFp16, "fp16"},
+                                                        {AmpDtype::kBf16, "bf16"}};
+enum class TrainDevice { kAuto, kCpu, kCuda };
+inline constexpr EnumName<TrainDevice> kTrainDeviceNames[] = {
+    {TrainDevice::kAuto, "auto"}, {TrainDevice::kCpu, "cpu"}, {TrainDevice::kCuda, "cuda"}};
+// The collectives' backend (train/dist.h). kAuto is NCCL on CUDA, Gloo on CPU.
+enum class DistBackend { kAuto, kGloo, kNccl };
+inline constexpr EnumName<DistBackend> kDistBackendNames[] = {
+    {DistBackend::kAuto, "auto"}, {DistBackend::kGloo, "gloo"}, {DistBackend::kNccl, "nccl"}};
 
 struct TrainOptions {
   std::string data, val;
@@ -22,12 +41,12 @@ struct TrainOptions {
   double weight_decay = 1e-4;
   bool nesterov = false;
   double warmup_epochs = 0;
-  std::string schedule = "cosine";  // cosine | step (x0.1 at 30/60/80% of training) | constant
+  LrSchedule schedule = LrSchedule::kCosine;
   double label_smoothing = 0;
-  bool amp = false;                // CUDA: autocast + (fp16) dynamic loss scaling
-  std::string amp_dtype = "fp16";  // fp16 | bf16
-  bool channels_last = true;       // faster on CPU (oneDNN) and with AMP on CUDA
-  int size = 224;                  // JPEG input side
+  bool amp = false;  // CUDA: autocast + (fp16) dynamic loss scaling
+  AmpDtype amp_dtype = AmpDtype::kFp16;
+  bool channels_last = true;  // faster on CPU (oneDNN) and with AMP on CUDA
+  int size = 224;             // JPEG input side
   std::string checkpoint_dir;
   bool resume = false;
   std::string export_path;
@@ -37,16 +56,15 @@ struct TrainOptions {
   int threads = 0;        // torch intra-op threads per rank (0: cores / local ranks)
   int timeout_s = 300;    // collectives and rendezvous
   double bucket_mb = 25;
-  std::string device = "auto";   // auto | cpu | cuda
-  std::string backend = "auto";  // auto (nccl on CUDA, gloo on CPU) | gloo | nccl
+  TrainDevice device = TrainDevice::kAuto;
+  DistBackend backend = DistBackend::kAuto;
   // Random batches made once on the device instead of the loader: the
   // ceiling that every figure with real data is compared with.
   bool synthetic = false;
   int synthetic_classes = 1000;
   int64_t synthetic_steps = 100;  // steps per synthetic epoch
   int print_every = 20;
-  std::string on_corrupt =
-      "fail";  // fail | skip (replace the record, count it, within skip_budget)
+  CorruptPolicy on_corrupt = CorruptPolicy::kFail;  // skip: replace, count, within skip_budget
   uint64_t skip_budget = 100;
   bool quiet = false;
 };

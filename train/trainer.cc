@@ -37,64 +37,28 @@ double LearningRate(const TrainOptions& o, double base, int64_t step, int64_t st
   const double warm = o.warmup_epochs * steps_per_epoch;
   const double s = static_cast<double>(step);
   if (warm > 0 && s < warm) return base * (s + 1) / warm;
-  if (o.schedule == "constant") return base;
   const double progress = total > warm ? (s - warm) / (total - warm) : 1.0;
-  if (o.schedule == "step") {
-    double lr = base;
-    for (double milestone : {0.3, 0.6, 0.8}) {
-      if (progress >= milestone) lr *= 0.1;
+  switch (o.schedule) {
+    case LrSchedule::kConstant:
+      return base;
+    case LrSchedule::kStep: {
+      double lr = base;
+      for (double milestone : {0.3, 0.6, 0.8}) {
+        if (progress >= milestone) lr *= 0.1;
+      }
+      return lr;
     }
-    return lr;
+    case LrSchedule::kCosine:
+      break;
   }
   return base * 0.5 * (1 + std::cos(M_PI * std::min(1.0, progress)));
 }
 
+// What an epoch's steps add up, per rank (summed over ranks to report).
 struct EpochTotals {
   double loss_sum = 0, samples = 0, correct = 0;
   double wait_s = 0, step_s = 0, comm_s = 0;
 };
-
-// Top-1 and top-5 over a dataset, each rank its share, summed over ranks.
-Status Evaluate(torch::nn::AnyModule& model, Loader& loader, BatchFeeder& feeder,
-                CollectiveGroup* group, torch::Device device, uint64_t epoch, double* top1,
-                double* top5) {
-  torch::NoGradGuard no_grad;
-  AsModule(model).eval();
-  SK_RETURN_IF_ERROR(loader.StartEpoch(epoch));
-  // Hits are counted on the device and read once, at the end.
-  torch::Tensor hits;
-  double n = 0;
-  for (;;) {
-    std::shared_ptr<const Batch> b;
-    SK_RETURN_IF_ERROR(loader.Next(&b));
-    if (b == nullptr) break;
-    const int real = b->real_size;
-    feeder.Stage(b);
-    auto [x, y] = feeder.Take();
-    if (real == 0) continue;
-    torch::Tensor logits = model.forward(x).narrow(0, 0, real);
-    torch::Tensor labels = y.narrow(0, 0, real);
-    const int64_t k = std::min<int64_t>(5, logits.size(1));
-    torch::Tensor top = std::get<1>(logits.topk(k, 1));
-    torch::Tensor hit = top.eq(labels.unsqueeze(1));
-    torch::Tensor both =
-        torch::stack({hit.narrow(1, 0, 1).sum(), hit.any(1).sum()}).to(torch::kFloat64);
-    hits = hits.defined() ? hits + both : both;
-    n += real;
-  }
-  // Summed over ranks on the device, where the hits already are (NCCL
-  // takes CUDA tensors only), and read once.
-  torch::Tensor counts = torch::zeros({3}, torch::dtype(torch::kFloat64).device(device));
-  if (hits.defined()) counts.narrow(0, 0, 2).copy_(hits);
-  counts[2] = n;
-  counts = SumOverRanks(group, counts).cpu();
-  const double c1 = counts[0].item<double>(), c5 = counts[1].item<double>();
-  n = counts[2].item<double>();
-  AsModule(model).train();
-  *top1 = n > 0 ? c1 / n : 0;
-  *top5 = n > 0 ? c5 / n : 0;
-  return Status::OK();
-}
 
 // Where the training steps' batches come from. Next() takes the next batch
 // and starts moving it to the device; Take() gives that batch's tensors.
@@ -176,7 +140,8 @@ class SyntheticSteps : public StepSource {
 // The training device: CPU, or this rank's own GPU (made current, so that
 // its context, streams and NCCL communicator live there).
 Result<torch::Device> ChooseDevice(const TrainOptions& o, const DistEnv& env, DistBackend backend) {
-  const bool want_cuda = o.device == "cuda" || (o.device == "auto" && torch::cuda::is_available());
+  const bool want_cuda = o.device == TrainDevice::kCuda ||
+                         (o.device == TrainDevice::kAuto && torch::cuda::is_available());
   if (!want_cuda) return torch::Device(torch::kCPU);
   if (!torch::cuda::is_available()) {
     return Status::InvalidArgument(
@@ -236,331 +201,432 @@ void InstallStopSignalHandlers() {
 
 namespace {
 
-Status TrainImpl(const TrainOptions& o, const DistEnv& env,
-                 c10::intrusive_ptr<CollectiveGroup> injected) {
-  const bool rank0 = env.rank == 0;
-  auto log = [&](const std::string& msg) {
-    if (rank0 && !o.quiet) std::fprintf(stderr, "%s\n", msg.c_str());
-  };
-  // Device and backend.
-  const DistBackend requested = o.backend == "gloo"   ? DistBackend::kGloo
-                                : o.backend == "nccl" ? DistBackend::kNccl
-                                                      : DistBackend::kAuto;
-  SK_ASSIGN_OR_RETURN(const torch::Device device, ChooseDevice(o, env, requested));
-  const bool cuda = device.is_cuda();
-  if (o.amp && !cuda) {
-    return Status::InvalidArgument(
-        "--amp needs a CUDA device (this run is on CPU); rerun without --amp");
-  }
-  SK_ASSIGN_OR_RETURN(const DistBackend backend, ResolveBackend(requested, cuda));
-  if (o.threads > 0) torch::set_num_threads(o.threads);
+// One rank's training, in named steps: SetUp (device, data, model, resume,
+// process group), then for each epoch RunEpoch (Step after Step), Evaluate,
+// Report and Checkpoint. Options arrive parsed (enums); what they imply is
+// decided once here (precision_, base_lr_), not on every step.
+class Trainer {
+ public:
+  Trainer(const TrainOptions& o, const DistEnv& env, c10::intrusive_ptr<CollectiveGroup> injected)
+      : o_(o), env_(env), injected_(std::move(injected)), rank0_(env.rank == 0) {}
 
-  // Outputs opened as streams: an existing FIFO or device there would block
-  // or swallow the metrics. Refused by path before any work starts.
-  if (rank0 && !o.metrics_path.empty() && FileExists(o.metrics_path)) {
-    SK_RETURN_IF_ERROR(CheckRegularFile(o.metrics_path).WithContext("--metrics"));
+  Status Run() {
+    SK_RETURN_IF_ERROR(SetUp());
+    // Shut the backend down however this returns.
+    std::shared_ptr<void> shutdown(nullptr, [this](void*) { ShutdownProcessGroup(&pg_); });
+    SK_RETURN_IF_ERROR(SetUpGroup());
+    for (; pos_.data.epoch < static_cast<uint64_t>(o_.epochs);
+         ++pos_.data.epoch, pos_.data.batch = 0) {
+      if (o_.max_steps > 0 && pos_.global_step >= o_.max_steps) break;  // not an empty epoch
+      EpochTotals tot;
+      bool stopped = false;
+      const auto start = Clock::now();
+      SK_RETURN_IF_ERROR(RunEpoch(&tot, &stopped));
+      if (stopped) {
+        SK_RETURN_IF_ERROR(Checkpoint(pos_));
+        SumOverRanks(group(), pg_.device, {0});  // every rank waits for the checkpoint
+        Log("stopped by signal " + std::to_string(g_stop_signal.load()) + " at epoch " +
+            std::to_string(pos_.data.epoch) + ", batch " + std::to_string(pos_.data.batch) +
+            "; checkpoint written to " + (ckpt_.empty() ? "(none)" : ckpt_));
+        return Status::Aborted("stopped by a signal after checkpointing");
+      }
+      const double seconds = Since(start);
+      const bool epoch_done = pos_.data.batch >= static_cast<uint64_t>(steps_per_epoch_);
+      double top1 = -1, top5 = -1;
+      // The epoch's figures are summed over ranks before evaluation, as
+      // every rank reaches here with its own.
+      const std::vector<double> sums =
+          SumOverRanks(group(), pg_.device,
+                       {tot.loss_sum, tot.samples, tot.correct, tot.wait_s, tot.comm_s, tot.step_s,
+                        static_cast<double>(steps_->corrupt_skipped())});
+      if (val_loader_) SK_RETURN_IF_ERROR(Evaluate(&top1, &top5));
+      if (epoch_done) {
+        TrainPosition next = pos_;  // a finished epoch resumes at the next one's start
+        ++next.data.epoch;
+        next.data.batch = 0;
+        SK_RETURN_IF_ERROR(Checkpoint(next));
+      } else {
+        SK_RETURN_IF_ERROR(Checkpoint(pos_));
+      }
+      Report(sums, seconds, top1, top5);
+      if (!epoch_done) break;  // max_steps reached mid-epoch
+    }
+    if (rank0_ && !o_.export_path.empty()) SK_RETURN_IF_ERROR(ExportWeights(o_.export_path, net()));
+    return Status::OK();
   }
 
-  // Data: the loader, or random batches made once on the device.
-  std::unique_ptr<Loader> train_loader, val_loader;
-  int channels = 3, height = o.size;
-  size_t num_classes = static_cast<size_t>(o.synthetic_classes);
-  uint64_t records = 0;
-  if (!o.synthetic) {
-    LoaderOptions lo;
-    lo.rank = env.rank;
-    lo.world_size = env.world_size;
-    lo.batch_size = o.batch_size;
-    lo.workers = o.workers;
-    lo.prefetch = o.prefetch;
-    lo.mmap = o.mmap;
-    lo.seed = o.seed;
-    lo.transform.kind = TransformKind::kTrain;
-    lo.transform.size = o.size;
-    // Channels-last training reads NHWC batches, viewed as channels-last NCHW
-    // tensors without a copy (BatchView).
-    lo.layout = o.channels_last ? Layout::kNHWC : Layout::kNCHW;
-#ifdef SHARDKIT_WITH_CUDA
-    if (cuda) lo.allocator = PinnedSlotAllocator();  // asynchronous copies from the batches
-#endif
-    lo.drop_last = true;  // every step a full global batch
-    lo.corrupt_policy = o.on_corrupt == "skip" ? CorruptPolicy::kSkip : CorruptPolicy::kFail;
-    lo.skip_budget = o.skip_budget;
-    SK_ASSIGN_OR_RETURN(train_loader, Loader::Open(o.data, lo));
-    if (train_loader->manifest().classes.empty()) {
+ private:
+  void Log(const std::string& msg) const {
+    if (rank0_ && !o_.quiet) std::fprintf(stderr, "%s\n", msg.c_str());
+  }
+  torch::nn::Module& net() { return AsModule(model_); }
+  CollectiveGroup* group() const { return pg_.group.get(); }
+  bool fp16() const { return precision_ == Precision::kFp16; }
+
+  Status SetUp() {
+    SK_RETURN_IF_ERROR(SetUpDevice());
+    // Outputs opened as streams: an existing FIFO or device there would block
+    // or swallow the metrics. Refused by path before any work starts.
+    if (rank0_ && !o_.metrics_path.empty() && FileExists(o_.metrics_path)) {
+      SK_RETURN_IF_ERROR(CheckRegularFile(o_.metrics_path).WithContext("--metrics"));
+    }
+    SK_RETURN_IF_ERROR(SetUpData());
+    SK_RETURN_IF_ERROR(SetUpModel());
+    SK_RETURN_IF_ERROR(Resume());
+    if (rank0_ && !o_.metrics_path.empty()) {
+      metrics_.open(o_.metrics_path, std::ios::app);
+      if (!metrics_) return Status::IOError(o_.metrics_path + ": cannot open for appending");
+    }
+    return Status::OK();
+  }
+
+  // The device and backend, and the precision they allow.
+  Status SetUpDevice() {
+    SK_ASSIGN_OR_RETURN(device_, ChooseDevice(o_, env_, o_.backend));
+    const bool cuda = device_.is_cuda();
+    if (o_.amp && !cuda) {
       return Status::InvalidArgument(
-          o.data + ": the manifest lists no classes; shardkit-train needs labelled records");
+          "--amp needs a CUDA device (this run is on CPU); rerun without --amp");
     }
-    if (!o.val.empty()) {
-      LoaderOptions vo = lo;
-      vo.transform.kind = TransformKind::kVal;
-      vo.drop_last = false;
-      vo.shuffle = ShuffleMode::kNone;
-      vo.batch_size = std::max(o.batch_size, 64);
-      SK_ASSIGN_OR_RETURN(val_loader, Loader::Open(o.val, vo));
-      SK_RETURN_IF_ERROR(CheckValMatchesTrain(o, *train_loader, *val_loader));
-    }
-    channels = train_loader->channels();
-    height = train_loader->height();
-    num_classes = train_loader->manifest().classes.size();
-    records = train_loader->dataset_records();
+    precision_ = !o_.amp                           ? Precision::kFp32
+                 : o_.amp_dtype == AmpDtype::kFp16 ? Precision::kFp16
+                                                   : Precision::kBf16;
+    SK_ASSIGN_OR_RETURN(backend_, ResolveBackend(o_.backend, cuda));
+    if (o_.threads > 0) torch::set_num_threads(o_.threads);
+    return Status::OK();
   }
 
-  // Model, identical on every rank: seeded, then rank 0's copy broadcast.
-  torch::manual_seed(static_cast<uint64_t>(o.seed));
-  ModelSpec spec;
-  spec.arch = o.arch;
-  spec.num_classes = static_cast<int>(std::max<size_t>(num_classes, 2));
-  spec.in_channels = channels;
-  spec.small_input_stem = height < 64;
-  torch::nn::AnyModule model;
-  try {
-    model = MakeModel(spec);
-  } catch (const std::invalid_argument& e) {
-    return Status::InvalidArgument(e.what());
-  }
-  torch::nn::Module& net = AsModule(model);
-  net.to(device);
-  if (o.channels_last) {
-    torch::NoGradGuard no_grad;
-    for (auto& p : net.parameters()) {
-      if (p.dim() == 4) p.set_data(p.contiguous(torch::MemoryFormat::ChannelsLast));
+  // The loader (and the validation loader), or random batches made once on
+  // the device; the feeder that moves and normalises batches there.
+  Status SetUpData() {
+    int channels = 3;
+    num_classes_ = static_cast<size_t>(o_.synthetic_classes);
+    height_ = o_.size;
+    if (!o_.synthetic) {
+      LoaderOptions lo;
+      lo.rank = env_.rank;
+      lo.world_size = env_.world_size;
+      lo.batch_size = o_.batch_size;
+      lo.workers = o_.workers;
+      lo.prefetch = o_.prefetch;
+      lo.mmap = o_.mmap;
+      lo.seed = o_.seed;
+      lo.transform.kind = TransformKind::kTrain;
+      lo.transform.size = o_.size;
+      // Channels-last training reads NHWC batches, viewed as channels-last
+      // NCHW tensors without a copy (BatchView).
+      lo.layout = o_.channels_last ? Layout::kNHWC : Layout::kNCHW;
+#ifdef SHARDKIT_WITH_CUDA
+      if (device_.is_cuda()) lo.allocator = PinnedSlotAllocator();  // asynchronous copies
+#endif
+      lo.drop_last = true;  // every step a full global batch
+      lo.corrupt_policy = o_.on_corrupt;
+      lo.skip_budget = o_.skip_budget;
+      SK_ASSIGN_OR_RETURN(train_loader_, Loader::Open(o_.data, lo));
+      if (train_loader_->manifest().classes.empty()) {
+        return Status::InvalidArgument(
+            o_.data + ": the manifest lists no classes; shardkit-train needs labelled records");
+      }
+      if (!o_.val.empty()) {
+        LoaderOptions vo = lo;
+        vo.transform.kind = TransformKind::kVal;
+        vo.drop_last = false;
+        vo.shuffle = ShuffleMode::kNone;
+        vo.batch_size = std::max(o_.batch_size, 64);
+        SK_ASSIGN_OR_RETURN(val_loader_, Loader::Open(o_.val, vo));
+        SK_RETURN_IF_ERROR(CheckValMatchesTrain(o_, *train_loader_, *val_loader_));
+      }
+      channels = train_loader_->channels();
+      height_ = train_loader_->height();
+      num_classes_ = train_loader_->manifest().classes.size();
     }
-  }
-  std::vector<std::pair<std::string, torch::Tensor>> named;
-  for (auto& p : net.named_parameters()) named.emplace_back(p.key(), p.value());
-  Sgd::Options so;
-  so.momentum = o.momentum;
-  so.weight_decay = o.weight_decay;
-  so.nesterov = o.nesterov;
-  Sgd opt(named, so);
-
-  // Where to start.
-  TrainPosition pos;
-  pos.seed = static_cast<int64_t>(o.seed);
-  pos.world_size = env.world_size;
-  pos.batch_size = o.batch_size;
-  pos.arch = o.arch;
-  pos.num_classes = spec.num_classes;
-  pos.in_channels = channels;
-  pos.loss_scale = o.amp && o.amp_dtype == "fp16" ? 65536.0 : 0;
-  const std::string ckpt = o.checkpoint_dir.empty() ? "" : JoinPath(o.checkpoint_dir, "last.pt");
-  if (!o.checkpoint_dir.empty() && rank0) SK_RETURN_IF_ERROR(CreateDirs(o.checkpoint_dir));
-  if (o.resume && !ckpt.empty() && FileExists(ckpt)) {
-    TrainPosition saved;
-    SK_RETURN_IF_ERROR(LoadCheckpoint(ckpt, net, &opt, &saved));
-    if (saved.arch != o.arch)
-      return Status::InvalidArgument(ckpt + " holds a " + saved.arch + ", not a " + o.arch);
-    pos.epoch = saved.epoch;
-    pos.global_step = saved.global_step;
-    pos.loss_scale = saved.loss_scale;
-    if (saved.world_size == env.world_size && saved.batch_size == o.batch_size &&
-        saved.seed == pos.seed) {
-      pos.batch_index = saved.batch_index;
+    channels_ = channels;
+    const std::vector<float> mean = channels == 3 ? std::vector<float>{0.485f, 0.456f, 0.406f}
+                                                  : std::vector<float>(channels, 0.5f);
+    const std::vector<float> stdv = channels == 3 ? std::vector<float>{0.229f, 0.224f, 0.225f}
+                                                  : std::vector<float>(channels, 0.25f);
+    feeder_ = MakeBatchFeeder(device_, mean, stdv, o_.channels_last);
+    if (o_.synthetic) {
+      steps_ = std::make_unique<SyntheticSteps>(o_, device_, channels);
     } else {
-      log("resume: world size, batch size or seed changed; restarting epoch " +
-          std::to_string(saved.epoch) + " from its first batch");
+      steps_ = std::make_unique<LoaderSteps>(*train_loader_, *feeder_);
     }
-    log("resumed from " + ckpt + " at epoch " + std::to_string(pos.epoch) + ", batch " +
-        std::to_string(pos.batch_index) + ", step " + std::to_string(pos.global_step));
-  } else if (o.resume) {
-    log("resume: no checkpoint in '" + o.checkpoint_dir + "', starting from scratch");
+    steps_per_epoch_ = static_cast<int64_t>(steps_->batches_per_epoch());
+    const double global_batch = static_cast<double>(o_.batch_size) * env_.world_size;
+    base_lr_ = o_.lr * global_batch / 256.0;
+    return Status::OK();
   }
 
-  // Distributed: every collective below takes its tensors on pg.device.
-  ProcessGroup pg;
-  pg.device = device;
-  if (injected) {
-    pg.group = injected;
-    pg.backend = "injected";
-  } else if (env.world_size > 1) {
-    SK_ASSIGN_OR_RETURN(pg, CreateProcessGroup(env, backend, device,
-                                               std::chrono::milliseconds(o.timeout_s * 1000LL),
-                                               [] { return g_stop_signal.load() != 0; }));
-  }
-  // Shut the backend down however this function returns.
-  std::shared_ptr<void> shutdown(nullptr, [&pg](void*) { ShutdownProcessGroup(&pg); });
-  CollectiveGroup* group = pg.group.get();
-  std::unique_ptr<GradientReducer> reducer;
-  std::vector<torch::Tensor> buffers;
-  for (auto& b : net.buffers()) buffers.push_back(b);
-  if (group != nullptr) {
-    std::vector<torch::Tensor> state = net.parameters();
-    state.insert(state.end(), buffers.begin(), buffers.end());
-    BroadcastFromRank0(*group, state);
-    reducer = std::make_unique<GradientReducer>(net.parameters(), pg.group, env.world_size,
-                                                static_cast<size_t>(o.bucket_mb * (1 << 20)));
-    log("DDP over " + pg.backend + ": " + std::to_string(env.world_size) + " ranks (" + env.source +
-        "), " + std::to_string(reducer->num_buckets()) + " gradient bucket(s)");
-  }
-
-  const std::vector<float> mean = channels == 3 ? std::vector<float>{0.485f, 0.456f, 0.406f}
-                                                : std::vector<float>(channels, 0.5f);
-  const std::vector<float> stdv = channels == 3 ? std::vector<float>{0.229f, 0.224f, 0.225f}
-                                                : std::vector<float>(channels, 0.25f);
-  std::unique_ptr<BatchFeeder> feeder = MakeBatchFeeder(device, mean, stdv, o.channels_last);
-  std::unique_ptr<StepSource> steps;
-  if (o.synthetic) {
-    steps = std::make_unique<SyntheticSteps>(o, device, channels);
-  } else {
-    steps = std::make_unique<LoaderSteps>(*train_loader, *feeder);
+  // The model, identical on every rank (seeded; rank 0's copy is broadcast
+  // in SetUpGroup), and its optimizer.
+  Status SetUpModel() {
+    torch::manual_seed(static_cast<uint64_t>(o_.seed));
+    spec_.arch = o_.arch;
+    spec_.num_classes = static_cast<int>(std::max<size_t>(num_classes_, 2));
+    spec_.in_channels = channels_;
+    spec_.small_input_stem = height_ < 64;
+    try {
+      model_ = MakeModel(spec_);
+    } catch (const std::invalid_argument& e) {
+      return Status::InvalidArgument(e.what());
+    }
+    net().to(device_);
+    if (o_.channels_last) {
+      torch::NoGradGuard no_grad;
+      for (auto& p : net().parameters()) {
+        if (p.dim() == 4) p.set_data(p.contiguous(torch::MemoryFormat::ChannelsLast));
+      }
+    }
+    std::vector<std::pair<std::string, torch::Tensor>> named;
+    for (auto& p : net().named_parameters()) named.emplace_back(p.key(), p.value());
+    Sgd::Options so;
+    so.momentum = o_.momentum;
+    so.weight_decay = o_.weight_decay;
+    so.nesterov = o_.nesterov;
+    opt_ = std::make_unique<Sgd>(named, so);
+    for (auto& b : net().buffers()) buffers_.push_back(b);
+    return Status::OK();
   }
 
-  const int64_t steps_per_epoch = static_cast<int64_t>(steps->batches_per_epoch());
-  const double global_batch = static_cast<double>(o.batch_size) * env.world_size;
-  const double base_lr = o.lr * global_batch / 256.0;
-  log("training " + o.arch + " (" + std::to_string(ParameterCount(net)) + " parameters) on " +
-      (o.synthetic ? std::string("synthetic data (random batches made once on the device)")
-                   : o.data + ": " + std::to_string(records) + " records") +
-      ", " + std::to_string(steps_per_epoch) + " steps/epoch, global batch " +
-      std::to_string(static_cast<int64_t>(global_batch)) + ", lr " + std::to_string(base_lr) +
-      ", device " + device.str());
-
-  auto save = [&]() -> Status {
-    if (!rank0 || ckpt.empty()) return Status::OK();
-    return SaveCheckpoint(ckpt, net, opt, pos);
-  };
-  std::ofstream metrics;
-  if (rank0 && !o.metrics_path.empty()) {
-    metrics.open(o.metrics_path, std::ios::app);
-    if (!metrics) return Status::IOError(o.metrics_path + ": cannot open for appending");
+  // Where to start: the beginning, or the checkpoint's position, which the
+  // loader checks (CheckResumable: one policy with Python's load_state_dict).
+  Status Resume() {
+    if (train_loader_) {
+      pos_.data = train_loader_->state();
+    } else {
+      pos_.data.seed = o_.seed;
+      pos_.data.world_size = static_cast<uint64_t>(env_.world_size);
+      pos_.data.batch_size = static_cast<uint64_t>(o_.batch_size);
+    }
+    pos_.data.epoch = pos_.data.batch = 0;
+    pos_.arch = o_.arch;
+    pos_.num_classes = spec_.num_classes;
+    pos_.in_channels = channels_;
+    pos_.loss_scale = fp16() ? 65536.0 : 0;
+    ckpt_ = o_.checkpoint_dir.empty() ? "" : JoinPath(o_.checkpoint_dir, "last.pt");
+    if (!o_.checkpoint_dir.empty() && rank0_) SK_RETURN_IF_ERROR(CreateDirs(o_.checkpoint_dir));
+    if (!o_.resume) return Status::OK();
+    if (ckpt_.empty() || !FileExists(ckpt_)) {
+      Log("resume: no checkpoint in '" + o_.checkpoint_dir + "', starting from scratch");
+      return Status::OK();
+    }
+    TrainPosition saved;
+    SK_RETURN_IF_ERROR(LoadCheckpoint(ckpt_, net(), opt_.get(), &saved));
+    if (saved.arch != o_.arch)
+      return Status::InvalidArgument(ckpt_ + " holds a " + saved.arch + ", not a " + o_.arch);
+    if (train_loader_) {
+      SK_RETURN_IF_ERROR(CheckResumable(saved.data, pos_.data, train_loader_->batches_per_epoch())
+                             .WithContext("--resume " + ckpt_));
+    }
+    pos_.data.epoch = saved.data.epoch;
+    pos_.data.batch = saved.data.batch;
+    pos_.global_step = saved.global_step;
+    pos_.loss_scale = saved.loss_scale;
+    Log("resumed from " + ckpt_ + " at epoch " + std::to_string(pos_.data.epoch) + ", batch " +
+        std::to_string(pos_.data.batch) + ", step " + std::to_string(pos_.global_step));
+    return Status::OK();
   }
-  const bool fp16 = o.amp && o.amp_dtype == "fp16";
-  const bool tty = isatty(2) != 0;
-  int64_t good_steps = 0;
-  net.train();
 
-  for (; pos.epoch < o.epochs; ++pos.epoch, pos.batch_index = 0) {
-    if (o.max_steps > 0 && pos.global_step >= o.max_steps) break;  // not an empty epoch
-    SK_RETURN_IF_ERROR(steps->StartEpoch(static_cast<uint64_t>(pos.epoch),
-                                         static_cast<uint64_t>(pos.batch_index)));
-    EpochTotals tot;
-    const auto epoch_start = Clock::now();
-    const int64_t first_batch = pos.batch_index;
-    bool stopped = false;
-    // Batch k + 1 is taken from the loader and its copy to the device
-    // started before step k's first host synchronisation, so the copy
-    // overlaps the step; loss and accuracy are summed on the device and
-    // read only when printed and at the epoch's end.
-    std::shared_ptr<const Batch> b, next;
+  // Distributed: every collective takes its tensors on pg_.device.
+  Status SetUpGroup() {
+    pg_.device = device_;
+    if (injected_) {
+      pg_.group = injected_;
+      pg_.backend = "injected";
+    } else if (env_.world_size > 1) {
+      SK_ASSIGN_OR_RETURN(pg_, CreateProcessGroup(env_, backend_, device_,
+                                                  std::chrono::milliseconds(o_.timeout_s * 1000LL),
+                                                  [] { return g_stop_signal.load() != 0; }));
+    }
+    if (group() != nullptr) {
+      std::vector<torch::Tensor> state = net().parameters();
+      state.insert(state.end(), buffers_.begin(), buffers_.end());
+      BroadcastFromRank0(*group(), state);
+      reducer_ = std::make_unique<GradientReducer>(net().parameters(), pg_.group, env_.world_size,
+                                                   static_cast<size_t>(o_.bucket_mb * (1 << 20)));
+      Log("DDP over " + pg_.backend + ": " + std::to_string(env_.world_size) + " ranks (" +
+          env_.source + "), " + std::to_string(reducer_->num_buckets()) + " gradient bucket(s)");
+    }
+    Log("training " + o_.arch + " (" + std::to_string(ParameterCount(net())) + " parameters) on " +
+        (o_.synthetic
+             ? std::string("synthetic data (random batches made once on the device)")
+             : o_.data + ": " + std::to_string(train_loader_->dataset_records()) + " records") +
+        ", " + std::to_string(steps_per_epoch_) + " steps/epoch, global batch " +
+        std::to_string(o_.batch_size * env_.world_size) + ", lr " + std::to_string(base_lr_) +
+        ", device " + device_.str());
+    net().train();
+    return Status::OK();
+  }
+
+  // The epoch's steps from pos_.data.batch. Batch k + 1 is taken from the
+  // loader and its copy to the device started before step k's first host
+  // synchronisation, so the copy overlaps the step; loss and accuracy are
+  // summed on the device and read only when printed and at the epoch's end.
+  Status RunEpoch(EpochTotals* tot, bool* stopped) {
+    SK_RETURN_IF_ERROR(steps_->StartEpoch(pos_.data.epoch, pos_.data.batch));
+    epoch_start_ = Clock::now();
+    first_batch_ = static_cast<int64_t>(pos_.data.batch);
     auto fetch = [&](std::shared_ptr<const Batch>* out) -> Status {
       const auto t_wait = Clock::now();
-      SK_RETURN_IF_ERROR(steps->Next(out));
-      tot.wait_s += Since(t_wait);
+      SK_RETURN_IF_ERROR(steps_->Next(out));
+      tot->wait_s += Since(t_wait);
       return Status::OK();
     };
-    torch::Tensor loss_sum_dev, correct_dev;  // summed over the epoch's steps, on the device
-    if (o.max_steps <= 0 || pos.global_step < o.max_steps) SK_RETURN_IF_ERROR(fetch(&b));
+    loss_sum_dev_ = torch::Tensor();
+    correct_dev_ = torch::Tensor();
+    std::shared_ptr<const Batch> b, next;
+    if (o_.max_steps <= 0 || pos_.global_step < o_.max_steps) SK_RETURN_IF_ERROR(fetch(&b));
     for (; b != nullptr; b = std::move(next)) {
-      const auto t_step = Clock::now();
-      auto [x, y] = steps->Take();
-      const double lr = LearningRate(o, base_lr, pos.global_step, steps_per_epoch);
-      if (buffers.size() > 0 && group != nullptr)
-        BroadcastFromRank0(*group, buffers);  // BN statistics follow rank 0
-      opt.ZeroGrad();
-      // A stop signal on any rank stops every rank at this step: the flag is
-      // summed over ranks together with the gradients.
-      double stop = g_stop_signal.load() != 0 ? 1 : 0;
-      if (reducer) reducer->Prepare(stop);
-      torch::Tensor logits, loss;
-      {
-        AutocastGuard autocast(o.amp && cuda, o.amp_dtype == "bf16");
-        logits = model.forward(x);
-        loss = torch::nn::functional::cross_entropy(
-            logits.to(torch::kFloat32), y,
-            torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o.label_smoothing));
-      }
-      (fp16 ? loss * pos.loss_scale : loss).backward();
-      tot.step_s += Since(t_step);
-      if (o.max_steps <= 0 || pos.global_step + 1 < o.max_steps) SK_RETURN_IF_ERROR(fetch(&next));
-      const auto t_finish = Clock::now();
-      if (reducer) tot.comm_s += reducer->Finish(&stop);
-      bool step_ok = true;
-      if (fp16) {
-        // Unscale; skip the step and halve the scale if any gradient overflowed
-        // (gradients are already averaged, so every rank decides the same).
-        std::vector<torch::Tensor> grads;
-        for (auto& p : net.parameters()) {
-          if (p.grad().defined()) grads.push_back(p.mutable_grad());
-        }
-        if (UnscaleGradients(std::move(grads), pos.loss_scale).item<float>() != 0) {
-          pos.loss_scale /= 2;
-          good_steps = 0;
-          step_ok = false;
-        } else if (++good_steps % 2000 == 0) {
-          pos.loss_scale *= 2;
-        }
-      }
-      if (step_ok) opt.Step(lr);
-      ++pos.global_step;
-      pos.batch_index = static_cast<int64_t>(b->index) + 1;
-      {
-        torch::NoGradGuard no_grad;
-        torch::Tensor l = loss.detach().to(torch::kFloat64) * b->size;
-        torch::Tensor c = logits.detach().argmax(1).eq(y).sum().to(torch::kFloat64);
-        loss_sum_dev = loss_sum_dev.defined() ? loss_sum_dev.add_(l) : l;
-        correct_dev = correct_dev.defined() ? correct_dev.add_(c) : c;
-      }
-      tot.samples += b->size;
-      tot.step_s += Since(t_finish);
+      const bool last = o_.max_steps > 0 && pos_.global_step + 1 >= o_.max_steps;
+      double stop = 0;
+      torch::Tensor loss;
+      SK_RETURN_IF_ERROR(
+          Step(*b, tot, &stop, &loss, [&] { return last ? Status::OK() : fetch(&next); }));
       if (stop > 0.5) {
-        stopped = true;
+        *stopped = true;
         break;
       }
-      if (rank0 && !o.quiet && (pos.batch_index % std::max(1, o.print_every) == 0)) {
-        const double secs = Since(epoch_start);
-        const double done = static_cast<double>(pos.batch_index - first_batch);
-        std::fprintf(
-            stderr,
-            tty ? "\repoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait "
-                  "%.0f%%  ETA %s   "
-                : "epoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait %.0f%% "
-                  " ETA %s\n",
-            (long long)pos.epoch + 1, o.epochs, (long long)pos.batch_index,
-            (long long)steps_per_epoch, loss.item<double>(), lr,
-            tot.samples * env.world_size / std::max(secs, 1e-9),
-            100 * tot.wait_s / std::max(tot.wait_s + tot.step_s, 1e-9),
-            FormatDuration((steps_per_epoch - pos.batch_index) * secs / std::max(done, 1.0))
-                .c_str());
-        std::fflush(stderr);
+      PrintProgress(*tot, loss);
+    }
+    if (rank0_ && !o_.quiet && isatty(2)) std::fprintf(stderr, "\n");
+    if (loss_sum_dev_.defined()) {
+      tot->loss_sum = loss_sum_dev_.item<double>();
+      tot->correct = correct_dev_.item<double>();
+    }
+    return Status::OK();
+  }
+
+  // One optimizer step on batch b: forward and backward (autocast as
+  // precision_ says), gradients averaged over ranks, fp16 loss scaling,
+  // SGD. `fetch_next` runs while the gradients are being reduced.
+  template <typename FetchNext>
+  Status Step(const Batch& b, EpochTotals* tot, double* stop, torch::Tensor* loss_out,
+              FetchNext fetch_next) {
+    const auto t_step = Clock::now();
+    auto [x, y] = steps_->Take();
+    const double lr = LearningRate(o_, base_lr_, pos_.global_step, steps_per_epoch_);
+    if (!buffers_.empty() && group() != nullptr)
+      BroadcastFromRank0(*group(), buffers_);  // BN statistics follow rank 0
+    opt_->ZeroGrad();
+    // A stop signal on any rank stops every rank at this step: the flag is
+    // summed over ranks together with the gradients.
+    *stop = g_stop_signal.load() != 0 ? 1 : 0;
+    if (reducer_) reducer_->Prepare(*stop);
+    torch::Tensor logits, loss;
+    {
+      AutocastGuard autocast(precision_ != Precision::kFp32, precision_ == Precision::kBf16);
+      logits = model_.forward(x);
+      loss = torch::nn::functional::cross_entropy(
+          logits.to(torch::kFloat32), y,
+          torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o_.label_smoothing));
+    }
+    (fp16() ? loss * pos_.loss_scale : loss).backward();
+    tot->step_s += Since(t_step);
+    SK_RETURN_IF_ERROR(fetch_next());
+    const auto t_finish = Clock::now();
+    if (reducer_) tot->comm_s += reducer_->Finish(stop);
+    bool step_ok = true;
+    if (fp16()) {
+      // Unscale; skip the step and halve the scale if any gradient overflowed
+      // (gradients are already averaged, so every rank decides the same).
+      std::vector<torch::Tensor> grads;
+      for (auto& p : net().parameters()) {
+        if (p.grad().defined()) grads.push_back(p.mutable_grad());
+      }
+      if (UnscaleGradients(std::move(grads), pos_.loss_scale).item<float>() != 0) {
+        pos_.loss_scale /= 2;
+        good_steps_ = 0;
+        step_ok = false;
+      } else if (++good_steps_ % 2000 == 0) {
+        pos_.loss_scale *= 2;
       }
     }
-    if (rank0 && !o.quiet && tty) std::fprintf(stderr, "\n");
-    if (stopped) {
-      SK_RETURN_IF_ERROR(save());
-      SumOverRanks(group, pg.device, {0});  // every rank waits for the checkpoint
-      log("stopped by signal " + std::to_string(g_stop_signal.load()) + " at epoch " +
-          std::to_string(pos.epoch) + ", batch " + std::to_string(pos.batch_index) +
-          "; checkpoint written to " + (ckpt.empty() ? "(none)" : ckpt));
-      return Status::Aborted("stopped by a signal after checkpointing");
+    if (step_ok) opt_->Step(lr);
+    ++pos_.global_step;
+    pos_.data.batch = b.index + 1;
+    {
+      torch::NoGradGuard no_grad;
+      torch::Tensor l = loss.detach().to(torch::kFloat64) * b.size;
+      torch::Tensor c = logits.detach().argmax(1).eq(y).sum().to(torch::kFloat64);
+      loss_sum_dev_ = loss_sum_dev_.defined() ? loss_sum_dev_.add_(l) : l;
+      correct_dev_ = correct_dev_.defined() ? correct_dev_.add_(c) : c;
     }
-    if (loss_sum_dev.defined()) {
-      tot.loss_sum = loss_sum_dev.item<double>();
-      tot.correct = correct_dev.item<double>();
+    tot->samples += b.size;
+    tot->step_s += Since(t_finish);
+    *loss_out = loss;
+    return Status::OK();
+  }
+
+  void PrintProgress(const EpochTotals& tot, const torch::Tensor& loss) {
+    const int64_t batch = static_cast<int64_t>(pos_.data.batch);
+    if (!rank0_ || o_.quiet || batch % std::max(1, o_.print_every) != 0) return;
+    const double secs = Since(epoch_start_);
+    const double done = static_cast<double>(batch - first_batch_);
+    const double lr = LearningRate(o_, base_lr_, pos_.global_step - 1, steps_per_epoch_);
+    std::fprintf(
+        stderr,
+        isatty(2) ? "\repoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait "
+                    "%.0f%%  ETA %s   "
+                  : "epoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait "
+                    "%.0f%%  ETA %s\n",
+        (long long)pos_.data.epoch + 1, o_.epochs, (long long)batch, (long long)steps_per_epoch_,
+        loss.item<double>(), lr, tot.samples * env_.world_size / std::max(secs, 1e-9),
+        100 * tot.wait_s / std::max(tot.wait_s + tot.step_s, 1e-9),
+        FormatDuration((steps_per_epoch_ - batch) * secs / std::max(done, 1.0)).c_str());
+    std::fflush(stderr);
+  }
+
+  // Top-1 and top-5 over the validation set, each rank its share: hits are
+  // counted on the device, read once, and summed over ranks.
+  Status Evaluate(double* top1, double* top5) {
+    torch::NoGradGuard no_grad;
+    net().eval();
+    SK_RETURN_IF_ERROR(val_loader_->StartEpoch(0));
+    torch::Tensor hits;
+    double n = 0;
+    for (;;) {
+      std::shared_ptr<const Batch> b;
+      SK_RETURN_IF_ERROR(val_loader_->Next(&b));
+      if (b == nullptr) break;
+      const int real = b->real_size;
+      feeder_->Stage(b);
+      auto [x, y] = feeder_->Take();
+      if (real == 0) continue;
+      torch::Tensor logits = model_.forward(x).narrow(0, 0, real);
+      torch::Tensor labels = y.narrow(0, 0, real);
+      const int64_t k = std::min<int64_t>(5, logits.size(1));
+      torch::Tensor top = std::get<1>(logits.topk(k, 1));
+      torch::Tensor hit = top.eq(labels.unsqueeze(1));
+      torch::Tensor both =
+          torch::stack({hit.narrow(1, 0, 1).sum(), hit.any(1).sum()}).to(torch::kFloat64);
+      hits = hits.defined() ? hits + both : both;
+      n += real;
     }
-    const double secs = Since(epoch_start);
-    const bool epoch_done = pos.batch_index >= steps_per_epoch;
-    // The epoch's figures, summed over ranks in one all-reduce.
-    const std::vector<double> sum =
-        SumOverRanks(group, pg.device,
-                     {tot.loss_sum, tot.samples, tot.correct, tot.wait_s, tot.comm_s, tot.step_s,
-                      static_cast<double>(steps->corrupt_skipped())});
+    double c1 = 0, c5 = 0;
+    if (hits.defined()) {
+      const torch::Tensor h = hits.cpu();
+      c1 = h[0].item<double>();
+      c5 = h[1].item<double>();
+    }
+    const std::vector<double> sum = SumOverRanks(group(), pg_.device, {c1, c5, n});
+    net().train();
+    *top1 = sum[2] > 0 ? sum[0] / sum[2] : 0;
+    *top5 = sum[2] > 0 ? sum[1] / sum[2] : 0;
+    return Status::OK();
+  }
+
+  // Rank 0 writes the checkpoint (at `at`); the others have nothing to do.
+  Status Checkpoint(const TrainPosition& at) {
+    if (!rank0_ || ckpt_.empty()) return Status::OK();
+    return SaveCheckpoint(ckpt_, net(), *opt_, at);
+  }
+
+  // The epoch's JSON line (stdout and --metrics), from figures summed over ranks.
+  void Report(const std::vector<double>& sum, double secs, double top1, double top5) {
     const double loss_sum = sum[0], samples = sum[1], correct = sum[2], wait = sum[3],
                  comm = sum[4], step = sum[5], skipped = sum[6];
-    double top1 = -1, top5 = -1;
-    if (val_loader)
-      SK_RETURN_IF_ERROR(Evaluate(model, *val_loader, *feeder, group, pg.device, 0, &top1, &top5));
-    if (epoch_done) {
-      pos.batch_index = steps_per_epoch;
-      TrainPosition next = pos;
-      next.epoch = pos.epoch + 1;
-      next.batch_index = 0;
-      if (rank0 && !ckpt.empty()) SK_RETURN_IF_ERROR(SaveCheckpoint(ckpt, net, opt, next));
-    } else if (!ckpt.empty()) {
-      SK_RETURN_IF_ERROR(save());
-    }
     nlohmann::json j;
-    j["epoch"] = pos.epoch + 1;
+    j["epoch"] = pos_.data.epoch + 1;
     j["seconds"] = secs;
     j["images_per_sec"] = samples / std::max(secs, 1e-9);
     j["loss"] = samples > 0 ? loss_sum / samples : 0;
@@ -570,38 +636,65 @@ Status TrainImpl(const TrainOptions& o, const DistEnv& env,
       j["top5"] = top5;
     }
     j["data_wait_fraction"] = wait / std::max(wait + step, 1e-9);
-    j["comm_exposed_seconds"] = comm / env.world_size;
+    j["comm_exposed_seconds"] = comm / env_.world_size;
     j["comm_exposed_fraction"] = comm / std::max(wait + step, 1e-9);
-    j["lr"] = LearningRate(o, base_lr, std::max<int64_t>(0, pos.global_step - 1), steps_per_epoch);
-    j["world_size"] = env.world_size;
+    j["lr"] =
+        LearningRate(o_, base_lr_, std::max<int64_t>(0, pos_.global_step - 1), steps_per_epoch_);
+    j["world_size"] = env_.world_size;
     j["nodes"] =
         std::getenv("SLURM_JOB_NUM_NODES") ? std::atoi(std::getenv("SLURM_JOB_NUM_NODES")) : 1;
-    j["batch_size"] = o.batch_size;
-    j["workers"] = o.workers;
-    j["steps"] = pos.global_step;
-    j["arch"] = o.arch;
-    j["device"] = device.str();
-    j["synthetic"] = o.synthetic;
-    j["amp"] = o.amp ? o.amp_dtype : "off";
-    j["backend"] = pg.backend.empty() ? "none" : pg.backend;
+    j["batch_size"] = o_.batch_size;
+    j["workers"] = o_.workers;
+    j["steps"] = pos_.global_step;
+    j["arch"] = o_.arch;
+    j["device"] = device_.str();
+    j["synthetic"] = o_.synthetic;
+    j["amp"] = o_.amp ? NameOf(kAmpDtypeNames, o_.amp_dtype) : "off";
+    j["backend"] = pg_.backend.empty() ? "none" : pg_.backend;
     j["corrupt_skipped"] = static_cast<uint64_t>(skipped);
-    if (rank0) {
-      std::printf("%s\n", j.dump().c_str());
-      std::fflush(stdout);
-      if (metrics.is_open()) metrics << j.dump() << "\n" << std::flush;
-    }
-    if (!epoch_done) break;  // max_steps reached mid-epoch
+    if (!rank0_) return;
+    std::printf("%s\n", j.dump().c_str());
+    std::fflush(stdout);
+    if (metrics_.is_open()) metrics_ << j.dump() << "\n" << std::flush;
   }
-  if (rank0 && !o.export_path.empty()) SK_RETURN_IF_ERROR(ExportWeights(o.export_path, net));
-  return Status::OK();
-}
+
+  enum class Precision { kFp32, kFp16, kBf16 };
+
+  const TrainOptions& o_;
+  const DistEnv& env_;
+  c10::intrusive_ptr<CollectiveGroup> injected_;
+  const bool rank0_;
+  torch::Device device_{torch::kCPU};
+  DistBackend backend_ = DistBackend::kAuto;
+  Precision precision_ = Precision::kFp32;
+  std::unique_ptr<Loader> train_loader_, val_loader_;
+  std::unique_ptr<BatchFeeder> feeder_;
+  std::unique_ptr<StepSource> steps_;
+  int channels_ = 3, height_ = 0;
+  size_t num_classes_ = 0;
+  int64_t steps_per_epoch_ = 0;
+  double base_lr_ = 0;
+  ModelSpec spec_;
+  torch::nn::AnyModule model_;
+  std::unique_ptr<Sgd> opt_;
+  std::vector<torch::Tensor> buffers_;
+  TrainPosition pos_;
+  std::string ckpt_;
+  ProcessGroup pg_;
+  std::unique_ptr<GradientReducer> reducer_;
+  std::ofstream metrics_;
+  int64_t good_steps_ = 0;
+  Clock::time_point epoch_start_;
+  int64_t first_batch_ = 0;
+  torch::Tensor loss_sum_dev_, correct_dev_;  // summed over the epoch's steps, on the device
+};
 
 }  // namespace
 
-Status Train(const TrainOptions& o, const DistEnv& env) { return TrainImpl(o, env, {}); }
+Status Train(const TrainOptions& o, const DistEnv& env) { return Trainer(o, env, {}).Run(); }
 
 Status Train(const TrainOptions& o, const DistEnv& env, c10::intrusive_ptr<CollectiveGroup> group) {
-  return TrainImpl(o, env, std::move(group));
+  return Trainer(o, env, std::move(group)).Run();
 }
 
 }  // namespace shardkit

@@ -311,8 +311,7 @@ int Run(int argc, char** argv, bool parse_only) {
   app.require_subcommand(1);
   auto* cmd =
       app.add_subcommand("loader", "images/s of the loader per worker count, with stage breakdown");
-  std::string dir, workers_list = "1,2,4,8,16", transform = "train", shuffle = "auto",
-                   layout = "nchw";
+  std::string dir, workers_list = "1,2,4,8,16";
   std::string csv, plot, title;
   int batch = 32, size = 224, prefetch = 4, repeat = 3;
   uint64_t batches = 200, warmup = 20, seed = 0, cache_mb = 1024;
@@ -323,9 +322,9 @@ int Run(int argc, char** argv, bool parse_only) {
   cmd->add_option("--batch", batch, "batch size")
       ->capture_default_str()
       ->check(cli::IntIn(1, 1 << 20));
-  cmd->add_option("--transform", transform, "train | val | none")
-      ->capture_default_str()
-      ->check(cli::OneOf({"train", "val", "none"}));
+  LoaderOptions opt;
+  opt.transform.kind = TransformKind::kTrain;
+  cli::AddEnum(cmd, "--transform", &opt.transform.kind, kTransformKindNames, "the JPEG transform");
   cmd->add_option("--size", size, "output side for JPEG transforms")
       ->capture_default_str()
       ->check(cli::IntIn(1, 4096));
@@ -339,12 +338,9 @@ int Run(int argc, char** argv, bool parse_only) {
       ->capture_default_str()
       ->check(cli::IntIn(1, 1000));
   bool no_mmap = false, cold = false;
-  std::string direct = "auto";
-  cmd->add_option("--direct", direct,
-                  "full shuffle: read records with O_DIRECT (auto: when the dataset is larger than "
-                  "free memory)")
-      ->capture_default_str()
-      ->check(cli::OneOf({"auto", "on", "off"}));
+  cli::AddEnum(cmd, "--direct", &opt.direct_reads, kDirectReadsNames,
+               "full shuffle: read records with O_DIRECT (auto: when the dataset is larger than "
+               "free memory)");
   cmd->add_flag("--no-mmap", no_mmap, "read shards with pread instead of read-only mappings");
   int read_depth = LoaderOptions().read_depth;
   cmd->add_option(
@@ -363,23 +359,16 @@ int Run(int argc, char** argv, bool parse_only) {
   cmd->add_option("--prefetch", prefetch, "ring slots")
       ->capture_default_str()
       ->check(cli::IntIn(1, 1024));
-  cmd->add_option("--shuffle", shuffle, "auto | full | block | none")
-      ->capture_default_str()
-      ->check(cli::OneOf({"auto", "full", "block", "none"}));
-  cmd->add_option("--layout", layout, "nchw | nhwc")
-      ->capture_default_str()
-      ->check(cli::OneOf({"nchw", "nhwc"}));
+  cli::AddEnum(cmd, "--shuffle", &opt.shuffle, kShuffleModeNames, "sample order");
+  cli::AddEnum(cmd, "--layout", &opt.layout, kLayoutNames, "batch memory layout");
   cmd->add_option("--seed", seed, "seed")->capture_default_str()->check(cli::Unsigned());
   cmd->add_option("--cache-mb", cache_mb,
                   "decompressed block cache (MB); small values measure streaming")
       ->capture_default_str()
       ->check(cli::IntIn(1, 1 << 24));
-  std::string on_corrupt = "fail";
   uint64_t skip_budget = 100;
-  cmd->add_option("--on-corrupt", on_corrupt,
-                  "fail | skip: a corrupt record ends the run, or is replaced and counted")
-      ->capture_default_str()
-      ->check(cli::OneOf({"fail", "skip"}));
+  cli::AddEnum(cmd, "--on-corrupt", &opt.corrupt_policy, kCorruptPolicyNames,
+               "a corrupt record ends the run, or is replaced and counted");
   cmd->add_option("--skip-budget", skip_budget,
                   "with --on-corrupt skip: fail after this many skipped records")
       ->capture_default_str()
@@ -417,7 +406,6 @@ int Run(int argc, char** argv, bool parse_only) {
     return s.ok() ? 0 : Fail(s);
   }
 
-  LoaderOptions opt;
   opt.batch_size = batch;
   opt.prefetch = prefetch;
   opt.seed = seed;
@@ -425,14 +413,7 @@ int Run(int argc, char** argv, bool parse_only) {
   opt.mmap = !no_mmap;
   opt.read_depth = read_depth;
   opt.read_ahead_bytes = static_cast<uint64_t>(read_ahead_mb) << 20;
-  opt.direct_reads = direct == "on"    ? LoaderOptions::DirectReads::kAlways
-                     : direct == "off" ? LoaderOptions::DirectReads::kNever
-                                       : LoaderOptions::DirectReads::kAuto;
   opt.transform.size = size;
-  TransformKindFromName(transform, &opt.transform.kind);  // both checked by the parser
-  ShuffleModeFromName(shuffle, &opt.shuffle);
-  opt.layout = layout == "nhwc" ? Layout::kNHWC : Layout::kNCHW;
-  opt.corrupt_policy = on_corrupt == "skip" ? CorruptPolicy::kSkip : CorruptPolicy::kFail;
   opt.skip_budget = skip_budget;
   auto workers_or = cli::ParseIntList(workers_list, 1, kMaxLoaderWorkers, "--workers");
   if (!workers_or.ok()) return Fail(workers_or.status());
@@ -448,7 +429,8 @@ int Run(int argc, char** argv, bool parse_only) {
   std::fprintf(out,
                "shardkit-bench loader %s: batch %d, transform %s, size %d, best of %d rounds of "
                "%llu batches per point\n",
-               dir.c_str(), batch, transform.c_str(), size, repeat, (unsigned long long)batches);
+               dir.c_str(), batch, TransformKindName(opt.transform.kind), size, repeat,
+               (unsigned long long)batches);
   std::fprintf(
       out, "%7s %12s %9s %8s %10s | %8s %8s %8s %8s  (us/img, all workers) %6s | %10s %10s %9s\n",
       "workers", "images/s", "MB/s", "speedup", "efficiency", "read", "zstd", "decode", "xform",
@@ -509,7 +491,8 @@ int Run(int argc, char** argv, bool parse_only) {
   if (!plot.empty()) {
     LinePlot p;
     p.title = title.empty()
-                  ? "shardkit loader: " + transform + " transform, batch " + std::to_string(batch)
+                  ? "shardkit loader: " + std::string(TransformKindName(opt.transform.kind)) +
+                        " transform, batch " + std::to_string(batch)
                   : title;
     p.x_label = "loader workers";
     p.y_label = "images/s";

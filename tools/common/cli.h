@@ -5,9 +5,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <string>
 #include <vector>
 
+#include "base/names.h"
 #include "base/status.h"
 
 namespace shardkit::cli {
@@ -36,6 +38,35 @@ CLI::Validator RealIn(double lo, double hi, bool open_lo = false);
 CLI::Validator Unsigned();
 // One of `names`, spelled exactly.
 CLI::Validator OneOf(std::vector<std::string> names);
+
+// A flag whose value is one of an enum's names (its table, base/names.h; any
+// case), parsed once, straight into *value; the help lists the names and
+// the default.
+template <typename E, size_t N>
+CLI::Option* AddEnum(CLI::App* app, const std::string& flag, E* value,
+                     const EnumName<E> (&table)[N], const std::string& help) {
+  auto find = [&table](std::string s) -> const EnumName<E>* {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (const EnumName<E>& e : table) {
+      std::string n = e.name;
+      for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (n == s) return &e;
+    }
+    return nullptr;
+  };
+  std::string list;
+  for (const EnumName<E>& e : table) list += (list.empty() ? "" : " | ") + std::string(e.name);
+  CLI::Option* o = app->add_option_function<std::string>(
+      flag, [value, find](const std::string& s) { *value = find(s)->value; },
+      help + " (" + list + ")");
+  o->check(CLI::Validator(
+      [find, list](std::string& s) -> std::string {
+        return find(s) ? "" : "'" + s + "' is not one of " + list;
+      },
+      list));
+  o->default_str(NameOf(table, *value));
+  return o;
+}
 
 // "1,2,4" -> {1, 2, 4}, each in [lo, hi]; an error naming `flag` otherwise.
 Result<std::vector<int>> ParseIntList(const std::string& text, int lo, int hi,

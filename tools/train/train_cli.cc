@@ -37,16 +37,13 @@ void AddTrainFlags(CLI::App& app, TrainOptions* o, int* nproc, bool* no_mmap) {
   app.add_option("--warmup-epochs", o->warmup_epochs, "linear warmup")
       ->capture_default_str()
       ->check(cli::RealIn(0, 1000000));
-  app.add_option("--schedule", o->schedule, "cosine | step | constant")
-      ->capture_default_str()
-      ->check(cli::OneOf({"cosine", "step", "constant"}));
+  cli::AddEnum(&app, "--schedule", &o->schedule, kLrScheduleNames,
+               "learning-rate decay (step: x0.1 at 30/60/80% of training)");
   app.add_option("--label-smoothing", o->label_smoothing, "label smoothing, in [0, 1)")
       ->capture_default_str()
       ->check(cli::RealIn(0, 0.999));
   app.add_flag("--amp", o->amp, "mixed precision on CUDA (autocast; fp16 with loss scaling)");
-  app.add_option("--amp-dtype", o->amp_dtype, "fp16 | bf16")
-      ->capture_default_str()
-      ->check(cli::OneOf({"fp16", "bf16"}));
+  cli::AddEnum(&app, "--amp-dtype", &o->amp_dtype, kAmpDtypeNames, "autocast's dtype");
   app.add_flag(
       "--channels-last,!--no-channels-last", o->channels_last,
       "channels-last memory format for 4-d weights and inputs (default; ~10% faster on CPU here)");
@@ -78,14 +75,9 @@ void AddTrainFlags(CLI::App& app, TrainOptions* o, int* nproc, bool* no_mmap) {
   app.add_option("--prefetch", o->prefetch, "batches the loader decodes ahead")
       ->capture_default_str()
       ->check(cli::IntIn(1, 1024));
-  app.add_option("--device", o->device, "auto | cpu | cuda")
-      ->capture_default_str()
-      ->check(cli::OneOf({"auto", "cpu", "cuda"}));
-  app.add_option(
-         "--backend", o->backend,
-         "auto | gloo | nccl: auto is nccl on CUDA, gloo on CPU; gloo lets ranks share a GPU")
-      ->capture_default_str()
-      ->check(cli::OneOf({"auto", "gloo", "nccl"}));
+  cli::AddEnum(&app, "--device", &o->device, kTrainDeviceNames, "where to train");
+  cli::AddEnum(&app, "--backend", &o->backend, kDistBackendNames,
+               "collectives: auto is nccl on CUDA, gloo on CPU; gloo lets ranks share a GPU");
   app.add_flag("--synthetic", o->synthetic,
                "train on random batches made once on the device, without the loader (the ceiling "
                "for data-loading figures); --size, --synthetic-classes, --synthetic-steps");
@@ -98,10 +90,8 @@ void AddTrainFlags(CLI::App& app, TrainOptions* o, int* nproc, bool* no_mmap) {
   app.add_option("--print-every", o->print_every, "progress line every N steps")
       ->capture_default_str()
       ->check(cli::IntIn(1, 1 << 30));
-  app.add_option("--on-corrupt", o->on_corrupt,
-                 "fail | skip: a corrupt record ends training, or is replaced and counted")
-      ->capture_default_str()
-      ->check(cli::OneOf({"fail", "skip"}));
+  cli::AddEnum(&app, "--on-corrupt", &o->on_corrupt, kCorruptPolicyNames,
+               "a corrupt record ends training, or is replaced and counted");
   app.add_option("--skip-budget", o->skip_budget,
                  "with --on-corrupt skip: fail after this many skipped records per rank")
       ->capture_default_str()
