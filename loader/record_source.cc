@@ -118,6 +118,7 @@ Status RecordSource::FetchSlow(Cursor& c, const SampleLocation& l, std::string_v
   Cursor::Memo& m = c.memo[MemoSlot(key)];
   SK_RETURN_IF_ERROR(FillMemo(c, l.shard, e.block, key, &m));
   *payload = m.block->view().substr(e.offset, e.length);
+  m.last_use = c.fetches;
   return Status::OK();
 }
 
@@ -155,8 +156,11 @@ void RecordSource::WarmBlock(size_t j, Cursor& c) {
 
 Status RecordSource::FillMemo(Cursor& c, uint32_t shard, uint32_t block, uint64_t key,
                               Cursor::Memo* m) {
-  // The block this slot held may still be under a payload: retired, not freed.
-  if (m->block) c.retired[c.next_retired++ % kLivePayloads] = std::move(m->block);
+  // The block this slot held may still be under a live payload: retired then,
+  // not freed (a block last sliced longer ago goes back at once).
+  if (m->block && c.fetches - m->last_use < static_cast<uint64_t>(kLivePayloads))
+    c.retired[c.next_retired++ % kLivePayloads] = std::move(m->block);
+  m->block.reset();
   bool decompressed = false;
   const uint64_t t0 = MonotonicNs();
   m->block = cache_->Get(shard, block, &c.scratch, &decompressed);

@@ -82,8 +82,9 @@ class RecordSource {
   // next kLivePayloads - 1 Fetch calls with the same cursor, and until the
   // next Prepare: a worker may keep that many payloads in flight, fetched
   // ahead of the one it decodes. Stored records are read into the cursor's
-  // buffers in rotation, and a block a memo slot lets go of is retired into
-  // a ring of as many, never freed under a payload.
+  // buffers in rotation, and a block a memo slot lets go of while one of
+  // those payloads may point into it is retired into a ring of as many,
+  // never freed under a payload (others go back to the cache's pool at once).
   static constexpr int kLivePayloads = 5;
 
   // A worker's reading state: buffers, the blocks it last used, counters.
@@ -91,6 +92,7 @@ class RecordSource {
     ReadScratch scratch;  // block reads for decompression
     struct Memo {
       uint64_t key = ~uint64_t{0};
+      uint64_t last_use = 0;  // the cursor's fetch that last sliced this block
       std::shared_ptr<BlockCache::Block> block;
     };
     static constexpr size_t kMemoSlots = 32;
@@ -102,6 +104,7 @@ class RecordSource {
     StoredBuffer stored[kLivePayloads];
     std::shared_ptr<BlockCache::Block> retired[kLivePayloads];
     unsigned next_stored = 0, next_retired = 0;
+    uint64_t fetches = 0;  // Fetch calls so far: payloads of the last kLivePayloads are live
     std::atomic<uint64_t> read_ns{0}, decompress_ns{0}, bytes{0};
   };
 
@@ -217,6 +220,7 @@ class RecordSource {
 // The common case, a record of a block the cursor's memo holds, is inline in
 // the workers' loop; a stored record or a memo miss calls out of line.
 inline Status RecordSource::Fetch(Cursor& c, const SampleLocation& l, std::string_view* payload) {
+  ++c.fetches;
   const ShardReader& r = ds_->shard(l.shard);
   const format::RecordEntry& e = r.record(l.local);
   if (__builtin_expect(r.block(e.block).codec != static_cast<uint32_t>(format::Codec::kStored),
@@ -227,6 +231,7 @@ inline Status RecordSource::Fetch(Cursor& c, const SampleLocation& l, std::strin
       // The block passed its CRC (stored bytes) and decompressed to exactly its
       // declared size, so its records are what was written: slice, no second CRC.
       *payload = m.block->view().substr(e.offset, e.length);
+      m.last_use = c.fetches;
       return Status::OK();
     }
   }
