@@ -2,12 +2,26 @@
 
 #include <algorithm>
 
-#include "base/openmp.h"
+#include "base/clock.h"
 
 namespace shardkit {
 namespace {
 
+// Before both ways of filling have been measured: raw batches under this
+// many bytes (with at most one block to decompress) are copied alone.
 constexpr size_t kParallelCopyBytes = 128 << 10;
+// The way not in use is tried for kBurst fills in a row (fills differ: some
+// decompress blocks, some do not) once every kBurst x kExplore x ratio^2
+// fills, ratio being how much slower it was: often while the two are close,
+// rarely (a fraction 1 / (kExplore x ratio) of the time at most) when it lost
+// by far. Each way's rate is over its recent fills (weights decaying by kDecay).
+constexpr uint64_t kBurst = 8;
+constexpr double kExplore = 16;
+constexpr double kMaxExploreInterval = 8192;
+constexpr double kDecay = 0.95;
+// The loader's first fills are cold (the ring's memory is touched for the
+// first time) and not measured.
+constexpr uint64_t kWarmupFills = 4;
 // Samples fetched ahead of the one being decoded, so that their bytes are on
 // their way to the CPU cache (raw records: the copies are the cost, and
 // their sources are scattered); as many as the source keeps payloads live.
@@ -17,7 +31,12 @@ constexpr int kFetchAhead = RecordSource::kLivePayloads - 1;
 
 BatchFiller::BatchFiller(RecordSource* source, const SampleDecoder* decoder,
                          CorruptSamples* corrupt, int workers, const std::atomic<bool>* stop)
-    : source_(source), decoder_(decoder), corrupt_(corrupt), workers_(workers), stop_(stop) {
+    : source_(source),
+      decoder_(decoder),
+      corrupt_(corrupt),
+      workers_(workers),
+      stop_(stop),
+      team_(workers) {
   for (int w = 0; w < workers; ++w) states_.push_back(std::make_unique<SampleDecoder::State>());
   where_.resize(static_cast<size_t>(workers));
 }
@@ -108,36 +127,78 @@ void BatchFiller::Fill(uint64_t epoch, std::vector<Job>* jobs_in) {
       items_.push_back(Item{static_cast<int>(j), i0, std::min(n, i0 + chunk)});
   }
   const int nitems = static_cast<int>(items_.size());
-  const bool small_copy =
-      !decoder_->jpeg() && total * decoder_->sample_bytes() < kParallelCopyBytes && nwarm <= 1;
-  [[maybe_unused]] const int team = small_copy ? 1 : workers_;
-#pragma omp parallel num_threads(team)
-  {
-    const int w = omp_get_thread_num();
-#pragma omp for schedule(dynamic, 1)
-    for (int j = 0; j < nwarm; ++j) {
-      if (!stopping()) source_->WarmBlock(static_cast<size_t>(j), source_->cursor(w));
-    }
-#pragma omp for schedule(dynamic, 1)
-    for (int it = 0; it < nitems; ++it) {
-      const Item& item = items_[it];
-      const Job& job = jobs[item.job];
-      try {
-        LoadRange(w, job, item.i0, item.i1);
-      } catch (const std::exception& e) {  // nothing may leave an OpenMP region
-        for (int i = item.i0; i < item.i1; ++i) {
-          job.slot->sample_status[i] = Status::IOError(std::string("loader worker: ") + e.what());
-        }
-      }
-    }
+  const bool alone = ChooseAlone(total, nwarm);
+  // The blocks to decompress first, then the samples: claimed in that order,
+  // so a block is being warmed before the samples that need it are loaded.
+  // A fill is measured from its start to the next one's (the producer's
+  // cycle: its wait for free slots too), so a team that slows the consumer,
+  // with whom it shares the cores, counts against the team.
+  const uint64_t start = MonotonicNs();
+  if (last_.total > 0 && epoch == last_.epoch && jobs.front().k == last_.next_k) {
+    Record(last_.alone, start - last_.start, last_.total);
   }
+  last_ = LastFill{alone, start, total, epoch, jobs.back().k + 1};
+  team_.Run(
+      nwarm + nitems, [&](int w, int it) { RunItem(w, it, nwarm, jobs); }, alone ? 1 : workers_);
   for (const Job& job : jobs) {
     Settle(job);
     if (!job.slot->status.ok()) break;  // batches after a failed one are never published
   }
 }
 
-// After the region: replace failed samples as the corrupt policy says, or
+// Alone (the calling thread) or with the team: whichever filled faster of
+// late, per sample and by the wall clock (so a busy machine, a consumer
+// competing for the cores, or work too small to share all count), with the
+// other tried now and then. The batches do not depend on the choice.
+bool BatchFiller::ChooseAlone(int total, int nwarm) {
+  if (workers_ == 1) return true;
+  ++fills_;
+  if (fills_ <= kWarmupFills) {  // cold (first touch of the ring, decoder buffers): not measured
+    return !decoder_->jpeg() && total * decoder_->sample_bytes() < kParallelCopyBytes && nwarm <= 1;
+  }
+  if (burst_left_ > 0) {
+    --burst_left_;
+    return burst_alone_;
+  }
+  auto burst = [&](bool alone) {
+    burst_alone_ = alone;
+    burst_left_ = kBurst - 1;
+    return alone;
+  };
+  if (ways_[0].samples == 0) return burst(true);  // measure each way first
+  if (ways_[1].samples == 0) return burst(false);
+  const double a = ways_[0].rate(), t = ways_[1].rate();
+  const bool best_alone = a <= t;
+  const double ratio = best_alone ? t / a : a / t;
+  const uint64_t interval =
+      static_cast<uint64_t>(std::min(kMaxExploreInterval, kBurst * kExplore * ratio * ratio));
+  return fills_ % std::max<uint64_t>(2 * kBurst, interval) == 0 ? burst(!best_alone) : best_alone;
+}
+
+void BatchFiller::Record(bool alone, uint64_t ns, int samples) {
+  if (workers_ == 1 || fills_ <= kWarmupFills) return;
+  Way& w = ways_[alone ? 0 : 1];
+  w.ns = w.ns * kDecay + double(ns);
+  w.samples = w.samples * kDecay + samples;
+}
+
+void BatchFiller::RunItem(int w, int it, int nwarm, const std::vector<Job>& jobs) {
+  if (it < nwarm) {
+    if (!stopping()) source_->WarmBlock(static_cast<size_t>(it), source_->cursor(w));
+    return;
+  }
+  const Item& item = items_[it - nwarm];
+  const Job& job = jobs[item.job];
+  try {
+    LoadRange(w, job, item.i0, item.i1);
+  } catch (const std::exception& e) {  // nothing may leave a worker's task
+    for (int i = item.i0; i < item.i1; ++i) {
+      job.slot->sample_status[i] = Status::IOError(std::string("loader worker: ") + e.what());
+    }
+  }
+}
+
+// After the team's run: replace failed samples as the corrupt policy says, or
 // fail the batch; then stamp it.
 void BatchFiller::Settle(const Job& job) {
   PrefetchRing::Slot* slot = job.slot;

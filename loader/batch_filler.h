@@ -1,15 +1,18 @@
 // BatchFiller: fills claimed ring slots with their batches. Each fill
 // prepares the source's reads for its batches, decompresses the blocks they
-// need and decodes their samples on an OpenMP team (one path for JPEG and
-// raw records), then settles failed samples with the corrupt policy:
-// replaced, or the batch's error.
+// need and decodes their samples on a WorkerTeam (the calling thread and
+// workers - 1 helpers; one path for JPEG and raw records), then settles
+// failed samples with the corrupt policy: replaced, or the batch's error.
 //
 // How work is split: raw samples are cheap and handed out in chunks, JPEGs
-// one at a time; small raw batches (with at most one block to decompress)
-// are filled by the calling thread alone, since waking the team costs tens
-// of microseconds, more than copying them. Within a worker's range, fetches
-// run RecordSource::kLivePayloads - 1 samples ahead of decoding, with each
-// payload's first bytes prefetched into the CPU cache.
+// one at a time. A fill runs on the calling thread alone or on the team
+// (WorkerTeam: helpers join as they wake, and the caller never waits for one
+// that has not started), whichever has filled faster per sample by the wall
+// clock, the other tried now and then: small fills of cached raw records are
+// faster alone (waking helpers costs more than it saves), decoding and
+// decompressing faster shared, and a busy machine shifts the balance. Within
+// a worker's range, fetches run RecordSource::kLivePayloads - 1 samples ahead
+// of decoding, with each payload's first bytes prefetched into the CPU cache.
 //
 // Threading: Fill from one thread (the loader's producer); stats() from any.
 #pragma once
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/worker_team.h"
 #include "loader/corrupt_policy.h"
 #include "loader/prefetch_ring.h"
 #include "loader/record_source.h"
@@ -68,6 +72,9 @@ class BatchFiller {
               PrefetchRing::Slot* slot, int i);
   Status LoadSample(int worker, uint64_t local_index, PrefetchRing::Slot* slot, int i);
   void LoadRange(int worker, const Job& job, int i0, int i1);
+  bool ChooseAlone(int total, int nwarm);
+  void Record(bool alone, uint64_t ns, int samples);
+  void RunItem(int worker, int item, int nwarm, const std::vector<Job>& jobs);
   void Settle(const Job& job);
 
   RecordSource* source_;
@@ -80,6 +87,23 @@ class BatchFiller {
   std::vector<std::vector<SampleLocation>> where_;             // per worker: a range's locations
   std::vector<BatchSpan> spans_;
   std::vector<Item> items_;
+  // Alone [0] and with the team [1]: wall-clock ns and samples of recent
+  // fills, each from its start to the next fill's (decaying sums); a burst
+  // of fills the other way in progress; the fill before this one.
+  struct Way {
+    double ns = 0, samples = 0;
+    double rate() const { return ns / samples; }
+  };
+  Way ways_[2];
+  uint64_t fills_ = 0, burst_left_ = 0;
+  bool burst_alone_ = false;
+  struct LastFill {
+    bool alone = false;
+    uint64_t start = 0;
+    int total = 0;
+    uint64_t epoch = 0, next_k = 0;
+  } last_;
+  WorkerTeam team_;  // the producer thread and workers - 1 helpers
   std::atomic<uint64_t> samples_{0}, batches_{0};
 };
 
