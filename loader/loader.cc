@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 
 #include "base/system.h"
@@ -30,7 +31,8 @@ struct Loader::Impl {
   std::thread producer;
   std::vector<PrefetchRing::Slot*> claimed;
   std::vector<BatchFiller::Job> jobs;
-  // Consumer state.
+  // Consumer state, under consumer_mu (a second consumer thread waits).
+  mutable std::mutex consumer_mu;
   uint64_t next_batch = 0;
   Status error;                       // sticky until StartEpoch
   std::shared_ptr<const Batch> held;  // Next(const Batch**)'s lease
@@ -43,6 +45,10 @@ struct Loader::Impl {
     if (producer.joinable()) producer.join();
     ring->Reset();
   }
+
+  // Under consumer_mu: StartEpoch and Next.
+  Status Start(uint64_t epoch, uint64_t start_batch);
+  Status Take(std::shared_ptr<const Batch>* batch, uint64_t timeout_ns, bool* ready);
 
   // Claims the slots of the next batches, fills them, publishes them; a
   // failed batch is published (the consumer gets its error) and ends the epoch.
@@ -178,7 +184,12 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
 }
 
 Status Loader::StartEpoch(uint64_t epoch, uint64_t start_batch) {
-  Impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(impl_->consumer_mu);
+  return impl_->Start(epoch, start_batch);
+}
+
+Status Loader::Impl::Start(uint64_t new_epoch, uint64_t start_batch) {
+  Impl& d = *this;
   d.StopProducer();
   if (start_batch > d.part().batches) {
     return Status::InvalidArgument("start batch " + std::to_string(start_batch) +
@@ -188,41 +199,58 @@ Status Loader::StartEpoch(uint64_t epoch, uint64_t start_batch) {
   d.held.reset();
   d.error = Status::OK();
   d.next_batch = start_batch;
-  d.epoch = epoch;
-  d.source->StartEpoch(epoch, start_batch);
+  d.epoch = new_epoch;
+  d.source->StartEpoch(new_epoch, start_batch);
   d.started = true;
   d.producer = std::thread([&d, start_batch] { d.ProducerLoop(start_batch); });
   return Status::OK();
 }
 
-Status Loader::Next(std::shared_ptr<const Batch>* batch) {
-  Impl& d = *impl_;
+Status Loader::Impl::Take(std::shared_ptr<const Batch>* batch, uint64_t timeout_ns, bool* ready) {
   batch->reset();
-  if (!d.started) return Status::InvalidArgument("Next() before StartEpoch()");
-  if (!d.error.ok()) return d.error;
-  if (d.next_batch >= d.part().batches) return Status::OK();
+  if (ready != nullptr) *ready = true;
+  if (!started) return Status::InvalidArgument("Next() before StartEpoch()");
+  if (!error.ok()) return error;
+  if (next_batch >= part().batches) return Status::OK();
   uint64_t waited = 0;
-  Status s = d.ring->Take(d.next_batch, batch, &waited);
-  d.wait_ns.fetch_add(waited, std::memory_order_relaxed);
+  Status s = ring->Take(next_batch, batch, &waited, timeout_ns, ready);
+  wait_ns.fetch_add(waited, std::memory_order_relaxed);
   if (!s.ok()) {
-    d.error = s;
+    error = s;
     return s;
   }
-  ++d.next_batch;
+  if (ready == nullptr || *ready) ++next_batch;
   return Status::OK();
+}
+
+Status Loader::Next(std::shared_ptr<const Batch>* batch) {
+  std::lock_guard<std::mutex> lock(impl_->consumer_mu);
+  return impl_->Take(batch, PrefetchRing::kForever, nullptr);
+}
+
+Status Loader::Next(std::shared_ptr<const Batch>* batch, uint64_t timeout_ns, bool* ready) {
+  std::lock_guard<std::mutex> lock(impl_->consumer_mu);
+  return impl_->Take(batch, timeout_ns, ready);
 }
 
 Status Loader::Next(const Batch** batch) {
   Impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.consumer_mu);
   *batch = nullptr;
   d.held.reset();  // before taking the next: its buffer can be refilled
-  SK_RETURN_IF_ERROR(Next(&d.held));
+  SK_RETURN_IF_ERROR(d.Take(&d.held, PrefetchRing::kForever, nullptr));
   *batch = d.held.get();
   return Status::OK();
 }
 
-uint64_t Loader::epoch() const { return impl_->epoch; }
-uint64_t Loader::next_batch() const { return impl_->next_batch; }
+uint64_t Loader::epoch() const {
+  std::lock_guard<std::mutex> lock(impl_->consumer_mu);
+  return impl_->epoch;
+}
+uint64_t Loader::next_batch() const {
+  std::lock_guard<std::mutex> lock(impl_->consumer_mu);
+  return impl_->next_batch;
+}
 uint64_t Loader::batches_per_epoch() const { return impl_->part().batches; }
 uint64_t Loader::samples_per_epoch() const {
   const Partition& p = impl_->part();
@@ -241,6 +269,7 @@ ShuffleMode Loader::shuffle_mode() const { return impl_->source->mode(); }
 
 LoaderState Loader::state() const {
   const Impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.consumer_mu);
   LoaderState s;
   s.epoch = d.epoch;
   s.batch = d.next_batch;
@@ -260,8 +289,10 @@ LoaderState Loader::state() const {
 }
 
 Status Loader::Restore(const LoaderState& saved) {
-  SK_RETURN_IF_ERROR(CheckResumable(saved, state(), batches_per_epoch()));
-  return StartEpoch(saved.epoch, saved.batch);
+  const LoaderState current = state();
+  std::lock_guard<std::mutex> lock(impl_->consumer_mu);
+  SK_RETURN_IF_ERROR(CheckResumable(saved, current, batches_per_epoch()));
+  return impl_->Start(saved.epoch, saved.batch);
 }
 
 LoaderStats Loader::stats() const {
@@ -278,6 +309,7 @@ LoaderStats Loader::stats() const {
   s.batches = f.batches;
   s.wait_s = d.wait_ns.load() * 1e-9;
   s.corrupt_skipped = d.corrupt->skipped();
+  s.corrupt_units = d.corrupt->units();
   s.corrupt_messages = d.corrupt->messages();
   if (r.queued) {
     s.queued_reads = r.queue.reads;

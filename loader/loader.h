@@ -14,8 +14,10 @@
 // policy); the consumer takes batches from the ring as leases. The Loader
 // only wires these and reports their figures.
 //
-// Threading: Next() and StartEpoch() must be called from one consumer thread;
-// the other methods are safe from any thread.
+// Threading: one consumer at a time. Calls from several threads are
+// serialised (a second thread's Next() waits for the first's, never
+// corrupting the state), but they share one position in the epoch: each batch
+// goes to whichever thread asks first. Leases may be dropped from any thread.
 #pragma once
 
 #include <cstdint>
@@ -89,8 +91,9 @@ struct LoaderStats {
   double read_s = 0, decompress_s = 0, decode_s = 0, transform_s = 0;
   double wait_s = 0;  // time Next() spent waiting for a batch
   uint64_t samples = 0, batches = 0, bytes_read = 0;
-  uint64_t corrupt_skipped = 0;
-  std::vector<std::string> corrupt_messages;  // the first few
+  uint64_t corrupt_skipped = 0;  // samples replaced (on_corrupt skip)
+  uint64_t corrupt_units = 0;    // distinct damages: records, or compressed blocks (CorruptSamples)
+  std::vector<std::string> corrupt_messages;  // one per unit, the first few
   // The read-ahead queue (read_depth > 0): reads it made, reads in flight
   // (mean at each read's start, peak), the mean latency of a read, and the
   // most bytes it held (of read_ahead_bytes, plus reads a worker waited for).
@@ -125,6 +128,10 @@ class Loader {
   // an exhausted skip budget, an I/O failure) ends the epoch: later calls
   // return it again until StartEpoch.
   Status Next(std::shared_ptr<const Batch>* batch);
+  // The same, waiting at most `timeout_ns` for the batch: *ready false (and
+  // OK, no batch, the position unchanged) if it did not come in time. For a
+  // consumer that must also watch for something else (Python's Ctrl-C).
+  Status Next(std::shared_ptr<const Batch>* batch, uint64_t timeout_ns, bool* ready);
   // The same, with the batch valid until the next Next() or StartEpoch():
   // the loader holds the lease.
   Status Next(const Batch** batch);

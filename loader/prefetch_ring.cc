@@ -1,5 +1,6 @@
 #include "loader/prefetch_ring.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <new>
 
@@ -112,15 +113,22 @@ bool PrefetchRing::Publish(Slot* slot) {
   return true;
 }
 
-Status PrefetchRing::Take(uint64_t index, std::shared_ptr<const Batch>* lease,
-                          uint64_t* waited_ns) {
+Status PrefetchRing::Take(uint64_t index, std::shared_ptr<const Batch>* lease, uint64_t* waited_ns,
+                          uint64_t timeout_ns, bool* ready) {
   lease->reset();
+  if (ready != nullptr) *ready = true;
   const size_t i = index % slots_.size();
   Slot& s = slots_[i];
   const uint64_t t0 = MonotonicNs();
   std::unique_lock<std::mutex> lock(mu_);
-  consumer_cv_.wait(lock,
-                    [&] { return stop_ || (state_[i] == State::kReady && s.index == index); });
+  auto available = [&] { return stop_ || (state_[i] == State::kReady && s.index == index); };
+  if (timeout_ns == kForever) {
+    consumer_cv_.wait(lock, available);
+  } else if (!consumer_cv_.wait_for(lock, std::chrono::nanoseconds(timeout_ns), available)) {
+    if (waited_ns != nullptr) *waited_ns = MonotonicNs() - t0;
+    if (ready != nullptr) *ready = false;
+    return Status::OK();
+  }
   if (waited_ns != nullptr) *waited_ns = MonotonicNs() - t0;
   if (stop_) return Status::Aborted("loader stopped");
   state_[i] = State::kFree;

@@ -98,8 +98,11 @@ class PrefetchRing {
   bool Publish(Slot* slot);
 
   // Consumer. Waits for batch `index` and leases it, or returns its error.
-  // *waited_ns: how long it waited.
-  Status Take(uint64_t index, std::shared_ptr<const Batch>* lease, uint64_t* waited_ns);
+  // *waited_ns: how long it waited. With `timeout_ns`, waits at most that
+  // long: *ready false (and OK, no lease) if the batch did not come in time.
+  Status Take(uint64_t index, std::shared_ptr<const Batch>* lease, uint64_t* waited_ns,
+              uint64_t timeout_ns = kForever, bool* ready = nullptr);
+  static constexpr uint64_t kForever = ~uint64_t{0};
 
   // Wakes and ends the producer's and consumer's waits (Claim returns false).
   void Stop();

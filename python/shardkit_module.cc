@@ -62,6 +62,9 @@ T Take(Result<T> r) {
   return std::move(*r);
 }
 
+// How long Next() waits for a batch between checks for signals.
+constexpr uint64_t kSignalCheckNs = 50'000'000;
+
 class PyLoader {
  public:
   // `transform`: the plan shardkit.transforms compiles ({"kind": "train",
@@ -147,14 +150,21 @@ class PyLoader {
   }
 
   // (images, labels, sample_ids, real_size), or None at the epoch's end.
+  // Waits in slices, checking for signals between them, so Ctrl-C raises
+  // KeyboardInterrupt within a slice however long the batch takes.
   py::object Next() {
     std::shared_ptr<const Batch> lease;
-    Status s;
-    {
-      py::gil_scoped_release release;
-      s = loader_->Next(&lease);
+    for (;;) {
+      Status s;
+      bool ready = false;
+      {
+        py::gil_scoped_release release;
+        s = loader_->Next(&lease, kSignalCheckNs, &ready);
+      }
+      Check(s);
+      if (ready) break;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     }
-    Check(s);
     if (!lease) return py::none();
     const Batch& b = *lease;
     // The capsule owns a copy of the lease: the memory lives while the array does.
@@ -190,6 +200,7 @@ class PyLoader {
     d["batches"] = s.batches;
     d["bytes_read"] = s.bytes_read;
     d["corrupt_skipped"] = s.corrupt_skipped;
+    d["corrupt_units"] = s.corrupt_units;
     d["queued_reads"] = s.queued_reads;
     d["mean_reads_in_flight"] = s.mean_reads_in_flight;
     d["peak_reads_in_flight"] = s.peak_reads_in_flight;

@@ -15,6 +15,7 @@ batch memory, which the loader does not reuse while any tensor views it.
 import json
 import logging
 import os
+import threading
 import warnings
 
 from . import transforms
@@ -248,6 +249,8 @@ class Loader:
         self._iterated = False
         self._resumed = None  # the epoch load_state_dict started in the core, not yet iterated
         self._skipped_logged = 0
+        self._lock = threading.Lock()
+        self._active = None  # (thread, marker) of the iteration in progress
 
     def __len__(self):
         return self._core.batches_per_epoch
@@ -291,25 +294,48 @@ class Loader:
         first real_size samples are not padding."""
         import torch
 
-        if not self._epoch_set and self._iterated:
-            self._epoch += 1  # iterating again without set_epoch: the next epoch
-        self._epoch_set = False
-        self._iterated = True
-        if self._resumed != self._epoch:  # else the core already starts where the state said
-            self._core.start_epoch(self._epoch, 0)
-        self._resumed = None
+        token = self._begin_iteration()
         try:
+            if not self._epoch_set and self._iterated:
+                self._epoch += 1  # iterating again without set_epoch: the next epoch
+            self._epoch_set = False
+            self._iterated = True
+            if self._resumed != self._epoch:  # else the core already starts where the state said
+                self._core.start_epoch(self._epoch, 0)
+            self._resumed = None
             while True:
                 batch = self._core.next()
                 if batch is None:
                     break
+                if self._active is not token:
+                    raise RuntimeError("shardkit.Loader: this iteration was superseded by a newer one "
+                                       "(iter(loader) again): a loader has one position in its epoch, "
+                                       "so only its latest iteration yields batches")
                 images, labels, ids, real = batch
                 images = torch.from_numpy(images)
                 if self.pin_memory:
                     images = images.pin_memory()
                 yield images, torch.from_numpy(labels), torch.from_numpy(ids), real
         finally:
+            with self._lock:
+                if self._active is token:
+                    self._active = None
             self._log_skips()
+
+    def _begin_iteration(self):
+        """Marks a new iteration as the loader's one; refused while a thread
+        other than this one iterates it (they would share, and steal from each
+        other, the one position in the epoch)."""
+        me = threading.current_thread()
+        with self._lock:
+            active = self._active
+            if active is not None and active[0] is not me and active[0].is_alive():
+                raise RuntimeError("shardkit.Loader: already being iterated by thread %r; a loader has "
+                                   "one position in its epoch, so iterate it from one thread at a time "
+                                   "(or give each thread its own Loader)" % active[0].name)
+            token = (me, object())
+            self._active = token
+            return token
 
     def _log_skips(self):
         """Skipped corrupt records reach the logs: the count, and the first ones by name."""
