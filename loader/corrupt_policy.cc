@@ -13,18 +13,27 @@ Status CorruptSamples::Replace(uint64_t i, const Status& failure, uint64_t attem
   if (failure.ok()) return Status::InvalidArgument("CorruptSamples::Replace: no failure");
   if (policy_ == CorruptPolicy::kFail || !failure.IsCorruption() || rank_samples_ == 0)
     return failure;
-  const uint64_t n = skipped_.fetch_add(1, std::memory_order_relaxed) + 1;
+  skipped_.fetch_add(1, std::memory_order_relaxed);
+  uint64_t units = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (messages_.size() < kMaxMessages) messages_.push_back(failure.message());
+    if (seen_.insert(failure.message()).second && messages_.size() < kMaxMessages)
+      messages_.push_back(failure.message());
+    units = seen_.size();
   }
-  if (n > budget_) {
-    return Status::Corruption(
-        "more than " + std::to_string(budget_) +
-        " corrupt samples skipped (the skip budget); last: " + failure.message());
+  if (units > budget_) {
+    return Status::Corruption("more than " + std::to_string(budget_) +
+                              " corrupt records or blocks skipped (the skip budget counts a "
+                              "corrupt compressed block once, whatever it held); last: " +
+                              failure.message());
   }
   *replacement = (i + (attempt + 1) * kStride) % rank_samples_;
   return Status::OK();
+}
+
+uint64_t CorruptSamples::units() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return seen_.size();
 }
 
 std::vector<std::string> CorruptSamples::messages() const {

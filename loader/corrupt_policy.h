@@ -1,9 +1,16 @@
 // CorruptSamples: what the loader does about a sample that failed to load.
 // Under kFail the failure ends the batch (and the epoch); under kSkip a
-// corrupt record is replaced by another of the rank's samples, counted, and
-// its message kept (the first few), until more than `skip_budget` were
-// skipped. Errors that are not corruption (I/O) always fail: a replacement
-// would hide a failing disk.
+// corrupt sample is replaced by another of the rank's samples and counted,
+// until more than `skip_budget` corrupt units were found.
+//
+// How the budget counts: a unit is one damage, known by its message. A
+// corrupt record (a stored record's checksum, an image that does not decode)
+// is one unit; a compressed block that fails its checksum or decompression is
+// one unit however many records it held (they all fail with the block's
+// message): one flipped byte in a zstd block costs one unit of the budget,
+// not its ~800 records. Each unit's message is kept once (the first few).
+// Errors that are not corruption (I/O) always fail: a replacement would hide
+// a failing disk.
 //
 // Threading: Replace from the producer thread; skipped() and messages() from any.
 #pragma once
@@ -13,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "base/names.h"
@@ -46,8 +54,10 @@ class CorruptSamples {
   // Replacements are deterministic: sample i's k-th is the same every time.
   Status Replace(uint64_t i, const Status& failure, uint64_t attempt, uint64_t* replacement);
 
+  // Samples replaced, and the distinct corrupt units they came from.
   uint64_t skipped() const { return skipped_.load(std::memory_order_relaxed); }
-  std::vector<std::string> messages() const;
+  uint64_t units() const;
+  std::vector<std::string> messages() const;  // one per unit, the first kMaxMessages
 
  private:
   // A prime: replacements for skipped samples spread over the rank's samples.
@@ -57,6 +67,7 @@ class CorruptSamples {
   std::atomic<uint64_t> skipped_{0};
   mutable std::mutex mu_;
   std::vector<std::string> messages_;
+  std::unordered_set<std::string> seen_;  // the units' messages (at most budget + 1)
 };
 
 }  // namespace shardkit

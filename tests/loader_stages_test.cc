@@ -10,6 +10,7 @@
 
 #include "loader/batch_filler.h"
 #include "loader/corrupt_policy.h"
+#include "loader/loader.h"
 #include "loader/loader_state.h"
 #include "loader/record_source.h"
 #include "loader/sample_decoder.h"
@@ -186,14 +187,25 @@ TEST(CorruptSamplesTest, FailPassesTheErrorOnSkipReplacesWithinTheBudget) {
   EXPECT_NE(second, r);  // the next attempt, another sample
   // An I/O error is never hidden by a replacement.
   EXPECT_TRUE(skip.Replace(4, Status::IOError("EIO"), 0, &r).IsIOError());
-  Status over = skip.Replace(5, bad, 0, &r);
+  // The budget counts damages, not samples: the same message is one unit.
+  ASSERT_TRUE(skip.Replace(5, bad, 0, &r).ok());
+  ASSERT_TRUE(skip.Replace(6, Status::Corruption("shard-00000.sks: record 9: bad"), 0, &r).ok());
+  Status over = skip.Replace(7, Status::Corruption("shard-00001.sks: record 1: bad"), 0, &r);
   EXPECT_TRUE(over.IsCorruption());
-  EXPECT_NE(over.message().find("more than 2 corrupt samples skipped"), std::string::npos);
-  EXPECT_EQ(skip.skipped(), 3u);
+  EXPECT_NE(over.message().find("more than 2 corrupt records or blocks skipped"), std::string::npos)
+      << over.message();
+  EXPECT_EQ(skip.skipped(), 5u);
+  EXPECT_EQ(skip.units(), 3u);
   EXPECT_EQ(skip.messages().size(), 3u);
   CorruptSamples many(CorruptPolicy::kSkip, 1000, 50);
-  for (int i = 0; i < 30; ++i) ASSERT_TRUE(many.Replace(i, bad, 0, &r).ok());
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_TRUE(
+        many.Replace(i, Status::Corruption("record " + std::to_string(i) + ": bad"), 0, &r).ok());
+  }
   EXPECT_EQ(many.messages().size(), CorruptSamples::kMaxMessages);
+  CorruptSamples block(CorruptPolicy::kSkip, 1000, 50);
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(block.Replace(i, bad, 0, &r).ok());
+  EXPECT_EQ(block.messages().size(), 1u) << "one damage, reported once";
 }
 
 TEST(CorruptSamplesTest, NamesComeFromOneTable) {
@@ -349,6 +361,55 @@ TEST(DatasetWriterTest, ChecksLabelsAndSizesForEveryWriter) {
             std::string::npos)
       << s.message();
   EXPECT_FALSE(std::filesystem::exists(dir / "b/manifest.json"));
+}
+
+}  // namespace
+}  // namespace shardkit
+
+namespace shardkit {
+namespace {
+
+// One flipped byte in a zstd block fails every record the block held, with
+// the block's one message: under on_corrupt skip that is one unit of the
+// budget (a budget of 1 lets the epoch finish), reported once.
+TEST(CorruptSamplesTest, ACorruptCompressedBlockCostsOneUnitOfTheBudget) {
+  TempDir dir;
+  WriteRaw(dir.path(), 400, 16, CompressionMode::kZstd, /*block=*/8192);
+  auto ds = Dataset::Open(dir.path());
+  ASSERT_TRUE(ds.ok());
+  const ShardReader& r = (*ds)->shard(0);
+  ASSERT_GT(r.num_blocks(), 3u);
+  ASSERT_NE(r.block(1).codec, static_cast<uint32_t>(format::Codec::kStored));
+  uint64_t in_block = 0;
+  for (uint32_t i = 0; i < r.num_records(); ++i) in_block += r.record(i).block == 1;
+  const uint64_t offset = r.block(1).offset + r.block(1).stored_size / 2;
+  ds->reset();
+  std::string bytes = testing::ReadFile(dir / "shard-00000.sks");
+  bytes[offset] ^= 0x5A;
+  testing::WriteFile(dir / "shard-00000.sks", bytes);
+
+  LoaderOptions o;
+  o.batch_size = 32;
+  o.workers = 2;
+  o.corrupt_policy = CorruptPolicy::kSkip;
+  o.skip_budget = 1;
+  auto l = Loader::Open(dir.path(), o);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  ASSERT_TRUE((*l)->StartEpoch(0).ok());
+  uint64_t samples = 0;
+  for (;;) {
+    const Batch* b = nullptr;
+    Status s = (*l)->Next(&b);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    if (b == nullptr) break;
+    samples += b->size;
+  }
+  EXPECT_EQ(samples, 400u);
+  const LoaderStats st = (*l)->stats();
+  EXPECT_EQ(st.corrupt_units, 1u);
+  EXPECT_GE(st.corrupt_skipped, in_block);
+  ASSERT_EQ(st.corrupt_messages.size(), 1u);
+  EXPECT_NE(st.corrupt_messages[0].find("block 1"), std::string::npos) << st.corrupt_messages[0];
 }
 
 }  // namespace
