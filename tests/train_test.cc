@@ -441,19 +441,23 @@ TEST(TrainTest, ValidationSetThatDoesNotMatchIsRefusedBeforeTraining) {
 }
 
 // A peer that accepts connections and never answers: not a c10d store.
-int StartSilentServer(const std::string& dir, int* port) {
+// A TCP server that accepts connections and never answers; it prints
+// "accepted N" after its Nth connection. `name` tells two apart in one dir.
+int StartSilentServer(const std::string& dir, int* port, const std::string& name = "silent") {
   testing::WriteFile(
-      dir + "/silent.py",
+      dir + "/" + name + ".py",
       "import socket, sys\n"
       "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
       "s.bind(('127.0.0.1', 0)); s.listen(16)\n"
       "print('port', s.getsockname()[1], flush=True)\n"
       "held = []\n"
       "while True:\n"
-      "    c, _ = s.accept(); held.append(c)\n");
-  const int pid = Spawn(std::string(kPython) + " " + dir + "/silent.py", dir + "/silent.log");
-  EXPECT_TRUE(WaitForText(dir + "/silent.log", "port ", 20));
-  *port = std::atoi(testing::ReadFile(dir + "/silent.log").substr(5).c_str());
+      "    c, _ = s.accept(); held.append(c)\n"
+      "    print('accepted', len(held), flush=True)\n");
+  const std::string log = dir + "/" + name + ".log";
+  const int pid = Spawn(std::string(kPython) + " " + dir + "/" + name + ".py", log);
+  EXPECT_TRUE(WaitForText(log, "port ", 60));
+  *port = std::atoi(testing::ReadFile(log).substr(5).c_str());
   return pid;
 }
 
@@ -472,17 +476,27 @@ TEST(TrainTest, RendezvousWithAPeerThatIsNotAStoreHonoursTimeoutAndSigterm) {
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("timed out after 3 s"), std::string::npos) << r.out;
   EXPECT_LT(secs, 60) << "--timeout 3 must end the rendezvous long before the watchdog";
-  // SIGTERM while waiting: the rank stops promptly (exit 75: requeue and resume).
+  kill(server, SIGKILL);
+  WaitExit(server, 10);
+  // SIGTERM while waiting: the rank stops promptly (exit 75: requeue and
+  // resume). Sent once the rank is inside the rendezvous (the server has its
+  // connection), so after its handlers are installed, however busy the machine.
+  int port2 = 0;
+  const int server2 = StartSilentServer(dir.path(), &port2, "silent2");
+  ASSERT_GT(port2, 0);
   const int pid =
-      Spawn(env + TrainCmd(dir / "data", "--batch-size 8 --timeout 600"), dir / "term.log");
-  sleep(3);
+      Spawn("env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port2) +
+                " " + TrainCmd(dir / "data", "--batch-size 8 --timeout 600"),
+            dir / "term.log");
+  ASSERT_TRUE(WaitForText(dir / "silent2.log", "accepted 1", 300))
+      << testing::ReadFile(dir / "term.log");
   kill(pid, SIGTERM);
   EXPECT_EQ(WaitExit(pid, 30), 75) << testing::ReadFile(dir / "term.log");
   EXPECT_NE(testing::ReadFile(dir / "term.log").find("stopped by a signal during the rendezvous"),
             std::string::npos)
       << testing::ReadFile(dir / "term.log");
-  kill(server, SIGKILL);
-  WaitExit(server, 10);
+  kill(server2, SIGKILL);
+  WaitExit(server2, 10);
 }
 
 TEST(TrainTest, CorruptRecordsFailNamingTheShardOrAreSkippedAndCounted) {
