@@ -10,7 +10,6 @@
 
 #include <zstd.h>
 
-#include "base/openmp.h"
 #include "base/system.h"
 #include "image/codec.h"
 #include "loader/loader.h"
@@ -370,7 +369,8 @@ int Run(int argc, char** argv, bool parse_only) {
   cli::AddEnum(cmd, "--on-corrupt", &opt.corrupt_policy, kCorruptPolicyNames,
                "a corrupt record ends the run, or is replaced and counted");
   cmd->add_option("--skip-budget", skip_budget,
-                  "with --on-corrupt skip: fail after this many skipped records")
+                  "with --on-corrupt skip: fail after this many corrupt records or blocks (a "
+                  "corrupt compressed block counts once)")
       ->capture_default_str()
       ->check(cli::IntIn(0, 1ll << 40));
   cmd->add_option("--csv", csv, "write the table as CSV");
@@ -550,8 +550,5 @@ int BenchMain(int argc, char** argv, bool parse_only) { return Run(argc, argv, p
 }  // namespace shardkit
 
 #ifndef SHARDKIT_NO_MAIN
-int main(int argc, char** argv) {
-  shardkit::PreferPassiveOpenMP(argv);
-  return shardkit::BenchMain(argc, argv, /*parse_only=*/false);
-}
+int main(int argc, char** argv) { return shardkit::BenchMain(argc, argv, /*parse_only=*/false); }
 #endif

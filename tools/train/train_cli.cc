@@ -93,7 +93,8 @@ void AddTrainFlags(CLI::App& app, TrainOptions* o, int* nproc, bool* no_mmap) {
   cli::AddEnum(&app, "--on-corrupt", &o->on_corrupt, kCorruptPolicyNames,
                "a corrupt record ends training, or is replaced and counted");
   app.add_option("--skip-budget", o->skip_budget,
-                 "with --on-corrupt skip: fail after this many skipped records per rank")
+                 "with --on-corrupt skip: fail after this many corrupt records or blocks per "
+                 "rank (a corrupt compressed block counts once)")
       ->capture_default_str()
       ->check(cli::IntIn(0, 1ll << 40));
   app.add_flag("--quiet", o->quiet, "no progress line");
