@@ -78,8 +78,16 @@ Status SampleDecoder::DecodeJpeg(State& st, std::string_view payload, uint64_t e
     crop = ChooseCrop(w, h, epoch, position);
     return crop.rect;
   };
-  req.min_width = width_;
-  req.min_height = height_;
+  // Random crops: the smallest DCT scale that keeps the crop at least the
+  // output size (speed; augmentation dwarfs the difference). The
+  // deterministic transforms (val, resize) decode at full resolution, as
+  // torchvision does, at every output size: DCT downscaling followed by a
+  // resample differs from one antialiased resample by 0.7 grey levels on
+  // average at 64 px and 1.2 at 32 (0.1 at full resolution).
+  if (transform_.kind == TransformKind::kTrain) {
+    req.min_width = width_;
+    req.min_height = height_;
+  }
   req.simd_scales_only = true;
   req.fast = transform_.kind == TransformKind::kTrain;  // random crops: speed over the last bit
   SK_RETURN_IF_ERROR(st.jpeg.Decode(reinterpret_cast<const uint8_t*>(payload.data()),
