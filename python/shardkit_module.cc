@@ -133,6 +133,24 @@ class PyLoader {
       l = Loader::Open(path, o);
     }
     loader_ = Take(std::move(l));
+    // A transform that cannot apply is an error, never ignored.
+    const RecordFormat& record = loader_->manifest().record;
+    if (record.kind == format::RecordKind::kRawU8 && t.kind != TransformKind::kNone) {
+      const std::string shape = std::to_string(record.shape[0]) + "x" +
+                                std::to_string(record.shape[1]) + "x" +
+                                std::to_string(record.shape[2]);
+      throw py::value_error(
+          "transform '" + kind + "'" + (kind == "train" ? " (the default)" : "") +
+          " crops and resizes JPEG records; " + path + " holds raw " + shape +
+          " records, which the loader returns as stored: pass transform=None (and resize or "
+          "augment the batch tensor after the loader if you need to)");
+    }
+    const bool geometry = !transform.contains("geometry") || transform["geometry"].cast<bool>();
+    if (record.kind == format::RecordKind::kJpeg && !geometry) {
+      throw py::value_error("transform: no geometry (only ToTensor and the like), but " + path +
+                            " holds JPEGs, whose sizes differ, and a batch needs one size: add "
+                            "RandomResizedCrop(n), Resize(n) + CenterCrop(n) or Resize((h, w))");
+    }
   }
 
   ~PyLoader() {

@@ -162,6 +162,23 @@ def _build(build):
                            % (build, ext, sys.executable, want))
 
 
+def _report_torch():
+    """Says which interpreter the extension is built for and whether torch
+    imports there: shardkit.Loader yields torch tensors (Dataset, Writer and
+    the tools do not need it). Shown by pip install -v; pip shows it on
+    failure too."""
+    target = sys.executable
+    out = subprocess.run([target, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
+    version = ".".join(map(str, sys.version_info[:3]))
+    if out.returncode == 0:
+        _say("built for %s (Python %s); torch %s imports there" % (target, version, out.stdout.strip()))
+    else:
+        why = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        _say("built for %s (Python %s); torch does NOT import there (%s): shardkit.Loader will raise "
+             "ImportError until PyTorch is installed for this interpreter (with pip's build isolation "
+             "on, this check cannot see the environment's packages)" % (target, version, why))
+
+
 def _wheel_files(build):
     """(path in the wheel, file on disk, executable)"""
     pkg = os.path.join(ROOT, "python", "shardkit")
@@ -234,6 +251,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     build, extra = _settings(config_settings)
     _configure(build, extra)
     _build(build)
+    _report_torch()
     version = _version()
     tag = "-".join(_tag())
     name = "shardkit-%s-%s.whl" % (version, tag)

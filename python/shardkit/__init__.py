@@ -98,7 +98,8 @@ _said = set()  # one-time messages already given in this process
 _NO_EQUIVALENT = {
     "collate_fn": "batches are already collated: uint8 images [B, C, H, W] and int64 labels [B]",
     "sampler": "the loader partitions and shuffles itself (DistributedSampler's rule: equal shares per rank, "
-               "seeded by seed and the epoch); use shuffle=, seed=, rank=, world_size=",
+               "seeded by seed and the epoch); use shuffle=, seed=, rank=, world_size= (distributed=False: "
+               "the whole dataset on every rank); loader.sampler.set_epoch(epoch) works as before",
     "batch_sampler": "the loader makes its own batches of batch_size (drop_last as DataLoader)",
     "worker_init_fn": "the workers are C++ threads that run no Python",
     "generator": "the order and augmentation come from seed= and the epoch",
@@ -147,6 +148,42 @@ def normalize(images, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), dty
     return x.mul_(1.0 / 255).sub_(mean).div_(std)
 
 
+def _import_torch(who):
+    """torch, or an ImportError that names this interpreter and what to do."""
+    try:
+        import torch
+    except ImportError as e:
+        import sys
+
+        raise ImportError("%s yields torch tensors, and this interpreter (%s, Python %s) cannot import "
+                          "torch (%s): install PyTorch for it (Debian: apt-get install python3-torch, for "
+                          "/usr/bin/python3), or run the script with the interpreter that has torch. "
+                          "shardkit.Dataset and shardkit.Writer work without torch."
+                          % (who, sys.executable, ".".join(map(str, sys.version_info[:3])), e)) from e
+    return torch
+
+
+class _Sampler:
+    """loader.sampler: the part of DistributedSampler's interface scripts use."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def set_epoch(self, epoch):
+        self._loader.set_epoch(epoch)
+
+    @property
+    def epoch(self):
+        return self._loader.epoch
+
+    def __len__(self):
+        return self._loader.samples_per_epoch
+
+    def __iter__(self):
+        raise TypeError("shardkit.Loader's sampler has no indices to iterate: the loader reads and "
+                        "batches the records itself; iterate the loader")
+
+
 class Loader:
     """Batches of one rank's share of a shard dataset, decoded and augmented by
     C++ worker threads ahead of the training loop.
@@ -188,8 +225,12 @@ class Loader:
                          storage: its latency is hidden by depth, not by
                          workers); read_ahead_bytes=64 MiB bounds their memory
       on_corrupt="fail"  or "skip": a corrupt record is replaced by another of
-                         the rank's records, counted, and logged (the first
-                         few), until more than skip_budget=100 were skipped
+                         the rank's records, counted, and logged (each damage
+                         once, the first few), until more than skip_budget=100
+                         damages were found: a corrupt record is one, a
+                         corrupt compressed block is one whatever it held
+    One thread iterates a loader at a time (a second gets a RuntimeError);
+    Ctrl-C while waiting for a batch raises KeyboardInterrupt at once.
     ``collate_fn``, ``sampler``, ``batch_sampler``, ``worker_init_fn`` and
     ``generator`` have no equivalent and are refused with the reason.
     """
@@ -197,8 +238,9 @@ class Loader:
     def __init__(self, path, batch_size=1, *, workers=None, transform="train", size=224, rank=None,
                  world_size=None, seed=0, shuffle="auto", drop_last=False, layout="NCHW",
                  prefetch=4, on_corrupt="fail", skip_budget=100, pin_memory=False, num_workers=None,
-                 prefetch_factor=None, read_depth=32, read_ahead_bytes=64 << 20, **dataloader_args):
-        import torch  # noqa: F401  (tensors are what this class yields)
+                 prefetch_factor=None, read_depth=32, read_ahead_bytes=64 << 20, distributed=None,
+                 **dataloader_args):
+        torch = _import_torch("shardkit.Loader")
 
         for name in dataloader_args:
             if name in _NO_EQUIVALENT:
@@ -211,7 +253,14 @@ class Loader:
             workers = max(1, _int("num_workers", num_workers))
         if (rank is None) != (world_size is None):
             raise ValueError("give both rank and world_size, or neither")
-        if rank is None:
+        if distributed is not None and not isinstance(distributed, bool):
+            raise ValueError("distributed must be True, False or None, not %r" % (distributed,))
+        if distributed is False:
+            if rank is not None and _int("world_size", world_size) != 1:
+                raise ValueError("distributed=False reads the whole dataset on every rank: give it, or "
+                                 "rank= and world_size=, not both")
+            rank, world_size = 0, 1  # every rank the whole set, as a DataLoader without a sampler
+        elif rank is None:
             rank, world_size, source = _distributed_defaults()
             if source is None:
                 _once("world", lambda m: warnings.warn(m, stacklevel=3),
@@ -220,7 +269,10 @@ class Loader:
                       "world_size= to say so)")
             else:
                 _once(("world", rank, world_size), _log.info,
-                      "shardkit.Loader: rank %d of %d (from %s)" % (rank, world_size, source))
+                      "shardkit.Loader: rank %d of %d (from %s): this rank reads 1/%d of the dataset, as "
+                      "with a DistributedSampler; distributed=False gives every rank the whole dataset "
+                      "(a DataLoader without a sampler: the usual validation loader)"
+                      % (rank, world_size, source, world_size))
         if workers is None:
             workers = _default_workers()
         if isinstance(shuffle, bool):
@@ -244,10 +296,15 @@ class Loader:
                              self.rank, self.world_size, self.seed, str(shuffle), bool(drop_last), str(layout),
                              _int("prefetch", prefetch), str(on_corrupt), _int("skip_budget", skip_budget),
                              _int("read_depth", read_depth), _int("read_ahead_bytes", read_ahead_bytes))
-        self._epoch = 0
-        self._epoch_set = True  # the next iteration reads self._epoch (else the one after)
+        self._epoch = 0          # the epoch set, or of the last iteration
+        self._epoch_set = True   # set_epoch since the last iteration began: it reads self._epoch
         self._iterated = False
-        self._resumed = None  # the epoch load_state_dict started in the core, not yet iterated
+        self._completed = False  # the last iteration reached its epoch's end
+        # (epoch, batch) from load_state_dict: every iteration of that epoch
+        # starts there until one reaches its end (a peek such as
+        # next(iter(loader)) does not use it up).
+        self._resume = None
+        self._dataset = None
         self._skipped_logged = 0
         self._lock = threading.Lock()
         self._active = None  # (thread, marker) of the iteration in progress
@@ -270,19 +327,44 @@ class Loader:
         """(C, H, W) of every sample."""
         return self._core.shape
 
+    def _next_epoch(self):
+        """The epoch the next iteration reads: the one set with set_epoch; else
+        the one after the last iteration if that reached its end, or the same
+        one again if it stopped early (a new iteration is a new pass over the
+        same epoch, as with DataLoader)."""
+        if self._epoch_set or not self._iterated:
+            return self._epoch
+        return self._epoch + 1 if self._completed else self._epoch
+
     @property
     def epoch(self):
-        """The epoch the next iteration reads."""
-        return self._epoch if self._epoch_set or not self._iterated else self._epoch + 1
+        """The epoch being read while an iteration is in progress, else the
+        epoch the next iteration reads."""
+        return self._epoch if self._active is not None else self._next_epoch()
 
     def set_epoch(self, epoch):
         """The epoch the next iteration reads (its shuffle and augmentation).
-        After load_state_dict, setting the saved epoch resumes it mid-way."""
+        After load_state_dict, iterations of the saved epoch resume mid-way."""
         epoch = _int("epoch", epoch)
         if epoch < 0:
             raise ValueError("epoch must be >= 0, not %d" % epoch)
         self._epoch = epoch
         self._epoch_set = True
+
+    @property
+    def sampler(self):
+        """What DDP scripts call ``loader.sampler.set_epoch(epoch)`` on: the
+        loader's own order (``set_epoch`` is the loader's; ``len`` is this
+        rank's samples per epoch, as DistributedSampler's)."""
+        return _Sampler(self)
+
+    @property
+    def dataset(self):
+        """The whole dataset (all ranks' records) as a shardkit.Dataset:
+        ``len(loader.dataset)``, ``.classes``, as scripts use DataLoader's."""
+        if self._dataset is None:
+            self._dataset = Dataset(self.path)
+        return self._dataset
 
     def __iter__(self):
         for images, labels, _, _ in self.batches():
@@ -296,13 +378,15 @@ class Loader:
 
         token = self._begin_iteration()
         try:
-            if not self._epoch_set and self._iterated:
-                self._epoch += 1  # iterating again without set_epoch: the next epoch
-            self._epoch_set = False
-            self._iterated = True
-            if self._resumed != self._epoch:  # else the core already starts where the state said
-                self._core.start_epoch(self._epoch, 0)
-            self._resumed = None
+            epoch = self._next_epoch()
+            self._epoch, self._epoch_set, self._iterated, self._completed = epoch, False, True, False
+            start = 0
+            if self._resume is not None:
+                if self._resume[0] == epoch:
+                    start = self._resume[1]
+                else:
+                    self._resume = None  # another epoch was chosen: the saved one is not resumed
+            self._core.start_epoch(epoch, start)
             while True:
                 batch = self._core.next()
                 if batch is None:
@@ -316,6 +400,9 @@ class Loader:
                 if self.pin_memory:
                     images = images.pin_memory()
                 yield images, torch.from_numpy(labels), torch.from_numpy(ids), real
+            if self._active is token:
+                self._completed = True
+                self._resume = None
         finally:
             with self._lock:
                 if self._active is token:
@@ -343,25 +430,31 @@ class Loader:
         skipped = stats.get("corrupt_skipped", 0)
         if skipped > self._skipped_logged:
             first = stats.get("corrupt_messages", [])[:3]
-            _log.warning("shardkit.Loader: %d corrupt record(s) skipped on rank %d so far (on_corrupt='skip'); "
-                         "first: %s", skipped, self.rank, "; ".join(first) or "-")
+            _log.warning("shardkit.Loader: %d sample(s) replaced on rank %d so far (on_corrupt='skip'), "
+                         "from %d corrupt record(s) or block(s); first: %s", skipped, self.rank,
+                         stats.get("corrupt_units", 0), "; ".join(first) or "-")
             self._skipped_logged = skipped
 
     def state_dict(self):
         """Where the loader is, and what decides its batches (the C++ core's
-        LoaderState, as a dict): a new loader given this state continues with
-        exactly the batches this one would have yielded next (call set_epoch
-        with the saved epoch, or none, before iterating)."""
+        LoaderState, as a dict): inside an iteration, the next batch of it;
+        between iterations, where the next iteration starts. A new loader
+        given this state continues with exactly the batches this one would
+        have yielded next."""
         state = json.loads(self._core.state())
-        if self._resumed is None and self._epoch_set:
-            # set_epoch(e) since the last batch: the next iteration starts e afresh.
-            state["epoch"], state["batch"] = self._epoch, 0
+        if self._active is None:
+            epoch = self._next_epoch()
+            state["epoch"] = epoch
+            state["batch"] = self._resume[1] if self._resume and self._resume[0] == epoch else 0
         return state
 
     def load_state_dict(self, state):
-        """Continue from `state` (from state_dict) at the next iteration of its
-        epoch. The core checks it (same dataset and seed; mid-epoch, the same
-        cut of the epoch) and raises ValueError saying what differs."""
+        """Continue from `state` (from state_dict): every iteration of its
+        epoch starts at its batch until one reaches the epoch's end, so a
+        peek (``next(iter(loader))``) or ``set_epoch`` with the saved epoch
+        does not lose the position. The core checks the state (same dataset
+        and seed; mid-epoch, the same cut of the epoch) and raises ValueError
+        saying what differs."""
         if not isinstance(state, dict):
             raise ValueError("not a shardkit loader state: %r is not a dict" % type(state).__name__)
         try:
@@ -371,7 +464,7 @@ class Loader:
         self._core.restore(text)
         self._epoch = self._core.epoch
         self._epoch_set = True
-        self._resumed = self._epoch
+        self._resume = (self._core.epoch, self._core.next_batch)
 
     def stats(self):
         """Seconds per stage summed over workers (read, decompress, decode,

@@ -22,12 +22,19 @@ What the loader runs: one geometry, then an optional horizontal flip:
   Resize(int or (h, w)) + CenterCrop(size)         resize, then the centre
   Resize((h, w))                                   the whole image, squashed
   RandomHorizontalFlip(p)                          after any of those
-The batch is then uint8 [B, C, H, W]. Everything else is meant to run on the
-GPU on that uint8 batch (torchvision.transforms.v2 works on tensors):
-ColorJitter, RandomGrayscale, GaussianBlur, RandomErasing, AutoAugment,
-RandAugment, TrivialAugmentWide, MixUp/CutMix; and normalisation, with
-shardkit.normalize (torchvision's 0-1 mean/std as written).
+The batch is then uint8 [B, C, H, W]. Everything else runs after the loader,
+on the batch tensor, on whatever device it is on: torchvision's transforms
+(0.14's included) take tensors, e.g. ColorJitter, RandomRotation,
+ElasticTransform, RandomErasing, AutoAugment (one random draw per call: for a
+draw per sample, apply them per image). Normalisation: shardkit.normalize
+(torchvision's 0-1 mean/std as written). With no geometry at all (only
+ToTensor and the like), raw records come as stored; JPEGs need a geometry
+(their sizes differ, a batch needs one).
+
+Transforms need JPEG records: on raw records (IDX, HDF5, bigMNIST) the only
+transform is None, the records as stored.
 """
+import logging
 
 __all__ = ["Compose", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip", "plan"]
 
@@ -169,16 +176,33 @@ def _translate(t):
     if name == "RandomHorizontalFlip":
         return RandomHorizontalFlip(t.p)
     if name in _NO_OPS:
+        if name in ("ToTensor", "ConvertImageDtype", "ToDtype"):
+            _once_warn("transform: %s leaves the loader's images uint8 (0-255), where torchvision gives "
+                       "floats in 0-1: use images.float().div_(255), or shardkit.normalize(images, mean, "
+                       "std), after the loader" % name)
         return None
     if name == "Normalize":
-        raise ValueError("transform: Normalize runs on the device, after the loader (uint8 crosses PCIe, "
-                         "4x smaller): images = shardkit.normalize(images.cuda(non_blocking=True), "
-                         "mean=%s, std=%s)" % (list(t.mean), list(t.std)))
+        raise ValueError("transform: Normalize runs after the loader, on the batch: images = "
+                         "shardkit.normalize(images, mean=%s, std=%s) (on the GPU after "
+                         "images.cuda(non_blocking=True) where there is one: uint8 is 4x fewer bytes to "
+                         "copy)" % (list(t.mean), list(t.std)))
     if name in _ON_GPU:
-        raise ValueError("transform: %s does not run in shardkit's loader; apply it to the uint8 batch on "
-                         "the GPU after the loader (torchvision.transforms.v2.%s works on tensors)" % (name, name))
+        raise ValueError("transform: %s does not run in shardkit's loader; apply it after the loader to "
+                         "the uint8 images tensor [B, C, H, W], on its device: torchvision's %s takes "
+                         "tensors (one random draw per call; for a draw per sample: "
+                         "torch.stack([t(img) for img in images]))" % (name, name))
     raise ValueError("transform: torchvision's %s is not supported by shardkit's loader (it runs "
                      "RandomResizedCrop, Resize, CenterCrop and RandomHorizontalFlip)" % name)
+
+
+_log = logging.getLogger("shardkit")
+_warned = set()
+
+
+def _once_warn(message):
+    if message not in _warned:
+        _warned.add(message)
+        _log.warning(message)
 
 
 def _flatten(t, out):
@@ -230,6 +254,12 @@ def plan(transform, size=224):
     if shapes == ["Resize"]:
         raise ValueError("transform: Resize(%d) alone gives images of different sizes; batches need one: "
                          "add CenterCrop(n), or use Resize((h, w))" % geometry[0].short)
+    if not shapes:  # only ToTensor and the like: no geometry, the records as stored
+        if flip:
+            raise ValueError("transform: RandomHorizontalFlip needs a geometry (RandomResizedCrop, Resize "
+                             "+ CenterCrop or Resize((h, w))); on raw records flip the batch after the "
+                             "loader: torch.flip(images, dims=[3]) where a random draw says so")
+        return {"kind": "none", "size": int(size), "geometry": False}
     raise ValueError("transform: shardkit's loader runs one of RandomResizedCrop | Resize + CenterCrop | "
                      "Resize((h, w)), each optionally with RandomHorizontalFlip; not %s" %
                      (" + ".join(shapes) or "no geometry"))
