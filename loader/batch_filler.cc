@@ -134,10 +134,11 @@ void BatchFiller::Fill(uint64_t epoch, std::vector<Job>* jobs_in) {
   // cycle: its wait for free slots too), so a team that slows the consumer,
   // with whom it shares the cores, counts against the team.
   const uint64_t start = MonotonicNs();
-  if (last_.total > 0 && epoch == last_.epoch && jobs.front().k == last_.next_k) {
+  if (last_.total > 0 && last_.number > kWarmupFills && epoch == last_.epoch &&
+      jobs.front().k == last_.next_k) {
     Record(last_.alone, start - last_.start, last_.total);
   }
-  last_ = LastFill{alone, start, total, epoch, jobs.back().k + 1};
+  last_ = LastFill{alone, start, total, epoch, jobs.back().k + 1, fills_};
   team_.Run(
       nwarm + nitems, [&](int w, int it) { RunItem(w, it, nwarm, jobs); }, alone ? 1 : workers_);
   for (const Job& job : jobs) {
@@ -176,9 +177,16 @@ bool BatchFiller::ChooseAlone(int total, int nwarm) {
 }
 
 void BatchFiller::Record(bool alone, uint64_t ns, int samples) {
-  if (workers_ == 1 || fills_ <= kWarmupFills) return;
+  if (workers_ == 1) return;
+  // An outlier (a consumer that paused: its first step, an evaluation) counts
+  // as at most 4x the best rate measured, so one slow fill cannot lock a way out.
+  double best = 0;
+  for (const Way& way : ways_) {
+    if (way.samples > 0) best = best == 0 ? way.rate() : std::min(best, way.rate());
+  }
+  const double measured = best > 0 ? std::min(double(ns), 4 * best * samples) : double(ns);
   Way& w = ways_[alone ? 0 : 1];
-  w.ns = w.ns * kDecay + double(ns);
+  w.ns = w.ns * kDecay + measured;
   w.samples = w.samples * kDecay + samples;
 }
 

@@ -102,6 +102,7 @@ class BatchFiller {
     uint64_t start = 0;
     int total = 0;
     uint64_t epoch = 0, next_k = 0;
+    uint64_t number = 0;  // fills_ when it was chosen
   } last_;
   WorkerTeam team_;  // the producer thread and workers - 1 helpers
   std::atomic<uint64_t> samples_{0}, batches_{0};

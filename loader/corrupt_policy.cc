@@ -1,5 +1,7 @@
 #include "loader/corrupt_policy.h"
 
+#include "base/random.h"
+
 namespace shardkit {
 
 const char* CorruptPolicyName(CorruptPolicy policy) { return NameOf(kCorruptPolicyNames, policy); }
@@ -11,8 +13,15 @@ bool CorruptPolicyFromName(std::string_view name, CorruptPolicy* policy) {
 Status CorruptSamples::Replace(uint64_t i, const Status& failure, uint64_t attempt,
                                uint64_t* replacement) {
   if (failure.ok()) return Status::InvalidArgument("CorruptSamples::Replace: no failure");
-  if (policy_ == CorruptPolicy::kFail || !failure.IsCorruption() || rank_samples_ == 0)
-    return failure;
+  if (policy_ == CorruptPolicy::kFail || !failure.IsCorruption() || rank_samples_ < 2)
+    return failure;  // (one sample: nothing else to load in its place)
+  if (attempt >= kMaxAttempts) {
+    // Replacements failing within damage already counted would not grow the
+    // budget: the attempts for one sample are bounded instead.
+    return Status::Corruption("no readable replacement for sample " + std::to_string(i) +
+                              " of the rank's epoch in " + std::to_string(kMaxAttempts) +
+                              " tries; last: " + failure.message());
+  }
   skipped_.fetch_add(1, std::memory_order_relaxed);
   uint64_t units = 0;
   {
@@ -27,7 +36,9 @@ Status CorruptSamples::Replace(uint64_t i, const Status& failure, uint64_t attem
                               "corrupt compressed block once, whatever it held); last: " +
                               failure.message());
   }
-  *replacement = (i + (attempt + 1) * kStride) % rank_samples_;
+  // A keyed draw among the rank's other samples: never i itself, whatever
+  // the rank's sample count.
+  *replacement = (i + 1 + Mix64(Mix64(i) ^ (attempt + 1)) % (rank_samples_ - 1)) % rank_samples_;
   return Status::OK();
 }
 

@@ -43,6 +43,8 @@ bool CorruptPolicyFromName(std::string_view name, CorruptPolicy* policy);
 class CorruptSamples {
  public:
   static constexpr size_t kMaxMessages = 10;
+  // Replacements tried for one sample before its batch fails.
+  static constexpr uint64_t kMaxAttempts = 16;
 
   // rank_samples: the rank's samples per epoch, where replacements come from.
   CorruptSamples(CorruptPolicy policy, uint64_t skip_budget, uint64_t rank_samples)
@@ -60,8 +62,6 @@ class CorruptSamples {
   std::vector<std::string> messages() const;  // one per unit, the first kMaxMessages
 
  private:
-  // A prime: replacements for skipped samples spread over the rank's samples.
-  static constexpr uint64_t kStride = 7919;
   const CorruptPolicy policy_;
   const uint64_t budget_, rank_samples_;
   std::atomic<uint64_t> skipped_{0};

@@ -206,6 +206,55 @@ TEST(CorruptSamplesTest, FailPassesTheErrorOnSkipReplacesWithinTheBudget) {
   CorruptSamples block(CorruptPolicy::kSkip, 1000, 50);
   for (int i = 0; i < 30; ++i) ASSERT_TRUE(block.Replace(i, bad, 0, &r).ok());
   EXPECT_EQ(block.messages().size(), 1u) << "one damage, reported once";
+  // Replacements failing within a damage already counted do not grow the
+  // budget: the attempts for one sample are bounded, never an endless loop.
+  uint64_t attempt = 0;
+  Status last;
+  for (; attempt < 1000; ++attempt) {
+    last = block.Replace(7, bad, attempt, &r);
+    if (!last.ok()) break;
+  }
+  EXPECT_EQ(attempt, CorruptSamples::kMaxAttempts);
+  EXPECT_NE(last.message().find("no readable replacement for sample 7"), std::string::npos)
+      << last.message();
+  // Never the sample itself, whatever the rank's count (7919 was the old stride).
+  for (uint64_t n : {2ull, 3ull, 7919ull, 2 * 7919ull}) {
+    CorruptSamples any(CorruptPolicy::kSkip, 1000, n);
+    for (uint64_t i = 0; i < std::min<uint64_t>(n, 50); ++i) {
+      for (uint64_t a = 0; a < 4; ++a) {
+        ASSERT_TRUE(any.Replace(i, bad, a, &r).ok());
+        EXPECT_NE(r, i);
+        EXPECT_LT(r, n);
+      }
+    }
+  }
+}
+
+// Every record of the rank in one corrupt zstd block: under skip, one
+// damage, but no replacement can be read: the batch fails, it does not hang.
+TEST(CorruptSamplesTest, NoReadableReplacementEndsTheEpochWithAnError) {
+  TempDir dir;
+  WriteRaw(dir.path(), 60, 16, CompressionMode::kZstd, /*block=*/1 << 20);
+  auto ds = Dataset::Open(dir.path());
+  ASSERT_TRUE(ds.ok());
+  ASSERT_EQ((*ds)->shard(0).num_blocks(), 1u);
+  const uint64_t offset =
+      (*ds)->shard(0).block(0).offset + (*ds)->shard(0).block(0).stored_size / 2;
+  ds->reset();
+  std::string bytes = testing::ReadFile(dir / "shard-00000.sks");
+  bytes[offset] ^= 0x5A;
+  testing::WriteFile(dir / "shard-00000.sks", bytes);
+  LoaderOptions o;
+  o.batch_size = 8;
+  o.workers = 2;
+  o.corrupt_policy = CorruptPolicy::kSkip;
+  auto l = Loader::Open(dir.path(), o);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  ASSERT_TRUE((*l)->StartEpoch(0).ok());
+  const Batch* b = nullptr;
+  Status s = (*l)->Next(&b);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("no readable replacement"), std::string::npos) << s.message();
 }
 
 TEST(CorruptSamplesTest, NamesComeFromOneTable) {

@@ -304,9 +304,12 @@ class Loader:
         # starts there until one reaches its end (a peek such as
         # next(iter(loader)) does not use it up).
         self._resume = None
+        self._reading = 0  # the epoch of the iteration in progress
         self._dataset = None
         self._skipped_logged = 0
-        self._lock = threading.Lock()
+        # Reentrant: a generator collected while the lock is held runs its
+        # finally (which takes it) in the same thread.
+        self._lock = threading.RLock()
         self._active = None  # (thread, marker) of the iteration in progress
 
     def __len__(self):
@@ -340,7 +343,7 @@ class Loader:
     def epoch(self):
         """The epoch being read while an iteration is in progress, else the
         epoch the next iteration reads."""
-        return self._epoch if self._active is not None else self._next_epoch()
+        return self._reading if self._active is not None else self._next_epoch()
 
     def set_epoch(self, epoch):
         """The epoch the next iteration reads (its shuffle and augmentation).
@@ -380,6 +383,7 @@ class Loader:
         try:
             epoch = self._next_epoch()
             self._epoch, self._epoch_set, self._iterated, self._completed = epoch, False, True, False
+            self._reading = epoch
             start = 0
             if self._resume is not None:
                 if self._resume[0] == epoch:
@@ -388,13 +392,13 @@ class Loader:
                     self._resume = None  # another epoch was chosen: the saved one is not resumed
             self._core.start_epoch(epoch, start)
             while True:
-                batch = self._core.next()
-                if batch is None:
-                    break
-                if self._active is not token:
+                if self._active is not token:  # before taking a batch that belongs to the newer one
                     raise RuntimeError("shardkit.Loader: this iteration was superseded by a newer one "
                                        "(iter(loader) again): a loader has one position in its epoch, "
                                        "so only its latest iteration yields batches")
+                batch = self._core.next()
+                if batch is None:
+                    break
                 images, labels, ids, real = batch
                 images = torch.from_numpy(images)
                 if self.pin_memory:

@@ -248,3 +248,17 @@ def test_a_python_without_torch_is_told_which_interpreter_and_what_to_do(views):
     out = subprocess.run(["/usr/bin/python3", "-c", script, raw], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "/usr/bin/python3" in out.stdout and "cannot import torch" in out.stdout, out.stdout
+
+
+def test_a_superseded_iteration_raises_without_taking_the_newer_ones_batch(views):
+    _, path = views
+    loader = sk.Loader(path, 16, transform=None, shuffle=False, rank=0, world_size=1, seed=0)
+    whole = [ids.tolist() for _, _, ids, _ in loader.batches()]
+    old = loader.batches()
+    next(old)
+    new = loader.batches()  # the same epoch again, from its start
+    first = next(new)[2].tolist()
+    with pytest.raises(RuntimeError, match="superseded"):
+        next(old)
+    rest = [ids.tolist() for _, _, ids, _ in new]
+    assert [first] + rest == whole
