@@ -46,6 +46,19 @@ void WriteRaw(const std::string& dir, int n, int side, CompressionMode mode, uin
   ASSERT_TRUE((*w)->Finish(m).ok());
 }
 
+// Flips one byte in the middle of block `block` of shard 0's stored bytes.
+void FlipByteInBlock(const std::string& dir, uint32_t block) {
+  uint64_t offset = 0;
+  {
+    auto r = ShardReader::Open(dir + "/shard-00000.sks");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    offset = (*r)->block(block).offset + (*r)->block(block).stored_size / 2;
+  }
+  std::string bytes = testing::ReadFile(dir + "/shard-00000.sks");
+  bytes[offset] ^= 0x5A;
+  testing::WriteFile(dir + "/shard-00000.sks", bytes);
+}
+
 std::string Expected(const Dataset& ds, uint64_t record) {
   const auto [shard, local] = ds.Locate(record);
   ReadScratch s;
@@ -238,12 +251,8 @@ TEST(CorruptSamplesTest, NoReadableReplacementEndsTheEpochWithAnError) {
   auto ds = Dataset::Open(dir.path());
   ASSERT_TRUE(ds.ok());
   ASSERT_EQ((*ds)->shard(0).num_blocks(), 1u);
-  const uint64_t offset =
-      (*ds)->shard(0).block(0).offset + (*ds)->shard(0).block(0).stored_size / 2;
   ds->reset();
-  std::string bytes = testing::ReadFile(dir / "shard-00000.sks");
-  bytes[offset] ^= 0x5A;
-  testing::WriteFile(dir / "shard-00000.sks", bytes);
+  FlipByteInBlock(dir.path(), 0);
   LoaderOptions o;
   o.batch_size = 8;
   o.workers = 2;
@@ -431,11 +440,8 @@ TEST(CorruptSamplesTest, ACorruptCompressedBlockCostsOneUnitOfTheBudget) {
   ASSERT_NE(r.block(1).codec, static_cast<uint32_t>(format::Codec::kStored));
   uint64_t in_block = 0;
   for (uint32_t i = 0; i < r.num_records(); ++i) in_block += r.record(i).block == 1;
-  const uint64_t offset = r.block(1).offset + r.block(1).stored_size / 2;
   ds->reset();
-  std::string bytes = testing::ReadFile(dir / "shard-00000.sks");
-  bytes[offset] ^= 0x5A;
-  testing::WriteFile(dir / "shard-00000.sks", bytes);
+  FlipByteInBlock(dir.path(), 1);
 
   LoaderOptions o;
   o.batch_size = 32;
