@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks that modules depend one way only, as CMakeLists.txt layers them:
-#   base <- shard, image <- loader <- train, python; tools/ and tests on top.
+#   base <- shard, image <- loader <- train, python; shard, image <- ingest;
+#   tools/ and tests on top.
 # A module's sources may include its own headers and those of the modules it
 # lists below; anything else is reported as FILE:LINE and the script fails.
 set -euo pipefail
@@ -11,6 +12,7 @@ declare -A allowed=(
   [image]="base image"
   [loader]="base shard image loader"
   [train]="base shard image loader train"
+  [ingest]="base shard image ingest"
   [python]="base shard image loader"
 )
 status=0

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include <unistd.h>
+
 #include "base/file_io.h"
 
 namespace shardkit {
@@ -30,7 +32,7 @@ bool IsOurs(const std::string& name) {
 
 }  // namespace
 
-Status PrepareOutputDir(const std::string& dir, bool overwrite) {
+Status PrepareOutputDir(const std::string& dir, bool overwrite, uint64_t keep_temps) {
   SK_RETURN_IF_ERROR(CreateDirs(dir));
   const std::string manifest = JoinPath(dir, kManifestName);
   if (FileExists(manifest)) {
@@ -43,7 +45,9 @@ Status PrepareOutputDir(const std::string& dir, bool overwrite) {
   }
   SK_ASSIGN_OR_RETURN(auto names, ListDir(dir));
   for (const auto& name : names) {
-    if (IsOurs(name)) SK_RETURN_IF_ERROR(RemoveFile(JoinPath(dir, name)));
+    bool keep = false;
+    for (uint64_t i = 0; i < keep_temps && !keep; ++i) keep = name == TempShardFileName(i);
+    if (IsOurs(name) && !keep) SK_RETURN_IF_ERROR(RemoveFile(JoinPath(dir, name)));
   }
   return Status::OK();
 }
@@ -56,17 +60,41 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
                                                              const DatasetWriterOptions& options) {
   if (options.shard_size < 4096)
     return Status::InvalidArgument("shard size must be at least 4096 bytes");
+  const bool existed = FileExists(dir);
   SK_RETURN_IF_ERROR(CreateDirs(dir));
   SK_ASSIGN_OR_RETURN(auto lock, DirLock::Acquire(dir));
-  SK_RETURN_IF_ERROR(PrepareOutputDir(dir, options.overwrite));
-  return std::unique_ptr<DatasetWriter>(new DatasetWriter(dir, options, std::move(lock)));
+  // A dataset already there stays whole until Finish replaces it (--force);
+  // only what an interrupted run left (temporaries) goes now.
+  if (FileExists(JoinPath(dir, kManifestName)) && !options.overwrite) {
+    return Status::InvalidArgument(dir + " already holds a dataset (" + kManifestName +
+                                   " exists); pass --force to replace it");
+  }
+  SK_ASSIGN_OR_RETURN(auto names, ListDir(dir));
+  for (const auto& name : names) {
+    if (name.rfind(".shard-", 0) == 0 || name == std::string(kManifestName) + ".tmp") {
+      SK_RETURN_IF_ERROR(RemoveFile(JoinPath(dir, name)));
+    }
+  }
+  auto w = std::unique_ptr<DatasetWriter>(new DatasetWriter(dir, options, std::move(lock)));
+  w->created_dir_ = !existed;
+  return w;
 }
 
+// Not finished: every file this writer made goes, and the directory too if
+// it made it and nothing else is in it now.
 DatasetWriter::~DatasetWriter() {
-  if (!finished_ && current_ != nullptr) {
-    const std::string tmp = current_->path();
-    current_.reset();
-    RemoveFile(tmp).IgnoreError();
+  if (finished_) return;
+  current_.reset();
+  for (uint64_t i = 0; i <= shards_.size(); ++i) {
+    RemoveFile(JoinPath(dir_, TempShardFileName(i))).IgnoreError();
+  }
+  lock_.reset();
+  if (created_dir_) {
+    auto names = ListDir(dir_);
+    if (names.ok() && names->size() == 1 && (*names)[0] == kLockFileName) {
+      RemoveFile(JoinPath(dir_, kLockFileName)).IgnoreError();
+      ::rmdir(dir_.c_str());
+    }
   }
 }
 
@@ -105,18 +133,20 @@ Status DatasetWriter::Add(std::string_view payload, int32_t label, std::string_v
   return Status::OK();
 }
 
+// A full shard stays under its temporary name until Finish publishes them all.
 Status DatasetWriter::CloseShard() {
   ShardInfo info;
   Status s = current_->Finish(&info);
   if (!s.ok()) return s;  // the destructor removes the temporary file
   current_.reset();
-  SK_RETURN_IF_ERROR(PublishShard(dir_, shards_.size()));
   info.file = ShardFileName(shards_.size());
   shards_.push_back(info);
   finished_bytes_ += info.bytes;
   return Status::OK();
 }
 
+// The old dataset (if any) stops being one, the new shards take its shards'
+// names, any old shard beyond them goes, and the manifest is written last.
 Status DatasetWriter::Finish(Manifest manifest) {
   if (finished_) return Status::InvalidArgument(dir_ + ": Finish called twice");
   if (!manifest.shards.empty()) return Status::InvalidArgument("manifest.shards must be empty");
@@ -126,12 +156,13 @@ Status DatasetWriter::Finish(Manifest manifest) {
                                    std::to_string(manifest.classes.size()) + " classes");
   }
   if (current_ != nullptr) SK_RETURN_IF_ERROR(CloseShard());
+  SK_RETURN_IF_ERROR(PrepareOutputDir(dir_, /*overwrite=*/true, shards_.size()));
+  for (uint64_t i = 0; i < shards_.size(); ++i) SK_RETURN_IF_ERROR(PublishShard(dir_, i));
+  finished_ = true;  // from here on the shards are the new dataset's, kept
   SK_RETURN_IF_ERROR(SyncDir(dir_));
   manifest.shards = shards_;
   if (manifest.created_at.empty()) manifest.created_at = UtcNow();
-  SK_RETURN_IF_ERROR(WriteManifest(dir_, manifest));
-  finished_ = true;
-  return Status::OK();
+  return WriteManifest(dir_, manifest);
 }
 
 }  // namespace shardkit

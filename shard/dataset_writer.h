@@ -1,7 +1,9 @@
 // DatasetWriter: appends records to a dataset directory, rolling over to a new
 // shard at a size target, and publishes the manifest last. Every shard is
-// written under a temporary name and renamed only once complete, so a crash
-// never leaves a file, or a directory, that looks complete and is not.
+// written under a temporary name and renamed only in Finish, so a crash never
+// leaves a file, or a directory, that looks complete and is not; a dataset
+// being replaced (overwrite) stays whole until then; and a writer destroyed
+// before Finish removes every file it made (and the directory, if it made it).
 #pragma once
 
 #include <cstdint>
@@ -36,8 +38,9 @@ std::string TempShardFileName(uint64_t index);
 // holds a dataset (manifest.json) unless `overwrite`, in which case the
 // manifest is removed first so the directory stops being a dataset before any
 // shard is touched; removes shard files and temporaries left by an interrupted
-// run. Other files are left alone.
-Status PrepareOutputDir(const std::string& dir, bool overwrite);
+// run, except the temporaries of shards 0..keep_temps-1 (a DatasetWriter's
+// own, about to be published). Other files are left alone.
+Status PrepareOutputDir(const std::string& dir, bool overwrite, uint64_t keep_temps = 0);
 
 // Renames the finished temporary file of shard `index` to its final name.
 Status PublishShard(const std::string& dir, uint64_t index);
@@ -48,7 +51,7 @@ class DatasetWriter {
  public:
   static Result<std::unique_ptr<DatasetWriter>> Create(const std::string& dir,
                                                        const DatasetWriterOptions& options);
-  // Deletes the unfinished shard's temporary file if Finish() was not reached.
+  // Before Finish: removes this writer's files (and its directory if it made it).
   ~DatasetWriter();
 
   // Appends a record; label -1 is "none". A label or size the options rule
@@ -77,6 +80,7 @@ class DatasetWriter {
   int64_t max_label_ = -1;
   uint64_t finished_bytes_ = 0;
   bool finished_ = false;
+  bool created_dir_ = false;
 };
 
 }  // namespace shardkit

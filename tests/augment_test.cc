@@ -9,13 +9,31 @@
 #include <set>
 
 #include "base/random.h"
+#include "ingest/hdf5.h"
+#include "ingest/packer.h"
 #include "shard/shard.h"
 #include "tests/test_util.h"
 #include "tools/augment/augment.h"
-#include "tools/pack/hdf5_pack.h"
 
 namespace shardkit {
 namespace {
+
+// shardkit-pack hdf5's options, and the pack it runs.
+struct Hdf5PackOptions : Hdf5Options {
+  std::string out;
+  bool quiet = true, force = false;
+  uint64_t shard_size = 256ull << 20;
+};
+
+Status PackHdf5(const Hdf5PackOptions& h) {
+  SK_ASSIGN_OR_RETURN(auto source, OpenHdf5(h));
+  PackOptions o;
+  o.out = h.out;
+  o.force = h.force;
+  o.shard_size = h.shard_size;
+  PackSummary sum;
+  return Pack(source.get(), o, PackEvents(), &sum);
+}
 
 using testing::RunCommand;
 using testing::TempDir;

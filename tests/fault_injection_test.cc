@@ -114,6 +114,7 @@ TEST(FaultInjection, AugmentKilledAtAnyPointResumes) {
 // Checks the directory a failed pack left: no temporaries, no manifest, and
 // every final-named shard complete.
 void ExpectCleanFailure(const std::string& dir) {
+  if (!FileExists(dir)) return;  // a directory the pack made is removed: the cleanest failure
   auto names = ListDir(dir);
   ASSERT_TRUE(names.ok());
   for (const auto& n : *names) {

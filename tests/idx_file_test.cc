@@ -3,7 +3,7 @@
 #include <zlib.h>
 
 #include "tests/test_util.h"
-#include "tools/pack/idx_file.h"
+#include "ingest/idx_file.h"
 
 namespace shardkit {
 namespace {

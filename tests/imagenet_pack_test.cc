@@ -7,9 +7,10 @@
 #include <map>
 
 #include "image/codec.h"
+#include "ingest/packer.h"
+#include "ingest/tree_source.h"
 #include "shard/shard.h"
 #include "tests/test_util.h"
-#include "tools/pack/imagenet_pack.h"
 
 namespace shardkit {
 namespace {
@@ -19,6 +20,31 @@ using testing::MakeJpeg;
 using testing::SyntheticImage;
 using testing::TempDir;
 using testing::WriteFile;
+
+// The tree and pack options of one shardkit-pack imagenet run.
+struct ImageNetPackOptions : TreeOptions {
+  std::string out;
+  int threads = 0, resize_short = 0, quality = 90;
+  uint64_t seed = 0;
+  bool strict = false;
+};
+
+uint64_t Count(const PackSummary& s, Unusable why) { return s.unusable[static_cast<int>(why)]; }
+
+Status PackImageNet(const ImageNetPackOptions& t,
+                    const std::function<void(const std::string&)>& report, PackSummary* sum) {
+  SK_ASSIGN_OR_RETURN(auto source, OpenTree(t));
+  PackOptions o;
+  o.out = t.out;
+  o.threads = t.threads;
+  o.resize_short = t.resize_short;
+  o.quality = t.quality;
+  o.seed = t.seed;
+  o.strict = t.strict;
+  PackEvents events;
+  events.report = report;
+  return Pack(source.get(), o, events, sum);
+}
 
 double MeanAbsDiff(const Image& a, const Image& b) {
   EXPECT_EQ(a.pixels.size(), b.pixels.size());
@@ -65,19 +91,19 @@ TEST_F(ImageNetTree, PacksEveryDecodableKindAndReportsTheRest) {
   o.out = dir_ / "out";
   o.threads = 2;
   std::vector<std::string> problems;
-  ImageNetPackSummary sum;
+  PackSummary sum;
   Status s = PackImageNet(
       o, [&](const std::string& m) { problems.push_back(m); }, &sum);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(sum.packed, 6u);
-  EXPECT_EQ(sum.bad, 2u);
-  EXPECT_EQ(sum.empty_classes, 1u);
+  EXPECT_EQ(Count(sum, Unusable::kBadImage), 2u);
+  EXPECT_EQ(Count(sum, Unusable::kEmptyClass), 1u);
   EXPECT_EQ(sum.converted_cmyk, 2u);
   EXPECT_EQ(sum.converted_png, 1u);
   const std::string all = testing::JoinLines(problems);
   EXPECT_NE(all.find("n03/truncated.JPEG"), std::string::npos) << all;
   EXPECT_NE(all.find("n03/readme.JPEG: not a JPEG or PNG"), std::string::npos) << all;
-  EXPECT_NE(all.find("n04: empty class folder"), std::string::npos) << all;
+  EXPECT_NE(all.find("n04: an empty class folder"), std::string::npos) << all;
 
   auto ds = Dataset::Open(o.out);
   ASSERT_TRUE(ds.ok()) << ds.status().ToString();
@@ -113,7 +139,7 @@ TEST_F(ImageNetTree, StrictFailsOnTheFirstProblem) {
   o.src = src_;
   o.out = dir_ / "out";
   o.strict = true;
-  ImageNetPackSummary sum;
+  PackSummary sum;
   Status s = PackImageNet(
       o, [](const std::string&) {}, &sum);
   EXPECT_FALSE(s.ok());
@@ -127,7 +153,7 @@ TEST_F(ImageNetTree, ResizeShortReencodes) {
   o.out = dir_ / "out";
   o.resize_short = 32;
   o.quality = 85;
-  ImageNetPackSummary sum;
+  PackSummary sum;
   ASSERT_TRUE(PackImageNet(
                   o, [](const std::string&) {}, &sum)
                   .ok());
@@ -150,7 +176,7 @@ TEST_F(ImageNetTree, SeededOrderSpreadsClassesAndIsReproducible) {
     o.src = src_;
     o.out = out;
     o.seed = seed;
-    ImageNetPackSummary sum;
+    PackSummary sum;
     EXPECT_TRUE(PackImageNet(
                     o, [](const std::string&) {}, &sum)
                     .ok());
@@ -183,7 +209,7 @@ TEST(ImageNetVal, FlatFolderWithCsvLabels) {
   o.out = dir / "out";
   o.val_labels = dir / "labels.csv";
   std::vector<std::string> problems;
-  ImageNetPackSummary sum;
+  PackSummary sum;
   ASSERT_TRUE(PackImageNet(
                   o, [&](const std::string& m) { problems.push_back(m); }, &sum)
                   .ok());

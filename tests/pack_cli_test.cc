@@ -33,7 +33,7 @@ TEST(PackCli, IdxPackVerifyInspectExtract) {
   auto r = RunCommand(Pack() + " idx --images " + dir / "img.idx" + " --labels " + dir / "lab.idx" +
                       " " + dir / "ds");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("packed 50 records (6x5x1, 3 classes)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("packed 50 of 50 records (6x5x1, 3 classes)"), std::string::npos) << r.out;
   r = RunCommand(Pack() + " verify " + dir / "ds");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("OK"), std::string::npos);
@@ -93,7 +93,7 @@ TEST(PackCli, ClearErrorsForBadInput) {
        "bad IDX magic", 2},
       {"verify " + dir.path(), "no manifest.json", 2},
       {"inspect " + dir / "nope", "no manifest.json", 2},
-      {"imagenet " + dir / "nope" + " " + dir / "o", "not a directory", 2},
+      {"imagenet " + dir / "nope" + " " + dir / "o", "nope: No such file or directory", 2},
       {"hdf5 " + dir / "junk" + " " + dir / "o --images /x --labels /y", "not an HDF5 file", 2},
       {"frobnicate", "frobnicate", 2},
   };

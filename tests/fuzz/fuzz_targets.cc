@@ -1,7 +1,7 @@
 // The fuzz targets' bodies.
 #include "tests/fuzz/fuzz_targets.h"
-#include "tools/pack/archive_source.h"
-#include "tools/pack/devkit.h"
+#include "ingest/archive_reader.h"
+#include "ingest/devkit.h"
 
 #include <hdf5.h>
 #include <unistd.h>
@@ -12,10 +12,13 @@
 #include <vector>
 
 #include "image/codec.h"
+#include "ingest/hdf5.h"
+#include "ingest/idx_file.h"
+#include "ingest/packer.h"
+#include "ingest/tree_source.h"
+#include "ingest/webdataset_source.h"
 #include "loader/transforms.h"
 #include "shard/shard.h"
-#include "tools/pack/hdf5_pack.h"
-#include "tools/pack/idx_file.h"
 
 namespace shardkit::fuzz {
 namespace {
@@ -32,6 +35,21 @@ void WriteBytes(const std::string& path, const uint8_t* data, size_t size) {
   if (f == nullptr) return;
   if (size > 0) std::fwrite(data, 1, size, f);
   std::fclose(f);
+}
+
+// Packs `source` (if it opened) into `out`, quietly, and removes `out`.
+void PackAndRemove(Result<std::unique_ptr<SampleSource>> source, const std::string& out) {
+  if (source.ok()) {
+    PackOptions o;
+    o.out = out;
+    o.force = true;
+    o.shard_size = 4096;
+    o.threads = 1;
+    PackSummary sum;
+    (void)Pack(source->get(), o, PackEvents(), &sum);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(out, ec);
 }
 
 }  // namespace
@@ -67,13 +85,15 @@ int MetaMat(const uint8_t* data, size_t size) {
   return 0;
 }
 
+// The bytes as an archive of an image tree, and as a WebDataset shard: the
+// whole way in (archive reader, tree layout, WebDataset grouping, Packer).
 int Archive(const uint8_t* data, size_t size) {
   const std::string path = ScratchPath("archive") + ".tar";
   WriteBytes(path, data, size);
-  ArchiveStats stats;
-  (void)StreamArchive(
-      path, 1 << 20, [](ArchiveMember&&) { return Status::OK(); }, [](const std::string&) {},
-      nullptr, &stats);
+  TreeOptions tree;
+  tree.src = path;
+  PackAndRemove(OpenTree(tree), ScratchPath("archive-out"));
+  PackAndRemove(OpenWebDataset({path}, {}), ScratchPath("wds-out"));
   unlink(path.c_str());
   return 0;
 }
@@ -168,13 +188,9 @@ int Hdf5Import(const uint8_t* data, size_t size) {
     H5Sclose(space);
   }
   H5Fclose(f);
-  Hdf5PackOptions o;
+  Hdf5Options o;
   o.file = path;
-  o.out = out;
-  o.quiet = true;
-  o.force = true;
-  o.shard_size = 4096;
-  (void)PackHdf5(o);
+  PackAndRemove(OpenHdf5(o), out);
   unlink(path.c_str());
   std::error_code ec;
   std::filesystem::remove_all(out, ec);

@@ -16,8 +16,8 @@
 #include "tools/augment/augment.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
-#include "tools/pack/hdf5_pack.h"
-#include "tools/pack/idx_file.h"
+#include "ingest/hdf5.h"
+#include "ingest/idx_file.h"
 
 namespace shardkit {
 namespace {

@@ -1,21 +1,30 @@
-// shardkit-pack: pack ImageNet trees, IDX files and HDF5 arrays into shard
-// datasets; verify, inspect and extract from them.
+// shardkit-pack: pack image trees and archives, WebDataset shards, IDX files
+// and HDF5 arrays into shard datasets (ingest/ does it; this parses flags and
+// prints); verify, inspect and extract from them.
 #include "base/openmp.h"
 
+#include <signal.h>
+
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "base/format.h"
 #include "base/version.h"
+#include "ingest/hdf5.h"
+#include "ingest/idx_file.h"
+#include "ingest/packer.h"
+#include "ingest/text.h"
+#include "ingest/tree_source.h"
+#include "ingest/webdataset_source.h"
 #include "shard/shard.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
-#include "tools/pack/hdf5_pack.h"
-#include "tools/pack/idx_file.h"
-#include "tools/pack/imagenet_pack.h"
 
 namespace shardkit {
 namespace {
@@ -40,104 +49,94 @@ std::string CreatedBy(const std::string& tool, const std::string& argv_json,
                 nlohmann::json::error_handler_t::replace);  // paths may hold any bytes
 }
 
-std::vector<std::string> SplitComma(const std::string& s) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t c = s.find(',', pos);
-    if (c == std::string::npos) c = s.size();
-    out.push_back(s.substr(pos, c - pos));
-    pos = c + 1;
-  }
-  return out;
+// Ctrl-C and SIGTERM: the pack stops at its next member or record, removes
+// what it wrote, and the tool exits 130. A second signal kills at once.
+std::atomic<bool> g_interrupted{false};
+
+void OnSignal(int) { g_interrupted.store(true); }
+
+void CatchInterrupts() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = OnSignal;
+  sa.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
 }
 
-int RunIdx(const std::string& images, const std::string& labels, const std::string& out,
-           uint64_t shard_size, const std::string& class_names, bool force,
-           const std::string& argv_json) {
-  auto ds = ReadIdxDataset(images, labels);
-  if (!ds.ok())
-    return Fail(ds.status(),
-                "pass MNIST-format files: --images *-images-idx3-ubyte[.gz] --labels "
-                "*-labels-idx1-ubyte[.gz]");
-  uint8_t max_label = 0;
-  for (uint8_t l : ds->labels.data) max_label = std::max(max_label, l);
-  std::vector<std::string> classes;
-  if (!class_names.empty()) {
-    classes = SplitComma(class_names);
-    if (classes.size() <= max_label) {
-      return Fail(Status::InvalidArgument("--class-names lists " + std::to_string(classes.size()) +
-                                          " classes but the labels go up to " +
-                                          std::to_string(max_label)));
+// Progress lines for the Packer's phases, one Progress per phase.
+class PhaseProgress {
+ public:
+  void operator()(const std::string& phase, uint64_t done, uint64_t total, uint64_t bytes,
+                  bool final) {
+    if (phase != phase_ || bar_ == nullptr) {
+      if (bar_ != nullptr) bar_->Finish();
+      phase_ = phase;
+      bar_ =
+          std::make_unique<Progress>(phase, total, phase.rfind("read", 0) == 0 ? "MB" : "records");
     }
-  } else {
-    for (int c = 0; c <= max_label; ++c) classes.push_back(std::to_string(c));
+    if (final) {
+      bar_->Finish();
+      bar_.reset();
+      phase_.clear();
+      return;
+    }
+    bar_->Update(done, bytes);
   }
-  DatasetWriterOptions wo;
-  wo.shard_size = shard_size;
-  wo.overwrite = force;
-  wo.shard.compression = CompressionMode::kZstd;
-  wo.shard.kind = format::RecordKind::kRawU8;
-  wo.num_classes = classes.size();
-  wo.raw_record_size = ds->images.item_size();
-  auto writer = DatasetWriter::Create(out, wo);
-  if (!writer.ok()) return Fail(writer.status());
-  const uint64_t n = ds->count(), item = ds->images.item_size();
-  Progress progress("pack idx", n, "records");
-  char key[32];
-  for (uint64_t i = 0; i < n; ++i) {
-    std::snprintf(key, sizeof(key), "%08llu", static_cast<unsigned long long>(i));
-    std::string_view payload(reinterpret_cast<const char*>(ds->images.data.data() + i * item),
-                             item);
-    Status s = (*writer)->Add(payload, ds->labels.data[i], key);
-    if (!s.ok()) return Fail(s);
-    if ((i & 4095) == 0) progress.Update(i, i * item);
-  }
-  progress.Update(n, n * item);
-  Manifest m;
-  m.record.kind = format::RecordKind::kRawU8;
-  m.record.shape = {ds->height, ds->width, ds->channels};
-  m.classes = classes;
-  m.created_by = CreatedBy("shardkit-pack idx", argv_json,
-                           {{"images", images}, {"labels", labels}, {"shard_size", shard_size}});
-  Status s = (*writer)->Finish(m);
-  if (!s.ok()) return Fail(s);
-  progress.Finish();
-  auto written = ReadManifest(out);
-  if (!written.ok()) return Fail(written.status());
-  std::printf("packed %llu records (%dx%dx%d, %zu classes) into %zu shard(s) in %s: %s raw -> %s\n",
-              static_cast<unsigned long long>(n), ds->height, ds->width, ds->channels,
-              classes.size(), written->shards.size(), out.c_str(),
-              FormatBytes(written->raw_bytes()).c_str(), FormatBytes(written->bytes()).c_str());
-  return 0;
-}
 
-int RunImageNet(ImageNetPackOptions o) {
-  ImageNetPackSummary sum;
-  Status s = PackImageNet(o, Report, &sum);
+ private:
+  std::string phase_;
+  std::unique_ptr<Progress> bar_;
+};
+
+// Packs `source`, prints the summary; the exit code.
+int RunPack(SampleSource* source, PackOptions o, const std::string& hint_strict) {
+  o.interrupt = &g_interrupted;
+  CatchInterrupts();
+  auto progress = std::make_shared<PhaseProgress>();
+  PackEvents events;
+  events.report = Report;
+  events.progress = [progress](const std::string& phase, uint64_t done, uint64_t total,
+                               uint64_t bytes,
+                               bool final) { (*progress)(phase, done, total, bytes, final); };
+  PackSummary sum;
+  Status s = Pack(source, o, events, &sum);
   if (!s.ok()) {
-    return Fail(s, o.strict ? "rerun without --strict to skip bad files and report them" : "");
+    if (s.IsAborted()) {
+      cli::Fail("shardkit-pack", s);
+      return 130;
+    }
+    return Fail(s, o.strict ? hint_strict : "");
+  }
+  const RecordSpec spec = source->spec();
+  std::string shape;
+  for (int64_t d : spec.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+  uint64_t seen = sum.packed;
+  for (int k = 0; k < static_cast<int>(Unusable::kCount); ++k) {
+    const auto why = static_cast<Unusable>(k);
+    if (why != Unusable::kEmptyClass && why != Unusable::kOutsideList) seen += sum.unusable[k];
   }
   std::printf(
-      "packed %llu of %llu files (%llu classes) into %llu shard(s) in %s\n"
-      "  %s read, %s written, %.1f s: %.0f files/s, %s/s\n"
-      "  converted: %llu CMYK, %llu PNG; re-encoded: %llu; skipped (bad): %llu; empty class "
-      "folders: %llu\n",
-      (unsigned long long)sum.packed, (unsigned long long)sum.files_seen,
-      (unsigned long long)sum.classes, (unsigned long long)sum.shards, o.out.c_str(),
+      "packed %llu of %llu records (%s%llu classes) from %s into %llu shard(s) in %s\n"
+      "  %s read, %s written, %.1f s: %.0f records/s, %s/s\n",
+      (unsigned long long)sum.packed, (unsigned long long)seen,
+      shape.empty() ? "" : (shape + ", ").c_str(), (unsigned long long)sum.classes,
+      source->name().c_str(), (unsigned long long)sum.shards, o.out.c_str(),
       FormatBytes(sum.bytes_in).c_str(), FormatBytes(sum.bytes_out).c_str(), sum.seconds,
       sum.packed / std::max(sum.seconds, 1e-9),
-      FormatBytes(sum.bytes_in / std::max(sum.seconds, 1e-9)).c_str(),
-      (unsigned long long)sum.converted_cmyk, (unsigned long long)sum.converted_png,
-      (unsigned long long)sum.reencoded, (unsigned long long)sum.bad,
-      (unsigned long long)sum.empty_classes);
-  if (sum.unsafe_members + sum.link_members + sum.oversized_members + sum.bad_inner_tars > 0) {
-    std::printf(
-        "  archive members skipped: %llu unsafe paths, %llu links or special files, %llu over the "
-        "size limit, %llu unreadable class tars\n",
-        (unsigned long long)sum.unsafe_members, (unsigned long long)sum.link_members,
-        (unsigned long long)sum.oversized_members, (unsigned long long)sum.bad_inner_tars);
+      FormatBytes(sum.bytes_in / std::max(sum.seconds, 1e-9)).c_str());
+  if (spec.kind == format::RecordKind::kJpeg) {
+    std::printf("  converted: %llu CMYK, %llu PNG; re-encoded: %llu\n",
+                (unsigned long long)sum.converted_cmyk, (unsigned long long)sum.converted_png,
+                (unsigned long long)sum.reencoded);
   }
+  std::string skipped;
+  for (int k = 0; k < static_cast<int>(Unusable::kCount); ++k) {
+    if (sum.unusable[k] == 0) continue;
+    skipped += (skipped.empty() ? "" : ", ") + std::to_string(sum.unusable[k]) + " " +
+               UnusableName(static_cast<Unusable>(k));
+  }
+  std::printf("  skipped: %s\n", skipped.empty() ? "none" : skipped.c_str());
   return 0;
 }
 
@@ -296,71 +295,87 @@ int PackMain(int argc, char** argv, bool parse_only) {
 
   const CLI::Validator kShardSize = cli::IntIn(4096, 1ll << 40),
                        kThreads = cli::IntIn(0, cli::kMaxThreads);
-  ImageNetPackOptions in;
+  // What every pack command shares: OUT, shards, order, strictness.
+  PackOptions po;
+  std::string class_names;
+  auto common = [&](CLI::App* sub, bool images, bool seeded) {
+    sub->add_option("OUT", po.out, "output dataset directory")->required();
+    sub->add_option("--shard-size", po.shard_size, "target bytes per shard")
+        ->capture_default_str()
+        ->check(kShardSize);
+    if (images) {
+      sub->add_option("--resize-short", po.resize_short,
+                      "re-encode so the short side is at most N (0: keep bytes)")
+          ->capture_default_str()
+          ->check(cli::IntIn(0, 65535));
+      sub->add_option("--quality", po.quality, "JPEG quality of re-encoded images")
+          ->capture_default_str()
+          ->check(cli::IntIn(1, 100));
+    }
+    sub->add_option("--threads", po.threads, "threads (0: all cores)")
+        ->capture_default_str()
+        ->check(kThreads);
+    if (seeded) {
+      sub->add_option("--seed", po.seed, "seed of the record order")
+          ->capture_default_str()
+          ->check(cli::Unsigned());
+    }
+    sub->add_flag("--strict", po.strict,
+                  "fail on the first unusable member (bad image, unsafe path, link, special "
+                  "file, oversized, bad name, no label, duplicate, empty class); nothing is "
+                  "left in OUT");
+    sub->add_flag("--force", po.force, "replace an existing dataset in OUT (kept until done)");
+  };
+
+  TreeOptions in;
+  std::string classes_from;
   auto* imagenet = app.add_subcommand(
       "imagenet",
-      "pack an ImageNet-layout JPEG tree (class folders, or a flat folder with --val-labels or "
-      "--devkit), or the same as an archive: ILSVRC2012_img_train.tar (a tar of class tars), "
-      "ILSVRC2012_img_val.tar, or a .tar/.tar.gz/.zip of a tree, read without extracting");
+      "pack an image tree (class folders, or a flat val folder with --val-labels or --devkit) "
+      "from a folder or an archive of one: ILSVRC2012_img_train.tar (a tar of class tars), "
+      "ILSVRC2012_img_val.tar, or a .tar/.tar.gz/.zip of a tree, read without extracting; an "
+      "archive packs exactly as its extraction does, or fails");
   imagenet->add_option("SRC", in.src, "source folder or archive")->required();
-  imagenet->add_option("OUT", in.out, "output dataset directory")->required();
+  common(imagenet, true, true);
   imagenet->add_option("--val-labels", in.val_labels,
                        "LOC_val_solution.csv: ImageId,PredictionString (synset first)");
   imagenet->add_option(
       "--devkit", in.devkit,
       "ILSVRC2012_devkit_t12.tar.gz: val labels from its ground truth and meta.mat");
-  imagenet->add_option("--archive-root", in.archive_root,
-                       "the folder in the archive that holds the class folders (default: found)");
-  imagenet->add_option("--classes-from", in.classes_from,
+  imagenet->add_option("--root,--archive-root", in.root,
+                       "the folder of SRC that holds the class folders (default: SRC, or the one "
+                       "folder a wrapper folder holds)");
+  imagenet->add_option("--classes-from", classes_from,
                        "reuse the class list of this dataset (e.g. train for val)");
-  imagenet->add_option("--shard-size", in.shard_size, "target bytes per shard")
-      ->capture_default_str()
-      ->check(kShardSize);
-  imagenet
-      ->add_option("--resize-short", in.resize_short,
-                   "re-encode so the short side is at most N (0: keep bytes)")
-      ->capture_default_str()
-      ->check(cli::IntIn(0, 65535));
-  imagenet->add_option("--quality", in.quality, "JPEG quality of re-encoded images")
-      ->capture_default_str()
-      ->check(cli::IntIn(1, 100));
-  imagenet->add_option("--threads", in.threads, "threads (0: all cores)")
-      ->capture_default_str()
-      ->check(kThreads);
-  imagenet->add_option("--seed", in.seed, "seed of the record order")
-      ->capture_default_str()
-      ->check(cli::Unsigned());
-  imagenet->add_flag("--strict", in.strict, "fail on the first bad file or empty class folder");
-  imagenet->add_flag("--force", in.force, "replace an existing dataset in OUT");
 
-  std::string images, labels, out, class_names;
-  uint64_t shard_size = 256ull << 20;
-  bool force = false;
+  std::vector<std::string> wds;
+  auto* webdataset = app.add_subcommand(
+      "webdataset",
+      "pack WebDataset tar shards: members grouped by key, an image (.jpg/.jpeg/.png) and a "
+      "class number (.cls) each; SHARDS may use braces: 'shards-{000000..000123}.tar'");
+  webdataset->add_option("SHARDS", wds, "shard files or brace patterns, then OUT")->required();
+  common(webdataset, true, true);
+  webdataset->add_option("--class-names", class_names,
+                         "comma-separated class names (default: 0..max label)");
+
+  std::string images, labels;
   auto* idx = app.add_subcommand("idx", "pack MNIST-style IDX files (plain or .gz)");
   idx->add_option("--images", images, "images IDX file (N x H x W [x C], uint8)")->required();
   idx->add_option("--labels", labels, "labels IDX file (N, uint8)")->required();
-  idx->add_option("OUT", out, "output dataset directory")->required();
+  common(idx, false, false);
   idx->add_option("--class-names", class_names,
                   "comma-separated class names (default: 0..max label)");
-  idx->add_option("--shard-size", shard_size, "target bytes per shard")
-      ->capture_default_str()
-      ->check(kShardSize);
-  idx->add_flag("--force", force, "replace an existing dataset in OUT");
 
-  Hdf5PackOptions ho;
+  Hdf5Options ho;
   auto* hdf5 =
       app.add_subcommand("hdf5", "pack uint8 image arrays and integer labels from an HDF5 file");
   hdf5->add_option("FILE", ho.file, "HDF5 file")->required();
-  hdf5->add_option("OUT", ho.out, "output dataset directory")->required();
+  common(hdf5, false, false);
   hdf5->add_option("--images", ho.images, "dataset of images, N x H x W or N x H x W x C, uint8")
       ->required();
   hdf5->add_option("--labels", ho.labels, "dataset of integer labels, N")->required();
   hdf5->add_option("--class-names", class_names,
                    "comma-separated class names (default: 0..max label)");
-  hdf5->add_option("--shard-size", ho.shard_size, "target bytes per shard")
-      ->capture_default_str()
-      ->check(kShardSize);
-  hdf5->add_flag("--force", ho.force, "replace an existing dataset in OUT");
 
   std::string dir;
   int threads = 0;
@@ -401,31 +416,65 @@ int PackMain(int argc, char** argv, bool parse_only) {
   if (argc > 1 && argv[1][0] != '-' && !known(argv[1])) {
     std::fprintf(
         stderr,
-        "shardkit-pack: error: unknown command '%s'\nhint: commands are imagenet, idx, hdf5, "
-        "verify, inspect, extract, checksum; see shardkit-pack --help\n",
+        "shardkit-pack: error: unknown command '%s'\nhint: commands are imagenet, webdataset, idx, "
+        "hdf5, verify, inspect, extract, checksum; see shardkit-pack --help\n",
         argv[1]);
     return kExitError;
   }
   if (int rc = cli::Parse(app, argc, argv, "shardkit-pack"); rc >= 0) return rc;
   if (parse_only) return 0;
   try {
+    const std::vector<std::string> names =
+        class_names.empty() ? std::vector<std::string>() : SplitList(class_names);
+    const char* hint = "rerun without --strict to skip unusable members and report them";
     if (*imagenet) {
-      in.created_by = CreatedBy("shardkit-pack imagenet", argv_json,
+      if (!classes_from.empty()) {
+        auto m = ReadManifest(classes_from);
+        if (!m.ok()) return Fail(m.status());
+        in.classes = m->classes;
+      }
+      po.created_by = CreatedBy("shardkit-pack imagenet", argv_json,
                                 {{"src", in.src},
                                  {"val_labels", in.val_labels},
-                                 {"shard_size", in.shard_size},
-                                 {"resize_short", in.resize_short},
-                                 {"quality", in.quality},
-                                 {"seed", in.seed}});
-      return RunImageNet(in);
+                                 {"devkit", in.devkit},
+                                 {"root", in.root},
+                                 {"shard_size", po.shard_size},
+                                 {"resize_short", po.resize_short},
+                                 {"quality", po.quality},
+                                 {"seed", po.seed}});
+      auto source = OpenTree(in);
+      if (!source.ok()) return Fail(source.status());
+      return RunPack(source->get(), po, hint);
     }
-    if (*idx) return RunIdx(images, labels, out, shard_size, class_names, force, argv_json);
+    if (*webdataset) {
+      if (wds.size() < 2) return Fail(Status::InvalidArgument("give SHARDS... OUT"));
+      po.out = wds.back();
+      wds.pop_back();
+      po.created_by =
+          CreatedBy("shardkit-pack webdataset", argv_json, {{"shards", wds}, {"seed", po.seed}});
+      auto source = OpenWebDataset(wds, names);
+      if (!source.ok()) return Fail(source.status());
+      return RunPack(source->get(), po, hint);
+    }
+    if (*idx) {
+      po.created_by =
+          CreatedBy("shardkit-pack idx", argv_json,
+                    {{"images", images}, {"labels", labels}, {"shard_size", po.shard_size}});
+      auto source = OpenIdx(images, labels, names);
+      if (!source.ok()) {
+        return Fail(source.status(),
+                    "pass MNIST-format files: --images *-images-idx3-ubyte[.gz] --labels "
+                    "*-labels-idx1-ubyte[.gz]");
+      }
+      return RunPack(source->get(), po, hint);
+    }
     if (*hdf5) {
-      if (!class_names.empty()) ho.class_names = SplitComma(class_names);
-      ho.created_by = CreatedBy("shardkit-pack hdf5", argv_json,
+      ho.class_names = names;
+      po.created_by = CreatedBy("shardkit-pack hdf5", argv_json,
                                 {{"file", ho.file}, {"images", ho.images}, {"labels", ho.labels}});
-      Status s = PackHdf5(ho);
-      return s.ok() ? 0 : Fail(s);
+      auto source = OpenHdf5(ho);
+      if (!source.ok()) return Fail(source.status());
+      return RunPack(source->get(), po, hint);
     }
     const int t = threads > 0 ? threads : omp_get_max_threads();
     if (*verify) return RunVerify(dir, t);

@@ -1,13 +1,17 @@
-// HDF5 import (chunked reads with hyperslabs) and export.
-#include "tools/pack/hdf5_pack.h"
+// HDF5 import (a SampleSource reading hyperslabs) and export.
+#include "ingest/hdf5.h"
+#include "ingest/text.h"
 
 #include <hdf5.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "shard/shard.h"
-#include "tools/common/progress.h"
 
 namespace shardkit {
 namespace {
@@ -37,22 +41,52 @@ Status OpenDataset(hid_t file, const std::string& path, const std::string& name,
 
 }  // namespace
 
-Status PackHdf5(const Hdf5PackOptions& o) {
+namespace {
+
+// The file's arrays, opened and checked; items streamed in slabs of ~64 MiB.
+class Hdf5Source : public SampleSource {
+ public:
+  explicit Hdf5Source(const Hdf5Options& o) : o_(o) {}
+  Status Open();
+  std::string name() const override { return o_.file; }
+  RecordSpec spec() const override {
+    RecordSpec r;
+    r.kind = format::RecordKind::kRawU8;
+    r.shape = {static_cast<int64_t>(dims_[1]), static_cast<int64_t>(dims_[2]),
+               static_cast<int64_t>(dims_[3])};
+    r.source_order = true;
+    return r;
+  }
+  Result<Listing> Scan(SampleSink* sink) override;
+
+ private:
+  Hdf5Options o_;
+  std::unique_ptr<H5Handle> file_, img_;
+  int rank_ = 0;
+  hsize_t dims_[4] = {0, 0, 0, 1};
+  std::vector<int64_t> labels_;
+  std::vector<std::string> classes_;
+};
+
+Status Hdf5Source::Open() {
   QuietHdf5();
-  if (!FileExists(o.file)) return Status::NotFound(o.file + ": no such file");
-  SK_RETURN_IF_ERROR(CheckRegularFile(o.file));
-  if (H5Fis_hdf5(o.file.c_str()) <= 0)
-    return Status::InvalidArgument(o.file + ": not an HDF5 file");
-  H5Handle file(H5Fopen(o.file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (file.id < 0) return Status::IOError(o.file + ": cannot open as HDF5");
+  SK_RETURN_IF_ERROR(CheckRegularFile(o_.file));
+  if (::access(o_.file.c_str(), R_OK) != 0) {
+    return Status::IOError(o_.file + ": cannot open: " + std::strerror(errno));
+  }
+  if (H5Fis_hdf5(o_.file.c_str()) <= 0)
+    return Status::InvalidArgument(o_.file + ": not an HDF5 file");
+  file_ =
+      std::make_unique<H5Handle>(H5Fopen(o_.file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (file_->id < 0) return Status::IOError(o_.file + ": cannot open as HDF5");
   hid_t img_id = -1, lab_id = -1;
-  SK_RETURN_IF_ERROR(OpenDataset(file.id, o.file, o.images, &img_id));
-  H5Handle img(img_id, H5Dclose);
-  SK_RETURN_IF_ERROR(OpenDataset(file.id, o.file, o.labels, &lab_id));
+  SK_RETURN_IF_ERROR(OpenDataset(file_->id, o_.file, o_.images, &img_id));
+  img_ = std::make_unique<H5Handle>(img_id, H5Dclose);
+  SK_RETURN_IF_ERROR(OpenDataset(file_->id, o_.file, o_.labels, &lab_id));
   H5Handle lab(lab_id, H5Dclose);
 
-  const std::string where_i = o.file + ":" + o.images, where_l = o.file + ":" + o.labels;
-  H5Handle itype(H5Dget_type(img.id), H5Tclose);
+  const std::string where_i = o_.file + ":" + o_.images, where_l = o_.file + ":" + o_.labels;
+  H5Handle itype(H5Dget_type(img_->id), H5Tclose);
   if (H5Tget_class(itype.id) != H5T_INTEGER || H5Tget_size(itype.id) != 1 ||
       H5Tget_sign(itype.id) != H5T_SGN_NONE) {
     return Status::InvalidArgument(where_i + ": images must be uint8");
@@ -60,106 +94,87 @@ Status PackHdf5(const Hdf5PackOptions& o) {
   H5Handle ltype(H5Dget_type(lab.id), H5Tclose);
   if (H5Tget_class(ltype.id) != H5T_INTEGER)
     return Status::InvalidArgument(where_l + ": labels must be integers");
-  H5Handle ispace(H5Dget_space(img.id), H5Sclose);
-  const int rank = H5Sget_simple_extent_ndims(ispace.id);
-  if (rank != 3 && rank != 4) {
+  H5Handle ispace(H5Dget_space(img_->id), H5Sclose);
+  rank_ = H5Sget_simple_extent_ndims(ispace.id);
+  if (rank_ != 3 && rank_ != 4) {
     return Status::InvalidArgument(where_i +
                                    ": images must have rank 3 (N,H,W) or 4 (N,H,W,C), has rank " +
-                                   std::to_string(rank));
+                                   std::to_string(rank_));
   }
-  hsize_t dims[4] = {0, 0, 0, 1};
-  H5Sget_simple_extent_dims(ispace.id, dims, nullptr);
+  H5Sget_simple_extent_dims(ispace.id, dims_, nullptr);
   H5Handle lspace(H5Dget_space(lab.id), H5Sclose);
   if (H5Sget_simple_extent_ndims(lspace.id) != 1)
     return Status::InvalidArgument(where_l + ": labels must have rank 1");
   hsize_t nlab = 0;
   H5Sget_simple_extent_dims(lspace.id, &nlab, nullptr);
-  if (nlab != dims[0]) {
+  if (nlab != dims_[0]) {
     return Status::InvalidArgument("length mismatch: " + where_i + " has " +
-                                   std::to_string(dims[0]) + " items, " + where_l + " has " +
+                                   std::to_string(dims_[0]) + " items, " + where_l + " has " +
                                    std::to_string(nlab));
   }
-  const uint64_t n = dims[0];
-  const uint64_t item = dims[1] * dims[2] * dims[3];
+  const uint64_t n = dims_[0];
+  const uint64_t item = dims_[1] * dims_[2] * dims_[3];
   if (n == 0) return Status::InvalidArgument(where_i + ": no items");
-  if (item == 0 || item > format::kMaxRecordSize || dims[1] > 65536 || dims[2] > 65536 ||
-      dims[3] > 65536) {
+  if (item == 0 || item > format::kMaxRecordSize || dims_[1] > 65536 || dims_[2] > 65536 ||
+      dims_[3] > 65536) {
     return Status::InvalidArgument(where_i + ": item shape out of range");
   }
   // Labels are small (N ints): read them whole, converted by HDF5 to int64.
-  std::vector<int64_t> labels(n);
-  if (H5Dread(lab.id, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data()) < 0) {
+  labels_.resize(n);
+  if (H5Dread(lab.id, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels_.data()) < 0) {
     return Status::Corruption(where_l + ": read failed");
   }
   int64_t max_label = 0;
   for (uint64_t i = 0; i < n; ++i) {
-    if (labels[i] < 0 || labels[i] > INT32_MAX) {
-      return Status::InvalidArgument(where_l + ": label " + std::to_string(labels[i]) +
+    if (labels_[i] < 0 || labels_[i] > INT32_MAX) {
+      return Status::InvalidArgument(where_l + ": label " + std::to_string(labels_[i]) +
                                      " at index " + std::to_string(i) + " out of range");
     }
-    max_label = std::max(max_label, labels[i]);
+    max_label = std::max(max_label, labels_[i]);
   }
-  std::vector<std::string> classes = o.class_names;
-  if (!classes.empty() && static_cast<int64_t>(classes.size()) <= max_label) {
-    return Status::InvalidArgument("--class-names lists " + std::to_string(classes.size()) +
-                                   " classes but labels go up to " + std::to_string(max_label));
-  }
-  if (classes.empty()) {
-    // Class names default to the label numbers; refuse to invent millions.
-    constexpr int64_t kMaxDefaultClasses = 1 << 20;
-    if (max_label >= kMaxDefaultClasses) {
-      return Status::InvalidArgument(where_l + ": labels go up to " + std::to_string(max_label) +
-                                     "; pass --class-names, or relabel to 0..classes-1");
-    }
-    for (int64_t c = 0; c <= max_label; ++c) classes.push_back(std::to_string(c));
-  }
+  SK_ASSIGN_OR_RETURN(classes_, ClassesFor(max_label, o_.class_names, where_l));
+  return Status::OK();
+}
 
-  DatasetWriterOptions wo;
-  wo.shard_size = o.shard_size;
-  wo.overwrite = o.force;
-  wo.shard.compression = CompressionMode::kZstd;
-  wo.shard.kind = format::RecordKind::kRawU8;
-  wo.num_classes = classes.size();
-  wo.raw_record_size = item;
-  SK_ASSIGN_OR_RETURN(auto writer, DatasetWriter::Create(o.out, wo));
-  // Slabs of about 64 MiB.
+Result<Listing> Hdf5Source::Scan(SampleSink* sink) {
+  const std::string where_i = o_.file + ":" + o_.images;
+  const uint64_t n = dims_[0], item = dims_[1] * dims_[2] * dims_[3];
   const uint64_t slab = std::max<uint64_t>(1, (64ull << 20) / item);
   std::vector<uint8_t> buf(std::min(slab, n) * item);
-  Progress progress("pack hdf5", n, "records");
   char key[32];
   for (uint64_t first = 0; first < n; first += slab) {
     const uint64_t count = std::min(slab, n - first);
     hsize_t start[4] = {first, 0, 0, 0};
-    hsize_t cnt[4] = {count, dims[1], dims[2], dims[3]};
-    H5Handle fspace(H5Dget_space(img.id), H5Sclose);
+    hsize_t cnt[4] = {count, dims_[1], dims_[2], dims_[3]};
+    H5Handle fspace(H5Dget_space(img_->id), H5Sclose);
     H5Sselect_hyperslab(fspace.id, H5S_SELECT_SET, start, nullptr, cnt, nullptr);
-    H5Handle mspace(H5Screate_simple(rank, cnt, nullptr), H5Sclose);
-    if (H5Dread(img.id, H5T_NATIVE_UINT8, mspace.id, fspace.id, H5P_DEFAULT, buf.data()) < 0) {
+    H5Handle mspace(H5Screate_simple(rank_, cnt, nullptr), H5Sclose);
+    if (H5Dread(img_->id, H5T_NATIVE_UINT8, mspace.id, fspace.id, H5P_DEFAULT, buf.data()) < 0) {
       return Status::Corruption(where_i + ": read of items " + std::to_string(first) + ".." +
                                 std::to_string(first + count) + " failed");
     }
     for (uint64_t i = 0; i < count; ++i) {
       std::snprintf(key, sizeof(key), "%08llu", static_cast<unsigned long long>(first + i));
-      SK_RETURN_IF_ERROR(
-          writer->Add(std::string_view(reinterpret_cast<const char*>(buf.data() + i * item), item),
-                      static_cast<int32_t>(labels[first + i]), key));
+      Sample s;
+      s.key = key;
+      s.name = where_i + "[" + std::to_string(first + i) + "]";
+      s.label = static_cast<int32_t>(labels_[first + i]);
+      SK_RETURN_IF_ERROR(sink->Add(
+          std::move(s), std::string(reinterpret_cast<const char*>(buf.data() + i * item), item)));
     }
-    if (!o.quiet) progress.Update(first + count, (first + count) * item);
+    sink->Read((first + count) * item, n * item);
   }
-  Manifest m;
-  m.record.kind = format::RecordKind::kRawU8;
-  m.record.shape = {static_cast<int64_t>(dims[1]), static_cast<int64_t>(dims[2]),
-                    static_cast<int64_t>(dims[3])};
-  m.classes = classes;
-  m.created_by = o.created_by.empty() ? "{}" : o.created_by;
-  SK_RETURN_IF_ERROR(writer->Finish(m));
-  if (!o.quiet) {
-    progress.Finish();
-    std::printf("packed %llu records (%llux%llux%llu) from %s into %s\n", (unsigned long long)n,
-                (unsigned long long)dims[1], (unsigned long long)dims[2],
-                (unsigned long long)dims[3], o.file.c_str(), o.out.c_str());
-  }
-  return Status::OK();
+  Listing listing;
+  listing.classes = classes_;
+  return listing;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SampleSource>> OpenHdf5(const Hdf5Options& options) {
+  auto source = std::make_unique<Hdf5Source>(options);
+  SK_RETURN_IF_ERROR(source->Open());
+  return std::unique_ptr<SampleSource>(std::move(source));
 }
 
 Result<std::unique_ptr<Hdf5ImageWriter>> Hdf5ImageWriter::Create(const std::string& path,

@@ -1,6 +1,6 @@
-// PackHdf5: uint8 image arrays (N x H x W [x C]) and integer labels (N) from an
-// HDF5 file into a raw_u8 dataset, read in slabs so the file never has to fit
-// in memory. Also the HDF5 writer shardkit-augment uses for --format hdf5.
+// HDF5 in and out: uint8 image arrays (N x H x W [x C]) and integer labels (N)
+// as a SampleSource read in slabs (the file never has to fit in memory), and
+// the HDF5 writer shardkit-augment uses for --format hdf5.
 #pragma once
 
 #include <cstdint>
@@ -9,20 +9,19 @@
 #include <vector>
 
 #include "base/status.h"
+#include "ingest/source.h"
 
 namespace shardkit {
 
-struct Hdf5PackOptions {
-  std::string file, out;
+struct Hdf5Options {
+  std::string file;
   std::string images = "/images", labels = "/labels";
-  std::vector<std::string> class_names;
-  uint64_t shard_size = 256ull << 20;
-  bool force = false;
-  std::string created_by;  // JSON for the manifest
-  bool quiet = false;
+  std::vector<std::string> class_names;  // else "0".."max label"
 };
 
-Status PackHdf5(const Hdf5PackOptions& options);
+// The file opened and checked (types, ranks, lengths, labels): a source of
+// raw_u8 records in the file's order.
+Result<std::unique_ptr<SampleSource>> OpenHdf5(const Hdf5Options& options);
 
 // Streams images (uint8, N x H x W) and labels (int32, N) into a new HDF5
 // file: chunked, deflate-compressed /images and /labels. Written to path.tmp

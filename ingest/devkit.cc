@@ -2,14 +2,15 @@
 // arrays, struct and cell arrays, compressed elements), and the devkit's
 // ground truth. Every length is checked against what is left of the buffer:
 // a hostile .mat is an error naming the file, never a read out of bounds.
-#include "tools/pack/devkit.h"
+#include "ingest/devkit.h"
 
 #include <zlib.h>
 
 #include <cstdio>
 #include <cstring>
 
-#include "tools/pack/archive_source.h"
+#include "ingest/archive_reader.h"
+#include "ingest/text.h"
 
 namespace shardkit {
 namespace {
@@ -273,15 +274,8 @@ Result<std::vector<std::pair<std::string, std::string>>> ReadDevkitValLabels(
   const std::string gt_name = "data/ILSVRC2012_validation_ground_truth.txt";
   SK_ASSIGN_OR_RETURN(std::string gt, ReadArchiveMember(devkit, gt_name, 64u << 20));
   std::vector<std::pair<std::string, std::string>> rows;
-  size_t pos = 0;
-  int line = 0;
-  while (pos < gt.size()) {
-    size_t end = gt.find('\n', pos);
-    if (end == std::string::npos) end = gt.size();
-    std::string text = gt.substr(pos, end - pos);
-    pos = end + 1;
-    if (!text.empty() && text.back() == '\r') text.pop_back();
-    if (text.empty()) continue;
+  int line = 0;  // the val image's number: the n-th non-blank line
+  for (const auto& [unused, text] : TextLines(gt)) {
     ++line;
     char* rest = nullptr;
     const long id = std::strtol(text.c_str(), &rest, 10);

@@ -1,8 +1,11 @@
 // IDX parsing with bounded, checked sizes; gzip through zlib.
-#include "tools/pack/idx_file.h"
+#include "ingest/idx_file.h"
+#include "ingest/text.h"
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "base/file_io.h"
@@ -145,6 +148,58 @@ Result<IdxDataset> ReadIdxDataset(const std::string& images_path, const std::str
   ds.width = static_cast<int>(d[2]);
   ds.channels = d.size() == 4 ? static_cast<int>(d[3]) : 1;
   return ds;
+}
+
+namespace {
+
+class IdxSource : public SampleSource {
+ public:
+  IdxSource(std::string name, IdxDataset ds, std::vector<std::string> classes)
+      : name_(std::move(name)), ds_(std::move(ds)), classes_(std::move(classes)) {}
+  std::string name() const override { return name_; }
+  RecordSpec spec() const override {
+    RecordSpec r;
+    r.kind = format::RecordKind::kRawU8;
+    r.shape = {ds_.height, ds_.width, ds_.channels};
+    r.source_order = true;
+    return r;
+  }
+  Result<Listing> Scan(SampleSink* sink) override {
+    const uint64_t n = ds_.count(), item = ds_.images.item_size();
+    char key[32];
+    for (uint64_t i = 0; i < n; ++i) {
+      std::snprintf(key, sizeof(key), "%08llu", static_cast<unsigned long long>(i));
+      Sample s;
+      s.key = key;
+      s.name = name_ + "[" + std::to_string(i) + "]";
+      s.label = ds_.labels.data[i];
+      SK_RETURN_IF_ERROR(sink->Add(
+          std::move(s),
+          std::string(reinterpret_cast<const char*>(ds_.images.data.data() + i * item), item)));
+      if ((i & 4095) == 0) sink->Read(i * item, n * item);
+    }
+    Listing listing;
+    listing.classes = classes_;
+    return listing;
+  }
+
+ private:
+  std::string name_;
+  IdxDataset ds_;
+  std::vector<std::string> classes_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SampleSource>> OpenIdx(const std::string& images_path,
+                                              const std::string& labels_path,
+                                              const std::vector<std::string>& class_names) {
+  SK_ASSIGN_OR_RETURN(IdxDataset ds, ReadIdxDataset(images_path, labels_path));
+  uint8_t max_label = 0;
+  for (uint8_t l : ds.labels.data) max_label = std::max(max_label, l);
+  SK_ASSIGN_OR_RETURN(auto classes, ClassesFor(max_label, class_names, labels_path));
+  return std::unique_ptr<SampleSource>(
+      new IdxSource(images_path, std::move(ds), std::move(classes)));
 }
 
 }  // namespace shardkit

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/status.h"
+#include "ingest/source.h"
 
 namespace shardkit {
 
@@ -30,5 +32,11 @@ struct IdxDataset {
   uint64_t count() const { return images.dims.empty() ? 0 : images.dims[0]; }
 };
 Result<IdxDataset> ReadIdxDataset(const std::string& images_path, const std::string& labels_path);
+
+// The two files as a source of raw_u8 records in file order, keyed by
+// their index ("00000042"); classes `class_names`, else "0".."max label".
+Result<std::unique_ptr<SampleSource>> OpenIdx(const std::string& images_path,
+                                              const std::string& labels_path,
+                                              const std::vector<std::string>& class_names);
 
 }  // namespace shardkit

@@ -1,0 +1,474 @@
+// libarchive streaming, gzip inflated by zlib (checked to its end), inner tars
+// read from the outer member's data.
+#include "ingest/archive_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "base/file_io.h"
+#include "shard/manifest.h"  // Printable
+
+#ifdef SHARDKIT_WITH_LIBARCHIVE
+#include <archive.h>
+#include <archive_entry.h>
+#endif
+
+namespace shardkit {
+
+bool ArchivesSupported() {
+#ifdef SHARDKIT_WITH_LIBARCHIVE
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace {
+
+// Case-insensitive, for a lowercase `suffix`: "x.TAR" ends with ".tar".
+bool EndsWith(const std::string& s, const char* suffix) {
+  const size_t n = std::char_traits<char>::length(suffix);
+  if (s.size() < n) return false;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::tolower(static_cast<unsigned char>(s[s.size() - n + i])) != suffix[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool LooksLikeArchive(const std::string& path) {
+  for (const char* suffix : {".tar", ".tar.gz", ".tgz", ".zip", ".tar.bz2", ".tbz2", ".tar.xz",
+                             ".txz", ".tar.zst", ".tzst"}) {
+    if (EndsWith(path, suffix)) return true;
+  }
+  return false;
+}
+
+#ifdef SHARDKIT_WITH_LIBARCHIVE
+namespace {
+
+using ArchivePtr = std::unique_ptr<struct archive, int (*)(struct archive*)>;
+
+// A member path made relative and clean: "./a//b" -> "a/b". False for a path
+// that would leave the tree (".." anywhere, or absolute).
+bool CleanPath(const std::string& raw, std::string* out) {
+  if (raw.empty() || raw[0] == '/') return false;
+  std::string clean;
+  size_t i = 0;
+  while (i <= raw.size()) {
+    size_t j = raw.find('/', i);
+    if (j == std::string::npos) j = raw.size();
+    const std::string part = raw.substr(i, j - i);
+    i = j + 1;
+    if (part.empty() || part == ".") continue;
+    if (part == "..") return false;
+    if (!clean.empty()) clean += '/';
+    clean += part;
+  }
+  *out = clean;
+  return true;
+}
+
+#define SK_RETURN_NEG(expr)    \
+  do {                         \
+    if ((expr) < 0) return -1; \
+  } while (0)
+
+// The archive file itself, inflated here when it is gzip: zlib checks every
+// gzip member's CRC-32 and length, and Drain reads to the stream's end so a
+// mismatch in the last trailer is seen even after tar's end-of-archive.
+class FileInput {
+ public:
+  ~FileInput() {
+    if (gzip_) inflateEnd(&z_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Status Open(const std::string& path) {
+    path_ = path;
+    SK_RETURN_IF_ERROR(CheckRegularFile(path));  // a FIFO would block forever
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) return Status::IOError(path + ": cannot open: " + std::strerror(errno));
+    struct stat st;
+    if (::fstat(fd_, &st) == 0) size_ = static_cast<uint64_t>(st.st_size);
+    unsigned char magic[4] = {0, 0, 0, 0};
+    const ssize_t n = ::pread(fd_, magic, sizeof(magic), 0);
+    if (n < 0) return Status::IOError(path + ": read failed: " + std::strerror(errno));
+    gzip_ = n >= 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+    zip_ = n >= 4 && magic[0] == 'P' && magic[1] == 'K' && (magic[2] == 3 || magic[2] == 5);
+    if (gzip_) {
+      std::memset(&z_, 0, sizeof(z_));
+      if (inflateInit2(&z_, 15 + 16) != Z_OK) return Status::IOError(path + ": zlib init failed");
+      in_.resize(1 << 20);
+      out_.resize(1 << 20);
+    }
+    return Status::OK();
+  }
+  bool gzip() const { return gzip_; }
+  bool zip() const { return zip_; }
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }
+  uint64_t consumed() const { return consumed_; }
+  const std::string& error() const { return error_; }
+
+  // Up to out_.size() inflated bytes; 0 at the end; -1 on an error (error()).
+  ssize_t Inflate(const void** data) {
+    for (;;) {
+      if (done_) return 0;
+      if (z_.avail_in == 0 && !eof_) SK_RETURN_NEG(Fill());
+      z_.next_out = out_.data();
+      z_.avail_out = static_cast<uInt>(out_.size());
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      const size_t produced = out_.size() - z_.avail_out;
+      if (rc == Z_STREAM_END) {
+        SK_RETURN_NEG(NextMember());
+      } else if (rc == Z_DATA_ERROR || rc == Z_MEM_ERROR || rc == Z_NEED_DICT) {
+        return Fail(std::string("corrupt gzip data (") + (z_.msg ? z_.msg : "inflate failed") +
+                    "; gzip -t reports it too)");
+      } else if (rc == Z_BUF_ERROR && produced == 0 && eof_ && z_.avail_in == 0) {
+        return Fail("truncated gzip stream (it ends before its last member's trailer)");
+      }
+      if (produced > 0) {
+        *data = out_.data();
+        return static_cast<ssize_t>(produced);
+      }
+    }
+  }
+  // Reads what is left of the gzip stream, so its last CRC is checked.
+  Status Drain() {
+    if (!gzip_) return Status::OK();
+    const void* unused;
+    ssize_t n;
+    while ((n = Inflate(&unused)) > 0) {
+    }
+    if (n < 0) return Status::Corruption(path_ + ": " + error_);
+    return Status::OK();
+  }
+
+ private:
+  int Fail(const std::string& what) {
+    error_ = what;
+    return -1;
+  }
+  int Fill() {
+    ssize_t n;
+    do {
+      n = ::read(fd_, in_.data(), in_.size());
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return Fail(std::string("read failed: ") + std::strerror(errno));
+    if (n == 0) eof_ = true;
+    consumed_ += static_cast<uint64_t>(n);
+    z_.next_in = in_.data();
+    z_.avail_in = static_cast<uInt>(n);
+    return 0;
+  }
+  // After a member's trailer: another gzip member, zero padding, or the end.
+  int NextMember() {
+    for (;;) {
+      while (z_.avail_in > 0 && *z_.next_in == 0) {  // zero padding (gzip ignores it)
+        ++z_.next_in;
+        --z_.avail_in;
+        padding_ = true;
+      }
+      if (z_.avail_in > 0) break;
+      if (eof_) {
+        done_ = true;
+        return 0;
+      }
+      SK_RETURN_NEG(Fill());
+    }
+    if (padding_ || z_.avail_in < 2 || z_.next_in[0] != 0x1f || z_.next_in[1] != 0x8b) {
+      return Fail("trailing data after the gzip stream (not a gzip member)");
+    }
+    inflateReset(&z_);
+    return 0;
+  }
+
+  std::string path_, error_;
+  int fd_ = -1;
+  uint64_t size_ = 0, consumed_ = 0;
+  bool gzip_ = false, zip_ = false, eof_ = false, done_ = false, padding_ = false;
+  z_stream z_;
+  std::vector<unsigned char> in_, out_;
+};
+
+#undef SK_RETURN_NEG
+
+la_ssize_t GzipRead(struct archive* a, void* data, const void** out) {
+  auto* in = static_cast<FileInput*>(data);
+  const ssize_t n = in->Inflate(out);
+  if (n < 0) archive_set_error(a, EIO, "%s", in->error().c_str());
+  return n;
+}
+
+// Reads an inner archive from the outer one's current member.
+struct InnerSource {
+  struct archive* outer;
+  std::vector<char> buffer = std::vector<char>(1 << 20);
+};
+
+la_ssize_t InnerRead(struct archive*, void* data, const void** out) {
+  auto* src = static_cast<InnerSource*>(data);
+  const la_ssize_t n = archive_read_data(src->outer, src->buffer.data(), src->buffer.size());
+  *out = src->buffer.data();
+  return n;
+}
+
+std::string ErrorOf(struct archive* a, const char* otherwise) {
+  const char* e = archive_error_string(a);
+  return e != nullptr ? e : otherwise;
+}
+
+struct Streamer {
+  const ArchiveOptions& options;
+  SampleSink* sink;
+  const std::function<Status(ArchiveMember&&)>& member;
+  FileInput* input = nullptr;
+  struct archive* outer = nullptr;
+  std::set<std::string> class_tars;
+  uint64_t members = 0;
+
+  void Progress() {
+    const uint64_t done =
+        input->gzip() ? input->consumed() : static_cast<uint64_t>(archive_filter_bytes(outer, -1));
+    sink->Read(done, input->size());
+  }
+
+  // The current entry's data, at most max_member_bytes: a Corruption for a
+  // damaged archive (the stream cannot go on), InvalidArgument when too big.
+  Status ReadData(struct archive* a, const std::string& where, std::string* bytes) {
+    bytes->clear();
+    char buf[1 << 16];
+    for (;;) {
+      const la_ssize_t n = archive_read_data(a, buf, sizeof(buf));
+      if (n == 0) return Status::OK();
+      if (n < 0) return Status::Corruption(where + ": " + ErrorOf(a, "read error"));
+      bytes->append(buf, static_cast<size_t>(n));
+      if (bytes->size() > options.max_member_bytes) {
+        return Status::InvalidArgument("over the " +
+                                       std::to_string(options.max_member_bytes >> 20) +
+                                       " MiB limit once decompressed");
+      }
+    }
+  }
+
+  // The entry's name as extraction gives it: the bytes stored (tar), else
+  // the UTF-8 form (a pax path, a zip name flagged UTF-8, in any locale).
+  static bool NameOf(struct archive_entry* e, std::string* raw) {
+    const char* n = archive_entry_pathname(e);
+    if (n == nullptr) n = archive_entry_pathname_utf8(e);
+    if (n == nullptr) return false;
+    *raw = n;
+    return true;
+  }
+
+  // One archive's entries. `prefix` is the class of an inner tar ("" for the
+  // outer archive); inner tars are not descended into further.
+  Status Entries(struct archive* a, const std::string& where, const std::string& prefix) {
+    struct archive_entry* e = nullptr;
+    for (;;) {
+      SK_RETURN_IF_ERROR(sink->Interrupted());
+      const int r = archive_read_next_header(a, &e);
+      if (r == ARCHIVE_EOF) return Status::OK();
+      if (r == ARCHIVE_FATAL || r == ARCHIVE_RETRY) {
+        return Status::Corruption(where + ": " + ErrorOf(a, "unreadable archive header") +
+                                  " (a truncated or corrupt archive)");
+      }
+      std::string raw;
+      if (!NameOf(e, &raw)) {
+        SK_RETURN_IF_ERROR(sink->Skip(where + ":(member " + std::to_string(members + 1) + ")",
+                                      "a name that cannot be decoded", Unusable::kBadName));
+        continue;
+      }
+      const std::string shown = where + ":" + Printable(raw);
+      std::string path;
+      if (!CleanPath(raw, &path)) {
+        SK_RETURN_IF_ERROR(
+            sink->Skip(shown, "a path outside the archive's tree", Unusable::kUnsafePath));
+        continue;
+      }
+      if (path.empty()) continue;  // "." or "./": the tree's top
+      ArchiveMember m;
+      m.path = prefix.empty() ? path : prefix + "/" + path;
+      m.name = shown;
+      const mode_t type = archive_entry_filetype(e);
+      const char* hardlink = archive_entry_hardlink(e);
+      if (type == AE_IFDIR) {
+        m.kind = ArchiveMember::Kind::kDir;
+        SK_RETURN_IF_ERROR(member(std::move(m)));
+        continue;
+      }
+      if (hardlink != nullptr) {
+        std::string target;
+        if (!CleanPath(hardlink, &target) || target.empty()) {
+          SK_RETURN_IF_ERROR(
+              sink->Skip(shown, "a hard link out of the archive's tree", Unusable::kUnsafePath));
+          continue;
+        }
+        m.kind = ArchiveMember::Kind::kHardLink;
+        m.target = prefix.empty() ? target : prefix + "/" + target;
+        SK_RETURN_IF_ERROR(member(std::move(m)));
+        continue;
+      }
+      if (type != AE_IFREG) {
+        SK_RETURN_IF_ERROR(sink->Skip(
+            shown,
+            std::string("not a regular file (") +
+                (type == AE_IFLNK ? "a symbolic link, not followed" : "a device or FIFO") + ")",
+            Unusable::kLink));
+        continue;
+      }
+      const bool class_tar = options.class_tars && prefix.empty() && EndsWith(path, ".tar") &&
+                             path.find('/') == std::string::npos;
+      if (class_tar) {
+        SK_RETURN_IF_ERROR(Inner(a, shown, path.substr(0, path.size() - 4)));
+        continue;
+      }
+      if (archive_entry_size_is_set(e) &&
+          static_cast<uint64_t>(archive_entry_size(e)) > options.max_member_bytes) {
+        SK_RETURN_IF_ERROR(sink->Skip(shown,
+                                      std::to_string(archive_entry_size(e)) + " bytes, over the " +
+                                          std::to_string(options.max_member_bytes >> 20) +
+                                          " MiB limit",
+                                      Unusable::kTooBig));
+        continue;
+      }
+      Status s = ReadData(a, shown, &m.bytes);
+      if (s.IsCorruption()) return s;
+      if (!s.ok()) {
+        SK_RETURN_IF_ERROR(sink->Skip(shown, s.message(), Unusable::kTooBig));
+        continue;
+      }
+      ++members;
+      SK_RETURN_IF_ERROR(member(std::move(m)));
+      if ((members & 63) == 0) Progress();
+    }
+  }
+
+  // An inner tar (ImageNet train's per-class tars): its members are the class's.
+  Status Inner(struct archive* outer_archive, const std::string& where, const std::string& cls) {
+    if (!class_tars.insert(cls).second) {
+      return Status::InvalidArgument(where + ": a second tar for class " + Printable(cls) +
+                                     " (refused: which one is the class?)");
+    }
+    ArchiveMember dir;  // the class exists even if its tar holds no image
+    dir.kind = ArchiveMember::Kind::kDir;
+    dir.path = cls;
+    dir.name = where;
+    SK_RETURN_IF_ERROR(member(std::move(dir)));
+    ArchivePtr a(archive_read_new(), archive_read_free);
+    archive_read_support_format_tar(a.get());
+    archive_read_support_format_gnutar(a.get());
+    InnerSource src{outer_archive};
+    if (archive_read_open(a.get(), &src, nullptr, InnerRead, nullptr) != ARCHIVE_OK) {
+      return sink->Skip(where, "not a readable tar: " + ErrorOf(a.get(), "unknown format"),
+                        Unusable::kBadInnerTar);
+    }
+    Status s = Entries(a.get(), where, cls);
+    if (s.ok() || !s.IsCorruption() || s.message().rfind(where, 0) != 0) return s;
+    // The class tar is damaged (the outer archive is fine: its next header
+    // skips the unread remainder).
+    return sink->Skip(where, s.message().substr(where.size() + 2) + "; the rest of the class tar",
+                      Unusable::kBadInnerTar);
+  }
+};
+
+// A sink that keeps nothing (ReadArchiveMember's).
+class QuietSink : public SampleSink {
+ public:
+  Status Add(Sample, std::string) override { return Status::OK(); }
+  Result<int64_t> Hold(const std::string&, std::string) override { return int64_t{-1}; }
+  Status Skip(const std::string&, const std::string&, Unusable) override { return Status::OK(); }
+  void Note(const std::string&) override {}
+  void Read(uint64_t, uint64_t) override {}
+  Status Interrupted() const override { return Status::OK(); }
+};
+
+}  // namespace
+
+Status StreamArchive(const std::string& path, const ArchiveOptions& options, SampleSink* sink,
+                     const std::function<Status(ArchiveMember&&)>& member) {
+  FileInput input;
+  SK_RETURN_IF_ERROR(input.Open(path));
+  ArchivePtr a(archive_read_new(), archive_read_free);
+  int rc;
+  if (input.gzip()) {
+    archive_read_support_format_tar(a.get());
+    archive_read_support_format_gnutar(a.get());
+    rc = archive_read_open(a.get(), &input, nullptr, GzipRead, nullptr);
+  } else if (input.zip()) {
+    // Through the central directory, as unzip reads a zip: a zip whose
+    // directory is damaged is an error, not its local headers' guess.
+    archive_read_support_format_zip_seekable(a.get());
+    rc = archive_read_open_fd(a.get(), input.fd(), 1 << 20);
+  } else {
+    archive_read_support_filter_bzip2(a.get());
+    archive_read_support_filter_xz(a.get());
+    archive_read_support_filter_zstd(a.get());
+    archive_read_support_format_tar(a.get());
+    archive_read_support_format_gnutar(a.get());
+    rc = archive_read_open_fd(a.get(), input.fd(), 1 << 20);
+  }
+  if (rc != ARCHIVE_OK) {
+    const std::string why = !input.error().empty() ? input.error() : ErrorOf(a.get(), "unknown");
+    return Status::Corruption(path + ": " +
+                              (input.zip() ? "a corrupt zip (its central directory is unreadable: "
+                                           : "not a readable tar, tar.gz or zip archive (") +
+                              why + ")");
+  }
+  Streamer st{options, sink, member, &input, a.get()};
+  SK_RETURN_IF_ERROR(st.Entries(a.get(), path, ""));
+  SK_RETURN_IF_ERROR(input.Drain());
+  st.Progress();
+  return Status::OK();
+}
+
+Result<std::string> ReadArchiveMember(const std::string& archive, const std::string& suffix,
+                                      uint64_t max_bytes) {
+  std::string found;
+  bool have = false;
+  QuietSink quiet;
+  ArchiveOptions options;
+  options.max_member_bytes = max_bytes;
+  options.class_tars = false;
+  Status s = StreamArchive(archive, options, &quiet, [&](ArchiveMember&& m) {
+    const std::string tail = "/" + suffix;
+    const bool match =
+        m.path == suffix || (m.path.size() > tail.size() &&
+                             m.path.compare(m.path.size() - tail.size(), tail.size(), tail) == 0);
+    if (!have && m.kind == ArchiveMember::Kind::kFile && match) {
+      found = std::move(m.bytes);
+      have = true;
+    }
+    return Status::OK();
+  });
+  SK_RETURN_IF_ERROR(s);
+  if (!have) return Status::NotFound(archive + ": no member " + suffix);
+  return found;
+}
+
+#else  // no libarchive
+
+Status StreamArchive(const std::string& path, const ArchiveOptions&, SampleSink*,
+                     const std::function<Status(ArchiveMember&&)>&) {
+  return Status::Unsupported(path +
+                             ": this shardkit-pack was built without libarchive "
+                             "(apt-get install libarchive-dev, then rebuild)");
+}
+
+Result<std::string> ReadArchiveMember(const std::string& archive, const std::string&, uint64_t) {
+  return Status::Unsupported(archive + ": this shardkit-pack was built without libarchive");
+}
+
+#endif
+
+}  // namespace shardkit

@@ -1,0 +1,61 @@
+// Archives read as a stream, never extracted: tar (ustar, pax, GNU; plain,
+// gzip, bzip2, xz, zstd) and zip, with ImageNet's train tar of per-class tars
+// descended into on the fly. Members reach the caller as bytes.
+//
+// Every checksum an archive carries is checked, so a damaged archive is an
+// error naming it, never a dataset: a gzip stream is inflated here with zlib,
+// which checks each member's CRC-32 and length to the stream's very end; tar
+// headers carry a checksum libarchive checks; a zip is read through its
+// central directory (as unzip reads it), each member's CRC-32 checked.
+//
+// Members that cannot be packed are named to the sink and skipped, never
+// followed: paths with ".." or an absolute path, symbolic links, devices and
+// FIFOs, members over the size limit (a decompression bomb is never held),
+// names that cannot be decoded, unreadable class tars. A hard link to an
+// earlier member is that member again (as tar -x makes it).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "base/status.h"
+#include "ingest/source.h"
+
+namespace shardkit {
+
+// Whether this build reads archives (libarchive).
+bool ArchivesSupported();
+
+// Whether `path` names an archive by its name (.tar, .tar.gz, .tgz, .zip, ...).
+bool LooksLikeArchive(const std::string& path);
+
+struct ArchiveMember {
+  enum class Kind { kFile, kDir, kHardLink };
+  Kind kind = Kind::kFile;
+  // The member's path in the tree it stands for, clean ("./a//b" -> "a/b");
+  // an inner class tar's members as "CLASS/NAME" (CLASS the tar's name less .tar).
+  std::string path;
+  std::string name;    // for messages: "ARCHIVE:member"
+  std::string bytes;   // kFile
+  std::string target;  // kHardLink: the clean path of the member it links to
+};
+
+struct ArchiveOptions {
+  uint64_t max_member_bytes = 64ull << 20;
+  // Top-level members named *.tar are class tars (ILSVRC2012_img_train.tar):
+  // an empty-named folder for the class, then its members below it.
+  bool class_tars = true;
+};
+
+// Calls `member` for each member in archive order. Problems go to `sink`
+// (Skip, and Interrupted is polled); progress to sink->Read. An error from
+// `member` or the sink stops the stream and is returned.
+Status StreamArchive(const std::string& path, const ArchiveOptions& options, SampleSink* sink,
+                     const std::function<Status(ArchiveMember&&)>& member);
+
+// One member of an archive by the end of its path (a devkit's file), at most max_bytes.
+Result<std::string> ReadArchiveMember(const std::string& archive, const std::string& suffix,
+                                      uint64_t max_bytes);
+
+}  // namespace shardkit

@@ -1,0 +1,423 @@
+// The Packer: streamed bytes prepared in parallel batches and spilled, the
+// listing checked, ordered and written.
+#include "ingest/packer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include "base/file_io.h"
+#include "base/openmp.h"
+#include "base/random.h"
+#include "image/prepare.h"
+#include "shard/dataset_writer.h"
+#include "shard/manifest.h"
+
+namespace shardkit {
+
+const char* UnusableName(Unusable why) {
+  switch (why) {
+    case Unusable::kBadImage:
+      return "bad images";
+    case Unusable::kUnsafePath:
+      return "unsafe paths";
+    case Unusable::kLink:
+      return "links or special files";
+    case Unusable::kTooBig:
+      return "over the size limit";
+    case Unusable::kBadInnerTar:
+      return "unreadable class tars";
+    case Unusable::kBadName:
+      return "unusable names";
+    case Unusable::kNoLabel:
+      return "without a label";
+    case Unusable::kDuplicate:
+      return "duplicates";
+    case Unusable::kOutsideList:
+      return "class folders not in the class list";
+    case Unusable::kEmptyClass:
+      return "empty class folders";
+    case Unusable::kCount:
+      break;
+  }
+  return "?";
+}
+
+uint64_t PackSummary::skipped() const {
+  uint64_t n = 0;
+  for (uint64_t u : unusable) n += u;
+  return n;
+}
+
+Status SampleSource::Read(const Sample& sample, uint64_t, std::string*) const {
+  return Status::InvalidArgument(sample.name + ": " + name() + " streams its samples");
+}
+
+namespace {
+
+// Prepared records in the order they streamed by, read back in the seeded
+// order. Anonymous (O_TMPFILE, else unlinked at once): no pack, however it
+// ends, leaves it behind.
+class Spill {
+ public:
+  ~Spill() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Status Open(const std::string& dir) {
+    fd_ = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd_ >= 0) return Status::OK();
+    const std::string path = JoinPath(dir, ".shardkit-pack-spill");
+    ::unlink(path.c_str());
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd_ < 0) {
+      return Status::IOError(path + ": cannot create the spill file: " + std::strerror(errno));
+    }
+    ::unlink(path.c_str());
+    return Status::OK();
+  }
+  Status Append(const std::string& bytes, int64_t* offset) {
+    *offset = static_cast<int64_t>(end_);
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n =
+          ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(end_ + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        return Status::IOError(std::string("spill file: write failed: ") +
+                               (n < 0 ? std::strerror(errno) : "no space") +
+                               " (is OUT's filesystem full?)");
+      }
+      done += static_cast<size_t>(n);
+    }
+    end_ += bytes.size();
+    return Status::OK();
+  }
+  Status Read(int64_t offset, uint64_t size, std::string* out) const {
+    out->resize(size);
+    size_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::pread(fd_, &(*out)[done], size - done, static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return Status::IOError("spill file: read failed");
+      done += static_cast<size_t>(n);
+    }
+    return Status::OK();
+  }
+
+ private:
+  int fd_ = -1;
+  uint64_t end_ = 0;
+};
+
+// A streamed member, prepared and spilled (or why it could not be).
+struct Held {
+  int64_t offset = -1;
+  uint64_t size = 0;
+  PreparedImage::Change change = PreparedImage::Change::kNone;
+  std::string error;
+};
+
+// A record's bytes made ready to store: a JPEG through PrepareImage, a raw
+// array checked against its shape.
+Status PrepareRecord(const RecordSpec& spec, uint64_t raw_size, const PackOptions& o,
+                     std::string bytes, PreparedImage* out) {
+  if (spec.kind != format::RecordKind::kJpeg) {
+    if (bytes.size() != raw_size) {
+      return Status::InvalidArgument(std::to_string(bytes.size()) + " bytes, the shape needs " +
+                                     std::to_string(raw_size));
+    }
+    out->jpeg = std::move(bytes);
+    out->change = PreparedImage::Change::kNone;
+    return Status::OK();
+  }
+  return PrepareImage(bytes, o.resize_short, o.quality, out);
+}
+
+class Packer : public SampleSink {
+ public:
+  Packer(SampleSource* source, const PackOptions& o, const PackEvents& events, PackSummary* sum)
+      : source_(source), o_(o), events_(events), sum_(sum), spec_(source->spec()) {
+    threads_ = o.threads > 0 ? o.threads : omp_get_max_threads();
+    raw_size_ = 1;
+    for (int64_t d : spec_.shape) raw_size_ *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
+  }
+
+  Status Run();
+
+  // SampleSink
+  Status Add(Sample sample, std::string bytes) override {
+    SK_RETURN_IF_ERROR(Interrupted());
+    if (spec_.source_order) {  // straight to the writer: nothing is kept
+      sum_->bytes_in += bytes.size();
+      PreparedImage p;
+      Status s = PrepareRecord(spec_, raw_size_, o_, std::move(bytes), &p);
+      if (!s.ok()) return Skip(sample.name, s.message(), Unusable::kBadImage);
+      return Write(sample, &p);
+    }
+    SK_ASSIGN_OR_RETURN(sample.held, Hold(sample.name, std::move(bytes)));
+    added_.push_back(std::move(sample));
+    return Status::OK();
+  }
+  Result<int64_t> Hold(const std::string&, std::string bytes) override {
+    SK_RETURN_IF_ERROR(Interrupted());
+    const int64_t handle = static_cast<int64_t>(held_.size());
+    held_.emplace_back();
+    sum_->bytes_in += bytes.size();
+    batch_bytes_ += bytes.size();
+    batch_.push_back({handle, std::move(bytes)});
+    if (batch_.size() >= static_cast<size_t>(threads_) * 32 || batch_bytes_ >= (256u << 20)) {
+      SK_RETURN_IF_ERROR(Flush());
+    }
+    return handle;
+  }
+  Status Skip(const std::string& name, const std::string& why, Unusable kind) override {
+    sum_->unusable[static_cast<int>(kind)]++;
+    const std::string line = name + ": " + why;
+    if (o_.strict) return Status::InvalidArgument("--strict: " + line);
+    Report(line + " (skipped)");
+    return Status::OK();
+  }
+  void Note(const std::string& message) override { Report(message); }
+  void Read(uint64_t done, uint64_t total) override {
+    if (events_.progress) events_.progress(read_phase_, done >> 20, total >> 20, done, false);
+  }
+  Status Interrupted() const override {
+    if (o_.interrupt != nullptr && o_.interrupt->load(std::memory_order_relaxed)) {
+      return Status::Aborted("interrupted; nothing of this pack is left in " + o_.out);
+    }
+    return Status::OK();
+  }
+
+ private:
+  struct Job {
+    int64_t handle;
+    std::string bytes;
+  };
+  void Report(const std::string& line) {
+    if (events_.report) events_.report(line);
+  }
+  Status Flush();
+  Status CheckKeys(std::vector<Sample>* samples);
+  Status WriteAll(std::vector<Sample>* samples);
+  Status Write(const Sample& s, PreparedImage* p) {
+    switch (p->change) {
+      case PreparedImage::Change::kCmyk:
+        sum_->converted_cmyk++;
+        break;
+      case PreparedImage::Change::kPng:
+        sum_->converted_png++;
+        break;
+      case PreparedImage::Change::kResized:
+        sum_->reencoded++;
+        break;
+      case PreparedImage::Change::kNone:
+        break;
+    }
+    SK_RETURN_IF_ERROR(writer_->Add(p->jpeg, s.label, s.key));
+    sum_->packed++;
+    return Status::OK();
+  }
+
+  SampleSource* source_;
+  const PackOptions& o_;
+  const PackEvents& events_;
+  PackSummary* sum_;
+  const RecordSpec spec_;
+  int threads_;
+  uint64_t raw_size_;
+  std::string read_phase_;
+  std::unique_ptr<DatasetWriter> writer_;
+  Spill spill_;
+  std::vector<Held> held_;
+  std::vector<Sample> added_;
+  std::vector<Job> batch_;
+  size_t batch_bytes_ = 0;
+};
+
+Status Packer::Flush() {
+  const size_t n = batch_.size();
+  std::vector<Status> status(n);
+  std::vector<PreparedImage> prepared(n);
+#pragma omp parallel for num_threads(threads_) schedule(dynamic, 4)
+  for (size_t i = 0; i < n; ++i) {
+    status[i] = PrepareRecord(spec_, raw_size_, o_, std::move(batch_[i].bytes), &prepared[i]);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    Held& h = held_[static_cast<size_t>(batch_[i].handle)];
+    if (!status[i].ok()) {
+      h.error = status[i].message();
+      continue;
+    }
+    SK_RETURN_IF_ERROR(spill_.Append(prepared[i].jpeg, &h.offset));
+    h.size = prepared[i].jpeg.size();
+    h.change = prepared[i].change;
+  }
+  batch_.clear();
+  batch_bytes_ = 0;
+  return Status::OK();
+}
+
+// Every key usable (1..kMaxKeySize bytes, stored as the bytes the source
+// names it with; others skipped by name) and
+// unique (sources keep one of each member; two samples with one key are a
+// source's error).
+Status Packer::CheckKeys(std::vector<Sample>* samples) {
+  std::vector<Sample> kept;
+  kept.reserve(samples->size());
+  for (auto& s : *samples) {
+    if (s.key.empty() || s.key.size() > format::kMaxKeySize) {
+      SK_RETURN_IF_ERROR(Skip(s.name,
+                              "a name of " + std::to_string(s.key.size()) +
+                                  " bytes (keys are 1 to " + std::to_string(format::kMaxKeySize) +
+                                  " bytes)",
+                              Unusable::kBadName));
+      continue;
+    }
+    kept.push_back(std::move(s));
+  }
+  *samples = std::move(kept);
+  std::vector<std::pair<uint64_t, size_t>> hashes(samples->size());
+  for (size_t i = 0; i < samples->size(); ++i) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (unsigned char c : (*samples)[i].key) h = (h ^ c) * 1099511628211ull;
+    hashes[i] = {h, i};
+  }
+  std::sort(hashes.begin(), hashes.end());
+  for (size_t i = 1; i < hashes.size(); ++i) {
+    if (hashes[i].first != hashes[i - 1].first) continue;
+    const Sample& a = (*samples)[hashes[i - 1].second];
+    const Sample& b = (*samples)[hashes[i].second];
+    if (a.key == b.key) {
+      return Status::InvalidArgument(b.name + ": key '" + Printable(b.key) +
+                                     "' given twice (also " + a.name + ")");
+    }
+  }
+  return Status::OK();
+}
+
+Status Packer::WriteAll(std::vector<Sample>* samples) {
+  const std::string phase = "write shards";
+  const size_t chunk = static_cast<size_t>(threads_) * 64;
+  struct Slot {
+    Status status;
+    PreparedImage image;
+    uint64_t in_bytes = 0;
+  };
+  std::vector<Slot> slots(chunk);
+  for (size_t begin = 0; begin < samples->size(); begin += chunk) {
+    SK_RETURN_IF_ERROR(Interrupted());
+    const size_t n = std::min(chunk, samples->size() - begin);
+#pragma omp parallel for num_threads(threads_) schedule(dynamic, 4)
+    for (size_t i = 0; i < n; ++i) {
+      Slot& slot = slots[i];
+      const Sample& s = (*samples)[begin + i];
+      slot.in_bytes = 0;
+      if (s.held >= 0) {
+        const Held& h = held_[static_cast<size_t>(s.held)];
+        if (!h.error.empty()) {
+          slot.status = Status::Corruption(h.error);
+          continue;
+        }
+        slot.image.change = h.change;
+        slot.status = spill_.Read(h.offset, h.size, &slot.image.jpeg);
+        continue;
+      }
+      std::string bytes;
+      slot.status = source_->Read(s, kMaxSourceMember, &bytes);
+      if (!slot.status.ok()) continue;
+      slot.in_bytes = bytes.size();
+      slot.status = PrepareRecord(spec_, raw_size_, o_, std::move(bytes), &slot.image);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      Slot& slot = slots[i];
+      const Sample& s = (*samples)[begin + i];
+      sum_->bytes_in += slot.in_bytes;
+      if (!slot.status.ok()) {
+        // A reader's message names the file already; a decoder's does not.
+        const std::string& m = slot.status.message();
+        const bool named = m.compare(0, s.name.size(), s.name) == 0;
+        SK_RETURN_IF_ERROR(named ? Skip(s.name, m.substr(std::min(m.size(), s.name.size() + 2)),
+                                        Unusable::kBadImage)
+                                 : Skip(s.name, m, Unusable::kBadImage));
+        continue;
+      }
+      SK_RETURN_IF_ERROR(Write(s, &slot.image));
+      slot.image.jpeg.clear();
+      slot.image.jpeg.shrink_to_fit();
+    }
+    if (events_.progress) {
+      events_.progress(phase, begin + n, samples->size(), writer_->bytes_written(), false);
+    }
+  }
+  if (events_.progress) {
+    events_.progress(phase, samples->size(), samples->size(), writer_->bytes_written(), true);
+  }
+  return Status::OK();
+}
+
+Status Packer::Run() {
+  const auto start = std::chrono::steady_clock::now();
+  if (o_.resize_short < 0) return Status::InvalidArgument("--resize-short must be positive");
+  if (o_.quality < 1 || o_.quality > 100) {
+    return Status::InvalidArgument("--quality must be in 1..100");
+  }
+  DatasetWriterOptions wo;
+  wo.shard_size = o_.shard_size;
+  wo.overwrite = o_.force;
+  wo.shard.kind = spec_.kind;
+  if (spec_.kind == format::RecordKind::kJpeg) {
+    wo.shard.compression = CompressionMode::kStore;  // JPEG does not shrink further
+  } else {
+    wo.shard.compression = CompressionMode::kZstd;
+    wo.raw_record_size = raw_size_;
+  }
+  // OUT first (its lock, and the refusal to replace a dataset without
+  // --force) before the source is read; then the spill beside the shards.
+  SK_ASSIGN_OR_RETURN(writer_, DatasetWriter::Create(o_.out, wo));
+  SK_RETURN_IF_ERROR(spill_.Open(o_.out));
+  read_phase_ = "read " + source_->name().substr(source_->name().rfind('/') + 1);
+  SK_ASSIGN_OR_RETURN(Listing listing, source_->Scan(this));
+  SK_RETURN_IF_ERROR(Flush());
+  SK_RETURN_IF_ERROR(Interrupted());
+  if (events_.progress) events_.progress(read_phase_, 0, 0, 0, true);
+
+  std::vector<Sample> samples = std::move(added_);
+  samples.reserve(samples.size() + listing.samples.size());
+  for (auto& s : listing.samples) samples.push_back(std::move(s));
+  SK_RETURN_IF_ERROR(CheckKeys(&samples));
+  if (!spec_.source_order) KeyedShuffle(&samples, KeyedRng(o_.seed, 0x1A6E7E7));
+  SK_RETURN_IF_ERROR(WriteAll(&samples));
+  if (sum_->packed == 0) {
+    return Status::InvalidArgument(source_->name() + ": no " +
+                                   (spec_.kind == format::RecordKind::kJpeg ? "image" : "record") +
+                                   " could be packed");
+  }
+  Manifest m;
+  m.record.kind = spec_.kind;
+  m.record.shape = spec_.shape;
+  m.classes = listing.classes;
+  m.created_by = o_.created_by;
+  SK_RETURN_IF_ERROR(writer_->Finish(m));
+  sum_->classes = listing.classes.size();
+  sum_->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  SK_ASSIGN_OR_RETURN(Manifest written, ReadManifest(o_.out));
+  sum_->shards = written.shards.size();
+  sum_->bytes_out = written.bytes();
+  return Status::OK();
+}
+
+}  // namespace
+
+Status Pack(SampleSource* source, const PackOptions& options, const PackEvents& events,
+            PackSummary* summary) {
+  *summary = PackSummary();
+  Packer packer(source, options, events, summary);
+  return packer.Run();
+}
+
+}  // namespace shardkit

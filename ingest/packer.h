@@ -1,0 +1,61 @@
+// Packer: a SampleSource into a dataset directory. The one place that
+// validates and converts images (image/prepare), keeps streamed bytes in an
+// anonymous spill file, puts records in the seeded order, checks keys, applies
+// --strict, counts, and writes shards through a DatasetWriter.
+//
+// Whatever way a pack ends short of success (an error, --strict, an
+// interrupt), OUT is left as it was found: no shard, no temporary file, no
+// spill (the spill has no name at all), and a directory the pack created is
+// removed. Progress and problems reach the caller through PackEvents; the
+// library prints nothing.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "base/status.h"
+#include "ingest/source.h"
+
+namespace shardkit {
+
+inline constexpr uint64_t kMaxSourceMember = 64ull << 20;  // per image file or member
+
+struct PackOptions {
+  std::string out;
+  uint64_t shard_size = 256ull << 20;
+  int resize_short = 0;           // JPEG: 0 keeps the bytes
+  int quality = 90;               // JPEG: for re-encoded images
+  int threads = 0;                // 0: all cores
+  uint64_t seed = 0;              // the record order (unless the source keeps its own)
+  bool strict = false;            // the first unusable member fails the pack
+  bool force = false;             // replace a dataset in OUT
+  std::string created_by = "{}";  // JSON for the manifest
+  // Checked often; once true the pack stops, cleans up, and returns Aborted.
+  const std::atomic<bool>* interrupt = nullptr;
+};
+
+struct PackSummary {
+  uint64_t packed = 0, classes = 0, shards = 0;
+  uint64_t converted_cmyk = 0, converted_png = 0, reencoded = 0;
+  uint64_t unusable[static_cast<int>(Unusable::kCount)] = {};
+  uint64_t bytes_in = 0, bytes_out = 0;
+  double seconds = 0;
+  uint64_t skipped() const;  // every unusable member, of every reason
+};
+
+struct PackEvents {
+  // One line per unusable member and per note, as they are found.
+  std::function<void(const std::string&)> report;
+  // A phase ("read SRC", "write shards") with items done of total (0:
+  // unknown) and bytes done; `final` once when the phase ends.
+  std::function<void(const std::string& phase, uint64_t done, uint64_t total, uint64_t bytes,
+                     bool final)>
+      progress;
+};
+
+Status Pack(SampleSource* source, const PackOptions& options, const PackEvents& events,
+            PackSummary* summary);
+
+}  // namespace shardkit

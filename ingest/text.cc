@@ -1,0 +1,57 @@
+// Line and list splitting, once for every source.
+#include "ingest/text.h"
+
+namespace shardkit {
+
+std::vector<std::pair<int, std::string>> TextLines(const std::string& text) {
+  std::vector<std::pair<int, std::string>> lines;
+  size_t pos = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+  int number = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    lines.emplace_back(number, std::move(line));
+  }
+  return lines;
+}
+
+std::vector<std::string> SplitList(const std::string& s, char separator) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t c = s.find(separator, pos);
+    if (c == std::string::npos) c = s.size();
+    out.push_back(s.substr(pos, c - pos));
+    pos = c + 1;
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> ClassesFor(int64_t max_label,
+                                            const std::vector<std::string>& names,
+                                            const std::string& where) {
+  if (!names.empty()) {
+    if (static_cast<int64_t>(names.size()) <= max_label) {
+      return Status::InvalidArgument("--class-names lists " + std::to_string(names.size()) +
+                                     " classes but the labels of " + where + " go up to " +
+                                     std::to_string(max_label));
+    }
+    return names;
+  }
+  // Class names default to the label numbers; refuse to invent millions.
+  constexpr int64_t kMaxDefaultClasses = 1 << 20;
+  if (max_label >= kMaxDefaultClasses) {
+    return Status::InvalidArgument(where + ": labels go up to " + std::to_string(max_label) +
+                                   "; pass --class-names, or relabel to 0..classes-1");
+  }
+  std::vector<std::string> classes;
+  for (int64_t c = 0; c <= max_label; ++c) classes.push_back(std::to_string(c));
+  return classes;
+}
+
+}  // namespace shardkit

@@ -1,0 +1,471 @@
+// One layout for folder and archive trees; the folder walk; the archive scan.
+#include "ingest/tree_source.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "base/file_io.h"
+#include "ingest/archive_reader.h"
+#include "ingest/devkit.h"
+#include "ingest/packer.h"  // kMaxSourceMember
+#include "ingest/text.h"
+#include "shard/manifest.h"  // IsValidUtf8, Printable
+
+namespace shardkit {
+
+Result<std::vector<std::pair<std::string, std::string>>> ReadValLabels(
+    const std::string& csv_path) {
+  SK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(csv_path, 1ull << 30));
+  std::vector<std::pair<std::string, std::string>> rows;
+  std::unordered_map<std::string, size_t> row_of;
+  std::vector<std::pair<int, std::string>> lines;  // each row's line and synset
+  bool first = true;
+  for (auto& [line_no, line] : TextLines(text)) {
+    const bool header = first && line.rfind("ImageId", 0) == 0;
+    first = false;
+    if (header) continue;
+    const size_t comma = line.find(',');
+    auto field = [](std::string f) {  // surrounding spaces and quotes off
+      const size_t b = f.find_first_not_of(" \t\""), e = f.find_last_not_of(" \t\"");
+      return b == std::string::npos ? std::string() : f.substr(b, e - b + 1);
+    };
+    std::string id = comma == std::string::npos ? "" : field(line.substr(0, comma));
+    std::string pred = comma == std::string::npos ? "" : field(line.substr(comma + 1));
+    std::string synset = pred.substr(0, pred.find(' '));
+    const std::string where = csv_path + ":" + std::to_string(line_no);
+    if (id.empty() || synset.empty()) {
+      return Status::InvalidArgument(where + ": expected 'ImageId,PredictionString', got '" +
+                                     Printable(line.substr(0, 80)) + "'");
+    }
+    auto [it, fresh] = row_of.emplace(id, rows.size());
+    if (!fresh) {
+      const auto& [first_line, first_synset] = lines[it->second];
+      return Status::InvalidArgument(where + ": image " + Printable(id) + " is listed again (" +
+                                     (first_synset == synset ? "as before" : "as " + first_synset) +
+                                     ", on line " + std::to_string(first_line) + ")");
+    }
+    lines.emplace_back(line_no, synset);
+    rows.emplace_back(std::move(id), std::move(synset));
+  }
+  if (rows.empty()) return Status::InvalidArgument(csv_path + ": no labels");
+  return rows;
+}
+
+namespace {
+
+// The order a walk of sorted folder listings visits paths in: component by
+// component ("sub/x" before "sub.jpg"), i.e. bytes with '/' below all others.
+bool WalkOrder(const std::string& a, const std::string& b) {
+  const size_t n = std::min(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned ca = a[i] == '/' ? 0u : static_cast<unsigned char>(a[i]);
+    const unsigned cb = b[i] == '/' ? 0u : static_cast<unsigned char>(b[i]);
+    if (ca != cb) return ca < cb;
+  }
+  return a.size() < b.size();
+}
+
+bool HiddenName(const std::string& c) { return c.empty() || c[0] == '.' || c == "__MACOSX"; }
+
+bool Hidden(const std::string& path) {
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    if (HiddenName(path.substr(i, j - i))) return true;
+    i = j + 1;
+  }
+  return false;
+}
+
+std::string Stem(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(0, dot);
+}
+
+// A flat val folder's labels: the class list (the labels' synsets sorted, or
+// a fixed list) and each file's label by its stem.
+struct ValLabels {
+  std::string source;  // the CSV or devkit, for messages
+  std::unordered_map<std::string, std::string> synset_of;
+  std::vector<std::string> classes;
+  std::map<std::string, int32_t> index;
+
+  static Result<ValLabels> Make(const TreeOptions& o) {
+    if (!o.val_labels.empty() && !o.devkit.empty()) {
+      return Status::InvalidArgument("give --val-labels or --devkit, not both");
+    }
+    ValLabels v;
+    v.source = o.devkit.empty() ? o.val_labels : o.devkit;
+    std::vector<std::pair<std::string, std::string>> rows;
+    if (!o.devkit.empty()) {
+      SK_ASSIGN_OR_RETURN(rows, ReadDevkitValLabels(o.devkit));
+    } else {
+      SK_ASSIGN_OR_RETURN(rows, ReadValLabels(o.val_labels));
+    }
+    v.synset_of.insert(rows.begin(), rows.end());
+    v.classes = o.classes;
+    if (v.classes.empty()) {
+      std::set<std::string> synsets;
+      for (const auto& r : rows) synsets.insert(r.second);
+      v.classes.assign(synsets.begin(), synsets.end());
+    }
+    for (const auto& c : v.classes) {
+      if (!IsValidUtf8(c)) {
+        return Status::InvalidArgument(v.source + ": class '" + Printable(c) +
+                                       "' is not valid UTF-8");
+      }
+    }
+    for (size_t i = 0; i < v.classes.size(); ++i) v.index[v.classes[i]] = static_cast<int32_t>(i);
+    return v;
+  }
+};
+
+// A file of the tree, as a walk or an archive found it.
+struct TreeFile {
+  std::string path;  // clean, relative to SRC's top
+  std::string name;  // for messages
+  int64_t held = -1;
+  uint64_t ref = 0;
+};
+
+// The layout both kinds of tree share: files and folders in, a Listing out.
+class TreeLayout {
+ public:
+  TreeLayout(const TreeOptions& o, std::string where) : o_(o), where_(std::move(where)) {}
+
+  void AddDir(const std::string& path) {
+    if (!Hidden(path)) dirs_.insert(path);
+  }
+  // The same path again replaces the earlier file (tar -x keeps the last).
+  Status AddFile(TreeFile f, SampleSink* sink) {
+    if (Hidden(f.path)) return Status::OK();
+    auto [it, fresh] = index_.emplace(f.path, files_.size());
+    if (!fresh) {
+      SK_RETURN_IF_ERROR(sink->Skip(files_[it->second].name,
+                                    "given twice in the archive; the later one is kept, as "
+                                    "tar -x keeps it",
+                                    Unusable::kDuplicate));
+      files_[it->second] = std::move(f);
+      return Status::OK();
+    }
+    files_.push_back(std::move(f));
+    return Status::OK();
+  }
+  const TreeFile* Find(const std::string& path) const {
+    auto it = index_.find(path);
+    return it == index_.end() ? nullptr : &files_[it->second];
+  }
+  Result<Listing> Finish(SampleSink* sink);
+
+ private:
+  // Below `root` (components joined with '/'; "" for the top): the folders
+  // one level down, and whether any file lies directly in it.
+  void Level(const std::string& root, std::set<std::string>* folders, bool* files) const;
+  Result<std::string> FindRoot() const;
+
+  const TreeOptions& o_;
+  const std::string where_;
+  std::vector<TreeFile> files_;
+  std::unordered_map<std::string, size_t> index_;
+  std::set<std::string> dirs_;
+};
+
+void TreeLayout::Level(const std::string& root, std::set<std::string>* folders, bool* files) const {
+  const std::string prefix = root.empty() ? "" : root + "/";
+  auto visit = [&](const std::string& path, bool is_file) {
+    if (path.compare(0, prefix.size(), prefix) != 0 || path.size() == prefix.size()) return;
+    const size_t slash = path.find('/', prefix.size());
+    if (slash == std::string::npos) {
+      if (is_file) {
+        *files = true;
+      } else {
+        folders->insert(path.substr(prefix.size()));
+      }
+    } else {
+      folders->insert(path.substr(prefix.size(), slash - prefix.size()));
+    }
+  };
+  *files = false;
+  for (const auto& f : files_) visit(f.path, true);
+  for (const auto& d : dirs_) visit(d, false);
+}
+
+Result<std::string> TreeLayout::FindRoot() const {
+  const bool flat = !o_.val_labels.empty() || !o_.devkit.empty();
+  if (!o_.root.empty()) {
+    std::string root;
+    for (const auto& c : SplitList(o_.root, '/')) {
+      if (!c.empty() && c != ".") root += (root.empty() ? "" : "/") + c;
+    }
+    std::set<std::string> folders;
+    bool files = false;
+    Level(root, &folders, &files);
+    if (!root.empty() && folders.empty() && !files) {
+      return Status::NotFound(where_ + ": no folder " + o_.root + " (--root) in it");
+    }
+    return root;
+  }
+  // Down through folders that hold nothing but one folder: a wrapper.
+  std::string root;
+  for (int depth = 0; depth < 64; ++depth) {
+    std::set<std::string> folders, below;
+    bool files = false, below_files = false;
+    Level(root, &folders, &files);
+    if (files || folders.size() != 1) break;
+    const std::string next = (root.empty() ? "" : root + "/") + *folders.begin();
+    Level(next, &below, &below_files);
+    if (!flat && below.empty()) break;  // the one folder is the one class
+    root = next;
+  }
+  return root;
+}
+
+Result<Listing> TreeLayout::Finish(SampleSink* sink) {
+  const bool flat = !o_.val_labels.empty() || !o_.devkit.empty();
+  SK_ASSIGN_OR_RETURN(const std::string root, FindRoot());
+  const std::string prefix = root.empty() ? "" : root + "/";
+  const std::string shown_root = where_ + (root.empty() ? "" : "/" + root);
+  Listing listing;
+  uint64_t beside = 0, outside = 0;
+  // Each file: its path below the root, or why it is not a sample.
+  std::vector<std::pair<std::string, const TreeFile*>> below;
+  for (const auto& f : files_) {
+    if (f.path.compare(0, prefix.size(), prefix) != 0) {
+      ++outside;
+      continue;
+    }
+    std::string rel = f.path.substr(prefix.size());
+    const bool direct = rel.find('/') == std::string::npos;
+    if (flat ? !direct : direct) {
+      ++beside;
+      continue;
+    }
+    below.emplace_back(std::move(rel), &f);
+  }
+  std::sort(below.begin(), below.end(),
+            [](const auto& a, const auto& b) { return WalkOrder(a.first, b.first); });
+  auto sample = [&](const std::string& rel, const TreeFile* f, int32_t label) {
+    Sample s;
+    s.key = rel;
+    s.name = f->name;
+    s.label = label;
+    s.held = f->held;
+    s.ref = f->ref;
+    listing.samples.push_back(std::move(s));
+  };
+
+  if (flat) {
+    SK_ASSIGN_OR_RETURN(ValLabels val, ValLabels::Make(o_));
+    listing.classes = val.classes;
+    for (const auto& [rel, f] : below) {
+      auto it = val.synset_of.find(Stem(rel));
+      if (it == val.synset_of.end()) {
+        SK_RETURN_IF_ERROR(sink->Skip(f->name, "no label in " + val.source, Unusable::kNoLabel));
+        continue;
+      }
+      auto ci = val.index.find(it->second);
+      if (ci == val.index.end()) {
+        SK_RETURN_IF_ERROR(sink->Skip(f->name, "class " + it->second + " is not in the class list",
+                                      Unusable::kNoLabel));
+        continue;
+      }
+      sample(rel, f, ci->second);
+    }
+    if (beside > 0) {
+      sink->Note(shown_root + ": " + std::to_string(beside) +
+                 " file(s) in sub-folders of the flat val folder (not packed)");
+    }
+  } else {
+    std::set<std::string> folders;
+    bool unused = false;
+    Level(root, &folders, &unused);
+    if (folders.empty()) {
+      return Status::InvalidArgument(
+          shown_root +
+          ": no class folders (for a flat validation folder pass --val-labels CSV or --devkit; "
+          "for a tree deeper in SRC, --root)");
+    }
+    std::map<std::string, int32_t> index;
+    std::vector<std::string> classes = o_.classes;
+    for (const auto& dir : folders) {
+      if (!IsValidUtf8(dir)) {
+        SK_RETURN_IF_ERROR(sink->Skip(shown_root + "/" + Printable(dir),
+                                      "a class folder name that is not valid UTF-8 (class names "
+                                      "are UTF-8 text; rename the folder)",
+                                      Unusable::kBadName));
+        continue;
+      }
+      if (o_.classes.empty()) classes.push_back(dir);
+    }
+    for (size_t i = 0; i < classes.size(); ++i) index[classes[i]] = static_cast<int32_t>(i);
+    std::map<std::string, uint64_t> count;
+    for (const auto& [rel, f] : below) {
+      const std::string cls = rel.substr(0, rel.find('/'));
+      auto ci = index.find(cls);
+      if (ci == index.end()) continue;  // a folder skipped above, or not in the class list
+      count[cls]++;
+      sample(rel, f, ci->second);
+    }
+    for (const auto& dir : folders) {
+      if (!IsValidUtf8(dir)) continue;
+      if (index.count(dir) == 0) {
+        SK_RETURN_IF_ERROR(sink->Skip(shown_root + "/" + dir,
+                                      "a class folder not in the class list",
+                                      Unusable::kOutsideList));
+      } else if (count[dir] == 0) {
+        SK_RETURN_IF_ERROR(sink->Skip(
+            shown_root + "/" + dir,
+            "an empty class folder (class " + std::to_string(index[dir]) + " has no images)",
+            Unusable::kEmptyClass));
+      }
+    }
+    listing.classes = std::move(classes);
+    if (beside > 0) {
+      sink->Note(shown_root + ": " + std::to_string(beside) +
+                 " file(s) beside the class folders (not packed)");
+    }
+  }
+  if (outside > 0) {
+    sink->Note(where_ + ": " + std::to_string(outside) + " file(s) outside --root " + o_.root +
+               " (not packed)");
+  }
+  if (listing.samples.empty()) {
+    return Status::InvalidArgument(shown_root + ": no image files found");
+  }
+  return listing;
+}
+
+// ---- a folder
+
+class FolderTree : public SampleSource {
+ public:
+  explicit FolderTree(const TreeOptions& o) : o_(o) {}
+  std::string name() const override { return o_.src; }
+  RecordSpec spec() const override { return RecordSpec(); }
+  Result<Listing> Scan(SampleSink* sink) override {
+    TreeLayout layout(o_, o_.src);
+    std::set<std::pair<uint64_t, uint64_t>> visited;
+    SK_RETURN_IF_ERROR(Walk(o_.src, "", 0, &visited, &layout, sink));
+    return layout.Finish(sink);
+  }
+  Status Read(const Sample& s, uint64_t max_bytes, std::string* bytes) const override {
+    const std::string& path = paths_[s.ref];
+    SK_ASSIGN_OR_RETURN(const uint64_t size, FileSize(path));
+    if (size > max_bytes) {
+      return Status::InvalidArgument(path + ": " + std::to_string(size) + " bytes, over the " +
+                                     std::to_string(max_bytes >> 20) + " MiB limit");
+    }
+    SK_ASSIGN_OR_RETURN(*bytes, ReadFileToString(path, max_bytes));
+    return Status::OK();
+  }
+
+ private:
+  // Each directory is visited once, by (device, inode): a symbolic link back
+  // up ("sub -> ..", a class folder linking to the root) or to another folder
+  // of the tree is noted and not followed, so no image is packed twice.
+  Status Walk(const std::string& dir, const std::string& rel, int depth,
+              std::set<std::pair<uint64_t, uint64_t>>* visited, TreeLayout* layout,
+              SampleSink* sink) {
+    SK_RETURN_IF_ERROR(sink->Interrupted());
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0) return Status::OK();
+    if (!visited->insert({st.st_dev, st.st_ino}).second) {
+      sink->Note(dir +
+                 ": a directory already visited (a symbolic link loop, or a link to another "
+                 "folder of the tree); not followed");
+      return Status::OK();
+    }
+    if (depth > 64) return Status::InvalidArgument(dir + ": folders nested more than 64 deep");
+    if (!rel.empty()) layout->AddDir(rel);
+    SK_ASSIGN_OR_RETURN(auto entries, ListDir(dir));
+    for (const auto& e : entries) {
+      if (HiddenName(e)) continue;
+      const std::string path = JoinPath(dir, e), child = rel.empty() ? e : rel + "/" + e;
+      if (IsDirectory(path)) {
+        SK_RETURN_IF_ERROR(Walk(path, child, depth + 1, visited, layout, sink));
+        continue;
+      }
+      TreeFile f;
+      f.path = child;
+      f.name = path;
+      f.ref = paths_.size();
+      paths_.push_back(path);
+      SK_RETURN_IF_ERROR(layout->AddFile(std::move(f), sink));
+    }
+    return Status::OK();
+  }
+
+  TreeOptions o_;
+  std::vector<std::string> paths_;
+};
+
+// ---- an archive
+
+class ArchiveTree : public SampleSource {
+ public:
+  explicit ArchiveTree(const TreeOptions& o) : o_(o) {}
+  std::string name() const override { return o_.src; }
+  RecordSpec spec() const override { return RecordSpec(); }
+  Result<Listing> Scan(SampleSink* sink) override {
+    TreeLayout layout(o_, o_.src);
+    ArchiveOptions options;
+    options.max_member_bytes = kMaxSourceMember;
+    SK_RETURN_IF_ERROR(StreamArchive(o_.src, options, sink, [&](ArchiveMember&& m) -> Status {
+      TreeFile f;
+      f.path = m.path;
+      f.name = m.name;
+      switch (m.kind) {
+        case ArchiveMember::Kind::kDir:
+          layout.AddDir(m.path);
+          return Status::OK();
+        case ArchiveMember::Kind::kHardLink: {
+          const TreeFile* target = layout.Find(m.target);
+          if (target == nullptr) {
+            return sink->Skip(
+                m.name,
+                "a hard link to " + Printable(m.target) + ", not a file before it in the archive",
+                Unusable::kLink);
+          }
+          f.held = target->held;
+          return layout.AddFile(std::move(f), sink);
+        }
+        case ArchiveMember::Kind::kFile:
+          break;
+      }
+      SK_ASSIGN_OR_RETURN(f.held, sink->Hold(m.name, std::move(m.bytes)));
+      return layout.AddFile(std::move(f), sink);
+    }));
+    return layout.Finish(sink);
+  }
+
+ private:
+  TreeOptions o_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SampleSource>> OpenTree(const TreeOptions& o) {
+  struct stat st;
+  if (::stat(o.src.c_str(), &st) != 0) {
+    return Status::NotFound(o.src + ": " + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) return std::unique_ptr<SampleSource>(new FolderTree(o));
+  SK_RETURN_IF_ERROR(CheckRegularFile(o.src));  // a FIFO or device: refused before it is opened
+  if (!ArchivesSupported()) {
+    return Status::Unsupported(o.src + ": an archive, but this build has no libarchive");
+  }
+  if (::access(o.src.c_str(), R_OK) != 0) {
+    return Status::IOError(o.src + ": cannot open: " + std::strerror(errno));
+  }
+  return std::unique_ptr<SampleSource>(new ArchiveTree(o));
+}
+
+}  // namespace shardkit

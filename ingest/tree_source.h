@@ -1,0 +1,48 @@
+// Image trees: a class-folder tree (torchvision's ImageFolder layout) or a flat
+// validation folder with labels from a CSV or ImageNet's devkit, read from a
+// folder or from an archive of one (tar, tar.gz, zip), and ImageNet's train
+// tar of per-class tars. A folder and an archive go through one layout, so an
+// archive gives exactly the dataset its extraction gives: the same class
+// list, keys, labels, bytes and order, or an error.
+//
+// The layout's rules, the same for folders and archives:
+//  - Hidden entries (a name starting with '.', macOS's __MACOSX) are skipped.
+//  - The root is the folder whose subfolders are the classes: SRC itself, or
+//    below it while a folder holds nothing but one folder that has folders
+//    of its own (an archive of "train/CLASS/..." packs like "train/"), or
+//    --root. Files beside the class folders (a README, a synset list) are
+//    noted and not packed.
+//  - A class's images are every file below its folder, walked in sorted
+//    order, keyed by their path from the root ("n01440764/x.JPEG").
+//  - The same path twice in an archive keeps the last one, as tar -x does,
+//    after naming it; a second class tar for one class is refused.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "ingest/source.h"
+
+namespace shardkit {
+
+struct TreeOptions {
+  std::string src;                   // a folder, or an archive of one
+  std::string val_labels;            // CSV (ImageId,PredictionString): a flat val folder
+  std::string devkit;                // ILSVRC2012_devkit_t12.tar.gz: a flat val folder
+  std::string root;                  // the folder (relative to SRC) that holds the classes
+  std::vector<std::string> classes;  // a fixed class list (--classes-from's), else found
+};
+
+// A folder or an archive, by what SRC is; refuses what it cannot read
+// (no such file, not a folder or an archive, no permission) naming it.
+Result<std::unique_ptr<SampleSource>> OpenTree(const TreeOptions& options);
+
+// LOC_val_solution.csv: ImageId -> synset (the first token of
+// PredictionString). A byte-order mark, CRLF and the header are accepted; an
+// image listed twice is refused naming it and both lines.
+Result<std::vector<std::pair<std::string, std::string>>> ReadValLabels(const std::string& csv_path);
+
+}  // namespace shardkit

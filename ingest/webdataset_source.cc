@@ -1,0 +1,183 @@
+// WebDataset tar shards through the archive reader, members grouped by key.
+#include "ingest/webdataset_source.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "base/file_io.h"
+#include "ingest/archive_reader.h"
+#include "ingest/packer.h"  // kMaxSourceMember
+#include "ingest/text.h"
+#include "shard/manifest.h"  // Printable
+
+namespace shardkit {
+
+Result<std::vector<std::string>> ExpandShardPattern(const std::string& pattern) {
+  constexpr size_t kMaxPaths = 1000000;
+  const size_t open = pattern.find('{');
+  if (open == std::string::npos) return std::vector<std::string>{pattern};
+  const size_t close = pattern.find('}', open);
+  if (close == std::string::npos) {
+    return Status::InvalidArgument(pattern + ": a '{' without its '}'");
+  }
+  const std::string body = pattern.substr(open + 1, close - open - 1);
+  std::vector<std::string> choices;
+  const size_t dots = body.find("..");
+  if (dots != std::string::npos) {
+    const std::string a = body.substr(0, dots), b = body.substr(dots + 2);
+    auto number = [](const std::string& s, uint64_t* v) {
+      if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos)
+        return false;
+      *v = std::stoull(s);
+      return true;
+    };
+    uint64_t lo = 0, hi = 0;
+    if (!number(a, &lo) || !number(b, &hi) || hi < lo || hi - lo >= kMaxPaths) {
+      return Status::InvalidArgument(pattern + ": {" + body +
+                                     "} is not a range of numbers {A..B} with A <= B");
+    }
+    for (uint64_t v = lo; v <= hi; ++v) {
+      std::string digits = std::to_string(v);
+      if (digits.size() < a.size()) digits.insert(0, a.size() - digits.size(), '0');
+      choices.push_back(std::move(digits));
+    }
+  } else {
+    choices = SplitList(body, ',');
+  }
+  SK_ASSIGN_OR_RETURN(std::vector<std::string> tails,
+                      ExpandShardPattern(pattern.substr(close + 1)));
+  if (choices.size() * tails.size() > kMaxPaths) {
+    return Status::InvalidArgument(pattern + ": more than 1,000,000 shards");
+  }
+  std::vector<std::string> paths;
+  const std::string head = pattern.substr(0, open);
+  for (const auto& c : choices) {
+    for (const auto& t : tails) paths.push_back(head + c + t);
+  }
+  return paths;
+}
+
+namespace {
+
+class WebDataset : public SampleSource {
+ public:
+  WebDataset(std::vector<std::string> shards, std::vector<std::string> class_names)
+      : shards_(std::move(shards)), class_names_(std::move(class_names)) {}
+  std::string name() const override {
+    return shards_.size() == 1 ? shards_[0]
+                               : shards_[0] + " (+" + std::to_string(shards_.size() - 1) + ")";
+  }
+  RecordSpec spec() const override { return RecordSpec(); }
+
+  Result<Listing> Scan(SampleSink* sink) override {
+    ArchiveOptions options;
+    options.max_member_bytes = kMaxSourceMember;
+    options.class_tars = false;
+    for (const auto& shard : shards_) {
+      SK_RETURN_IF_ERROR(StreamArchive(shard, options, sink, [&](ArchiveMember&& m) -> Status {
+        if (m.kind == ArchiveMember::Kind::kDir) return Status::OK();
+        if (m.kind == ArchiveMember::Kind::kHardLink) {
+          return sink->Skip(m.name, "a hard link (not followed in a WebDataset shard)",
+                            Unusable::kLink);
+        }
+        // base_plus_ext: the key is the path up to the first dot of the file name.
+        const size_t slash = m.path.rfind('/');
+        const size_t dot = m.path.find('.', slash == std::string::npos ? 0 : slash + 1);
+        if (dot == std::string::npos || dot == 0 || dot + 1 == m.path.size()) {
+          return Status::OK();  // no extension: not part of a sample (WebDataset skips it too)
+        }
+        const std::string key = m.path.substr(0, dot);
+        std::string ext = m.path.substr(dot + 1);
+        std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+        if (key != key_) SK_RETURN_IF_ERROR(Emit(sink));
+        key_ = key;
+        where_ = shard + ":" + Printable(key);
+        auto [it, fresh] = parts_.emplace(ext, std::string());
+        if (!fresh) {
+          SK_RETURN_IF_ERROR(
+              sink->Skip(m.name, "given twice; the later one is kept", Unusable::kDuplicate));
+        }
+        it->second = std::move(m.bytes);
+        return Status::OK();
+      }));
+      SK_RETURN_IF_ERROR(Emit(sink));
+    }
+    Listing listing;
+    SK_ASSIGN_OR_RETURN(listing.classes, ClassesFor(max_label_, class_names_, name() + " .cls"));
+    return listing;
+  }
+
+ private:
+  // The group of members read so far as one sample.
+  Status Emit(SampleSink* sink) {
+    if (parts_.empty()) return Status::OK();
+    std::map<std::string, std::string> parts = std::move(parts_);
+    parts_.clear();
+    const std::string key = std::move(key_);
+    key_.clear();
+    std::string* image = nullptr;
+    for (const char* ext : {"jpg", "jpeg", "png"}) {
+      auto it = parts.find(ext);
+      if (it != parts.end()) {
+        image = &it->second;
+        break;
+      }
+    }
+    if (image == nullptr) {
+      return sink->Skip(where_, "no image (.jpg, .jpeg or .png) in this sample",
+                        Unusable::kBadImage);
+    }
+    auto cls = parts.find("cls");
+    if (cls == parts.end()) return sink->Skip(where_, "no .cls in this sample", Unusable::kNoLabel);
+    std::string text = cls->second;
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+    size_t b = 0;
+    while (b < text.size() && std::isspace(static_cast<unsigned char>(text[b]))) ++b;
+    text = text.substr(b);
+    if (text.empty() || text.size() > 9 ||
+        text.find_first_not_of("0123456789") != std::string::npos) {
+      return sink->Skip(where_,
+                        ".cls holds '" + Printable(text.substr(0, 40)) + "', not a class number",
+                        Unusable::kNoLabel);
+    }
+    Sample s;
+    s.key = key;
+    s.name = where_;
+    s.label = std::stoi(text);
+    max_label_ = std::max<int64_t>(max_label_, s.label);
+    return sink->Add(std::move(s), std::move(*image));
+  }
+
+  std::vector<std::string> shards_, class_names_;
+  std::string key_, where_;
+  std::map<std::string, std::string> parts_;
+  int64_t max_label_ = 0;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SampleSource>> OpenWebDataset(const std::vector<std::string>& patterns,
+                                                     const std::vector<std::string>& class_names) {
+  if (!ArchivesSupported()) {
+    return Status::Unsupported("WebDataset shards are tars, and this build has no libarchive");
+  }
+  std::vector<std::string> shards;
+  for (const auto& p : patterns) {
+    SK_ASSIGN_OR_RETURN(auto paths, ExpandShardPattern(p));
+    for (auto& path : paths) {
+      SK_RETURN_IF_ERROR(CheckRegularFile(path));
+      if (::access(path.c_str(), R_OK) != 0) {
+        return Status::IOError(path + ": cannot open: " + std::strerror(errno));
+      }
+      shards.push_back(std::move(path));
+    }
+  }
+  if (shards.empty()) return Status::InvalidArgument("no WebDataset shards given");
+  return std::unique_ptr<SampleSource>(new WebDataset(std::move(shards), class_names));
+}
+
+}  // namespace shardkit

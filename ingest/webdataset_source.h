@@ -1,0 +1,27 @@
+// WebDataset shards, as image datasets are distributed on model hubs: tar
+// files whose members are grouped by key ("000123.jpg", "000123.cls": the
+// path up to the first dot of the file name), each group one sample with an
+// image (.jpg, .jpeg or .png) and a class number (.cls, decimal text).
+// Shards are named one by one or by brace patterns
+// ("shards-{000000..000123}.tar", "{train,extra}-{0..9}.tar").
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "ingest/source.h"
+
+namespace shardkit {
+
+// A pattern's paths in order: {A..B} a numeric range (zero-padded to A's
+// width), {x,y} alternatives; at most 1,000,000 paths.
+Result<std::vector<std::string>> ExpandShardPattern(const std::string& pattern);
+
+// Every shard must exist and be a regular file; classes are `class_names`,
+// else "0".."max label".
+Result<std::unique_ptr<SampleSource>> OpenWebDataset(const std::vector<std::string>& patterns,
+                                                     const std::vector<std::string>& class_names);
+
+}  // namespace shardkit
