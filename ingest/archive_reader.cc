@@ -3,6 +3,7 @@
 #include "ingest/archive_reader.h"
 
 #include <fcntl.h>
+#include <locale.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -235,7 +236,7 @@ struct Streamer {
   FileInput* input = nullptr;
   struct archive* outer = nullptr;
   std::set<std::string> class_tars;
-  uint64_t members = 0;
+  uint64_t members = 0, entries = 0;
 
   void Progress() {
     const uint64_t done =
@@ -279,13 +280,16 @@ struct Streamer {
       SK_RETURN_IF_ERROR(sink->Interrupted());
       const int r = archive_read_next_header(a, &e);
       if (r == ARCHIVE_EOF) return Status::OK();
+      ++entries;
       if (r == ARCHIVE_FATAL || r == ARCHIVE_RETRY) {
         return Status::Corruption(where + ": " + ErrorOf(a, "unreadable archive header") +
-                                  " (a truncated or corrupt archive)");
+                                  (input->zip() && prefix.empty()
+                                       ? " (a corrupt or truncated zip)"
+                                       : " (a corrupt or truncated tar)"));
       }
       std::string raw;
       if (!NameOf(e, &raw)) {
-        SK_RETURN_IF_ERROR(sink->Skip(where + ":(member " + std::to_string(members + 1) + ")",
+        SK_RETURN_IF_ERROR(sink->Skip(where + ":(entry " + std::to_string(entries) + ")",
                                       "a name that cannot be decoded", Unusable::kBadName));
         continue;
       }
@@ -382,6 +386,26 @@ struct Streamer {
   }
 };
 
+// Names as extraction gives them whatever the user's locale: libarchive
+// converts a zip's UTF-8 names (and pax paths) to the locale's charset and
+// loses them where it cannot (the C locale), so this thread reads in C.UTF-8
+// while it streams; raw tar names pass through unchanged in any locale.
+class Utf8Names {
+ public:
+  Utf8Names() : utf8_(newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(0))) {
+    if (utf8_ != static_cast<locale_t>(0)) old_ = uselocale(utf8_);
+  }
+  ~Utf8Names() {
+    if (utf8_ == static_cast<locale_t>(0)) return;
+    uselocale(old_);
+    freelocale(utf8_);
+  }
+
+ private:
+  locale_t utf8_;
+  locale_t old_ = static_cast<locale_t>(0);
+};
+
 // A sink that keeps nothing (ReadArchiveMember's).
 class QuietSink : public SampleSink {
  public:
@@ -397,6 +421,7 @@ class QuietSink : public SampleSink {
 
 Status StreamArchive(const std::string& path, const ArchiveOptions& options, SampleSink* sink,
                      const std::function<Status(ArchiveMember&&)>& member) {
+  Utf8Names utf8;
   FileInput input;
   SK_RETURN_IF_ERROR(input.Open(path));
   ArchivePtr a(archive_read_new(), archive_read_free);

@@ -298,8 +298,8 @@ int PackMain(int argc, char** argv, bool parse_only) {
   // What every pack command shares: OUT, shards, order, strictness.
   PackOptions po;
   std::string class_names;
-  auto common = [&](CLI::App* sub, bool images, bool seeded) {
-    sub->add_option("OUT", po.out, "output dataset directory")->required();
+  auto common = [&](CLI::App* sub, bool images, bool seeded, bool out = true) {
+    if (out) sub->add_option("OUT", po.out, "output dataset directory")->required();
     sub->add_option("--shard-size", po.shard_size, "target bytes per shard")
         ->capture_default_str()
         ->check(kShardSize);
@@ -354,7 +354,7 @@ int PackMain(int argc, char** argv, bool parse_only) {
       "pack WebDataset tar shards: members grouped by key, an image (.jpg/.jpeg/.png) and a "
       "class number (.cls) each; SHARDS may use braces: 'shards-{000000..000123}.tar'");
   webdataset->add_option("SHARDS", wds, "shard files or brace patterns, then OUT")->required();
-  common(webdataset, true, true);
+  common(webdataset, true, true, /*out=*/false);  // the last of SHARDS
   webdataset->add_option("--class-names", class_names,
                          "comma-separated class names (default: 0..max label)");
 
