@@ -8,6 +8,8 @@
 # ROUNDS times, alternating, with train.tar dropped from the page cache
 # before each run (dd iflag=nocache: posix_fadvise DONTNEED), and prints the
 # best of each and their ratios. The two datasets are compared record by record.
+# Then the many-members case: a tar of 100,000 small JPEGs (100 class folders),
+# shardkit-pack on it against tar -xf of it alone.
 #   bench/archive_pack.sh [PER_CLASS=400] [ROUNDS=3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,3 +66,40 @@ printf '| tar -xf + shardkit-pack imagenet tree | %.2f s |\n' "$best_b"
 printf '| archive / extraction alone | %.2fx |\n' "$(echo "$best_a / $best_x" | bc -l)"
 printf '| archive / extraction + pack | %.2fx |\n' "$(echo "$best_a / $best_b" | bc -l)"
 echo "datasets: $same"
+
+# ---- 100,000 small members: no cost per member that grows with their count.
+"${PYTHON:-/usr/bin/python3}" - "$work/many.tar" <<'PY'
+import io, sys, tarfile
+from PIL import Image
+buf = io.BytesIO()
+Image.new("RGB", (16, 16), (90, 140, 30)).save(buf, format="JPEG", quality=80)
+data = buf.getvalue()
+with tarfile.open(sys.argv[1], "w") as t:
+    for i in range(100000):
+        info = tarfile.TarInfo("train/c%03d/%06d.JPEG" % (i % 100, i))
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+PY
+best_m=999999 best_t=999999
+for r in $(seq "$ROUNDS"); do
+  drop "$work/many.tar"
+  rm -rf "$work/m"
+  t0=$(date +%s.%N)
+  "$pack" imagenet "$work/many.tar" "$work/m" --threads 0 >/dev/null 2>&1
+  t1=$(date +%s.%N)
+  drop "$work/many.tar"
+  rm -rf "$work/mx" && mkdir -p "$work/mx"
+  tar -xf "$work/many.tar" -C "$work/mx"
+  t2=$(date +%s.%N)
+  m=$(echo "$t1 - $t0" | bc) t=$(echo "$t2 - $t1" | bc)
+  printf 'round %d: 100,000 members: shardkit-pack %.2f s | tar -xf %.2f s\n' "$r" "$m" "$t"
+  best_m=$(echo "if ($m < $best_m) $m else $best_m" | bc)
+  best_t=$(echo "if ($t < $best_t) $t else $best_t" | bc)
+done
+rm -rf "$work/mx"
+echo
+echo "| 100,000 members of $(stat -c %s "$work/many.tar" | awk '{printf "%.0f MB", $1/1e6}') | best of $ROUNDS |"
+echo "|---|---:|"
+printf '| shardkit-pack imagenet many.tar | %.2f s |\n' "$best_m"
+printf '| tar -xf many.tar | %.2f s |\n' "$best_t"
+printf '| pack / extraction alone | %.2fx |\n' "$(echo "$best_m / $best_t" | bc -l)"

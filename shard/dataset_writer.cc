@@ -89,13 +89,8 @@ DatasetWriter::~DatasetWriter() {
     RemoveFile(JoinPath(dir_, TempShardFileName(i))).IgnoreError();
   }
   lock_.reset();
-  if (created_dir_) {
-    auto names = ListDir(dir_);
-    if (names.ok() && names->size() == 1 && (*names)[0] == kLockFileName) {
-      RemoveFile(JoinPath(dir_, kLockFileName)).IgnoreError();
-      ::rmdir(dir_.c_str());
-    }
-  }
+  RemoveFile(JoinPath(dir_, kLockFileName)).IgnoreError();
+  if (created_dir_) ::rmdir(dir_.c_str());  // only if nothing else is in it
 }
 
 uint64_t DatasetWriter::bytes_written() const {

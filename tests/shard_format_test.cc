@@ -350,8 +350,8 @@ TEST(DatasetTest, DirectoryWithoutManifestIsNotADataset) {
   auto ds = Dataset::Open(dir.path());
   EXPECT_TRUE(ds.status().IsNotFound());
   EXPECT_NE(ds.status().message().find("manifest.json"), std::string::npos);
-  // Only the writers' lock file stays (it is never a dataset's part).
-  EXPECT_EQ(*ListDir(dir.path()), std::vector<std::string>{kLockFileName})
+  // Nothing the writer made stays (its lock file and the temporary shard included).
+  EXPECT_EQ(*ListDir(dir.path()), std::vector<std::string>{})
       << "the unfinished shard's temporary file must be gone";
 }
 
