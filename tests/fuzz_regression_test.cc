@@ -37,6 +37,7 @@ TEST(FuzzRegression, JpegTransform) { Replay("jpeg_transform", fuzz::JpegTransfo
 TEST(FuzzRegression, Hdf5Import) { Replay("hdf5_import", fuzz::Hdf5Import); }
 TEST(FuzzRegression, MetaMat) { Replay("meta_mat", fuzz::MetaMat); }
 TEST(FuzzRegression, Archive) { Replay("archive", fuzz::Archive); }
+TEST(FuzzRegression, ValLabels) { Replay("val_labels", fuzz::ValLabels); }
 TEST(FuzzRegression, CommandLine) { Replay("cli", fuzz::CommandLine); }
 
 }  // namespace
