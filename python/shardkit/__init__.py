@@ -534,8 +534,9 @@ class Dataset:
 class Writer:
     """Packs records into a shard dataset with the format and checksums of
     shardkit-pack. ``close()`` (or leaving the ``with`` block) publishes the
-    manifest atomically; if it is not reached (an exception), the unfinished
-    shard is deleted and the directory does not look like a dataset.
+    manifest atomically; if it is not reached (an exception), every shard it
+    wrote is deleted (and the directory, if it made it), and a dataset it was
+    replacing (overwrite) is left whole.
 
         with shardkit.Writer(out, kind="jpeg", classes=names) as w:
             for path, label in samples:
