@@ -285,20 +285,22 @@ int RunExtract(const std::string& dir, uint64_t index, const std::string& file) 
 
 namespace shardkit {
 
-// The whole tool; with parse_only it stops after the command line is parsed
-// and checked (the command-line fuzz target calls it so).
-int PackMain(int argc, char** argv, bool parse_only) {
-  CLI::App app{
-      "shardkit-pack: pack image datasets into checksummed zstd shards; verify, inspect, extract"};
-  app.require_subcommand(1);
-  const std::string argv_json = ArgvJson(argc, argv);
+namespace {
 
-  const CLI::Validator kShardSize = cli::IntIn(4096, 1ll << 40),
-                       kThreads = cli::IntIn(0, cli::kMaxThreads);
-  // What every pack command shares: OUT, shards, order, strictness.
+const CLI::Validator kShardSize = cli::IntIn(4096, 1ll << 40),
+                     kThreads = cli::IntIn(0, cli::kMaxThreads);
+
+// The four pack commands: their flags, and the source each opens.
+struct PackCommands {
   PackOptions po;
-  std::string class_names;
-  auto common = [&](CLI::App* sub, bool images, bool seeded, bool out = true) {
+  std::string class_names, classes_from, images, labels;
+  TreeOptions tree;
+  std::vector<std::string> wds;
+  Hdf5Options h5;
+  CLI::App *imagenet = nullptr, *webdataset = nullptr, *idx = nullptr, *hdf5 = nullptr;
+
+  // What every pack command shares: OUT, shards, order, strictness.
+  void Common(CLI::App* sub, bool images, bool seeded, bool out = true) {
     if (out) sub->add_option("OUT", po.out, "output dataset directory")->required();
     sub->add_option("--shard-size", po.shard_size, "target bytes per shard")
         ->capture_default_str()
@@ -325,88 +327,167 @@ int PackMain(int argc, char** argv, bool parse_only) {
                   "file, oversized, bad name, no label, duplicate, empty class); nothing is "
                   "left in OUT");
     sub->add_flag("--force", po.force, "replace an existing dataset in OUT (kept until done)");
-  };
+  }
+  void ClassNames(CLI::App* sub) {
+    sub->add_option("--class-names", class_names,
+                    "comma-separated class names (default: 0..max label)");
+  }
 
-  TreeOptions in;
-  std::string classes_from;
-  auto* imagenet = app.add_subcommand(
-      "imagenet",
-      "pack an image tree (class folders, or a flat val folder with --val-labels or --devkit) "
-      "from a folder or an archive of one: ILSVRC2012_img_train.tar (a tar of class tars), "
-      "ILSVRC2012_img_val.tar, or a .tar/.tar.gz/.zip of a tree, read without extracting; an "
-      "archive packs exactly as its extraction does, or fails");
-  imagenet->add_option("SRC", in.src, "source folder or archive")->required();
-  common(imagenet, true, true);
-  imagenet->add_option("--val-labels", in.val_labels,
-                       "LOC_val_solution.csv: ImageId,PredictionString (synset first)");
-  imagenet->add_option(
-      "--devkit", in.devkit,
-      "ILSVRC2012_devkit_t12.tar.gz: val labels from its ground truth and meta.mat");
-  imagenet->add_option("--root,--archive-root", in.root,
-                       "the folder of SRC that holds the class folders (default: SRC, or the one "
-                       "folder a wrapper folder holds)");
-  imagenet->add_option("--classes-from", classes_from,
-                       "reuse the class list of this dataset (e.g. train for val)");
+  void Add(CLI::App& app) {
+    imagenet = app.add_subcommand(
+        "imagenet",
+        "pack an image tree (class folders, or a flat val folder with --val-labels or --devkit) "
+        "from a folder or an archive of one: ILSVRC2012_img_train.tar (a tar of class tars), "
+        "ILSVRC2012_img_val.tar, or a .tar/.tar.gz/.zip of a tree, read without extracting; an "
+        "archive packs exactly as its extraction does, or fails");
+    imagenet->add_option("SRC", tree.src, "source folder or archive")->required();
+    Common(imagenet, true, true);
+    imagenet->add_option("--val-labels", tree.val_labels,
+                         "LOC_val_solution.csv: ImageId,PredictionString (synset first)");
+    imagenet->add_option(
+        "--devkit", tree.devkit,
+        "ILSVRC2012_devkit_t12.tar.gz: val labels from its ground truth and meta.mat");
+    imagenet->add_option("--root,--archive-root", tree.root,
+                         "the folder of SRC that holds the class folders (default: SRC, or the "
+                         "one folder a wrapper folder holds)");
+    imagenet->add_option("--classes-from", classes_from,
+                         "reuse the class list of this dataset (e.g. train for val)");
 
-  std::vector<std::string> wds;
-  auto* webdataset = app.add_subcommand(
-      "webdataset",
-      "pack WebDataset tar shards: members grouped by key, an image (.jpg/.jpeg/.png) and a "
-      "class number (.cls) each; SHARDS may use braces: 'shards-{000000..000123}.tar'");
-  webdataset->add_option("SHARDS", wds, "shard files or brace patterns, then OUT")->required();
-  common(webdataset, true, true, /*out=*/false);  // the last of SHARDS
-  webdataset->add_option("--class-names", class_names,
-                         "comma-separated class names (default: 0..max label)");
+    webdataset = app.add_subcommand(
+        "webdataset",
+        "pack WebDataset tar shards: members grouped by key, an image (.jpg/.jpeg/.png) and a "
+        "class number (.cls) each; SHARDS may use braces: 'shards-{000000..000123}.tar'");
+    webdataset->add_option("SHARDS", wds, "shard files or brace patterns, then OUT")->required();
+    Common(webdataset, true, true, /*out=*/false);  // the last of SHARDS
+    ClassNames(webdataset);
 
-  std::string images, labels;
-  auto* idx = app.add_subcommand("idx", "pack MNIST-style IDX files (plain or .gz)");
-  idx->add_option("--images", images, "images IDX file (N x H x W [x C], uint8)")->required();
-  idx->add_option("--labels", labels, "labels IDX file (N, uint8)")->required();
-  common(idx, false, false);
-  idx->add_option("--class-names", class_names,
-                  "comma-separated class names (default: 0..max label)");
+    idx = app.add_subcommand("idx", "pack MNIST-style IDX files (plain or .gz)");
+    idx->add_option("--images", images, "images IDX file (N x H x W [x C], uint8)")->required();
+    idx->add_option("--labels", labels, "labels IDX file (N, uint8)")->required();
+    Common(idx, false, false);
+    ClassNames(idx);
 
-  Hdf5Options ho;
-  auto* hdf5 =
-      app.add_subcommand("hdf5", "pack uint8 image arrays and integer labels from an HDF5 file");
-  hdf5->add_option("FILE", ho.file, "HDF5 file")->required();
-  common(hdf5, false, false);
-  hdf5->add_option("--images", ho.images, "dataset of images, N x H x W or N x H x W x C, uint8")
-      ->required();
-  hdf5->add_option("--labels", ho.labels, "dataset of integer labels, N")->required();
-  hdf5->add_option("--class-names", class_names,
-                   "comma-separated class names (default: 0..max label)");
+    hdf5 =
+        app.add_subcommand("hdf5", "pack uint8 image arrays and integer labels from an HDF5 file");
+    hdf5->add_option("FILE", h5.file, "HDF5 file")->required();
+    Common(hdf5, false, false);
+    hdf5->add_option("--images", h5.images, "dataset of images, N x H x W or N x H x W x C, uint8")
+        ->required();
+    hdf5->add_option("--labels", h5.labels, "dataset of integer labels, N")->required();
+    ClassNames(hdf5);
+  }
 
-  std::string dir;
+  // The chosen command's source, opened (po.out and po.created_by set).
+  Result<std::unique_ptr<SampleSource>> Open(const std::string& argv_json) {
+    const std::vector<std::string> names =
+        class_names.empty() ? std::vector<std::string>() : SplitList(class_names);
+    if (*imagenet) {
+      if (!classes_from.empty()) {
+        SK_ASSIGN_OR_RETURN(Manifest m, ReadManifest(classes_from));
+        tree.classes = m.classes;
+      }
+      po.created_by = CreatedBy("shardkit-pack imagenet", argv_json,
+                                {{"src", tree.src},
+                                 {"val_labels", tree.val_labels},
+                                 {"devkit", tree.devkit},
+                                 {"root", tree.root},
+                                 {"shard_size", po.shard_size},
+                                 {"resize_short", po.resize_short},
+                                 {"quality", po.quality},
+                                 {"seed", po.seed}});
+      return OpenTree(tree);
+    }
+    if (*webdataset) {
+      if (wds.size() < 2) return Status::InvalidArgument("give SHARDS... OUT");
+      po.out = wds.back();
+      wds.pop_back();
+      po.created_by =
+          CreatedBy("shardkit-pack webdataset", argv_json, {{"shards", wds}, {"seed", po.seed}});
+      return OpenWebDataset(wds, names);
+    }
+    if (*idx) {
+      po.created_by =
+          CreatedBy("shardkit-pack idx", argv_json,
+                    {{"images", images}, {"labels", labels}, {"shard_size", po.shard_size}});
+      return OpenIdx(images, labels, names);
+    }
+    h5.class_names = names;
+    po.created_by = CreatedBy("shardkit-pack hdf5", argv_json,
+                              {{"file", h5.file}, {"images", h5.images}, {"labels", h5.labels}});
+    return OpenHdf5(h5);
+  }
+
+  bool chosen() const { return *imagenet || *webdataset || *idx || *hdf5; }
+
+  int Run(const std::string& argv_json) {
+    auto source = Open(argv_json);
+    if (!source.ok()) {
+      return Fail(source.status(), *idx ? "pass MNIST-format files: --images "
+                                          "*-images-idx3-ubyte[.gz] --labels "
+                                          "*-labels-idx1-ubyte[.gz]"
+                                        : "");
+    }
+    return RunPack(source->get(), po,
+                   "rerun without --strict to skip unusable members and report them");
+  }
+};
+
+// verify, inspect, checksum, extract: what a dataset holds.
+struct DatasetCommands {
+  std::string dir, file;
   int threads = 0;
-  auto* verify = app.add_subcommand(
-      "verify", "check every shard and record checksum (exit 0 only if all is well)");
-  verify->add_option("DIR", dir, "dataset directory")->required();
-  verify->add_option("--threads", threads, "threads (0: all cores)")->check(kThreads);
-
   bool json = false, list_shards = false;
-  auto* inspect = app.add_subcommand(
-      "inspect", "summarise a dataset: records, classes, shards, sizes, histogram");
-  inspect->add_option("DIR", dir, "dataset directory")->required();
-  inspect->add_flag("--json", json, "print JSON");
-  inspect->add_flag("--shards", list_shards,
-                    "print one line per shard: file, bytes, crc32c (tab-separated)");
-
   std::vector<std::string> files;
-  auto* checksum = app.add_subcommand(
-      "checksum", "print the CRC32C and size of files (as the manifest records them)");
-  checksum->add_option("FILE", files, "files")->required();
-
   uint64_t index = 0;
-  std::string file;
-  auto* extract =
-      app.add_subcommand("extract", "write one record's payload to FILE ('-' for stdout)");
-  extract->add_option("DIR", dir, "dataset directory")->required();
-  extract->add_option("INDEX", index, "record number (0-based, over the whole dataset)")
-      ->required()
-      ->check(cli::Unsigned());
-  extract->add_option("FILE", file, "output file")->required();
+  CLI::App *verify = nullptr, *inspect = nullptr, *checksum = nullptr, *extract = nullptr;
 
+  void Add(CLI::App& app) {
+    verify = app.add_subcommand(
+        "verify", "check every shard and record checksum (exit 0 only if all is well)");
+    verify->add_option("DIR", dir, "dataset directory")->required();
+    verify->add_option("--threads", threads, "threads (0: all cores)")->check(kThreads);
+
+    inspect = app.add_subcommand("inspect",
+                                 "summarise a dataset: records, classes, shards, sizes, histogram");
+    inspect->add_option("DIR", dir, "dataset directory")->required();
+    inspect->add_flag("--json", json, "print JSON");
+    inspect->add_flag("--shards", list_shards,
+                      "print one line per shard: file, bytes, crc32c (tab-separated)");
+
+    checksum = app.add_subcommand(
+        "checksum", "print the CRC32C and size of files (as the manifest records them)");
+    checksum->add_option("FILE", files, "files")->required();
+
+    extract = app.add_subcommand("extract", "write one record's payload to FILE ('-' for stdout)");
+    extract->add_option("DIR", dir, "dataset directory")->required();
+    extract->add_option("INDEX", index, "record number (0-based, over the whole dataset)")
+        ->required()
+        ->check(cli::Unsigned());
+    extract->add_option("FILE", file, "output file")->required();
+  }
+
+  int Run() {
+    if (*verify) return RunVerify(dir, threads > 0 ? threads : omp_get_max_threads());
+    if (*inspect) return list_shards ? RunListShards(dir) : RunInspect(dir, json);
+    if (*checksum) return RunChecksum(files);
+    if (*extract) return RunExtract(dir, index, file);
+    return kExitError;
+  }
+};
+
+}  // namespace
+
+// The whole tool; with parse_only it stops after the command line is parsed
+// and checked (the command-line fuzz target calls it so).
+int PackMain(int argc, char** argv, bool parse_only) {
+  CLI::App app{
+      "shardkit-pack: pack image datasets into checksummed zstd shards; verify, inspect, extract"};
+  app.require_subcommand(1);
+  const std::string argv_json = ArgvJson(argc, argv);
+  PackCommands pack;
+  pack.Add(app);
+  DatasetCommands dataset;
+  dataset.Add(app);
   auto known = [&](const char* name) {
     for (const auto* sub : app.get_subcommands({})) {
       if (sub->get_name() == name) return true;
@@ -424,67 +505,10 @@ int PackMain(int argc, char** argv, bool parse_only) {
   if (int rc = cli::Parse(app, argc, argv, "shardkit-pack"); rc >= 0) return rc;
   if (parse_only) return 0;
   try {
-    const std::vector<std::string> names =
-        class_names.empty() ? std::vector<std::string>() : SplitList(class_names);
-    const char* hint = "rerun without --strict to skip unusable members and report them";
-    if (*imagenet) {
-      if (!classes_from.empty()) {
-        auto m = ReadManifest(classes_from);
-        if (!m.ok()) return Fail(m.status());
-        in.classes = m->classes;
-      }
-      po.created_by = CreatedBy("shardkit-pack imagenet", argv_json,
-                                {{"src", in.src},
-                                 {"val_labels", in.val_labels},
-                                 {"devkit", in.devkit},
-                                 {"root", in.root},
-                                 {"shard_size", po.shard_size},
-                                 {"resize_short", po.resize_short},
-                                 {"quality", po.quality},
-                                 {"seed", po.seed}});
-      auto source = OpenTree(in);
-      if (!source.ok()) return Fail(source.status());
-      return RunPack(source->get(), po, hint);
-    }
-    if (*webdataset) {
-      if (wds.size() < 2) return Fail(Status::InvalidArgument("give SHARDS... OUT"));
-      po.out = wds.back();
-      wds.pop_back();
-      po.created_by =
-          CreatedBy("shardkit-pack webdataset", argv_json, {{"shards", wds}, {"seed", po.seed}});
-      auto source = OpenWebDataset(wds, names);
-      if (!source.ok()) return Fail(source.status());
-      return RunPack(source->get(), po, hint);
-    }
-    if (*idx) {
-      po.created_by =
-          CreatedBy("shardkit-pack idx", argv_json,
-                    {{"images", images}, {"labels", labels}, {"shard_size", po.shard_size}});
-      auto source = OpenIdx(images, labels, names);
-      if (!source.ok()) {
-        return Fail(source.status(),
-                    "pass MNIST-format files: --images *-images-idx3-ubyte[.gz] --labels "
-                    "*-labels-idx1-ubyte[.gz]");
-      }
-      return RunPack(source->get(), po, hint);
-    }
-    if (*hdf5) {
-      ho.class_names = names;
-      po.created_by = CreatedBy("shardkit-pack hdf5", argv_json,
-                                {{"file", ho.file}, {"images", ho.images}, {"labels", ho.labels}});
-      auto source = OpenHdf5(ho);
-      if (!source.ok()) return Fail(source.status());
-      return RunPack(source->get(), po, hint);
-    }
-    const int t = threads > 0 ? threads : omp_get_max_threads();
-    if (*verify) return RunVerify(dir, t);
-    if (*inspect) return list_shards ? RunListShards(dir) : RunInspect(dir, json);
-    if (*checksum) return RunChecksum(files);
-    if (*extract) return RunExtract(dir, index, file);
+    return pack.chosen() ? pack.Run(argv_json) : dataset.Run();
   } catch (const std::exception& e) {
     return cli::Fail("shardkit-pack", e.what());
   }
-  return kExitError;
 }
 
 }  // namespace shardkit
