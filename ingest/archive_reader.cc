@@ -60,12 +60,14 @@ namespace {
 
 using ArchivePtr = std::unique_ptr<struct archive, int (*)(struct archive*)>;
 
-// A member path made relative and clean: "./a//b" -> "a/b". False for a path
-// that would leave the tree (".." anywhere, or absolute).
+// A member path made relative and clean as tar -x makes it: "./a//b" ->
+// "a/b", "/a/b" -> "a/b" (GNU tar and bsdtar strip the leading '/'). False
+// for a path that would leave the tree ("..").
 bool CleanPath(const std::string& raw, std::string* out) {
-  if (raw.empty() || raw[0] == '/') return false;
+  if (raw.empty()) return false;
   std::string clean;
-  size_t i = 0;
+  size_t i = raw.find_first_not_of('/');
+  if (i == std::string::npos) i = raw.size();
   while (i <= raw.size()) {
     size_t j = raw.find('/', i);
     if (j == std::string::npos) j = raw.size();
@@ -85,13 +87,16 @@ bool CleanPath(const std::string& raw, std::string* out) {
     if ((expr) < 0) return -1; \
   } while (0)
 
-// The archive file itself, inflated here when it is gzip: zlib checks every
-// gzip member's CRC-32 and length, and Drain reads to the stream's end so a
-// mismatch in the last trailer is seen even after tar's end-of-archive.
+// The archive file itself, decompressed here for the tar reader: gzip by
+// zlib (each member's CRC-32 and length), bzip2/xz/zstd by libarchive's raw
+// reader (their block and stream checks), a plain tar passed through. Drain
+// reads to the stream's very end, so a check in the last trailer is seen even
+// though tar's end-of-archive comes before it.
 class FileInput {
  public:
   ~FileInput() {
     if (gzip_) inflateEnd(&z_);
+    if (raw_ != nullptr) archive_read_free(raw_);
     if (fd_ >= 0) ::close(fd_);
   }
   Status Open(const std::string& path) {
@@ -106,13 +111,39 @@ class FileInput {
     if (n < 0) return Status::IOError(path + ": read failed: " + std::strerror(errno));
     gzip_ = n >= 2 && magic[0] == 0x1f && magic[1] == 0x8b;
     zip_ = n >= 4 && magic[0] == 'P' && magic[1] == 'K' && (magic[2] == 3 || magic[2] == 5);
+    out_.resize(1 << 20);
     if (gzip_) {
       std::memset(&z_, 0, sizeof(z_));
       if (inflateInit2(&z_, 15 + 16) != Z_OK) return Status::IOError(path + ": zlib init failed");
       in_.resize(1 << 20);
-      out_.resize(1 << 20);
+    } else if (!zip_) {
+      raw_ = archive_read_new();
+      archive_read_support_filter_bzip2(raw_);
+      archive_read_support_filter_xz(raw_);
+      archive_read_support_filter_zstd(raw_);
+      archive_read_support_format_raw(raw_);
+      struct archive_entry* e = nullptr;
+      if (archive_read_open_fd(raw_, fd_, 1 << 20) != ARCHIVE_OK ||
+          archive_read_next_header(raw_, &e) != ARCHIVE_OK) {
+        const char* why = archive_error_string(raw_);
+        return Status::Corruption(path + ": " + (why ? why : "empty, or not an archive"));
+      }
     }
     return Status::OK();
+  }
+  // The tar stream: GzipRead below hands it to libarchive's tar reader.
+  ssize_t Read(const void** data) {
+    if (gzip_) return Inflate(data);
+    if (done_) return 0;
+    const la_ssize_t n = archive_read_data(raw_, out_.data(), out_.size());
+    if (n < 0) {
+      const char* why = archive_error_string(raw_);
+      return Fail(std::string("corrupt compressed data (") + (why ? why : "read error") + ")");
+    }
+    if (n == 0) done_ = true;
+    consumed_ = static_cast<uint64_t>(archive_filter_bytes(raw_, -1));
+    *data = out_.data();
+    return n;
   }
   bool gzip() const { return gzip_; }
   bool zip() const { return zip_; }
@@ -144,12 +175,12 @@ class FileInput {
       }
     }
   }
-  // Reads what is left of the gzip stream, so its last CRC is checked.
+  // Reads what is left of the stream, so its last check is made.
   Status Drain() {
-    if (!gzip_) return Status::OK();
+    if (zip_) return Status::OK();
     const void* unused;
     ssize_t n;
-    while ((n = Inflate(&unused)) > 0) {
+    while ((n = Read(&unused)) > 0) {
     }
     if (n < 0) return Status::Corruption(path_ + ": " + error_);
     return Status::OK();
@@ -199,14 +230,15 @@ class FileInput {
   uint64_t size_ = 0, consumed_ = 0;
   bool gzip_ = false, zip_ = false, eof_ = false, done_ = false, padding_ = false;
   z_stream z_;
+  struct archive* raw_ = nullptr;  // bzip2, xz, zstd or none
   std::vector<unsigned char> in_, out_;
 };
 
 #undef SK_RETURN_NEG
 
-la_ssize_t GzipRead(struct archive* a, void* data, const void** out) {
+la_ssize_t TarStreamRead(struct archive* a, void* data, const void** out) {
   auto* in = static_cast<FileInput*>(data);
-  const ssize_t n = in->Inflate(out);
+  const ssize_t n = in->Read(out);
   if (n < 0) archive_set_error(a, EIO, "%s", in->error().c_str());
   return n;
 }
@@ -237,6 +269,15 @@ struct Streamer {
   struct archive* outer = nullptr;
   std::set<std::string> class_tars;
   uint64_t members = 0, entries = 0;
+  int tar_of_tars = -1;  // unknown until the first member
+  std::set<std::string> zip_names;
+
+  // A top-level regular *.tar of a tar of class tars (a hard link is not).
+  bool is_class_tar(const std::string& path, mode_t type, bool first = false) const {
+    if (!options.class_tars || input->zip() || type != AE_IFREG) return false;
+    if (!EndsWith(path, ".tar") || path.find('/') != std::string::npos) return false;
+    return first || tar_of_tars == 1;
+  }
 
   void Progress() {
     const uint64_t done =
@@ -301,6 +342,23 @@ struct Streamer {
         continue;
       }
       if (path.empty()) continue;  // "." or "./": the tree's top
+      if (prefix.empty() && input->zip() && !zip_names.insert(path).second) {
+        return Status::InvalidArgument(shown +
+                                       ": given twice in the zip (unzip would ask which to keep); "
+                                       "refused");
+      }
+      if (prefix.empty()) {
+        // ILSVRC2012_img_train.tar's layout: a tar whose first member is a
+        // class tar holds class tars only. Anywhere else a .tar is a file.
+        const mode_t t = archive_entry_filetype(e);
+        if (tar_of_tars < 0) tar_of_tars = is_class_tar(path, t, /*first=*/true) ? 1 : 0;
+        if (tar_of_tars == 1 && !is_class_tar(path, t)) {
+          return Status::InvalidArgument(
+              shown +
+              ": not a class tar, in a tar of class tars (ILSVRC2012_img_train.tar's "
+              "layout); refused: which is the dataset?");
+        }
+      }
       ArchiveMember m;
       m.path = prefix.empty() ? path : prefix + "/" + path;
       m.name = shown;
@@ -331,8 +389,7 @@ struct Streamer {
             Unusable::kLink));
         continue;
       }
-      const bool class_tar = options.class_tars && prefix.empty() && EndsWith(path, ".tar") &&
-                             path.find('/') == std::string::npos;
+      const bool class_tar = prefix.empty() && is_class_tar(path, type);
       if (class_tar) {
         SK_RETURN_IF_ERROR(Inner(a, shown, path.substr(0, path.size() - 4)));
         continue;
@@ -426,29 +483,22 @@ Status StreamArchive(const std::string& path, const ArchiveOptions& options, Sam
   SK_RETURN_IF_ERROR(input.Open(path));
   ArchivePtr a(archive_read_new(), archive_read_free);
   int rc;
-  if (input.gzip()) {
-    archive_read_support_format_tar(a.get());
-    archive_read_support_format_gnutar(a.get());
-    rc = archive_read_open(a.get(), &input, nullptr, GzipRead, nullptr);
-  } else if (input.zip()) {
+  if (input.zip()) {
     // Through the central directory, as unzip reads a zip: a zip whose
     // directory is damaged is an error, not its local headers' guess.
     archive_read_support_format_zip_seekable(a.get());
     rc = archive_read_open_fd(a.get(), input.fd(), 1 << 20);
   } else {
-    archive_read_support_filter_bzip2(a.get());
-    archive_read_support_filter_xz(a.get());
-    archive_read_support_filter_zstd(a.get());
     archive_read_support_format_tar(a.get());
     archive_read_support_format_gnutar(a.get());
-    rc = archive_read_open_fd(a.get(), input.fd(), 1 << 20);
+    rc = archive_read_open(a.get(), &input, nullptr, TarStreamRead, nullptr);
   }
   if (rc != ARCHIVE_OK) {
-    const std::string why = !input.error().empty() ? input.error() : ErrorOf(a.get(), "unknown");
+    if (!input.error().empty()) return Status::Corruption(path + ": " + input.error());
     return Status::Corruption(path + ": " +
                               (input.zip() ? "a corrupt zip (its central directory is unreadable: "
                                            : "not a readable tar, tar.gz or zip archive (") +
-                              why + ")");
+                              ErrorOf(a.get(), "unknown") + ")");
   }
   Streamer st{options, sink, member, &input, a.get()};
   SK_RETURN_IF_ERROR(st.Entries(a.get(), path, ""));

@@ -376,6 +376,7 @@ Status Packer::Run() {
     wo.shard.compression = CompressionMode::kZstd;
     wo.raw_record_size = raw_size_;
   }
+  SK_RETURN_IF_ERROR(source_->CheckOutput(o_.out));
   // OUT first (its lock, and the refusal to replace a dataset without
   // --force) before the source is read; then the spill beside the shards.
   SK_ASSIGN_OR_RETURN(writer_, DatasetWriter::Create(o_.out, wo));

@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "base/file_io.h"
 #include "ingest/archive_reader.h"
@@ -134,6 +136,7 @@ struct TreeFile {
   std::string name;  // for messages
   int64_t held = -1;
   uint64_t ref = 0;
+  bool removed = false;  // replaced by a folder of its path
 };
 
 // The layout both kinds of tree share: files and folders in, a Listing out.
@@ -141,12 +144,31 @@ class TreeLayout {
  public:
   TreeLayout(const TreeOptions& o, std::string where) : o_(o), where_(std::move(where)) {}
 
-  void AddDir(const std::string& path) {
-    if (!Hidden(path)) dirs_.insert(path);
+  // A folder; a file of that path is replaced by it, as tar -x replaces it.
+  Status AddDir(const std::string& path, SampleSink* sink) {
+    if (Hidden(path)) return Status::OK();
+    SK_RETURN_IF_ERROR(CheckAncestors(path, path));
+    auto it = index_.find(path);
+    if (it != index_.end()) {
+      SK_RETURN_IF_ERROR(sink->Skip(files_[it->second].name,
+                                    "replaced by a folder of that name later in the archive, as "
+                                    "tar -x replaces it",
+                                    Unusable::kDuplicate));
+      files_[it->second].removed = true;
+      index_.erase(it);
+    }
+    dirs_.insert(path);
+    return Status::OK();
   }
   // The same path again replaces the earlier file (tar -x keeps the last).
   Status AddFile(TreeFile f, SampleSink* sink) {
     if (Hidden(f.path)) return Status::OK();
+    SK_RETURN_IF_ERROR(CheckAncestors(f.path, f.name));
+    if (dirs_.count(f.path) > 0 || implied_.count(f.path) > 0) {
+      return Status::InvalidArgument(f.name +
+                                     ": a file where the archive has a folder (tar -x fails here "
+                                     "too)");
+    }
     auto [it, fresh] = index_.emplace(f.path, files_.size());
     if (!fresh) {
       SK_RETURN_IF_ERROR(sink->Skip(files_[it->second].name,
@@ -171,9 +193,25 @@ class TreeLayout {
   void Level(const std::string& root, std::set<std::string>* folders, bool* files) const;
   Result<std::string> FindRoot() const;
 
+  // Every folder above `path` must be one: a file there is an archive no
+  // tar can extract ("x" then "x/y.jpg"). Records the folders as implied.
+  Status CheckAncestors(const std::string& path, const std::string& name) {
+    for (size_t slash = path.find('/'); slash != std::string::npos;
+         slash = path.find('/', slash + 1)) {
+      const std::string up = path.substr(0, slash);
+      if (index_.count(up) > 0) {
+        return Status::InvalidArgument(name + ": below " + Printable(up) +
+                                       ", which is a file (tar -x fails here too)");
+      }
+      implied_.insert(up);
+    }
+    return Status::OK();
+  }
+
   const TreeOptions& o_;
   const std::string where_;
   std::vector<TreeFile> files_;
+  std::unordered_set<std::string> implied_;  // folders above files
   std::unordered_map<std::string, size_t> index_;
   std::set<std::string> dirs_;
 };
@@ -194,7 +232,9 @@ void TreeLayout::Level(const std::string& root, std::set<std::string>* folders, 
     }
   };
   *files = false;
-  for (const auto& f : files_) visit(f.path, true);
+  for (const auto& f : files_) {
+    if (!f.removed) visit(f.path, true);
+  }
   for (const auto& d : dirs_) visit(d, false);
 }
 
@@ -238,6 +278,7 @@ Result<Listing> TreeLayout::Finish(SampleSink* sink) {
   // Each file: its path below the root, or why it is not a sample.
   std::vector<std::pair<std::string, const TreeFile*>> below;
   for (const auto& f : files_) {
+    if (f.removed) continue;
     if (f.path.compare(0, prefix.size(), prefix) != 0) {
       ++outside;
       continue;
@@ -356,6 +397,32 @@ class FolderTree : public SampleSource {
     SK_RETURN_IF_ERROR(Walk(o_.src, "", 0, &visited, &layout, sink));
     return layout.Finish(sink);
   }
+  // OUT inside the tree (or the tree itself) would pack the tool's own output.
+  Status CheckOutput(const std::string& out) const override {
+    char* src = ::realpath(o_.src.c_str(), nullptr);
+    if (src == nullptr) return Status::OK();
+    std::string real_src = src;
+    std::free(src);
+    // OUT may not exist yet: its deepest existing folder decides.
+    std::string probe = out, tail;
+    char* real = nullptr;
+    while (!probe.empty() && (real = ::realpath(probe.c_str(), nullptr)) == nullptr) {
+      const size_t slash = probe.find_last_of('/');
+      if (slash == std::string::npos) {
+        probe = ".";
+        continue;
+      }
+      probe = slash == 0 ? "/" : probe.substr(0, slash);
+    }
+    if (real == nullptr) return Status::OK();
+    std::string real_out = real;
+    std::free(real);
+    if (real_out == real_src || real_out.compare(0, real_src.size() + 1, real_src + "/") == 0) {
+      return Status::InvalidArgument(out + ": OUT is inside SRC " + o_.src +
+                                     " (the pack would read its own output); choose another OUT");
+    }
+    return Status::OK();
+  }
   Status Read(const Sample& s, uint64_t max_bytes, std::string* bytes) const override {
     const std::string& path = paths_[s.ref];
     SK_ASSIGN_OR_RETURN(const uint64_t size, FileSize(path));
@@ -368,9 +435,11 @@ class FolderTree : public SampleSource {
   }
 
  private:
-  // Each directory is visited once, by (device, inode): a symbolic link back
-  // up ("sub -> ..", a class folder linking to the root) or to another folder
-  // of the tree is noted and not followed, so no image is packed twice.
+  // Symbolic links are unusable members, as in an archive, unless
+  // --follow-links; then each directory is visited once, by (device, inode):
+  // a link back up ("sub -> ..", a class folder linking to the root) or to
+  // another folder of the tree is noted and not followed, so no image is
+  // packed twice.
   Status Walk(const std::string& dir, const std::string& rel, int depth,
               std::set<std::pair<uint64_t, uint64_t>>* visited, TreeLayout* layout,
               SampleSink* sink) {
@@ -384,11 +453,21 @@ class FolderTree : public SampleSource {
       return Status::OK();
     }
     if (depth > 64) return Status::InvalidArgument(dir + ": folders nested more than 64 deep");
-    if (!rel.empty()) layout->AddDir(rel);
+    if (!rel.empty()) SK_RETURN_IF_ERROR(layout->AddDir(rel, sink));
     SK_ASSIGN_OR_RETURN(auto entries, ListDir(dir));
     for (const auto& e : entries) {
       if (HiddenName(e)) continue;
       const std::string path = JoinPath(dir, e), child = rel.empty() ? e : rel + "/" + e;
+      struct stat lst;
+      if (!o_.follow_links && ::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+        // As in an archive: a link is not followed (its extraction would
+        // not be the tree's), unless the user trusts the tree's links.
+        SK_RETURN_IF_ERROR(sink->Skip(path,
+                                      "a symbolic link, not followed (--follow-links follows "
+                                      "the links of a folder)",
+                                      Unusable::kLink));
+        continue;
+      }
       if (IsDirectory(path)) {
         SK_RETURN_IF_ERROR(Walk(path, child, depth + 1, visited, layout, sink));
         continue;
@@ -424,8 +503,7 @@ class ArchiveTree : public SampleSource {
       f.name = m.name;
       switch (m.kind) {
         case ArchiveMember::Kind::kDir:
-          layout.AddDir(m.path);
-          return Status::OK();
+          return layout.AddDir(m.path, sink);
         case ArchiveMember::Kind::kHardLink: {
           const TreeFile* target = layout.Find(m.target);
           if (target == nullptr) {

@@ -6,7 +6,10 @@
 // list, keys, labels, bytes and order, or an error.
 //
 // The layout's rules, the same for folders and archives:
-//  - Hidden entries (a name starting with '.', macOS's __MACOSX) are skipped.
+//  - Hidden entries (a name starting with '.', macOS's __MACOSX) are skipped;
+//    symbolic links are unusable members (a folder's: unless follow_links).
+//  - A file and a folder of one path: the later wins, as tar -x makes it; a
+//    member below a file is an error, as it is for tar -x.
 //  - The root is the folder whose subfolders are the classes: SRC itself, or
 //    below it while a folder holds nothing but one folder that has folders
 //    of its own (an archive of "train/CLASS/..." packs like "train/"), or
@@ -34,6 +37,9 @@ struct TreeOptions {
   std::string devkit;                // ILSVRC2012_devkit_t12.tar.gz: a flat val folder
   std::string root;                  // the folder (relative to SRC) that holds the classes
   std::vector<std::string> classes;  // a fixed class list (--classes-from's), else found
+  // A folder's symbolic links are followed (each directory once) rather than
+  // skipped as unusable members, as an archive's are.
+  bool follow_links = false;
 };
 
 // A folder or an archive, by what SRC is; refuses what it cannot read

@@ -160,7 +160,7 @@ TEST(HostileInput, ImagesInSubFoldersArePackedAsImageFolderDoes) {
             MakeJpeg(SyntheticImage(50, 40, 3, 8), testing::JpegFlavor::kRgb));
   ASSERT_EQ(symlink((dir / "src/c1").c_str(), (dir / "src/c1/extra/loop").c_str()),
             0);  // a loop is walked once
-  auto r = RunCommand(Pack() + " imagenet --strict " + dir / "src " + dir / "ds");
+  auto r = RunCommand(Pack() + " imagenet --strict --follow-links " + dir / "src " + dir / "ds");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("packed 6 of 6 records (2 classes)"), std::string::npos) << r.out;
   auto ds = Dataset::Open(dir / "ds");

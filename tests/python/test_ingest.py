@@ -183,6 +183,12 @@ def corrupt_variants(tmp_path, src):
     out.append(("header.tar", flip(tar, second + 3)))
     out.append(("first-header.tar", flip(tar, 3)))
     out.append(("cut.tar", tar[: tar.find(b"\xff\xd8\xff") + 100]))  # inside an image's data
+    for tool_, ext in (("xz", "xz"), ("bzip2", "bz2"), ("zstd", "zst")):
+        packed = subprocess.run([tool_, "-c"], input=tar + os.urandom(60000), capture_output=True,
+                                check=True).stdout if tool_ == "zstd" else \
+            subprocess.run([tool_, "-c"], input=tar, capture_output=True, check=True).stdout
+        # The stream's last check, after tar's end-of-archive (zstd: a bit inside its data).
+        out.append(("tail.tar." + ext, flip(packed, len(packed) - (9 if tool_ != "zstd" else 3000))))
     jpeg_at = zp.find(b"\xff\xd8\xff")  # a stored member's data: its CRC-32 no longer holds
     out.append(("crc.zip", flip(zp, jpeg_at + 200)))
     cd = zp.rfind(b"PK\x01\x02")
@@ -195,7 +201,7 @@ def test_corrupt_archives_fail_naming_them_and_leave_nothing(src, tmp_path):
     for name, data in corrupt_variants(tmp_path, src):
         a = tmp_path / name
         a.write_bytes(data)
-        how = "unzip" if name.endswith(".zip") else "tar"
+        how = "unzip" if name.endswith(".zip") else "bsdtar" if ".zst" in name else "tar"
         assert extract(a, how, tmp_path / (name + ".x")) != 0, name + ": its tool extracts it"
         out_dir = tmp_path / (name + ".ds")
         code, out = run("imagenet", a, out_dir)
@@ -406,3 +412,64 @@ def test_webdataset_shards(src, tmp_path):
     write_wds(tmp_path / "again.tar", [("sample0000", {"jpg": images[0], "cls": b"0"})])
     code, out = run("webdataset", tmp_path / "shards-000000.tar", tmp_path / "again.tar", tmp_path / "dup")
     assert code == 2 and "sample0000" in out and "given twice" in out, out
+
+
+def test_what_tar_and_unzip_do_with_odd_trees(src, tmp_path):
+    """A .tar beside the class folders is a file, not a class tar; a file then
+    a folder of its path is the folder; a leading '/' is stripped; each
+    packs as its extraction does. A member below a file, and a zip naming a
+    member twice, fail as tar -x and unzip do."""
+    good = (src / "train/n01/a.JPEG").read_bytes()
+    s = tmp_path / "s"
+    for c in ("cat", "dog"):
+        (s / c).mkdir(parents=True)
+        (s / c / "a.JPEG").write_bytes(good)
+    (tmp_path / "t" / "zz").mkdir(parents=True)
+    (tmp_path / "t" / "zz" / "c.JPEG").write_bytes(good)
+    subprocess.run(["tar", "-cf", str(s / "backup.tar"), "-C", str(tmp_path / "t"), "zz"], check=True)
+    subprocess.run(["tar", "-cf", str(tmp_path / "beside.tar"), "-C", str(s), "cat", "dog", "backup.tar"],
+                   check=True)
+    subprocess.run("zip -qr %s cat dog backup.tar" % (tmp_path / "beside.zip"), cwd=s, shell=True, check=True)
+    tar_with(tmp_path / "filedir.tar", [("t/c1/a.JPEG", good, "file"), ("t/c1/x", b"text", "file"),
+                                        ("t/c1/x", b"", "dir"), ("t/c2/b.JPEG", good, "file")])
+    tar_with(tmp_path / "absolute.tar", [("/t/c1/a.JPEG", good, "file"), ("t/c2/b.JPEG", good, "file")])
+    for archive, how in (("beside.tar", "tar"), ("beside.zip", "unzip"), ("filedir.tar", "tar"),
+                         ("absolute.tar", "tar")):
+        ext = tmp_path / (archive + ".x")
+        assert extract(tmp_path / archive, how, ext) == 0, archive
+        code, out = run("imagenet", ext, tmp_path / (archive + ".want"))
+        assert code == 0, out
+        code, out = run("imagenet", tmp_path / archive, tmp_path / (archive + ".got"))
+        assert code == 0, (archive, out)
+        assert contents(tmp_path / (archive + ".got")) == contents(tmp_path / (archive + ".want")), archive
+    assert sk.Dataset(str(tmp_path / "beside.tar.got")).classes == ["cat", "dog"]
+    tar_with(tmp_path / "below.tar", [("t/c1/x", b"text", "file"), ("t/c1/x/y.JPEG", good, "file")])
+    assert extract(tmp_path / "below.tar", "tar", tmp_path / "below.x") != 0
+    code, out = run("imagenet", tmp_path / "below.tar", tmp_path / "below")
+    assert code == 2 and "which is a file" in out and not (tmp_path / "below").exists(), out
+    with zipfile.ZipFile(tmp_path / "twice.zip", "w") as z:
+        z.writestr("t/c1/a.JPEG", good)
+        z.writestr("t/c1/a.JPEG", good[:100])
+    code, out = run("imagenet", tmp_path / "twice.zip", tmp_path / "twice")
+    assert code == 2 and "given twice in the zip" in out and not (tmp_path / "twice").exists(), out
+
+
+def test_a_folders_links_are_skipped_unless_followed_and_out_is_not_in_src(src, tmp_path):
+    tree = tmp_path / "tree"
+    shutil.copytree(src / "train", tree)
+    os.symlink(str(tree / "n01" / "a.JPEG"), tree / "n02" / "link.JPEG")
+    os.symlink("/etc", tree / "etc")
+    code, out = run("imagenet", tree, tmp_path / "plain")
+    assert code == 0 and "link.JPEG: a symbolic link, not followed" in out, out
+    keys = [r[0] for r in contents(tmp_path / "plain")[1]]
+    assert "n02/link.JPEG" not in keys and not any(k.startswith("etc/") for k in keys)
+    code, out = run("imagenet", "--strict", tree, tmp_path / "strict")
+    assert code == 2 and not (tmp_path / "strict").exists(), out
+    os.unlink(tree / "etc")
+    code, out = run("imagenet", "--follow-links", tree, tmp_path / "followed")
+    assert code == 0 and "n02/link.JPEG" in [r[0] for r in contents(tmp_path / "followed")[1]], out
+    for out_dir in (tree, tree / "out", tree / "n01" / "deeper" / "out"):
+        code, out = run("imagenet", tree, out_dir)
+        assert code == 2 and "OUT is inside SRC" in out, out
+    assert not (tree / "out").exists() and not (tree / "n01" / "deeper").exists()
+    assert not [n for n in os.listdir(tree) if n.startswith(".shardkit") or n == "manifest.json"]

@@ -352,6 +352,9 @@ struct PackCommands {
                          "one folder a wrapper folder holds)");
     imagenet->add_option("--classes-from", classes_from,
                          "reuse the class list of this dataset (e.g. train for val)");
+    imagenet->add_flag("--follow-links", tree.follow_links,
+                       "follow a folder's symbolic links (each directory once) instead of "
+                       "skipping them as an archive's are");
 
     webdataset = app.add_subcommand(
         "webdataset",
