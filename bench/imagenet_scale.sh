@@ -59,7 +59,7 @@ for classes in $SCALES; do
   records=$((classes * 1281))
   ds="$OUT/ds-$classes"
   echo "== $records records"
-  timed "pack-$classes" "$PACK" imagenet "$src" "$ds" --force > "$OUT/pack-$classes.txt" 2>&1
+  timed "pack-$classes" "$PACK" imagenet "$src" "$ds" --force --follow-links > "$OUT/pack-$classes.txt" 2>&1
   sync
   timed "verify-$classes" "$PACK" verify "$ds" > /dev/null
   timed "inspect-$classes" "$PACK" inspect "$ds" > /dev/null
