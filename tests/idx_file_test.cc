@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
-#include "tests/test_util.h"
 #include "ingest/idx_file.h"
+#include "tests/test_util.h"
 
 namespace shardkit {
 namespace {

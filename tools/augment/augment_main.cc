@@ -12,12 +12,12 @@
 #include "base/system.h"
 #include "base/version.h"
 #include "image/codec.h"
+#include "ingest/hdf5.h"
+#include "ingest/idx_file.h"
 #include "shard/shard.h"
 #include "tools/augment/augment.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
-#include "ingest/hdf5.h"
-#include "ingest/idx_file.h"
 
 namespace shardkit {
 namespace {
