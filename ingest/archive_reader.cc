@@ -191,16 +191,19 @@ class FileInput {
     error_ = what;
     return -1;
   }
+  // Reads more input after what is left unread (kept at the buffer's front).
   int Fill() {
+    const size_t kept = z_.avail_in;
+    if (kept > 0 && z_.next_in != in_.data()) std::memmove(in_.data(), z_.next_in, kept);
     ssize_t n;
     do {
-      n = ::read(fd_, in_.data(), in_.size());
+      n = ::read(fd_, in_.data() + kept, in_.size() - kept);
     } while (n < 0 && errno == EINTR);
     if (n < 0) return Fail(std::string("read failed: ") + std::strerror(errno));
     if (n == 0) eof_ = true;
     consumed_ += static_cast<uint64_t>(n);
     z_.next_in = in_.data();
-    z_.avail_in = static_cast<uInt>(n);
+    z_.avail_in = static_cast<uInt>(kept + static_cast<size_t>(n));
     return 0;
   }
   // After a member's trailer: another gzip member, zero padding, or the end.
@@ -211,12 +214,12 @@ class FileInput {
         --z_.avail_in;
         padding_ = true;
       }
-      if (z_.avail_in > 0) break;
+      if (z_.avail_in >= 2 || (eof_ && z_.avail_in > 0)) break;
       if (eof_) {
         done_ = true;
         return 0;
       }
-      SK_RETURN_NEG(Fill());
+      SK_RETURN_NEG(Fill());  // a member's magic may straddle two reads
     }
     if (padding_ || z_.avail_in < 2 || z_.next_in[0] != 0x1f || z_.next_in[1] != 0x8b) {
       return Fail("trailing data after the gzip stream (not a gzip member)");
@@ -247,12 +250,18 @@ la_ssize_t TarStreamRead(struct archive* a, void* data, const void** out) {
 struct InnerSource {
   struct archive* outer;
   std::vector<char> buffer = std::vector<char>(1 << 20);
+  std::string outer_error;  // the outer archive failed (not the class tar)
 };
 
-la_ssize_t InnerRead(struct archive*, void* data, const void** out) {
+la_ssize_t InnerRead(struct archive* inner, void* data, const void** out) {
   auto* src = static_cast<InnerSource*>(data);
   const la_ssize_t n = archive_read_data(src->outer, src->buffer.data(), src->buffer.size());
   *out = src->buffer.data();
+  if (n < 0) {
+    const char* e = archive_error_string(src->outer);
+    src->outer_error = e != nullptr ? e : "read error";
+    archive_set_error(inner, EIO, "%s", src->outer_error.c_str());
+  }
   return n;
 }
 
@@ -267,6 +276,7 @@ struct Streamer {
   const std::function<Status(ArchiveMember&&)>& member;
   FileInput* input = nullptr;
   struct archive* outer = nullptr;
+  std::string outer_name;
   std::set<std::string> class_tars;
   uint64_t members = 0, entries = 0;
   int tar_of_tars = -1;  // unknown until the first member
@@ -431,15 +441,21 @@ struct Streamer {
     archive_read_support_format_gnutar(a.get());
     InnerSource src{outer_archive};
     if (archive_read_open(a.get(), &src, nullptr, InnerRead, nullptr) != ARCHIVE_OK) {
+      if (!src.outer_error.empty()) return Status::Corruption(outer_name + ": " + src.outer_error);
       return sink->Skip(where, "not a readable tar: " + ErrorOf(a.get(), "unknown format"),
                         Unusable::kBadInnerTar);
     }
     Status s = Entries(a.get(), where, cls);
+    if (!src.outer_error.empty()) {  // the archive itself is damaged: no dataset
+      return Status::Corruption(outer_name + ": " + src.outer_error +
+                                (input->gzip() ? "" : " (a corrupt or truncated archive)"));
+    }
     if (s.ok() || !s.IsCorruption() || s.message().rfind(where, 0) != 0) return s;
     // The class tar is damaged (the outer archive is fine: its next header
     // skips the unread remainder).
-    return sink->Skip(where, s.message().substr(where.size() + 2) + "; the rest of the class tar",
-                      Unusable::kBadInnerTar);
+    std::string why = s.message().substr(where.size());
+    why.erase(0, why.find_first_not_of(": "));
+    return sink->Skip(where, why + "; the rest of the class tar", Unusable::kBadInnerTar);
   }
 };
 
@@ -500,7 +516,7 @@ Status StreamArchive(const std::string& path, const ArchiveOptions& options, Sam
                                            : "not a readable tar, tar.gz or zip archive (") +
                               ErrorOf(a.get(), "unknown") + ")");
   }
-  Streamer st{options, sink, member, &input, a.get()};
+  Streamer st{options, sink, member, &input, a.get(), path};
   SK_RETURN_IF_ERROR(st.Entries(a.get(), path, ""));
   SK_RETURN_IF_ERROR(input.Drain());
   st.Progress();

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "base/file_io.h"
+#include "shard/shard_format.h"
 
 namespace shardkit {
 
@@ -48,8 +49,7 @@ Status ParseHeader(const uint8_t* p, size_t avail, const std::string& where, uin
     out->dims.push_back(v);
     if (v == 0 && d > 0)
       return Status::Corruption(where + ": IDX dimension " + std::to_string(d) + " is zero");
-    total *= v;
-    if (total > max_bytes) {
+    if (__builtin_mul_overflow(total, uint64_t{v}, &total) || total > max_bytes) {
       return Status::Corruption(where + ": IDX header declares more than " +
                                 std::to_string(max_bytes) + " bytes");
     }
@@ -143,6 +143,17 @@ Result<IdxDataset> ReadIdxDataset(const std::string& images_path, const std::str
     return Status::InvalidArgument("count mismatch: " + images_path + " holds " +
                                    std::to_string(d[0]) + " images, " + labels_path + " holds " +
                                    std::to_string(ds.labels.dims[0]) + " labels");
+  }
+  for (size_t k = 1; k < d.size(); ++k) {
+    if (d[k] > 65536) {
+      return Status::InvalidArgument(images_path + ": IDX dimension " + std::to_string(k) + " is " +
+                                     std::to_string(d[k]) + " (at most 65536)");
+    }
+  }
+  if (ds.images.item_size() > format::kMaxRecordSize) {
+    return Status::InvalidArgument(images_path + ": an item of " +
+                                   std::to_string(ds.images.item_size()) +
+                                   " bytes is over the record size limit");
   }
   ds.height = static_cast<int>(d[1]);
   ds.width = static_cast<int>(d[2]);

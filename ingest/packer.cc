@@ -124,8 +124,8 @@ struct Held {
 
 // A record's bytes made ready to store: a JPEG through PrepareImage, a raw
 // array checked against its shape.
-Status PrepareRecord(const RecordSpec& spec, uint64_t raw_size, const PackOptions& o,
-                     std::string bytes, PreparedImage* out) {
+Status PrepareRecordOrThrow(const RecordSpec& spec, uint64_t raw_size, const PackOptions& o,
+                            std::string bytes, PreparedImage* out) {
   if (spec.kind != format::RecordKind::kJpeg) {
     if (bytes.size() != raw_size) {
       return Status::InvalidArgument(std::to_string(bytes.size()) + " bytes, the shape needs " +
@@ -136,6 +136,17 @@ Status PrepareRecord(const RecordSpec& spec, uint64_t raw_size, const PackOption
     return Status::OK();
   }
   return PrepareImage(bytes, o.resize_short, o.quality, out);
+}
+
+// The same, never throwing: it runs inside OpenMP loops, where an exception
+// (out of memory) would terminate the process before any clean-up.
+Status PrepareRecord(const RecordSpec& spec, uint64_t raw_size, const PackOptions& o,
+                     std::string bytes, PreparedImage* out) {
+  try {
+    return PrepareRecordOrThrow(spec, raw_size, o, std::move(bytes), out);
+  } catch (const std::exception& e) {
+    return Status::IOError(std::string("out of memory or worse: ") + e.what());
+  }
 }
 
 class Packer : public SampleSink {
@@ -304,7 +315,7 @@ Status Packer::WriteAll(std::vector<Sample>* samples) {
   const std::string phase = "write shards";
   const size_t chunk = static_cast<size_t>(threads_) * 64;
   struct Slot {
-    Status status;
+    Status status, fatal;
     PreparedImage image;
     uint64_t in_bytes = 0;
   };
@@ -317,6 +328,7 @@ Status Packer::WriteAll(std::vector<Sample>* samples) {
       Slot& slot = slots[i];
       const Sample& s = (*samples)[begin + i];
       slot.in_bytes = 0;
+      slot.status = slot.fatal = Status::OK();
       if (s.held >= 0) {
         const Held& h = held_[static_cast<size_t>(s.held)];
         if (!h.error.empty()) {
@@ -324,11 +336,16 @@ Status Packer::WriteAll(std::vector<Sample>* samples) {
           continue;
         }
         slot.image.change = h.change;
-        slot.status = spill_.Read(h.offset, h.size, &slot.image.jpeg);
+        slot.fatal = spill_.Read(h.offset, h.size, &slot.image.jpeg);
         continue;
       }
       std::string bytes;
-      slot.status = source_->Read(s, kMaxSourceMember, &bytes);
+      try {
+        slot.status = source_->Read(s, kMaxSourceMember, &bytes);
+      } catch (const std::exception& e) {
+        slot.fatal = Status::IOError(s.name + ": " + e.what());
+        continue;
+      }
       if (!slot.status.ok()) continue;
       slot.in_bytes = bytes.size();
       slot.status = PrepareRecord(spec_, raw_size_, o_, std::move(bytes), &slot.image);
@@ -337,6 +354,7 @@ Status Packer::WriteAll(std::vector<Sample>* samples) {
       Slot& slot = slots[i];
       const Sample& s = (*samples)[begin + i];
       sum_->bytes_in += slot.in_bytes;
+      SK_RETURN_IF_ERROR(slot.fatal);  // the spill, not the member: no dataset
       if (!slot.status.ok()) {
         // A reader's message names the file already; a decoder's does not.
         const std::string& m = slot.status.message();
@@ -406,9 +424,8 @@ Status Packer::Run() {
   SK_RETURN_IF_ERROR(writer_->Finish(m));
   sum_->classes = listing.classes.size();
   sum_->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  SK_ASSIGN_OR_RETURN(Manifest written, ReadManifest(o_.out));
-  sum_->shards = written.shards.size();
-  sum_->bytes_out = written.bytes();
+  sum_->shards = writer_->shards();
+  sum_->bytes_out = writer_->bytes_written();
   return Status::OK();
 }
 

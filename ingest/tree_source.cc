@@ -409,6 +409,7 @@ class FolderTree : public SampleSource {
     while (!probe.empty() && (real = ::realpath(probe.c_str(), nullptr)) == nullptr) {
       const size_t slash = probe.find_last_of('/');
       if (slash == std::string::npos) {
+        if (probe == ".") break;  // no current directory: nothing to compare
         probe = ".";
         continue;
       }

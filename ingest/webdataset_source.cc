@@ -87,8 +87,10 @@ class WebDataset : public SampleSource {
         // base_plus_ext: the key is the path up to the first dot of the file name.
         const size_t slash = m.path.rfind('/');
         const size_t dot = m.path.find('.', slash == std::string::npos ? 0 : slash + 1);
-        if (dot == std::string::npos || dot == 0 || dot + 1 == m.path.size()) {
-          return Status::OK();  // no extension: not part of a sample (WebDataset skips it too)
+        const size_t base = slash == std::string::npos ? 0 : slash + 1;
+        if (dot == std::string::npos || dot == base || dot + 1 == m.path.size()) {
+          // No extension, or a hidden name ("._a.jpg"): no sample's (WebDataset skips it too).
+          return Status::OK();
         }
         const std::string key = m.path.substr(0, dot);
         std::string ext = m.path.substr(dot + 1);

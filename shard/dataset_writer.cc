@@ -20,33 +20,54 @@ std::string TempShardFileName(uint64_t index) { return "." + ShardFileName(index
 
 namespace {
 
+bool EndsWith(const std::string& name, const char* suffix) {
+  const std::string s(suffix);
+  return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+}
+
+// A temporary a writer makes: a shard being written, or the manifest's.
+bool IsTemporary(const std::string& name) {
+  return (name.rfind(".shard-", 0) == 0 && EndsWith(name, ".sks.tmp")) ||
+         name == std::string(kManifestName) + ".tmp";
+}
+
 bool IsOurs(const std::string& name) {
-  auto ends_with = [&](const char* suffix) {
-    std::string s(suffix);
-    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-  };
-  const bool shard = name.rfind("shard-", 0) == 0 && ends_with(".sks");
-  const bool temp = name.rfind(".shard-", 0) == 0 && ends_with(".sks.tmp");
-  return shard || temp || name == std::string(kManifestName) + ".tmp";
+  return (name.rfind("shard-", 0) == 0 && EndsWith(name, ".sks")) || IsTemporary(name);
+}
+
+// The shard index of a temporary shard name (".shard-00042.sks.tmp" -> 42), or -1.
+int64_t TempShardIndex(const std::string& name) {
+  if (name.rfind(".shard-", 0) != 0 || !EndsWith(name, ".sks.tmp")) return -1;
+  const std::string digits = name.substr(7, name.size() - 7 - 8);
+  if (digits.empty() || digits.size() > 15 ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    return -1;
+  }
+  return std::stoll(digits);
+}
+
+Status RefuseDatasetUnless(const std::string& dir, bool overwrite) {
+  if (!overwrite && FileExists(JoinPath(dir, kManifestName))) {
+    return Status::InvalidArgument(dir + " already holds a dataset (" + kManifestName +
+                                   " exists); pass --force to replace it");
+  }
+  return Status::OK();
 }
 
 }  // namespace
 
 Status PrepareOutputDir(const std::string& dir, bool overwrite, uint64_t keep_temps) {
   SK_RETURN_IF_ERROR(CreateDirs(dir));
+  SK_RETURN_IF_ERROR(RefuseDatasetUnless(dir, overwrite));
   const std::string manifest = JoinPath(dir, kManifestName);
   if (FileExists(manifest)) {
-    if (!overwrite) {
-      return Status::InvalidArgument(dir + " already holds a dataset (" + kManifestName +
-                                     " exists); pass --force to replace it");
-    }
     SK_RETURN_IF_ERROR(RemoveFile(manifest));
     SK_RETURN_IF_ERROR(SyncDir(dir));
   }
   SK_ASSIGN_OR_RETURN(auto names, ListDir(dir));
   for (const auto& name : names) {
-    bool keep = false;
-    for (uint64_t i = 0; i < keep_temps && !keep; ++i) keep = name == TempShardFileName(i);
+    const int64_t temp = TempShardIndex(name);
+    const bool keep = temp >= 0 && static_cast<uint64_t>(temp) < keep_temps;
     if (IsOurs(name) && !keep) SK_RETURN_IF_ERROR(RemoveFile(JoinPath(dir, name)));
   }
   return Status::OK();
@@ -65,15 +86,10 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
   SK_ASSIGN_OR_RETURN(auto lock, DirLock::Acquire(dir));
   // A dataset already there stays whole until Finish replaces it (--force);
   // only what an interrupted run left (temporaries) goes now.
-  if (FileExists(JoinPath(dir, kManifestName)) && !options.overwrite) {
-    return Status::InvalidArgument(dir + " already holds a dataset (" + kManifestName +
-                                   " exists); pass --force to replace it");
-  }
+  SK_RETURN_IF_ERROR(RefuseDatasetUnless(dir, options.overwrite));
   SK_ASSIGN_OR_RETURN(auto names, ListDir(dir));
   for (const auto& name : names) {
-    if (name.rfind(".shard-", 0) == 0 || name == std::string(kManifestName) + ".tmp") {
-      SK_RETURN_IF_ERROR(RemoveFile(JoinPath(dir, name)));
-    }
+    if (IsTemporary(name)) SK_RETURN_IF_ERROR(RemoveFile(JoinPath(dir, name)));
   }
   auto w = std::unique_ptr<DatasetWriter>(new DatasetWriter(dir, options, std::move(lock)));
   w->created_dir_ = !existed;
@@ -87,10 +103,12 @@ DatasetWriter::~DatasetWriter() {
   current_.reset();
   for (uint64_t i = 0; i <= shards_.size(); ++i) {
     RemoveFile(JoinPath(dir_, TempShardFileName(i))).IgnoreError();
+    if (i < published_) RemoveFile(JoinPath(dir_, ShardFileName(i))).IgnoreError();
   }
-  lock_.reset();
+  if (!created_dir_) return;  // the lock file stays: unlinking it would race another writer
   RemoveFile(JoinPath(dir_, kLockFileName)).IgnoreError();
-  if (created_dir_) ::rmdir(dir_.c_str());  // only if nothing else is in it
+  lock_.reset();
+  ::rmdir(dir_.c_str());  // only if nothing else is in it
 }
 
 uint64_t DatasetWriter::bytes_written() const {
@@ -152,12 +170,15 @@ Status DatasetWriter::Finish(Manifest manifest) {
   }
   if (current_ != nullptr) SK_RETURN_IF_ERROR(CloseShard());
   SK_RETURN_IF_ERROR(PrepareOutputDir(dir_, /*overwrite=*/true, shards_.size()));
-  for (uint64_t i = 0; i < shards_.size(); ++i) SK_RETURN_IF_ERROR(PublishShard(dir_, i));
-  finished_ = true;  // from here on the shards are the new dataset's, kept
+  for (; published_ < shards_.size(); ++published_) {
+    SK_RETURN_IF_ERROR(PublishShard(dir_, published_));
+  }
   SK_RETURN_IF_ERROR(SyncDir(dir_));
   manifest.shards = shards_;
   if (manifest.created_at.empty()) manifest.created_at = UtcNow();
-  return WriteManifest(dir_, manifest);
+  SK_RETURN_IF_ERROR(WriteManifest(dir_, manifest));
+  finished_ = true;
+  return Status::OK();
 }
 
 }  // namespace shardkit

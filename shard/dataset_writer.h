@@ -51,7 +51,8 @@ class DatasetWriter {
  public:
   static Result<std::unique_ptr<DatasetWriter>> Create(const std::string& dir,
                                                        const DatasetWriterOptions& options);
-  // Before Finish: removes this writer's files (and its directory if it made it).
+  // Before Finish (or after it failed): removes this writer's shards and
+  // temporaries, and its directory (lock file included) if it made it.
   ~DatasetWriter();
 
   // Appends a record; label -1 is "none". A label or size the options rule
@@ -64,6 +65,7 @@ class DatasetWriter {
   Status Finish(Manifest manifest);
 
   uint64_t records() const { return records_; }
+  uint64_t shards() const { return shards_.size(); }
   uint64_t bytes_written() const;  // finished shards plus the open one's estimate
 
  private:
@@ -81,6 +83,7 @@ class DatasetWriter {
   uint64_t finished_bytes_ = 0;
   bool finished_ = false;
   bool created_dir_ = false;
+  uint64_t published_ = 0;  // shards renamed to their final names by Finish
 };
 
 }  // namespace shardkit

@@ -350,8 +350,9 @@ TEST(DatasetTest, DirectoryWithoutManifestIsNotADataset) {
   auto ds = Dataset::Open(dir.path());
   EXPECT_TRUE(ds.status().IsNotFound());
   EXPECT_NE(ds.status().message().find("manifest.json"), std::string::npos);
-  // Nothing the writer made stays (its lock file and the temporary shard included).
-  EXPECT_EQ(*ListDir(dir.path()), std::vector<std::string>{})
+  // Only the writers' lock file stays in a folder it did not make (unlinking
+  // it would race another writer); the temporary shard is gone.
+  EXPECT_EQ(*ListDir(dir.path()), std::vector<std::string>{kLockFileName})
       << "the unfinished shard's temporary file must be gone";
 }
 

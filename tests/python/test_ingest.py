@@ -473,3 +473,42 @@ def test_a_folders_links_are_skipped_unless_followed_and_out_is_not_in_src(src, 
         assert code == 2 and "OUT is inside SRC" in out, out
     assert not (tree / "out").exists() and not (tree / "n01" / "deeper").exists()
     assert not [n for n in os.listdir(tree) if n.startswith(".shardkit") or n == "manifest.json"]
+
+
+def test_gzip_members_that_end_anywhere_in_a_read(src, tmp_path):
+    """A tar.gz of two gzip members (as pigz or a concatenation makes), the
+    first ending one byte before the reader's 1 MiB buffer does: the next
+    member's magic straddles two reads, and the archive is still valid."""
+    import gzip
+    import random
+    rnd = random.Random(7)
+    with tarfile.open(tmp_path / "plain.tar", "w") as t:
+        for i in range(6):
+            img = Image.frombytes("RGB", (300, 300), rnd.randbytes(270000))
+            buf = io.BytesIO()
+            img.save(buf, format="JPEG", quality=100)  # noise: ~250 KB each
+            data = buf.getvalue()
+            info = tarfile.TarInfo("t/c%d/%d.JPEG" % (i % 2, i))
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    tar = (tmp_path / "plain.tar").read_bytes()
+    assert len(tar) > (1 << 20) + 4096
+    cut = next(k for k in range((1 << 20) - 200, 1 << 20)
+               if len(gzip.compress(tar[:k], compresslevel=0, mtime=0)) == (1 << 20) - 1)
+    (tmp_path / "two.tar.gz").write_bytes(gzip.compress(tar[:cut], compresslevel=0, mtime=0) +
+                                          gzip.compress(tar[cut:], mtime=0))
+    assert subprocess.run(["gzip", "-t", str(tmp_path / "two.tar.gz")]).returncode == 0
+    for name in ("plain.tar", "two.tar.gz"):
+        code, out = run("imagenet", tmp_path / name, tmp_path / (name + ".ds"))
+        assert code == 0, (name, out)
+    assert contents(tmp_path / "two.tar.gz.ds") == contents(tmp_path / "plain.tar.ds")
+
+
+def test_idx_dimensions_that_overflow_are_refused(tmp_path):
+    import struct
+    images = struct.pack(">BBBB", 0, 0, 8, 3) + struct.pack(">III", 16, 1 << 30, 1 << 30)
+    labels = struct.pack(">BBBB", 0, 0, 8, 1) + struct.pack(">I", 16) + bytes(16)
+    (tmp_path / "img").write_bytes(images)
+    (tmp_path / "lab").write_bytes(labels)
+    code, out = run("idx", "--images", tmp_path / "img", "--labels", tmp_path / "lab", tmp_path / "o")
+    assert code == 2 and "img" in out and not (tmp_path / "o").exists(), out
