@@ -16,8 +16,7 @@
 
 namespace shardkit {
 
-Result<std::vector<std::string>> ExpandShardPattern(const std::string& pattern) {
-  constexpr size_t kMaxPaths = 1000000;
+Result<std::vector<std::string>> ExpandShardPattern(const std::string& pattern, size_t max_paths) {
   const size_t open = pattern.find('{');
   if (open == std::string::npos) return std::vector<std::string>{pattern};
   const size_t close = pattern.find('}', open);
@@ -36,9 +35,13 @@ Result<std::vector<std::string>> ExpandShardPattern(const std::string& pattern) 
       return true;
     };
     uint64_t lo = 0, hi = 0;
-    if (!number(a, &lo) || !number(b, &hi) || hi < lo || hi - lo >= kMaxPaths) {
+    if (!number(a, &lo) || !number(b, &hi) || hi < lo) {
       return Status::InvalidArgument(pattern + ": {" + body +
                                      "} is not a range of numbers {A..B} with A <= B");
+    }
+    if (hi - lo >= max_paths) {
+      return Status::InvalidArgument(pattern + ": more than " + std::to_string(max_paths) +
+                                     " shards");
     }
     for (uint64_t v = lo; v <= hi; ++v) {
       std::string digits = std::to_string(v);
@@ -48,15 +51,19 @@ Result<std::vector<std::string>> ExpandShardPattern(const std::string& pattern) 
   } else {
     choices = SplitList(body, ',');
   }
-  SK_ASSIGN_OR_RETURN(std::vector<std::string> tails,
-                      ExpandShardPattern(pattern.substr(close + 1)));
-  if (choices.size() * tails.size() > kMaxPaths) {
-    return Status::InvalidArgument(pattern + ": more than 1,000,000 shards");
+  const std::string too_many = pattern + ": more than " + std::to_string(max_paths) + " shards";
+  if (choices.size() > max_paths) return Status::InvalidArgument(too_many);
+  auto tails = ExpandShardPattern(pattern.substr(close + 1), max_paths / choices.size());
+  if (!tails.ok()) {
+    return tails.status().message().find(" shards") != std::string::npos
+               ? Status::InvalidArgument(too_many)
+               : tails.status();
   }
+  if (choices.size() * tails->size() > max_paths) return Status::InvalidArgument(too_many);
   std::vector<std::string> paths;
   const std::string head = pattern.substr(0, open);
   for (const auto& c : choices) {
-    for (const auto& t : tails) paths.push_back(head + c + t);
+    for (const auto& t : *tails) paths.push_back(head + c + t);
   }
   return paths;
 }

@@ -16,8 +16,9 @@
 namespace shardkit {
 
 // A pattern's paths in order: {A..B} a numeric range (zero-padded to A's
-// width), {x,y} alternatives; at most 1,000,000 paths.
-Result<std::vector<std::string>> ExpandShardPattern(const std::string& pattern);
+// width), {x,y} alternatives; more than max_paths is an error.
+Result<std::vector<std::string>> ExpandShardPattern(const std::string& pattern,
+                                                    size_t max_paths = 1000000);
 
 // Every shard must exist and be a regular file; classes are `class_names`,
 // else "0".."max label".

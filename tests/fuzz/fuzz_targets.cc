@@ -107,8 +107,8 @@ int ValLabels(const uint8_t* data, size_t size) {
   (void)ReadValLabels(path);
   unlink(path.c_str());
   const std::string text(reinterpret_cast<const char*>(data), std::min<size_t>(size, 256));
-  auto paths = ExpandShardPattern(text);
-  if (paths.ok() && paths->size() > 1000000) std::abort();  // the bound it promises
+  auto paths = ExpandShardPattern(text, 4096);  // the tool's bound is 1,000,000: too slow here
+  if (paths.ok() && paths->size() > 4096) std::abort();  // the bound it promises
   return 0;
 }
 
