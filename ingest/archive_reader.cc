@@ -248,7 +248,7 @@ la_ssize_t TarStreamRead(struct archive* a, void* data, const void** out) {
 
 // Reads an inner archive from the outer one's current member.
 struct InnerSource {
-  struct archive* outer;
+  struct archive* outer = nullptr;
   std::vector<char> buffer = std::vector<char>(1 << 20);
   std::string outer_error;  // the outer archive failed (not the class tar)
 };
@@ -277,10 +277,10 @@ struct Streamer {
   FileInput* input = nullptr;
   struct archive* outer = nullptr;
   std::string outer_name;
-  std::set<std::string> class_tars;
+  std::set<std::string> class_tars{};
   uint64_t members = 0, entries = 0;
   int tar_of_tars = -1;  // unknown until the first member
-  std::set<std::string> zip_names;
+  std::set<std::string> zip_names{};
 
   // A top-level regular *.tar of a tar of class tars (a hard link is not).
   bool is_class_tar(const std::string& path, mode_t type, bool first = false) const {
@@ -439,7 +439,8 @@ struct Streamer {
     ArchivePtr a(archive_read_new(), archive_read_free);
     archive_read_support_format_tar(a.get());
     archive_read_support_format_gnutar(a.get());
-    InnerSource src{outer_archive};
+    InnerSource src;
+    src.outer = outer_archive;
     if (archive_read_open(a.get(), &src, nullptr, InnerRead, nullptr) != ARCHIVE_OK) {
       if (!src.outer_error.empty()) return Status::Corruption(outer_name + ": " + src.outer_error);
       return sink->Skip(where, "not a readable tar: " + ErrorOf(a.get(), "unknown format"),

@@ -92,7 +92,7 @@ class SampleSource {
   // Lists the samples, streaming bytes through `sink` on the way.
   virtual Result<Listing> Scan(SampleSink* sink) = 0;
   // Refuses an OUT the pack would read from (inside a folder source).
-  virtual Status CheckOutput(const std::string& out) const { return Status::OK(); }
+  virtual Status CheckOutput(const std::string& /*out*/) const { return Status::OK(); }
   // The bytes of a listed sample that was not streamed (held < 0), at most
   // max_bytes. Thread-safe.
   virtual Status Read(const Sample& sample, uint64_t max_bytes, std::string* bytes) const;
