@@ -249,7 +249,7 @@ Result<std::string> TreeLayout::FindRoot() const {
     bool files = false;
     Level(root, &folders, &files);
     if (!root.empty() && folders.empty() && !files) {
-      return Status::NotFound(where_ + ": no folder " + o_.root + " (--root) in it");
+      return Status::NotFound(where_ + ": no folder " + Printable(o_.root) + " (--root) in it");
     }
     return root;
   }

@@ -21,7 +21,7 @@ Result<std::vector<std::string>> ExpandShardPattern(const std::string& pattern, 
   if (open == std::string::npos) return std::vector<std::string>{pattern};
   const size_t close = pattern.find('}', open);
   if (close == std::string::npos) {
-    return Status::InvalidArgument(pattern + ": a '{' without its '}'");
+    return Status::InvalidArgument(Printable(pattern) + ": a '{' without its '}'");
   }
   const std::string body = pattern.substr(open + 1, close - open - 1);
   std::vector<std::string> choices;
