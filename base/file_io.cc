@@ -150,26 +150,79 @@ Status WritableFile::Close() {
   return s;
 }
 
-Result<std::unique_ptr<RandomAccessFile>> RandomAccessFile::Open(const std::string& path) {
+Status EvictFromPageCache(const std::string& path) {
   SK_RETURN_IF_ERROR(CheckRegularFile(path));
-  uint64_t size = 0;
-  SK_ASSIGN_OR_RETURN(int fd, OpenRegular(path, O_RDONLY, "cannot open", &size));
-  return std::unique_ptr<RandomAccessFile>(new RandomAccessFile(path, fd, size));
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return Errno("cannot open", path, errno);
+  const int rc = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  if (rc != 0) return Errno("cannot evict from the page cache", path, rc);
+  return Status::OK();
 }
 
-RandomAccessFile::~RandomAccessFile() {
+namespace {
+
+// The POSIX backend's file: pread, or a read-only mapping (views), or
+// O_DIRECT (uncached random reads), as SetAccess's hints say.
+class PosixFile final : public RandomAccessFile {
+ public:
+  PosixFile(std::string path, int fd, uint64_t size)
+      : path_(std::move(path)), fd_(fd), size_(size) {}
+  ~PosixFile() override;
+  const std::string& path() const override { return path_; }
+  uint64_t size() const override { return size_; }
+  Status Read(uint64_t offset, size_t n, void* dst) const override;
+  Status SetAccess(const AccessHints& hints) override;
+  bool mapped() const override { return map_ != nullptr; }
+  Status View(uint64_t offset, size_t n, std::string_view* out) const override;
+  bool uncached() const override { return direct_fd_ >= 0; }
+  void WillNeed(uint64_t offset, size_t n) const override;
+  void Release(uint64_t offset, size_t n) const override;
+
+ private:
+  // Maps the whole file read-only, so that View() hands out its bytes without
+  // a copy (the page cache is read in place). Only for files nobody truncates
+  // while they are mapped (shards are immutable once renamed into place):
+  // reading a page that a truncation or an I/O error took away raises SIGBUS
+  // instead of returning an error.
+  Status Map();
+  // From now on Read() bypasses the page cache (O_DIRECT): it reads the
+  // device sectors covering the range (512-byte aligned, 4096 where the
+  // device needs it) into an aligned buffer and copies the range out, so a
+  // random small record costs its own bytes plus less than a sector or two,
+  // not whole pages. Returns false (and leaves buffered reads on) where the
+  // filesystem has no O_DIRECT (tmpfs).
+  bool EnableDirectReads();
+  // The pattern told to the kernel, for the descriptor and the mapping:
+  // kRandom turns read-ahead off, so a random record read (a page fault on
+  // the mapping, or a pread) brings in the pages it touches and not the
+  // device's read-ahead window (8 MB on some disks, more on GPFS/Lustre);
+  // kSequential asks for aggressive read-ahead.
+  void Advise(AccessHints::Pattern pattern) const;
+  Status CheckRange(uint64_t offset, size_t n) const;
+  Status ReadDirect(uint64_t offset, size_t n, char* dst) const;
+
+  std::string path_;
+  int fd_ = -1;
+  int direct_fd_ = -1;
+  mutable std::atomic<uint32_t> direct_align_{512};
+  uint64_t size_ = 0;
+  const char* map_ = nullptr;
+};
+
+PosixFile::~PosixFile() {
   if (map_ != nullptr) ::munmap(const_cast<char*>(map_), size_);
   if (fd_ >= 0) ::close(fd_);
   if (direct_fd_ >= 0) ::close(direct_fd_);
 }
 
-bool RandomAccessFile::EnableDirectReads() {
+bool PosixFile::EnableDirectReads() {
   if (direct_fd_ >= 0) return true;
   direct_fd_ = ::open(path_.c_str(), O_RDONLY | O_DIRECT | O_NONBLOCK | O_CLOEXEC);
   return direct_fd_ >= 0;
 }
 
-Status RandomAccessFile::ReadDirect(uint64_t offset, size_t n, char* dst) const {
+Status PosixFile::ReadDirect(uint64_t offset, size_t n, char* dst) const {
   // One aligned bounce buffer per thread, grown as needed.
   struct Buffer {
     char* p = nullptr;
@@ -218,7 +271,7 @@ Status RandomAccessFile::ReadDirect(uint64_t offset, size_t n, char* dst) const 
   }
 }
 
-Status RandomAccessFile::CheckRange(uint64_t offset, size_t n) const {
+Status PosixFile::CheckRange(uint64_t offset, size_t n) const {
   if (offset > size_ || n > size_ - offset) {
     return Status::Corruption(path_ + ": read of " + std::to_string(n) + " bytes at offset " +
                               std::to_string(offset) + " past end of file (" +
@@ -227,7 +280,7 @@ Status RandomAccessFile::CheckRange(uint64_t offset, size_t n) const {
   return Status::OK();
 }
 
-Status RandomAccessFile::Map() {
+Status PosixFile::Map() {
   if (map_ != nullptr || size_ == 0) return Status::OK();
   void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
   if (p == MAP_FAILED) return Errno("cannot map", path_, errno);
@@ -235,33 +288,42 @@ Status RandomAccessFile::Map() {
   return Status::OK();
 }
 
-Status RandomAccessFile::View(uint64_t offset, size_t n, std::string_view* out) const {
+Status PosixFile::View(uint64_t offset, size_t n, std::string_view* out) const {
   SK_RETURN_IF_ERROR(CheckRange(offset, n));
-  if (map_ == nullptr) return Status::InvalidArgument(path_ + ": not mapped");
+  if (map_ == nullptr) return RandomAccessFile::View(offset, n, out);
   *out = std::string_view(map_ + offset, n);
   return Status::OK();
 }
 
-void RandomAccessFile::Advise(Access access) const {
-  const int fadv = access == Access::kRandom       ? POSIX_FADV_RANDOM
-                   : access == Access::kSequential ? POSIX_FADV_SEQUENTIAL
-                                                   : POSIX_FADV_NORMAL;
+Status PosixFile::SetAccess(const AccessHints& hints) {
+  if (hints.views) SK_RETURN_IF_ERROR(Map());
+  // Where a filesystem has no O_DIRECT, its reads stay buffered.
+  if (hints.uncached && hints.pattern == AccessHints::Pattern::kRandom) EnableDirectReads();
+  Advise(hints.pattern);
+  return Status::OK();
+}
+
+void PosixFile::Advise(AccessHints::Pattern pattern) const {
+  using Pattern = AccessHints::Pattern;
+  const int fadv = pattern == Pattern::kRandom       ? POSIX_FADV_RANDOM
+                   : pattern == Pattern::kSequential ? POSIX_FADV_SEQUENTIAL
+                                                     : POSIX_FADV_NORMAL;
   ::posix_fadvise(fd_, 0, 0, fadv);
   if (map_ != nullptr) {
-    const int madv = access == Access::kRandom       ? MADV_RANDOM
-                     : access == Access::kSequential ? MADV_SEQUENTIAL
-                                                     : MADV_NORMAL;
+    const int madv = pattern == Pattern::kRandom       ? MADV_RANDOM
+                     : pattern == Pattern::kSequential ? MADV_SEQUENTIAL
+                                                       : MADV_NORMAL;
     ::madvise(const_cast<char*>(map_), size_, madv);
   }
 }
 
-void RandomAccessFile::WillNeed(uint64_t offset, size_t n) const {
+void PosixFile::WillNeed(uint64_t offset, size_t n) const {
   if (offset >= size_) return;
   ::posix_fadvise(fd_, static_cast<off_t>(offset),
                   static_cast<off_t>(std::min<uint64_t>(n, size_ - offset)), POSIX_FADV_WILLNEED);
 }
 
-void RandomAccessFile::Release(uint64_t offset, size_t n) const {
+void PosixFile::Release(uint64_t offset, size_t n) const {
   if (map_ == nullptr || offset >= size_) return;
   static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
   const uint64_t begin = (offset + page - 1) / page * page;
@@ -269,17 +331,7 @@ void RandomAccessFile::Release(uint64_t offset, size_t n) const {
   if (end > begin) ::madvise(const_cast<char*>(map_) + begin, end - begin, MADV_DONTNEED);
 }
 
-Status EvictFromPageCache(const std::string& path) {
-  SK_RETURN_IF_ERROR(CheckRegularFile(path));
-  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return Errno("cannot open", path, errno);
-  const int rc = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
-  if (rc != 0) return Errno("cannot evict from the page cache", path, rc);
-  return Status::OK();
-}
-
-Status RandomAccessFile::Read(uint64_t offset, size_t n, void* dst) const {
+Status PosixFile::Read(uint64_t offset, size_t n, void* dst) const {
   SK_RETURN_IF_ERROR(CheckRange(offset, n));
   if (map_ != nullptr) {
     std::memcpy(dst, map_ + offset, n);
@@ -304,6 +356,39 @@ Status RandomAccessFile::Read(uint64_t offset, size_t n, void* dst) const {
   return Status::OK();
 }
 
+class PosixEnv final : public Env {
+ public:
+  Result<std::unique_ptr<RandomAccessFile>> OpenForReads(const std::string& path) override {
+    SK_RETURN_IF_ERROR(CheckRegularFile(path));
+    uint64_t size = 0;
+    SK_ASSIGN_OR_RETURN(int fd, OpenRegular(path, O_RDONLY, "cannot open", &size));
+    return std::unique_ptr<RandomAccessFile>(new PosixFile(path, fd, size));
+  }
+  bool FileExists(const std::string& path) override { return shardkit::FileExists(path); }
+};
+
+}  // namespace
+
+Status RandomAccessFile::View(uint64_t offset, size_t n, std::string_view* out) const {
+  return Status::Unsupported(path() + ": no views of this file (not mapped)");
+}
+
+Env* Env::Default() {
+  static PosixEnv* env = new PosixEnv();  // never destroyed: used until exit
+  return env;
+}
+
+Result<std::string> Env::ReadFile(const std::string& path, uint64_t max_size) {
+  SK_ASSIGN_OR_RETURN(auto file, OpenForReads(path));
+  if (file->size() > max_size) {
+    return Status::InvalidArgument(path + ": file is " + std::to_string(file->size()) +
+                                   " bytes, more than the limit of " + std::to_string(max_size));
+  }
+  std::string data(file->size(), '\0');
+  SK_RETURN_IF_ERROR(file->Read(0, data.size(), data.data()));
+  return data;
+}
+
 Result<std::unique_ptr<DirLock>> DirLock::Acquire(const std::string& dir) {
   const std::string path = JoinPath(dir, kLockFileName);
   SK_ASSIGN_OR_RETURN(int fd, OpenRegular(path, O_RDWR | O_CREAT, "cannot create lock file"));
@@ -325,14 +410,7 @@ DirLock::~DirLock() {
 }
 
 Result<std::string> ReadFileToString(const std::string& path, uint64_t max_size) {
-  SK_ASSIGN_OR_RETURN(auto file, RandomAccessFile::Open(path));
-  if (file->size() > max_size) {
-    return Status::InvalidArgument(path + ": file is " + std::to_string(file->size()) +
-                                   " bytes, more than the limit of " + std::to_string(max_size));
-  }
-  std::string data(file->size(), '\0');
-  SK_RETURN_IF_ERROR(file->Read(0, data.size(), data.data()));
-  return data;
+  return Env::Default()->ReadFile(path, max_size);
 }
 
 Status WriteFileAtomic(const std::string& path, std::string_view data) {
@@ -418,7 +496,7 @@ std::string JoinPath(const std::string& a, const std::string& b) {
 }
 
 Result<uint32_t> FileCrc32c(const std::string& path) {
-  SK_ASSIGN_OR_RETURN(auto f, RandomAccessFile::Open(path));
+  SK_ASSIGN_OR_RETURN(auto f, Env::Default()->OpenForReads(path));
   std::vector<char> buf(4 << 20);
   uint32_t crc = 0;
   for (uint64_t off = 0; off < f->size();) {

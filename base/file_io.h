@@ -1,15 +1,15 @@
 // POSIX file helpers with Status errors that name the path: a buffered writable
-// file that checksums what it writes, a pread-based random access file, and the
-// atomic-publish primitives (fsync, rename, directory sync) datasets rely on.
+// file that checksums what it writes, and the atomic-publish primitives (fsync,
+// rename, directory sync) datasets rely on. Reading goes through base/env.h.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/env.h"
 #include "base/status.h"
 
 namespace shardkit {
@@ -39,65 +39,6 @@ class WritableFile {
   std::vector<char> buf_;
   uint64_t size_ = 0;
   uint32_t crc_ = 0;
-};
-
-// Read-only file for positioned reads. Thread-safe: Read uses pread.
-class RandomAccessFile {
- public:
-  static Result<std::unique_ptr<RandomAccessFile>> Open(const std::string& path);
-  ~RandomAccessFile();
-  RandomAccessFile(const RandomAccessFile&) = delete;
-  RandomAccessFile& operator=(const RandomAccessFile&) = delete;
-
-  // Reads exactly n bytes at offset into dst; a short read is a Corruption error.
-  Status Read(uint64_t offset, size_t n, void* dst) const;
-  uint64_t size() const { return size_; }
-  const std::string& path() const { return path_; }
-
-  // Maps the whole file read-only, so that View() can hand out its bytes
-  // without a copy (the page cache is read in place). Only for files that
-  // nobody truncates while they are mapped (shards are immutable once
-  // renamed into place): reading a page that a truncation or an I/O error
-  // took away raises SIGBUS instead of returning an error.
-  Status Map();
-  bool mapped() const { return map_ != nullptr; }
-  // If mapped: points *out at n bytes at offset (bounds-checked like Read).
-  Status View(uint64_t offset, size_t n, std::string_view* out) const;
-
-  // How the file will be read, told to the kernel for the descriptor and the
-  // mapping: kRandom turns read-ahead off, so a random record read (a page
-  // fault on the mapping, or a pread) brings in the pages it touches and not
-  // the device's read-ahead window (8 MB on some disks, more on GPFS/Lustre);
-  // kSequential asks for aggressive read-ahead. Hints only: never an error.
-  enum class Access { kNormal, kRandom, kSequential };
-  void Advise(Access access) const;
-  // From now on Read() bypasses the page cache (O_DIRECT): it reads the
-  // device sectors covering the range (512-byte aligned, 4096 where the
-  // device needs it) into an aligned buffer and copies the range out, so a
-  // random small record costs its own bytes plus less than a sector or two,
-  // not whole pages. For datasets larger than memory, where caching is
-  // futile. Returns false (and leaves buffered reads on) where the
-  // filesystem has no O_DIRECT (tmpfs). Call before any reads.
-  bool EnableDirectReads();
-  bool direct() const { return direct_fd_ >= 0; }
-  // Starts reading [offset, offset + n) into the page cache in the background.
-  void WillNeed(uint64_t offset, size_t n) const;
-  // If mapped: unmaps the whole pages inside [offset, offset + n) from this
-  // process (MADV_DONTNEED; the page cache keeps them), so that streaming a
-  // dataset through the mapping does not grow the resident set with it.
-  void Release(uint64_t offset, size_t n) const;
-
- private:
-  RandomAccessFile(std::string path, int fd, uint64_t size)
-      : path_(std::move(path)), fd_(fd), size_(size) {}
-  Status CheckRange(uint64_t offset, size_t n) const;
-  Status ReadDirect(uint64_t offset, size_t n, char* dst) const;
-  std::string path_;
-  int fd_ = -1;
-  int direct_fd_ = -1;
-  mutable std::atomic<uint32_t> direct_align_{512};
-  uint64_t size_ = 0;
-  const char* map_ = nullptr;
 };
 
 // OK if `path` names a regular file (symlinks followed); otherwise an error

@@ -25,20 +25,9 @@
 
 #include "base/names.h"
 #include "base/status.h"
+#include "loader/options.h"
 
 namespace shardkit {
-
-enum class CorruptPolicy {
-  kFail,  // the batch's error is returned by Next(), naming shard and record
-  kSkip,  // replace the sample by another of the rank's samples, count it, and
-          // fail once more than `skip_budget` samples were skipped
-};
-
-// The names the tools and the Python binding use: "fail", "skip".
-inline constexpr EnumName<CorruptPolicy> kCorruptPolicyNames[] = {{CorruptPolicy::kFail, "fail"},
-                                                                  {CorruptPolicy::kSkip, "skip"}};
-const char* CorruptPolicyName(CorruptPolicy policy);
-bool CorruptPolicyFromName(std::string_view name, CorruptPolicy* policy);
 
 class CorruptSamples {
  public:

@@ -13,6 +13,7 @@
 
 #include "base/system.h"
 #include "loader/batch_filler.h"
+#include "loader/record_source.h"
 #include "loader/sample_decoder.h"
 
 namespace shardkit {
@@ -136,21 +137,7 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
   auto impl = std::make_unique<Impl>();
   Impl& d = *impl;
   d.opt = options;
-  RecordSourceOptions so;
-  so.rank = options.rank;
-  so.world_size = options.world_size;
-  so.batch_size = static_cast<uint64_t>(options.batch_size);
-  so.drop_last = options.drop_last;
-  so.seed = options.seed;
-  so.shuffle = options.shuffle;
-  so.block_window = options.block_window;
-  so.block_cache_bytes = options.block_cache_bytes;
-  so.mmap = options.mmap;
-  so.direct_reads = options.direct_reads;
-  so.read_depth = options.read_depth;
-  so.read_ahead_bytes = options.read_ahead_bytes;
-  so.workers = options.workers;
-  SK_ASSIGN_OR_RETURN(d.source, RecordSource::Open(dir, so));
+  SK_ASSIGN_OR_RETURN(d.source, RecordSource::Open(dir, options, options, options.workers));
   SK_ASSIGN_OR_RETURN(d.decoder,
                       SampleDecoder::Make(d.source->dataset().manifest().record, options.transform,
                                           options.layout, options.seed, dir));

@@ -2,8 +2,8 @@
 
 #include <cstring>
 
+#include "base/clock.h"
 #include "base/random.h"
-#include "loader/record_source.h"  // LoaderNowNs
 
 namespace shardkit {
 

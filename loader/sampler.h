@@ -16,26 +16,9 @@
 #include "base/names.h"
 #include "base/random.h"
 #include "base/status.h"
+#include "loader/options.h"
 
 namespace shardkit {
-
-enum class ShuffleMode {
-  kAuto,        // an option only: the loader picks one of the others (LoaderOptions)
-  kNone,        // dataset order
-  kFull,        // a uniform permutation of all records
-  kBlockLocal,  // blocks in random order, records shuffled within windows of
-                // `window` consecutive blocks: reads stay mostly sequential and
-                // each compressed block is decompressed about once per epoch
-};
-
-// The names the tools and the Python binding use: "auto", "none", "full",
-// "block". FromName returns false for any other name.
-inline constexpr EnumName<ShuffleMode> kShuffleModeNames[] = {{ShuffleMode::kAuto, "auto"},
-                                                              {ShuffleMode::kFull, "full"},
-                                                              {ShuffleMode::kBlockLocal, "block"},
-                                                              {ShuffleMode::kNone, "none"}};
-const char* ShuffleModeName(ShuffleMode mode);
-bool ShuffleModeFromName(std::string_view name, ShuffleMode* mode);
 
 class EpochSampler {
  public:

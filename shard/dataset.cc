@@ -11,17 +11,18 @@
 
 namespace shardkit {
 
-Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir, bool map) {
+Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir, Env* env) {
+  if (env == nullptr) env = Env::Default();
   auto ds = std::unique_ptr<Dataset>(new Dataset());
   ds->dir_ = dir;
-  SK_ASSIGN_OR_RETURN(ds->manifest_, ReadManifest(dir));
+  SK_ASSIGN_OR_RETURN(ds->manifest_, ReadManifest(dir, env));
   ds->first_record_.push_back(0);
   for (const ShardInfo& info : ds->manifest_.shards) {
     const std::string path = JoinPath(dir, info.file);
-    if (!FileExists(path)) {
+    if (!env->FileExists(path)) {
       return Status::NotFound(path + ": shard named in the manifest is missing");
     }
-    SK_ASSIGN_OR_RETURN(auto reader, ShardReader::Open(path, map));
+    SK_ASSIGN_OR_RETURN(auto reader, ShardReader::Open(path, env));
     if (reader->file_size() != info.bytes) {
       return Status::Corruption(path + ": file is " + std::to_string(reader->file_size()) +
                                 " bytes, the manifest says " + std::to_string(info.bytes));
@@ -73,7 +74,7 @@ void VerifyShard(const std::string& dir, const Manifest& m, const ShardInfo& inf
   // The whole-file CRC is accumulated from the reads the checks make anyway:
   // the header, every block as stored (blocks are contiguous), the index and
   // trailer, so the file is read once.
-  auto file = RandomAccessFile::Open(path);
+  auto file = Env::Default()->OpenForReads(path);
   if (!file.ok()) return fail_shard(file.status().message());
   const uint64_t tail_offset = sr.index_offset();
   std::string head(format::kHeaderSize, '\0'), tail(*size - tail_offset, '\0');

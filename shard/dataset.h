@@ -21,9 +21,8 @@ class Dataset {
   // Reads the manifest and opens every shard, checking that each exists, has
   // the size and record count the manifest says, and has a valid header,
   // trailer and index. Does not read payloads (VerifyDataset does).
-  // map: read blocks in place from a read-only mapping of each shard instead
-  // of copying them out with pread (see RandomAccessFile::Map).
-  static Result<std::unique_ptr<Dataset>> Open(const std::string& dir, bool map = false);
+  // Reads through `env` (null: Env::Default(), the POSIX filesystem).
+  static Result<std::unique_ptr<Dataset>> Open(const std::string& dir, Env* env = nullptr);
 
   const std::string& dir() const { return dir_; }
   const Manifest& manifest() const { return manifest_; }
@@ -31,20 +30,16 @@ class Dataset {
   const ShardReader& shard(size_t i) const { return *shards_[i]; }
   uint64_t num_records() const { return first_record_.back(); }
   uint64_t shard_first_record(size_t i) const { return first_record_[i]; }
-  // Maps every shard read-only (as Open(dir, true) does); before any reads.
-  Status Map() {
-    for (auto& s : shards_) SK_RETURN_IF_ERROR(s->Map());
+  // How every shard will be read (ShardReader::SetAccess); before any reads.
+  Status SetAccess(const AccessHints& hints) {
+    for (auto& s : shards_) SK_RETURN_IF_ERROR(s->SetAccess(hints));
     return Status::OK();
   }
-  // Every shard's reads bypass the page cache; false if any could not.
-  bool EnableDirectReads() {
-    bool all = true;
-    for (auto& s : shards_) all = s->EnableDirectReads() && all;
-    return all;
-  }
-  // Tells the kernel how every shard will be read (ShardReader::Advise).
-  void Advise(RandomAccessFile::Access access) const {
-    for (const auto& s : shards_) s->Advise(access);
+  // Whether every shard's reads bypass the caches.
+  bool uncached() const {
+    for (const auto& s : shards_)
+      if (!s->uncached()) return false;
+    return !shards_.empty();
   }
   // Global record number -> (shard, record within the shard). global < num_records().
   std::pair<uint32_t, uint32_t> Locate(uint64_t global) const;

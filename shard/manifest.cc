@@ -208,13 +208,14 @@ Result<Manifest> ParseManifest(std::string_view text, const std::string& where) 
   }
 }
 
-Result<Manifest> ReadManifest(const std::string& dir) {
+Result<Manifest> ReadManifest(const std::string& dir, Env* env) {
+  if (env == nullptr) env = Env::Default();
   const std::string path = JoinPath(dir, kManifestName);
-  if (!FileExists(path)) {
+  if (!env->FileExists(path)) {
     return Status::NotFound(dir + ": no " + kManifestName +
                             " (not a shardkit dataset, or packing did not finish)");
   }
-  SK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, 256ull << 20));
+  SK_ASSIGN_OR_RETURN(std::string text, env->ReadFile(path, 256ull << 20));
   return ParseManifest(text, path);
 }
 

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/env.h"
 #include "base/status.h"
 #include "shard/shard_format.h"
 #include "shard/shard_writer.h"
@@ -38,7 +39,7 @@ const char* RecordKindName(format::RecordKind kind);
 std::string ManifestToJson(const Manifest& m);
 // `where` names the source in error messages.
 Result<Manifest> ParseManifest(std::string_view json, const std::string& where);
-Result<Manifest> ReadManifest(const std::string& dir);
+Result<Manifest> ReadManifest(const std::string& dir, Env* env = nullptr);  // null: Env::Default()
 // Atomic: temporary file, fsync, rename, directory fsync.
 Status WriteManifest(const std::string& dir, const Manifest& m);
 std::string UtcNow();

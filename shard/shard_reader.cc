@@ -25,9 +25,8 @@ ReadScratch::~ReadScratch() {
   if (dctx != nullptr) ZSTD_freeDCtx(dctx);
 }
 
-Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, bool map) {
-  SK_ASSIGN_OR_RETURN(auto file, RandomAccessFile::Open(path));
-  if (map) SK_RETURN_IF_ERROR(file->Map());
+Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, Env* env) {
+  SK_ASSIGN_OR_RETURN(auto file, (env != nullptr ? env : Env::Default())->OpenForReads(path));
   const uint64_t size = file->size();
   auto corrupt = [&](const std::string& what) { return Status::Corruption(path + ": " + what); };
   if (size < format::kHeaderSize + format::kTrailerSize) {

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "base/file_io.h"
+#include "base/env.h"
 #include "base/status.h"
 #include "shard/shard_format.h"
 
@@ -31,8 +31,8 @@ struct ReadScratch {
 
 class ShardReader {
  public:
-  // map: see RandomAccessFile::Map; block reads then decompress in place.
-  static Result<std::unique_ptr<ShardReader>> Open(const std::string& path, bool map = false);
+  // Opens `path` through `env` (null: Env::Default()).
+  static Result<std::unique_ptr<ShardReader>> Open(const std::string& path, Env* env = nullptr);
 
   uint32_t num_records() const { return static_cast<uint32_t>(records_.size()); }
   uint32_t num_blocks() const { return static_cast<uint32_t>(blocks_.size()); }
@@ -66,13 +66,13 @@ class ShardReader {
   // Slices record i out of its block's raw bytes (from ReadBlock) and checks its CRC.
   Status RecordFromBlock(uint32_t i, std::string_view block_raw, std::string_view* payload) const;
 
-  // Maps the file (see RandomAccessFile::Map); not while other threads read.
-  Status Map() { return file_->Map(); }
-  // Reads bypass the page cache (see RandomAccessFile::EnableDirectReads).
-  bool EnableDirectReads() { return file_->EnableDirectReads(); }
-  // Read-pattern hints for the kernel (see RandomAccessFile::Advise), and a
-  // background read of block b's stored bytes (block-local reading ahead).
-  void Advise(RandomAccessFile::Access access) const { file_->Advise(access); }
+  // How the file will be read (RandomAccessFile::SetAccess): the storage
+  // picks its read path (with views, blocks decompress in place); not while
+  // other threads read.
+  Status SetAccess(const AccessHints& hints) { return file_->SetAccess(hints); }
+  // Whether reads bypass every cache (nothing to read ahead into).
+  bool uncached() const { return file_->uncached(); }
+  // A background read of block b's stored bytes (reading ahead).
   void PrefetchBlock(uint32_t b) const {
     file_->WillNeed(blocks_[b].offset, blocks_[b].stored_size);
   }

@@ -75,12 +75,12 @@ TEST(RecordSourceTest, PayloadsLiveAsLongAsTheSourceSays) {
   for (CompressionMode mode : {CompressionMode::kStore, CompressionMode::kZstd}) {
     TempDir dir;
     WriteRaw(dir.path(), 600, 24, mode, /*block=*/2048);
-    RecordSourceOptions o;
+    LoaderOptions o;
     o.batch_size = 600;
     o.shuffle = ShuffleMode::kFull;
     o.block_cache_bytes = 4096;  // two blocks: memo misses evict
     o.read_depth = 0;
-    auto src = RecordSource::Open(dir.path(), o);
+    auto src = RecordSource::Open(dir.path(), o, o, o.workers);
     ASSERT_TRUE(src.ok()) << src.status().ToString();
     RecordSource& s = **src;
     auto ds = Dataset::Open(dir.path());
@@ -115,15 +115,15 @@ TEST(RecordSourceTest, ReadsAheadOnlyRecordsWorthARead) {
   TempDir small, big;
   WriteRaw(small.path(), 20, 28, CompressionMode::kStore, 1 << 20);
   WriteRaw(big.path(), 20, 160, CompressionMode::kStore, 1 << 20);  // 25600 bytes
-  RecordSourceOptions o;
+  LoaderOptions o;
   o.batch_size = 4;
-  auto a = RecordSource::Open(small.path(), o);
-  auto b = RecordSource::Open(big.path(), o);
+  auto a = RecordSource::Open(small.path(), o, o, o.workers);
+  auto b = RecordSource::Open(big.path(), o, o, o.workers);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ((*a)->read_queue(), nullptr);
   EXPECT_NE((*b)->read_queue(), nullptr);
   o.read_depth = 0;
-  auto c = RecordSource::Open(big.path(), o);
+  auto c = RecordSource::Open(big.path(), o, o, o.workers);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ((*c)->read_queue(), nullptr);
 }
@@ -282,11 +282,11 @@ TEST(BatchFillerTest, SettlesACorruptSampleAsThePolicySays) {
   TempDir dir;
   WriteRaw(dir.path(), 40, 16, CompressionMode::kZstd, 1 << 20, /*corrupt=*/5);
   for (CorruptPolicy policy : {CorruptPolicy::kFail, CorruptPolicy::kSkip}) {
-    RecordSourceOptions o;
+    LoaderOptions o;
     o.batch_size = 40;
     o.shuffle = ShuffleMode::kNone;
     o.workers = 2;
-    auto src = RecordSource::Open(dir.path(), o);
+    auto src = RecordSource::Open(dir.path(), o, o, o.workers);
     ASSERT_TRUE(src.ok());
     auto dec = SampleDecoder::Make((*src)->dataset().manifest().record, TransformParams(),
                                    Layout::kNHWC, 0, dir.path());

@@ -26,7 +26,7 @@
 namespace shardkit {
 namespace {
 
-const char* Env(const char* name) {
+const char* EnvVar(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? v : nullptr;
 }
@@ -69,29 +69,29 @@ std::string FirstHostOfNodeList(const std::string& list) {
 
 Result<DistEnv> DistEnvFromEnvironment() {
   DistEnv e;
-  if (Env("RANK") != nullptr) {
+  if (EnvVar("RANK") != nullptr) {
     e.source = "torchrun variables";
-    SK_RETURN_IF_ERROR(ParseInt("RANK", Env("RANK"), &e.rank));
-    if (Env("WORLD_SIZE") == nullptr)
+    SK_RETURN_IF_ERROR(ParseInt("RANK", EnvVar("RANK"), &e.rank));
+    if (EnvVar("WORLD_SIZE") == nullptr)
       return Status::InvalidArgument("RANK is set but WORLD_SIZE is not");
-    SK_RETURN_IF_ERROR(ParseInt("WORLD_SIZE", Env("WORLD_SIZE"), &e.world_size));
+    SK_RETURN_IF_ERROR(ParseInt("WORLD_SIZE", EnvVar("WORLD_SIZE"), &e.world_size));
     e.local_rank = e.rank;
-    if (Env("LOCAL_RANK"))
-      SK_RETURN_IF_ERROR(ParseInt("LOCAL_RANK", Env("LOCAL_RANK"), &e.local_rank));
-  } else if (Env("SLURM_PROCID") != nullptr && Env("SLURM_NTASKS") != nullptr) {
+    if (EnvVar("LOCAL_RANK"))
+      SK_RETURN_IF_ERROR(ParseInt("LOCAL_RANK", EnvVar("LOCAL_RANK"), &e.local_rank));
+  } else if (EnvVar("SLURM_PROCID") != nullptr && EnvVar("SLURM_NTASKS") != nullptr) {
     e.source = "SLURM variables";
-    SK_RETURN_IF_ERROR(ParseInt("SLURM_PROCID", Env("SLURM_PROCID"), &e.rank));
-    SK_RETURN_IF_ERROR(ParseInt("SLURM_NTASKS", Env("SLURM_NTASKS"), &e.world_size));
-    if (Env("SLURM_LOCALID"))
-      SK_RETURN_IF_ERROR(ParseInt("SLURM_LOCALID", Env("SLURM_LOCALID"), &e.local_rank));
+    SK_RETURN_IF_ERROR(ParseInt("SLURM_PROCID", EnvVar("SLURM_PROCID"), &e.rank));
+    SK_RETURN_IF_ERROR(ParseInt("SLURM_NTASKS", EnvVar("SLURM_NTASKS"), &e.world_size));
+    if (EnvVar("SLURM_LOCALID"))
+      SK_RETURN_IF_ERROR(ParseInt("SLURM_LOCALID", EnvVar("SLURM_LOCALID"), &e.local_rank));
     const char* nodes =
-        Env("SLURM_JOB_NODELIST") ? Env("SLURM_JOB_NODELIST") : Env("SLURM_NODELIST");
+        EnvVar("SLURM_JOB_NODELIST") ? EnvVar("SLURM_JOB_NODELIST") : EnvVar("SLURM_NODELIST");
     if (nodes != nullptr) e.master_addr = FirstHostOfNodeList(nodes);
-    if (Env("SLURM_JOB_ID")) e.master_port = 20000 + std::atoi(Env("SLURM_JOB_ID")) % 20000;
+    if (EnvVar("SLURM_JOB_ID")) e.master_port = 20000 + std::atoi(EnvVar("SLURM_JOB_ID")) % 20000;
   }
-  if (Env("MASTER_ADDR")) e.master_addr = Env("MASTER_ADDR");
-  if (Env("MASTER_PORT"))
-    SK_RETURN_IF_ERROR(ParseInt("MASTER_PORT", Env("MASTER_PORT"), &e.master_port));
+  if (EnvVar("MASTER_ADDR")) e.master_addr = EnvVar("MASTER_ADDR");
+  if (EnvVar("MASTER_PORT"))
+    SK_RETURN_IF_ERROR(ParseInt("MASTER_PORT", EnvVar("MASTER_PORT"), &e.master_port));
   if (e.world_size < 1 || e.rank >= e.world_size) {
     return Status::InvalidArgument("rank " + std::to_string(e.rank) + " is not below world size " +
                                    std::to_string(e.world_size) + " (from " + e.source + ")");

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "loader/loader.h"
+#include "shard/dataset.h"
 
 int main(int argc, char** argv) {
   using namespace shardkit;

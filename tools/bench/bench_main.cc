@@ -254,7 +254,7 @@ int RunReference(const std::string& dir, uint64_t max_records, int repeat, bool 
     uint64_t records = 0;
     for (size_t s = 0; s < (*ds)->num_shards() && records < max_records; ++s) {
       const ShardReader& r = (*ds)->shard(s);
-      auto file = RandomAccessFile::Open(r.path());
+      auto file = Env::Default()->OpenForReads(r.path());
       if (!file.ok()) return Fail(file.status());
       for (uint32_t b = 0; b < r.num_blocks() && records < max_records; ++b) {
         const auto& e = r.block(b);

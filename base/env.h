@@ -1,0 +1,84 @@
+// Env: the storage seam. Everything that reads a dataset (the manifest, the
+// shard readers, the loader's read path) reaches storage through an Env and
+// the RandomAccessFiles it opens, never through POSIX calls of its own, as
+// leveldb's Env and DALI's FileStream do. Env::Default() is POSIX (local
+// disks, NFS, GPFS, Lustre); another backend (object storage over HTTP, a
+// test double that injects latency or faults: tests/storage_double.h)
+// implements these two classes and is passed to Dataset::Open or in
+// LoaderOptions::env.
+//
+// The read path (buffered pread, a read-only mapping, O_DIRECT) is the
+// implementation's choice: readers say how they will read (AccessHints) and
+// the file picks. Writing (base/file_io.h) stays POSIX: shards are written
+// to a local or shared filesystem and published by rename.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace shardkit {
+
+// How a reader will read a file, told once before its reads.
+struct AccessHints {
+  enum class Pattern { kNormal, kRandom, kSequential };
+  // kRandom: records one by one in any order (read-ahead beyond a record
+  // only wastes storage bandwidth); kSequential: through a block at a time.
+  Pattern pattern = Pattern::kNormal;
+  // Zero-copy views (View) are welcome: the file stays unchanged while it is
+  // open (shards are immutable once published).
+  bool views = false;
+  // The data is larger than the memory that could cache it: caching what is
+  // read is futile, and a backend may bypass its cache (POSIX: O_DIRECT).
+  bool uncached = false;
+};
+
+// A file open for positioned reads. Read, View, WillNeed and Release are
+// thread-safe; SetAccess is not (call it before the reads).
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  virtual const std::string& path() const = 0;
+  virtual uint64_t size() const = 0;
+  // Reads exactly n bytes at offset into dst. A range past the end, or a
+  // short read, is a Corruption error naming the path and offset; a failed
+  // read an IOError.
+  virtual Status Read(uint64_t offset, size_t n, void* dst) const = 0;
+
+  // How the file will be read; the backend picks its read path from it (and
+  // may ignore it). Before any reads.
+  virtual Status SetAccess(const AccessHints& hints) { return Status::OK(); }
+  // Whether View works: the bytes can be seen in place, without a copy.
+  virtual bool mapped() const { return false; }
+  // If mapped(): points *out at n bytes at offset (range checked like Read),
+  // valid while the file is open.
+  virtual Status View(uint64_t offset, size_t n, std::string_view* out) const;
+  // Whether reads bypass every cache (then reading ahead is futile).
+  virtual bool uncached() const { return false; }
+  // Starts fetching [offset, offset + n) in the background: a hint, never an error.
+  virtual void WillNeed(uint64_t offset, size_t n) const {}
+  // The reader no longer looks at [offset, offset + n) of a view: the
+  // backend may release the memory that held it (never the data).
+  virtual void Release(uint64_t offset, size_t n) const {}
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+  // The POSIX filesystem; lives for the process.
+  static Env* Default();
+
+  // Opens `path` for reads. A missing file is NotFound; something that is
+  // not a regular file (a FIFO, a directory) is refused by path, without
+  // blocking.
+  virtual Result<std::unique_ptr<RandomAccessFile>> OpenForReads(const std::string& path) = 0;
+  // Whether `path` exists (a dataset's manifest, a shard named by it).
+  virtual bool FileExists(const std::string& path) = 0;
+  // A whole small file (a manifest), refused above max_size bytes.
+  Result<std::string> ReadFile(const std::string& path, uint64_t max_size);
+};
+
+}  // namespace shardkit

@@ -1,0 +1,207 @@
+#include "loader/read_planner.h"
+
+#include <algorithm>
+
+namespace shardkit {
+
+// Records read ahead one by one: batches beyond the ones being filled whose
+// records are hinted (page cache) or queued (the queue's byte budget bounds
+// what is read of them).
+constexpr uint64_t kReadAheadBatches = 2;
+// Reads faster than this (page cache, local NVMe) gain nothing from the queue
+// and cost its hand-off: then batches are read by their workers (with
+// read-ahead hints), and one batch in kProbeEvery goes through the queue
+// again to notice when storage turns slow.
+constexpr double kFastReadSeconds = 250e-6;
+constexpr uint64_t kProbeEvery = 8;
+
+BlockLayout BlockLayout::Of(const Dataset& ds) {
+  BlockLayout l;
+  for (size_t s = 0; s < ds.num_shards(); ++s) {
+    const ShardReader& r = ds.shard(s);
+    for (uint32_t b = 0; b < r.num_blocks(); ++b) {
+      l.sizes.push_back(r.block(b).num_records);
+      l.blocks.push_back(BlockRef{static_cast<uint32_t>(s), b});
+      l.compressed |= r.block(b).codec != static_cast<uint32_t>(format::Codec::kStored);
+      l.max_raw_bytes = std::max<uint64_t>(l.max_raw_bytes, r.block(b).raw_size);
+    }
+  }
+  return l;
+}
+
+ReadPlanner::ReadPlanner(Setup setup) : s_(std::move(setup)), uncached_(s_.dataset->uncached()) {}
+
+void ReadPlanner::StartEpoch(uint64_t epoch, uint64_t start_batch) {
+  sampler_ = std::make_unique<EpochSampler>(s_.layout.sizes, s_.mode, s_.seed, epoch, s_.window);
+  scan_next_ = start_batch * s_.partition.batch_size;
+  read_ahead_next_ = start_batch;
+  read_ahead_pos_ = start_batch * s_.partition.batch_size;
+  scheduled_.clear();
+  ahead_.clear();
+  live_.clear();
+}
+
+void ReadPlanner::Prepare(const std::vector<BatchSpan>& spans) {
+  warm_.clear();
+  for (const BatchSpan& s : spans) ScheduleBlocks(s.k);
+  PrepareWindows(spans);
+  ReadAhead(spans);
+}
+
+// Block-local: materialises the windows the spans read (reusing those
+// already live) and releases the others.
+void ReadPlanner::PrepareWindows(const std::vector<BatchSpan>& spans) {
+  if (s_.mode != ShuffleMode::kBlockLocal) return;
+  spare_live_.swap(live_);
+  live_.clear();
+  for (const BatchSpan& span : spans) {
+    for (uint64_t i = 0; i < static_cast<uint64_t>(span.size);) {
+      const uint64_t pos = s_.partition.Position(span.base + i);
+      const size_t w = sampler_->WindowOf(pos);
+      i += std::min(sampler_->window_end(w) - pos, span.size - i);
+      auto same = [&](const LiveWindow& lw) { return lw.w == w; };
+      if (std::find_if(live_.begin(), live_.end(), same) != live_.end()) continue;
+      auto it = std::find_if(spare_live_.begin(), spare_live_.end(), same);
+      if (it != spare_live_.end()) {
+        live_.push_back(std::move(*it));
+        spare_live_.erase(it);
+        continue;
+      }
+      LiveWindow lw;
+      lw.w = w;
+      lw.begin = sampler_->window_begin(w);
+      lw.end = sampler_->window_end(w);
+      sampler_->WindowRecords(w, &lw.records);
+      live_.push_back(std::move(lw));
+    }
+  }
+  spare_live_.clear();
+}
+
+// Appends to warm_ the blocks that batch k and the ones after it will need
+// and that are not cached yet, in order of first need, so they can be
+// decompressed in parallel (one worker per block) before the samples are
+// copied. Walks the order a segment (block or window) at a time; in
+// full-shuffle mode any sample may need any block, and blocks are
+// decompressed on first use.
+void ReadPlanner::ScheduleBlocks(uint64_t k) {
+  if (!s_.layout.compressed || s_.mode == ShuffleMode::kFull) return;
+  const Partition& part = s_.partition;
+  // Scan at least this batch, and further until `want` blocks beyond it are
+  // scheduled (bounded by what the cache can hold besides the blocks read).
+  const uint64_t batch_end = std::min(part.per_rank, (k + 1) * part.batch_size);
+  const size_t want = std::min<uint64_t>(s_.max_warm, static_cast<uint64_t>(s_.workers));
+  while (!ahead_.empty() && ahead_.front() < batch_end) ahead_.pop_front();
+  // Refill only when the look-ahead has run dry, then with a block per
+  // worker, so that decompression always has every worker busy.
+  const bool refill = ahead_.empty();
+  while (scan_next_ < part.per_rank) {
+    if (scan_next_ >= batch_end &&
+        (!refill || ahead_.size() >= want || warm_.size() >= s_.max_warm)) {
+      break;
+    }
+    const uint64_t pos = part.Position(scan_next_);
+    uint64_t end = 0;
+    sampler_->Segment(pos, &end, &segment_);
+    for (uint32_t g : segment_) {
+      const BlockRef b = s_.layout.blocks[g];
+      const uint64_t key = BlockCache::MakeKey(b.shard, b.block);
+      if (!scheduled_.insert(key).second) continue;
+      if (scan_next_ >= batch_end) ahead_.push_back(scan_next_);
+      if (!s_.cache->Contains(key)) {
+        warm_.push_back(b);
+        // Start its read now, in the background, beside the others ahead:
+        // storage works on several blocks while workers decompress.
+        s_.dataset->shard(b.shard).PrefetchBlock(b.block);
+      }
+    }
+    scan_next_ += std::min(end - pos, part.per_rank - scan_next_);
+  }
+}
+
+// Stored (uncompressed) records: starts the reads of what this fill and the
+// next few batches need in the background, so that cold storage serves many
+// requests at once instead of one per worker at a time: records worth a read
+// each through the read queue (or hinted one by one), whole blocks otherwise.
+// Cheap when the pages are cached. Compressed blocks are read ahead as they
+// are scheduled (ScheduleBlocks).
+void ReadPlanner::ReadAhead(const std::vector<BatchSpan>& spans) {
+  if (s_.layout.compressed || spans.empty()) return;
+  if (s_.queue != nullptr && s_.read_ahead_records) return QueueRecords(spans);
+  if (uncached_) return;  // no cache to read ahead into
+  if (s_.mode != ShuffleMode::kFull) return HintBlocks(spans);
+  // A hint per record costs a system call: worth it for records that take
+  // far longer to decode or copy (JPEGs, large raw records), not for 28x28s.
+  if (!s_.read_ahead_records) return;
+  const uint64_t last =
+      std::min<uint64_t>(spans.back().k + kReadAheadBatches, s_.partition.batches - 1);
+  for (uint64_t k = std::max(spans.front().k, read_ahead_next_); k <= last; ++k) HintRecords(k);
+  read_ahead_next_ = std::max(read_ahead_next_, last + 1);
+}
+
+// Records worth a read each (JPEGs, large raw records), queued in the order
+// the workers fetch them, for these batches and the next ones; the queue
+// keeps read_depth reads in flight within its byte budget.
+void ReadPlanner::QueueRecords(const std::vector<BatchSpan>& spans) {
+  const uint64_t last =
+      std::min<uint64_t>(spans.back().k + kReadAheadBatches, s_.partition.batches - 1);
+  for (uint64_t k = std::max(spans.front().k, read_ahead_next_); k <= last; ++k) {
+    if (WorkersReadBatch(k)) {  // fast storage: the workers read this batch themselves
+      if (!uncached_) HintRecords(k);
+      continue;
+    }
+    const uint64_t base = k * s_.partition.batch_size, n = s_.partition.BatchLength(k);
+    for (uint64_t i = 0; i < n; ++i) {
+      const SampleLocation l = Locate(base + i);
+      s_.queue->Submit(l.shard, l.local);
+    }
+  }
+  read_ahead_next_ = std::max(read_ahead_next_, last + 1);
+}
+
+// Block-local or in order: the stored blocks of the segments these batches
+// and the next few read (positions are contiguous here).
+void ReadPlanner::HintBlocks(const std::vector<BatchSpan>& spans) {
+  const Partition& part = s_.partition;
+  uint64_t i = std::max(spans.front().base, read_ahead_pos_);
+  const uint64_t end_i =
+      std::min<uint64_t>(part.per_rank, (spans.back().k + 1 + kReadAheadBatches) * part.batch_size);
+  while (i < end_i) {
+    const uint64_t pos = part.Position(i);
+    uint64_t end = 0;
+    sampler_->Segment(pos, &end, &segment_);
+    for (uint32_t g : segment_) {
+      const BlockRef b = s_.layout.blocks[g];
+      s_.dataset->shard(b.shard).PrefetchBlock(b.block);
+    }
+    i += std::max<uint64_t>(1, std::min(end - pos, part.per_rank - i));
+  }
+  read_ahead_pos_ = std::max(read_ahead_pos_, i);
+}
+
+// A read-ahead hint for each record of batch k.
+void ReadPlanner::HintRecords(uint64_t k) {
+  const uint64_t base = k * s_.partition.batch_size, n = s_.partition.BatchLength(k);
+  for (uint64_t i = 0; i < n; ++i) {
+    const SampleLocation l = Locate(base + i);
+    s_.dataset->shard(l.shard).PrefetchRecord(l.local);
+  }
+}
+
+// Whether batch k is read by its workers instead of through the queue: the
+// queue's recent reads were faster than its hand-off costs (decided every
+// kProbeEvery batches from the reads since; the probe batch itself always
+// goes through the queue).
+bool ReadPlanner::WorkersReadBatch(uint64_t k) {
+  if (k % kProbeEvery != 0) return queue_fast_;
+  const ReadQueueStats st = s_.queue->stats();
+  const uint64_t reads = st.reads - probe_reads_;
+  if (reads >= 16) {
+    queue_fast_ = (st.read_seconds - probe_seconds_) / double(reads) < kFastReadSeconds;
+    probe_reads_ = st.reads;
+    probe_seconds_ = st.read_seconds;
+  }
+  return false;
+}
+
+}  // namespace shardkit
