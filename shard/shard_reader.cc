@@ -167,7 +167,7 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
       path() + ": block " + std::to_string(b) + " at offset " + std::to_string(e.offset);
   if (e.codec == static_cast<uint32_t>(format::Codec::kStored)) {
     out->resize(e.raw_size);
-    SK_RETURN_IF_ERROR(file_->Read(e.offset, e.stored_size, out->data()));
+    SK_RETURN_IF_ERROR(file_->Read(e.offset, e.stored_size, out->data()).WithContext(where));
     file_->Release(e.offset, e.stored_size);
     if (stored != nullptr) *stored = std::string_view(out->data(), e.stored_size);
     if (crc32c::Value(out->data(), e.stored_size) != e.crc32c) {
@@ -180,7 +180,8 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
     SK_RETURN_IF_ERROR(file_->View(e.offset, e.stored_size, &in));
   } else {
     scratch->stored.resize(e.stored_size);
-    SK_RETURN_IF_ERROR(file_->Read(e.offset, e.stored_size, scratch->stored.data()));
+    SK_RETURN_IF_ERROR(
+        file_->Read(e.offset, e.stored_size, scratch->stored.data()).WithContext(where));
     in = std::string_view(scratch->stored.data(), e.stored_size);
   }
   if (stored != nullptr) *stored = in;

@@ -1,0 +1,96 @@
+#include "tests/storage_double.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+namespace shardkit::testing {
+
+class StorageDouble::File final : public RandomAccessFile {
+ public:
+  File(StorageDouble* env, std::unique_ptr<RandomAccessFile> base)
+      : env_(env), base_(std::move(base)) {}
+  const std::string& path() const override { return base_->path(); }
+  uint64_t size() const override { return base_->size(); }
+  Status Read(uint64_t offset, size_t n, void* dst) const override {
+    Status s = env_->BeforeRead(path(), offset, n);
+    if (s.ok()) s = base_->Read(offset, n, dst);
+    env_->AfterRead();
+    return s;
+  }
+  // Remembered, and only the pattern passed on: no views (every byte goes
+  // through Read, where the latency and the faults are), no O_DIRECT.
+  Status SetAccess(const AccessHints& hints) override {
+    {
+      std::lock_guard<std::mutex> lock(env_->mu_);
+      env_->hints_seen_ = hints;
+    }
+    AccessHints h;
+    h.pattern = hints.pattern;
+    return base_->SetAccess(h);
+  }
+  void WillNeed(uint64_t offset, size_t n) const override { env_->hints_.fetch_add(1); }
+
+ private:
+  StorageDouble* env_;
+  std::unique_ptr<RandomAccessFile> base_;
+};
+
+void StorageDouble::FailReads(const std::string& suffix, uint64_t offset, uint64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  faults_.push_back(Fault{suffix, offset, n});
+}
+
+void StorageDouble::GateUntilConcurrent(int n, int timeout_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  gate_ = n;
+  gate_timeout_ms_ = timeout_ms;
+}
+
+AccessHints StorageDouble::last_hints() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hints_seen_;
+}
+
+Result<std::unique_ptr<RandomAccessFile>> StorageDouble::OpenForReads(const std::string& path) {
+  SK_ASSIGN_OR_RETURN(auto base, Env::Default()->OpenForReads(path));
+  return std::unique_ptr<RandomAccessFile>(new File(this, std::move(base)));
+}
+
+Status StorageDouble::BeforeRead(const std::string& path, uint64_t offset, size_t n) {
+  const int now = in_flight_.fetch_add(1) + 1;
+  int peak = peak_.load();
+  while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+  }
+  reads_.fetch_add(1);
+  bytes_.fetch_add(n);
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (gate_ > 0 && !gate_opened_) {
+      if (++waiting_ >= gate_) {
+        gate_opened_ = true;
+        cv_.notify_all();
+      } else {
+        const bool opened = cv_.wait_for(lock, std::chrono::milliseconds(gate_timeout_ms_),
+                                         [&] { return gate_opened_.load(); });
+        if (!opened) gate_ = 0;  // never enough together: the gate is gone, unopened
+      }
+      --waiting_;
+    }
+    for (const Fault& f : faults_) {
+      const bool file = path.size() >= f.suffix.size() &&
+                        path.compare(path.size() - f.suffix.size(), f.suffix.size(), f.suffix) == 0;
+      if (file && offset < f.offset + f.n && f.offset < offset + n) {
+        return Status::IOError(path + ": injected read error at offset " + std::to_string(offset));
+      }
+    }
+  }
+  if (const uint64_t ns = latency_ns_.load(); ns > 0) {
+    std::this_thread::sleep_for(std::chrono::nanoseconds(ns));
+  }
+  return Status::OK();
+}
+
+void StorageDouble::AfterRead() { in_flight_.fetch_sub(1); }
+
+}  // namespace shardkit::testing

@@ -1,0 +1,217 @@
+// The loader over storage that is not the POSIX Env (tests/storage_double.h,
+// no root, no FUSE): every byte goes through the Env and the batches are the
+// ones the POSIX storage gives; on slow storage the read-ahead keeps several
+// reads in flight; a failed read is an I/O error naming its shard and record
+// (or block) in every shuffle mode and read path, never a replaced sample;
+// and the loader tells the storage how it reads.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "loader/loader.h"
+#include "shard/shard.h"
+#include "tests/storage_double.h"
+#include "tests/test_util.h"
+
+namespace shardkit {
+namespace {
+
+using testing::StorageDouble;
+using testing::TempDir;
+
+constexpr int kSide = 80;  // 80x80x3 = 19200 bytes: records the loader reads ahead one by one
+constexpr size_t kBytes = size_t(kSide) * kSide * 3;
+
+// Raw records of kBytes, record i filled from i, over several shards.
+void WriteDataset(const std::string& dir, int n, CompressionMode compression) {
+  DatasetWriterOptions o;
+  o.shard.compression = compression;
+  o.shard.kind = format::RecordKind::kRawU8;
+  o.shard.block_size = 4 * kBytes;
+  o.shard_size = 24 * kBytes;
+  auto w = DatasetWriter::Create(dir, o);
+  ASSERT_TRUE(w.ok());
+  for (int i = 0; i < n; ++i) {
+    std::string p(kBytes, '\0');
+    for (size_t j = 0; j < p.size(); ++j) p[j] = static_cast<char>((i * 131 + j / 97) & 0xFF);
+    ASSERT_TRUE((*w)->Add(p, i % 10, std::to_string(i)).ok());
+  }
+  Manifest m;
+  m.record.kind = format::RecordKind::kRawU8;
+  m.record.shape = {kSide, kSide, 3};
+  for (int c = 0; c < 10; ++c) m.classes.push_back(std::to_string(c));
+  ASSERT_TRUE((*w)->Finish(m).ok());
+}
+
+LoaderOptions Options(ShuffleMode mode, int read_depth) {
+  LoaderOptions o;
+  o.batch_size = 8;
+  o.workers = 2;
+  o.seed = 11;
+  o.shuffle = mode;
+  o.read_depth = read_depth;
+  o.layout = Layout::kNHWC;
+  return o;
+}
+
+// Every batch of epoch 1: sample ids and pixels, or the error that ended it.
+struct Epoch {
+  std::vector<uint64_t> ids;
+  std::string pixels;
+  Status error;
+};
+Epoch ReadEpoch(const std::string& dir, const LoaderOptions& o) {
+  Epoch e;
+  auto l = Loader::Open(dir, o);
+  if (!l.ok()) {
+    e.error = l.status();
+    return e;
+  }
+  e.error = (*l)->StartEpoch(1);
+  while (e.error.ok()) {
+    const Batch* b = nullptr;
+    e.error = (*l)->Next(&b);
+    if (!e.error.ok() || b == nullptr) break;
+    e.ids.insert(e.ids.end(), b->sample_ids, b->sample_ids + b->size);
+    e.pixels.append(reinterpret_cast<const char*>(b->data), b->size * b->sample_bytes());
+  }
+  return e;
+}
+
+const ShuffleMode kModes[] = {ShuffleMode::kFull, ShuffleMode::kBlockLocal, ShuffleMode::kNone};
+const CompressionMode kCompressions[] = {CompressionMode::kStore, CompressionMode::kZstd};
+
+TEST(StorageTest, BatchesThroughAnotherEnvAreThePosixOnes) {
+  for (CompressionMode c : kCompressions) {
+    TempDir dir;
+    WriteDataset(dir.path(), 60, c);
+    for (ShuffleMode mode : kModes) {
+      for (int depth : {0, 8}) {
+        SCOPED_TRACE(std::string(ShuffleModeName(mode)) + " depth " + std::to_string(depth) +
+                     (c == CompressionMode::kZstd ? " zstd" : " stored"));
+        LoaderOptions o = Options(mode, depth);
+        const Epoch posix = ReadEpoch(dir.path(), o);
+        ASSERT_TRUE(posix.error.ok()) << posix.error.ToString();
+        StorageDouble env;
+        o.env = &env;
+        const Epoch other = ReadEpoch(dir.path(), o);
+        ASSERT_TRUE(other.error.ok()) << other.error.ToString();
+        EXPECT_EQ(other.ids, posix.ids);
+        EXPECT_TRUE(other.pixels == posix.pixels);
+        EXPECT_EQ(posix.ids.size(), 60u);
+        EXPECT_GT(env.reads(), 0u);
+      }
+    }
+  }
+}
+
+constexpr int kSlowReadDepth = 8;
+
+// On storage where a read takes a while, the reads ahead are in flight
+// together: the double holds each read until four wait at once, which a
+// reader that reads one record at a time never gets to.
+TEST(StorageTest, SlowStorageHasManyReadsInFlight) {
+  TempDir dir;
+  WriteDataset(dir.path(), 64, CompressionMode::kStore);
+  for (ShuffleMode mode : kModes) {
+    SCOPED_TRACE(ShuffleModeName(mode));
+    StorageDouble env;
+    LoaderOptions o = Options(mode, kSlowReadDepth);
+    o.workers = 1;
+    o.env = &env;
+    auto l = Loader::Open(dir.path(), o);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    env.set_latency_ns(200'000);
+    env.GateUntilConcurrent(4, 60'000);  // the bound only ends a failing test
+    ASSERT_TRUE((*l)->StartEpoch(0).ok());
+    uint64_t samples = 0;
+    for (;;) {
+      const Batch* b = nullptr;
+      ASSERT_TRUE((*l)->Next(&b).ok());
+      if (b == nullptr) break;
+      samples += static_cast<uint64_t>(b->size);
+    }
+    EXPECT_EQ(samples, 64u);
+    EXPECT_TRUE(env.gate_opened()) << "reads never waited four at a time";
+    EXPECT_GE(env.peak_in_flight(), 4);
+  }
+}
+
+// A read that fails at record 5 of the first shard: an I/O error that names
+// the shard, in every mode, with and without the read queue, stored or
+// compressed, and even under on_corrupt=skip (a replacement would hide a
+// failing disk).
+TEST(StorageTest, AFailedReadIsAnIOErrorNamingItsShard) {
+  for (CompressionMode c : kCompressions) {
+    TempDir dir;
+    WriteDataset(dir.path(), 48, c);
+    auto ds = Dataset::Open(dir.path());
+    ASSERT_TRUE(ds.ok());
+    const ShardReader& r = (*ds)->shard(0);
+    const format::BlockEntry& b = r.block(r.record(5).block);
+    const uint64_t offset =
+        c == CompressionMode::kStore ? b.offset + r.record(5).offset : b.offset + b.stored_size / 2;
+    for (ShuffleMode mode : kModes) {
+      for (int depth : {0, 8}) {
+        SCOPED_TRACE(std::string(ShuffleModeName(mode)) + " depth " + std::to_string(depth) +
+                     (c == CompressionMode::kZstd ? " zstd" : " stored"));
+        StorageDouble env;
+        LoaderOptions o = Options(mode, depth);
+        o.corrupt_policy = CorruptPolicy::kSkip;
+        o.env = &env;
+        auto l = Loader::Open(dir.path(), o);
+        ASSERT_TRUE(l.ok()) << l.status().ToString();
+        env.FailReads("shard-00000.sks", offset, 1);
+        Status s = (*l)->StartEpoch(0);
+        while (s.ok()) {
+          const Batch* batch = nullptr;
+          s = (*l)->Next(&batch);
+          if (batch == nullptr) break;
+        }
+        EXPECT_TRUE(s.IsIOError()) << s.ToString();
+        EXPECT_NE(s.message().find("shard-00000.sks"), std::string::npos) << s.ToString();
+        EXPECT_NE(s.message().find("injected read error"), std::string::npos) << s.ToString();
+        const std::string where = c == CompressionMode::kStore
+                                      ? "record 5"
+                                      : "block " + std::to_string(r.record(5).block);
+        EXPECT_NE(s.message().find(where), std::string::npos) << s.ToString();
+      }
+    }
+  }
+}
+
+// The loader says how it reads and the storage picks its read path: records
+// at random for a full shuffle (around the cache where asked), sequential
+// with views (mappings) otherwise, unless views are turned off.
+TEST(StorageTest, TheLoaderTellsTheStorageHowItReads) {
+  TempDir dir;
+  WriteDataset(dir.path(), 16, CompressionMode::kZstd);
+  using Pattern = AccessHints::Pattern;
+  struct Case {
+    ShuffleMode mode;
+    bool mmap;
+    DirectReads direct;
+    Pattern pattern;
+    bool views, uncached;
+  } cases[] = {
+      {ShuffleMode::kFull, true, DirectReads::kNever, Pattern::kRandom, false, false},
+      {ShuffleMode::kFull, true, DirectReads::kAlways, Pattern::kRandom, false, true},
+      {ShuffleMode::kBlockLocal, true, DirectReads::kAlways, Pattern::kSequential, true, false},
+      {ShuffleMode::kNone, false, DirectReads::kAuto, Pattern::kSequential, false, false},
+  };
+  for (const Case& k : cases) {
+    StorageDouble env;
+    LoaderOptions o = Options(k.mode, 0);
+    o.mmap = k.mmap;
+    o.direct_reads = k.direct;
+    o.env = &env;
+    ASSERT_TRUE(Loader::Open(dir.path(), o).ok());
+    const AccessHints h = env.last_hints();
+    EXPECT_EQ(h.pattern, k.pattern) << ShuffleModeName(k.mode);
+    EXPECT_EQ(h.views, k.views) << ShuffleModeName(k.mode);
+    EXPECT_EQ(h.uncached, k.uncached) << ShuffleModeName(k.mode);
+  }
+}
+
+}  // namespace
+}  // namespace shardkit
