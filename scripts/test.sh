@@ -5,8 +5,9 @@
 #  2. the loader's tests under ThreadSanitizer;
 #  3. each fuzz target for a few seconds (FUZZ_SECONDS, default 5);
 #  4. every non-training test under AddressSanitizer + UndefinedBehaviorSanitizer;
-# after checking that the C++ sources are formatted as .clang-format says and
-# that modules include only the modules below them (scripts/check_layers.sh).
+# after checking that the C++ sources are formatted as .clang-format says, that
+# modules include only the modules below them (scripts/check_layers.sh) and that
+# no function outside tests/ is over 120 lines (scripts/check_function_length.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -24,6 +25,9 @@ clang-format --dry-run --Werror $sources || {
 
 echo "== module layers"
 if git rev-parse --git-dir > /dev/null 2>&1; then scripts/check_layers.sh; fi
+
+echo "== function length (at most 120 lines outside tests/)"
+python3 scripts/check_function_length.py --max-lines 120 $(grep -v '^\./tests/\|^tests/' <<< "$sources")
 
 echo "== build and test"
 shardkit_build build

@@ -67,7 +67,6 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Times `repeat` rounds of `batches` batches on one loader, after the warm-up.
 // Peak resident memory (VmHWM) since the last ResetPeakRss().
 uint64_t PeakRssBytes() {
   std::ifstream f("/proc/self/status");
@@ -132,6 +131,7 @@ Status MeasureCold(const std::string& dir, const LoaderOptions& opt, uint64_t ba
   return Status::OK();
 }
 
+// Times `repeat` rounds of `batches` batches on one loader, after the warm-up.
 Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint64_t batches,
                int repeat, Row* row) {
   const auto t_open = std::chrono::steady_clock::now();
@@ -305,117 +305,268 @@ int RunReference(const std::string& dir, uint64_t max_records, int repeat, bool 
   return 0;
 }
 
-int Run(int argc, char** argv, bool parse_only) {
-  CLI::App app{"shardkit-bench: measure the loader"};
-  app.require_subcommand(1);
-  auto* cmd =
-      app.add_subcommand("loader", "images/s of the loader per worker count, with stage breakdown");
+// `shardkit-bench loader`'s flags, and the loader options they fill.
+struct LoaderFlags {
   std::string dir, workers_list = "1,2,4,8,16";
   std::string csv, plot, title;
   int batch = 32, size = 224, prefetch = 4, repeat = 3;
   uint64_t batches = 200, warmup = 20, seed = 0, cache_mb = 1024;
+  bool json = false, no_mmap = false, cold = false;
+  int read_depth = LoaderOptions().read_depth;
+  int read_ahead_mb = static_cast<int>(LoaderOptions().read_ahead_bytes >> 20);
+  uint64_t skip_budget = 100;
+  LoaderOptions opt;  // the enum flags write here directly; ToOptions() the rest
+};
+
+// `shardkit-bench reference`'s flags.
+struct ReferenceFlags {
+  std::string dir;
+  uint64_t max_records = 5000;
+  int repeat = 3;
   bool json = false;
-  cmd->add_option("DIR", dir, "dataset directory")->required();
-  cmd->add_option("--workers", workers_list, "comma-separated worker counts")
+};
+
+// `shardkit-bench report`'s flags.
+struct ReportFlags {
+  std::string metrics_dir, out;
+};
+
+CLI::App* AddLoaderCommand(CLI::App& app, LoaderFlags* f) {
+  auto* cmd =
+      app.add_subcommand("loader", "images/s of the loader per worker count, with stage breakdown");
+  cmd->add_option("DIR", f->dir, "dataset directory")->required();
+  cmd->add_option("--workers", f->workers_list, "comma-separated worker counts")
       ->capture_default_str();
-  cmd->add_option("--batch", batch, "batch size")
+  cmd->add_option("--batch", f->batch, "batch size")
       ->capture_default_str()
       ->check(cli::IntIn(1, 1 << 20));
-  LoaderOptions opt;
-  opt.transform.kind = TransformKind::kTrain;
-  cli::AddEnum(cmd, "--transform", &opt.transform.kind, kTransformKindNames, "the JPEG transform");
-  cmd->add_option("--size", size, "output side for JPEG transforms")
+  f->opt.transform.kind = TransformKind::kTrain;
+  cli::AddEnum(cmd, "--transform", &f->opt.transform.kind, kTransformKindNames,
+               "the JPEG transform");
+  cmd->add_option("--size", f->size, "output side for JPEG transforms")
       ->capture_default_str()
       ->check(cli::IntIn(1, 4096));
-  cmd->add_option("--batches", batches, "batches timed per worker count")
+  cmd->add_option("--batches", f->batches, "batches timed per worker count")
       ->capture_default_str()
       ->check(cli::IntIn(1, 1ll << 40));
-  cmd->add_option("--warmup", warmup, "batches before timing starts")
+  cmd->add_option("--warmup", f->warmup, "batches before timing starts")
       ->capture_default_str()
       ->check(cli::IntIn(0, 1ll << 40));
-  cmd->add_option("--repeat", repeat, "timed rounds per worker count; the fastest counts")
+  cmd->add_option("--repeat", f->repeat, "timed rounds per worker count; the fastest counts")
       ->capture_default_str()
       ->check(cli::IntIn(1, 1000));
-  bool no_mmap = false, cold = false;
-  cli::AddEnum(cmd, "--direct", &opt.direct_reads, kDirectReadsNames,
+  cli::AddEnum(cmd, "--direct", &f->opt.direct_reads, kDirectReadsNames,
                "full shuffle: read records with O_DIRECT (auto: when the dataset is larger than "
                "free memory)");
-  cmd->add_flag("--no-mmap", no_mmap, "read shards with pread instead of read-only mappings");
-  int read_depth = LoaderOptions().read_depth;
+  cmd->add_flag("--no-mmap", f->no_mmap, "read shards with pread instead of read-only mappings");
   cmd->add_option(
-         "--read-depth", read_depth,
+         "--read-depth", f->read_depth,
          "reads kept in flight ahead of the decoders (0: each worker reads what it decodes)")
       ->capture_default_str()
       ->check(cli::IntIn(0, 1024));
-  int read_ahead_mb = static_cast<int>(LoaderOptions().read_ahead_bytes >> 20);
-  cmd->add_option("--read-ahead-mb", read_ahead_mb, "memory the reads ahead may hold")
+  cmd->add_option("--read-ahead-mb", f->read_ahead_mb, "memory the reads ahead may hold")
       ->capture_default_str()
       ->check(cli::IntIn(1, 65536));
-  cmd->add_flag("--cold", cold,
+  cmd->add_flag("--cold", f->cold,
                 "evict the shards from the page cache before each round (posix_fadvise); report "
                 "bytes read from "
                 "storage per byte of record delivered, and peak resident memory");
-  cmd->add_option("--prefetch", prefetch, "ring slots")
+  cmd->add_option("--prefetch", f->prefetch, "ring slots")
       ->capture_default_str()
       ->check(cli::IntIn(1, 1024));
-  cli::AddEnum(cmd, "--shuffle", &opt.shuffle, kShuffleModeNames, "sample order");
-  cli::AddEnum(cmd, "--layout", &opt.layout, kLayoutNames, "batch memory layout");
-  cmd->add_option("--seed", seed, "seed")->capture_default_str()->check(cli::Unsigned());
-  cmd->add_option("--cache-mb", cache_mb,
+  cli::AddEnum(cmd, "--shuffle", &f->opt.shuffle, kShuffleModeNames, "sample order");
+  cli::AddEnum(cmd, "--layout", &f->opt.layout, kLayoutNames, "batch memory layout");
+  cmd->add_option("--seed", f->seed, "seed")->capture_default_str()->check(cli::Unsigned());
+  cmd->add_option("--cache-mb", f->cache_mb,
                   "decompressed block cache (MB); small values measure streaming")
       ->capture_default_str()
       ->check(cli::IntIn(1, 1 << 24));
-  uint64_t skip_budget = 100;
-  cli::AddEnum(cmd, "--on-corrupt", &opt.corrupt_policy, kCorruptPolicyNames,
+  cli::AddEnum(cmd, "--on-corrupt", &f->opt.corrupt_policy, kCorruptPolicyNames,
                "a corrupt record ends the run, or is replaced and counted");
-  cmd->add_option("--skip-budget", skip_budget,
+  cmd->add_option("--skip-budget", f->skip_budget,
                   "with --on-corrupt skip: fail after this many corrupt records or blocks (a "
                   "corrupt compressed block counts once)")
       ->capture_default_str()
       ->check(cli::IntIn(0, 1ll << 40));
-  cmd->add_option("--csv", csv, "write the table as CSV");
-  cmd->add_option("--plot", plot, "write an SVG plot of images/s against workers");
-  cmd->add_option("--title", title, "plot title");
-  cmd->add_flag("--json", json, "print the results as JSON (and nothing else on stdout)");
+  cmd->add_option("--csv", f->csv, "write the table as CSV");
+  cmd->add_option("--plot", f->plot, "write an SVG plot of images/s against workers");
+  cmd->add_option("--title", f->title, "plot title");
+  cmd->add_flag("--json", f->json, "print the results as JSON (and nothing else on stdout)");
+  return cmd;
+}
+
+CLI::App* AddReferenceCommand(CLI::App& app, ReferenceFlags* f) {
   auto* ref = app.add_subcommand(
       "reference", "one core, from memory: full-size JPEG decode or zstd decompression");
-  std::string ref_dir;
-  uint64_t ref_max = 5000;
-  int ref_repeat = 3;
-  bool ref_json = false;
-  ref->add_option("DIR", ref_dir, "dataset directory")->required();
-  ref->add_option("--max-records", ref_max, "records to use at most")
+  ref->add_option("DIR", f->dir, "dataset directory")->required();
+  ref->add_option("--max-records", f->max_records, "records to use at most")
       ->capture_default_str()
       ->check(cli::IntIn(1, 1ll << 40));
-  ref->add_flag("--json", ref_json, "print JSON");
-  ref->add_option("--repeat", ref_repeat, "rounds of at least a second; the fastest counts")
+  ref->add_flag("--json", f->json, "print JSON");
+  ref->add_option("--repeat", f->repeat, "rounds of at least a second; the fastest counts")
       ->capture_default_str()
       ->check(cli::IntIn(1, 1000));
+  return ref;
+}
+
+CLI::App* AddReportCommand(CLI::App& app, ReportFlags* f) {
   auto* report =
       app.add_subcommand("report", "scaling report from shardkit-train metrics files (a sweep's)");
-  std::string metrics_dir, report_out;
-  report->add_option("METRICS_DIR", metrics_dir, "directory of *.jsonl metrics files, one per run")
+  report
+      ->add_option("METRICS_DIR", f->metrics_dir, "directory of *.jsonl metrics files, one per run")
       ->required();
-  report->add_option("--out", report_out,
+  report->add_option("--out", f->out,
                      "where report.md, report.csv and the SVG plots go (default: METRICS_DIR)");
-  if (int rc = cli::Parse(app, argc, argv, "shardkit-bench"); rc >= 0) return rc;
-  if (parse_only) return 0;
-  if (*ref) return RunReference(ref_dir, ref_max, ref_repeat, ref_json);
-  if (*report) {
-    Status s = WriteScalingReport(metrics_dir, report_out.empty() ? metrics_dir : report_out);
-    return s.ok() ? 0 : Fail(s);
-  }
+  return report;
+}
 
-  opt.batch_size = batch;
-  opt.prefetch = prefetch;
-  opt.seed = seed;
-  opt.block_cache_bytes = cache_mb << 20;
-  opt.mmap = !no_mmap;
-  opt.read_depth = read_depth;
-  opt.read_ahead_bytes = static_cast<uint64_t>(read_ahead_mb) << 20;
-  opt.transform.size = size;
-  opt.skip_budget = skip_budget;
-  auto workers_or = cli::ParseIntList(workers_list, 1, kMaxLoaderWorkers, "--workers");
+// The loader options the flags ask for, the worker count aside.
+LoaderOptions ToOptions(const LoaderFlags& f) {
+  LoaderOptions opt = f.opt;
+  opt.batch_size = f.batch;
+  opt.prefetch = f.prefetch;
+  opt.seed = f.seed;
+  opt.block_cache_bytes = f.cache_mb << 20;
+  opt.mmap = !f.no_mmap;
+  opt.read_depth = f.read_depth;
+  opt.read_ahead_bytes = static_cast<uint64_t>(f.read_ahead_mb) << 20;
+  opt.transform.size = f.size;
+  opt.skip_budget = f.skip_budget;
+  return opt;
+}
+
+// Throughput relative to the first (fewest workers) row, in workers' worth.
+double Speedup(const Row& r, const Row& base) {
+  return r.images_per_sec / base.images_per_sec * base.workers;
+}
+
+void PrintTableHeader(FILE* out, const LoaderFlags& f, const LoaderOptions& opt) {
+  std::fprintf(out,
+               "shardkit-bench loader %s: batch %d, transform %s, size %d, best of %d rounds of "
+               "%llu batches per point\n",
+               f.dir.c_str(), f.batch, TransformKindName(opt.transform.kind), f.size, f.repeat,
+               (unsigned long long)f.batches);
+  std::fprintf(
+      out, "%7s %12s %9s %8s %10s | %8s %8s %8s %8s  (us/img, all workers) %6s | %10s %10s %9s\n",
+      "workers", "images/s", "MB/s", "speedup", "efficiency", "read", "zstd", "decode", "xform",
+      "wait", f.cold ? "storage MB" : "", f.cold ? "read/rec" : "", "peak RSS");
+}
+
+void PrintTableRow(FILE* out, const LoaderFlags& f, const Row& r, const Row& base) {
+  const int w = r.workers;
+  const double speedup = Speedup(r, base);
+  char cold_cols[64] = "";
+  if (f.cold) {
+    std::snprintf(cold_cols, sizeof(cold_cols), "%10.1f %9.2fx", r.storage_bytes / 1e6,
+                  r.record_bytes > 0 ? double(r.storage_bytes) / r.record_bytes : 0.0);
+  }
+  std::fprintf(
+      out,
+      "%7d %12.0f %9.1f %8.2f %9.0f%% | %8.1f %8.1f %8.1f %8.1f  %21s %5.0f%% | %21s %6.0f MB\n", w,
+      r.images_per_sec, r.mb_per_sec, speedup, 100 * speedup / w, r.read_us, r.decompress_us,
+      r.decode_us, r.transform_us, "", 100 * r.wait_fraction, cold_cols, r.peak_rss / 1e6);
+  if (f.cold && r.peak_reads_in_flight > 0) {
+    std::fprintf(out,
+                 "        reads in flight: mean %.1f, peak %llu (depth %d); %.2f ms per read; "
+                 "read-ahead memory peak %.1f MB of %d MB\n",
+                 r.reads_in_flight, (unsigned long long)r.peak_reads_in_flight, f.read_depth,
+                 r.read_latency_ms, r.peak_read_ahead_bytes / 1e6, f.read_ahead_mb);
+  }
+  std::fflush(out);
+}
+
+// One worker count: the fastest round (warm, or --cold), with peak resident memory.
+Status MeasureWorkers(const LoaderFlags& f, const LoaderOptions& opt, Row* r) {
+  ResetPeakRss();
+  Status s = f.cold ? MeasureCold(f.dir, opt, f.batches, f.repeat, r)
+                    : Measure(f.dir, opt, f.warmup, f.batches, f.repeat, r);
+  r->peak_rss = PeakRssBytes();
+  if (!s.ok()) return s;
+  if (r->corrupt_skipped > 0) {
+    std::fprintf(
+        stderr,
+        "shardkit-bench: %llu corrupt record(s) skipped with %d worker(s) (--on-corrupt skip)\n",
+        (unsigned long long)r->corrupt_skipped, opt.workers);
+  }
+  return Status::OK();
+}
+
+Status WriteCsv(const std::string& path, const std::vector<Row>& rows) {
+  const Row& base = rows.front();
+  std::ostringstream c;
+  c << "workers,images_per_sec,mb_per_sec,speedup,efficiency,read_us,decompress_us,decode_us,"
+       "transform_us,"
+       "wait_fraction,storage_bytes,record_bytes,peak_rss_bytes\n";
+  for (const Row& r : rows) {
+    c << r.workers << "," << r.images_per_sec << "," << r.mb_per_sec << "," << Speedup(r, base)
+      << "," << Speedup(r, base) / r.workers << "," << r.read_us << "," << r.decompress_us << ","
+      << r.decode_us << "," << r.transform_us << "," << r.wait_fraction << "," << r.storage_bytes
+      << "," << r.record_bytes << "," << r.peak_rss << "\n";
+  }
+  return WriteFileAtomic(path, c.str());
+}
+
+// images/s against workers, with the ideal (linear from the first row) line.
+Status WritePlot(const LoaderFlags& f, const LoaderOptions& opt, const std::vector<Row>& rows) {
+  const Row& base = rows.front();
+  LinePlot p;
+  p.title = f.title.empty()
+                ? "shardkit loader: " + std::string(TransformKindName(opt.transform.kind)) +
+                      " transform, batch " + std::to_string(f.batch)
+                : f.title;
+  p.x_label = "loader workers";
+  p.y_label = "images/s";
+  p.log2_x = true;
+  PlotSeries meas{"measured", {}, {}, false}, ideal{"ideal (linear)", {}, {}, true};
+  for (const Row& r : rows) {
+    meas.x.push_back(r.workers);
+    meas.y.push_back(r.images_per_sec);
+    ideal.x.push_back(r.workers);
+    ideal.y.push_back(base.images_per_sec / base.workers * r.workers);
+  }
+  p.series = {meas, ideal};
+  return WriteFileAtomic(f.plot, p.ToSvg());
+}
+
+void PrintJson(const std::vector<Row>& rows, bool cold) {
+  const Row& base = rows.front();
+  nlohmann::json j = nlohmann::json::array();
+  for (const Row& r : rows) {
+    j.push_back({{"workers", r.workers},
+                 {"images_per_sec", r.images_per_sec},
+                 {"mb_per_sec", r.mb_per_sec},
+                 {"speedup", Speedup(r, base)},
+                 {"efficiency", Speedup(r, base) / r.workers},
+                 {"read_us", r.read_us},
+                 {"decompress_us", r.decompress_us},
+                 {"decode_us", r.decode_us},
+                 {"transform_us", r.transform_us},
+                 {"wait_fraction", r.wait_fraction},
+                 {"images", r.images},
+                 {"seconds", r.seconds},
+                 {"corrupt_skipped", r.corrupt_skipped},
+                 {"peak_rss_bytes", r.peak_rss},
+                 {"open_seconds", r.open_seconds}});
+    if (cold) {
+      j.back()["storage_bytes"] = r.storage_bytes;
+      j.back()["open_storage_bytes"] = r.open_storage_bytes;
+      j.back()["record_bytes"] = r.record_bytes;
+      j.back()["storage_per_record_byte"] =
+          r.record_bytes > 0 ? double(r.storage_bytes) / r.record_bytes : 0.0;
+      j.back()["reads_in_flight_mean"] = r.reads_in_flight;
+      j.back()["reads_in_flight_peak"] = r.peak_reads_in_flight;
+      j.back()["read_latency_ms"] = r.read_latency_ms;
+      j.back()["read_ahead_bytes_peak"] = r.peak_read_ahead_bytes;
+    }
+  }
+  std::printf("%s\n", j.dump(1).c_str());
+}
+
+// `shardkit-bench loader`: a table row per worker count as it is measured
+// (on stderr with --json), then the CSV, the plot and the JSON asked for.
+int RunLoader(const LoaderFlags& f) {
+  LoaderOptions opt = ToOptions(f);
+  auto workers_or = cli::ParseIntList(f.workers_list, 1, kMaxLoaderWorkers, "--workers");
   if (!workers_or.ok()) return Fail(workers_or.status());
   const std::vector<int> workers = *workers_or;
   if (Status v = ValidateLoaderOptions(opt); !v.ok()) return Fail(v);
@@ -423,124 +574,46 @@ int Run(int argc, char** argv, bool parse_only) {
   // Open once before printing anything, so that a bad dataset or options
   // that cannot be met (memory) end with one error line.
   opt.workers = workers.front();
-  if (auto probe = Loader::Open(dir, opt); !probe.ok()) return Fail(probe.status());
+  if (auto probe = Loader::Open(f.dir, opt); !probe.ok()) return Fail(probe.status());
   std::vector<Row> rows;
-  FILE* out = json ? stderr : stdout;
-  std::fprintf(out,
-               "shardkit-bench loader %s: batch %d, transform %s, size %d, best of %d rounds of "
-               "%llu batches per point\n",
-               dir.c_str(), batch, TransformKindName(opt.transform.kind), size, repeat,
-               (unsigned long long)batches);
-  std::fprintf(
-      out, "%7s %12s %9s %8s %10s | %8s %8s %8s %8s  (us/img, all workers) %6s | %10s %10s %9s\n",
-      "workers", "images/s", "MB/s", "speedup", "efficiency", "read", "zstd", "decode", "xform",
-      "wait", cold ? "storage MB" : "", cold ? "read/rec" : "", "peak RSS");
+  FILE* out = f.json ? stderr : stdout;
+  PrintTableHeader(out, f, opt);
   for (int w : workers) {
     opt.workers = w;
     Row r;
-    ResetPeakRss();
-    Status s = cold ? MeasureCold(dir, opt, batches, repeat, &r)
-                    : Measure(dir, opt, warmup, batches, repeat, &r);
-    r.peak_rss = PeakRssBytes();
-    if (!s.ok()) return Fail(s);
-    if (r.corrupt_skipped > 0) {
-      std::fprintf(
-          stderr,
-          "shardkit-bench: %llu corrupt record(s) skipped with %d worker(s) (--on-corrupt skip)\n",
-          (unsigned long long)r.corrupt_skipped, w);
-    }
+    if (Status s = MeasureWorkers(f, opt, &r); !s.ok()) return Fail(s);
     rows.push_back(r);
-    const double speedup = r.images_per_sec / rows.front().images_per_sec * rows.front().workers;
-    char cold_cols[64] = "";
-    if (cold) {
-      std::snprintf(cold_cols, sizeof(cold_cols), "%10.1f %9.2fx", r.storage_bytes / 1e6,
-                    r.record_bytes > 0 ? double(r.storage_bytes) / r.record_bytes : 0.0);
-    }
-    std::fprintf(
-        out,
-        "%7d %12.0f %9.1f %8.2f %9.0f%% | %8.1f %8.1f %8.1f %8.1f  %21s %5.0f%% | %21s %6.0f MB\n",
-        w, r.images_per_sec, r.mb_per_sec, speedup, 100 * speedup / w, r.read_us, r.decompress_us,
-        r.decode_us, r.transform_us, "", 100 * r.wait_fraction, cold_cols, r.peak_rss / 1e6);
-    if (cold && r.peak_reads_in_flight > 0) {
-      std::fprintf(out,
-                   "        reads in flight: mean %.1f, peak %llu (depth %d); %.2f ms per read; "
-                   "read-ahead memory peak %.1f MB of %d MB\n",
-                   r.reads_in_flight, (unsigned long long)r.peak_reads_in_flight, read_depth,
-                   r.read_latency_ms, r.peak_read_ahead_bytes / 1e6, read_ahead_mb);
-    }
-    std::fflush(out);
+    PrintTableRow(out, f, r, rows.front());
   }
-  const Row& base = rows.front();
-  auto speedup_of = [&](const Row& r) {
-    return r.images_per_sec / base.images_per_sec * base.workers;
-  };
-  if (!csv.empty()) {
-    std::ostringstream c;
-    c << "workers,images_per_sec,mb_per_sec,speedup,efficiency,read_us,decompress_us,decode_us,"
-         "transform_us,"
-         "wait_fraction,storage_bytes,record_bytes,peak_rss_bytes\n";
-    for (const Row& r : rows) {
-      c << r.workers << "," << r.images_per_sec << "," << r.mb_per_sec << "," << speedup_of(r)
-        << "," << speedup_of(r) / r.workers << "," << r.read_us << "," << r.decompress_us << ","
-        << r.decode_us << "," << r.transform_us << "," << r.wait_fraction << "," << r.storage_bytes
-        << "," << r.record_bytes << "," << r.peak_rss << "\n";
-    }
-    Status s = WriteFileAtomic(csv, c.str());
-    if (!s.ok()) return Fail(s);
+  if (!f.csv.empty()) {
+    if (Status s = WriteCsv(f.csv, rows); !s.ok()) return Fail(s);
   }
-  if (!plot.empty()) {
-    LinePlot p;
-    p.title = title.empty()
-                  ? "shardkit loader: " + std::string(TransformKindName(opt.transform.kind)) +
-                        " transform, batch " + std::to_string(batch)
-                  : title;
-    p.x_label = "loader workers";
-    p.y_label = "images/s";
-    p.log2_x = true;
-    PlotSeries meas{"measured", {}, {}, false}, ideal{"ideal (linear)", {}, {}, true};
-    for (const Row& r : rows) {
-      meas.x.push_back(r.workers);
-      meas.y.push_back(r.images_per_sec);
-      ideal.x.push_back(r.workers);
-      ideal.y.push_back(base.images_per_sec / base.workers * r.workers);
-    }
-    p.series = {meas, ideal};
-    Status s = WriteFileAtomic(plot, p.ToSvg());
-    if (!s.ok()) return Fail(s);
+  if (!f.plot.empty()) {
+    if (Status s = WritePlot(f, opt, rows); !s.ok()) return Fail(s);
   }
-  if (json) {
-    nlohmann::json j = nlohmann::json::array();
-    for (const Row& r : rows) {
-      j.push_back({{"workers", r.workers},
-                   {"images_per_sec", r.images_per_sec},
-                   {"mb_per_sec", r.mb_per_sec},
-                   {"speedup", speedup_of(r)},
-                   {"efficiency", speedup_of(r) / r.workers},
-                   {"read_us", r.read_us},
-                   {"decompress_us", r.decompress_us},
-                   {"decode_us", r.decode_us},
-                   {"transform_us", r.transform_us},
-                   {"wait_fraction", r.wait_fraction},
-                   {"images", r.images},
-                   {"seconds", r.seconds},
-                   {"corrupt_skipped", r.corrupt_skipped},
-                   {"peak_rss_bytes", r.peak_rss},
-                   {"open_seconds", r.open_seconds}});
-      if (cold) {
-        j.back()["storage_bytes"] = r.storage_bytes;
-        j.back()["open_storage_bytes"] = r.open_storage_bytes;
-        j.back()["record_bytes"] = r.record_bytes;
-        j.back()["storage_per_record_byte"] =
-            r.record_bytes > 0 ? double(r.storage_bytes) / r.record_bytes : 0.0;
-        j.back()["reads_in_flight_mean"] = r.reads_in_flight;
-        j.back()["reads_in_flight_peak"] = r.peak_reads_in_flight;
-        j.back()["read_latency_ms"] = r.read_latency_ms;
-        j.back()["read_ahead_bytes_peak"] = r.peak_read_ahead_bytes;
-      }
-    }
-    std::printf("%s\n", j.dump(1).c_str());
-  }
+  if (f.json) PrintJson(rows, f.cold);
   return 0;
+}
+
+int Run(int argc, char** argv, bool parse_only) {
+  CLI::App app{"shardkit-bench: measure the loader"};
+  app.require_subcommand(1);
+  LoaderFlags loader_flags;
+  ReferenceFlags ref_flags;
+  ReportFlags report_flags;
+  AddLoaderCommand(app, &loader_flags);
+  CLI::App* ref = AddReferenceCommand(app, &ref_flags);
+  CLI::App* report = AddReportCommand(app, &report_flags);
+  if (int rc = cli::Parse(app, argc, argv, "shardkit-bench"); rc >= 0) return rc;
+  if (parse_only) return 0;
+  if (*ref)
+    return RunReference(ref_flags.dir, ref_flags.max_records, ref_flags.repeat, ref_flags.json);
+  if (*report) {
+    const std::string& out = report_flags.out.empty() ? report_flags.metrics_dir : report_flags.out;
+    Status s = WriteScalingReport(report_flags.metrics_dir, out);
+    return s.ok() ? 0 : Fail(s);
+  }
+  return RunLoader(loader_flags);
 }
 
 }  // namespace

@@ -20,41 +20,47 @@ struct Run {
   int epochs = 0;
 };
 
-}  // namespace
+// One run's metrics file: a JSON line per epoch, averaged over the epochs.
+// A file with no epochs (a run that has not finished one) has epochs == 0.
+Result<Run> ReadRun(const std::string& metrics_dir, const std::string& name) {
+  SK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(JoinPath(metrics_dir, name), 64 << 20));
+  Run r;
+  r.name = name.substr(0, name.size() - 6);
+  std::istringstream lines(text);
+  double secs = 0, ips = 0, wait = 0, comm = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("images_per_sec")) {
+      return Status::Corruption(JoinPath(metrics_dir, name) +
+                                ": not a shardkit-train metrics line: " + line.substr(0, 80));
+    }
+    r.nodes = j.value("nodes", 1);
+    r.ranks = j.value("world_size", 1);
+    r.workers = j.value("workers", 0);
+    r.batch = j.value("batch_size", 0);
+    secs += j.value("seconds", 0.0);
+    ips += j.value("images_per_sec", 0.0);
+    wait += j.value("data_wait_fraction", 0.0);
+    comm += j.value("comm_exposed_fraction", 0.0);
+    ++r.epochs;
+  }
+  if (r.epochs == 0) return r;
+  r.epoch_seconds = secs / r.epochs;
+  r.images_per_sec = ips / r.epochs;
+  r.data_wait = wait / r.epochs;
+  r.comm = comm / r.epochs;
+  return r;
+}
 
-Status WriteScalingReport(const std::string& metrics_dir, const std::string& out_dir) {
+// Every finished run under `metrics_dir`, smallest (ranks, nodes, workers, batch) first.
+Result<std::vector<Run>> ReadRuns(const std::string& metrics_dir) {
   SK_ASSIGN_OR_RETURN(auto names, ListDir(metrics_dir));
   std::vector<Run> runs;
   for (const auto& name : names) {
     if (name.size() < 6 || name.substr(name.size() - 6) != ".jsonl") continue;
-    SK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(JoinPath(metrics_dir, name), 64 << 20));
-    Run r;
-    r.name = name.substr(0, name.size() - 6);
-    std::istringstream lines(text);
-    double secs = 0, ips = 0, wait = 0, comm = 0;
-    for (std::string line; std::getline(lines, line);) {
-      if (line.empty()) continue;
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded() || !j.contains("images_per_sec")) {
-        return Status::Corruption(JoinPath(metrics_dir, name) +
-                                  ": not a shardkit-train metrics line: " + line.substr(0, 80));
-      }
-      r.nodes = j.value("nodes", 1);
-      r.ranks = j.value("world_size", 1);
-      r.workers = j.value("workers", 0);
-      r.batch = j.value("batch_size", 0);
-      secs += j.value("seconds", 0.0);
-      ips += j.value("images_per_sec", 0.0);
-      wait += j.value("data_wait_fraction", 0.0);
-      comm += j.value("comm_exposed_fraction", 0.0);
-      ++r.epochs;
-    }
-    if (r.epochs == 0) continue;
-    r.epoch_seconds = secs / r.epochs;
-    r.images_per_sec = ips / r.epochs;
-    r.data_wait = wait / r.epochs;
-    r.comm = comm / r.epochs;
-    runs.push_back(r);
+    SK_ASSIGN_OR_RETURN(Run r, ReadRun(metrics_dir, name));
+    if (r.epochs > 0) runs.push_back(r);
   }
   if (runs.empty())
     return Status::NotFound(metrics_dir + ": no metrics (*.jsonl) from finished runs");
@@ -62,8 +68,12 @@ Status WriteScalingReport(const std::string& metrics_dir, const std::string& out
     return std::tie(a.ranks, a.nodes, a.workers, a.batch) <
            std::tie(b.ranks, b.nodes, b.workers, b.batch);
   });
+  return runs;
+}
+
+// report.md and report.csv, speedup and efficiency against the first run; prints the table.
+Status WriteTables(const std::vector<Run>& runs, const std::string& out_dir) {
   const Run& base = runs.front();
-  SK_RETURN_IF_ERROR(CreateDirs(out_dir));
   std::ostringstream md, csv;
   md << "| run | nodes | ranks | workers | batch/rank | epoch s | images/s | speedup | efficiency "
         "| data-wait | exposed comm |\n"
@@ -87,62 +97,86 @@ Status WriteScalingReport(const std::string& metrics_dir, const std::string& out
   SK_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(out_dir, "report.md"), md.str()));
   SK_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(out_dir, "report.csv"), csv.str()));
   std::printf("%s", md.str().c_str());
+  return Status::OK();
+}
 
-  // Plots against one variable at a time, the others at the base run's values.
-  struct Axis {
-    const char* key;
-    const char* label;
-    int Run::*field;
-  } axes[] = {{"ranks", "GPUs (ranks)", &Run::ranks},
-              {"nodes", "nodes", &Run::nodes},
-              {"workers", "loader workers per rank", &Run::workers}};
-  for (const Axis& ax : axes) {
-    std::map<int, const Run*> points;
-    for (const Run& r : runs) {
-      bool others_match = true;
-      for (const Axis& other : axes) {
-        if (other.field == ax.field) continue;
-        // Ranks and nodes move together in a sweep; match only workers and batch for those.
-        if ((ax.field == &Run::ranks || ax.field == &Run::nodes) &&
-            (other.field == &Run::ranks || other.field == &Run::nodes))
-          continue;
-        others_match = others_match && r.*(other.field) == base.*(other.field);
-      }
-      if (others_match && r.batch == base.batch && !points.count(r.*(ax.field)))
-        points[r.*(ax.field)] = &r;
+// A variable the plots are drawn against.
+struct Axis {
+  const char* key;
+  const char* label;
+  int Run::*field;
+};
+const Axis kAxes[] = {{"ranks", "GPUs (ranks)", &Run::ranks},
+                      {"nodes", "nodes", &Run::nodes},
+                      {"workers", "loader workers per rank", &Run::workers}};
+
+// The runs along `ax`: one per value of it (the first in sort order), the
+// other variables and the batch at the base run's values.
+std::map<int, const Run*> PointsAlong(const Axis& ax, const std::vector<Run>& runs) {
+  const Run& base = runs.front();
+  std::map<int, const Run*> points;
+  for (const Run& r : runs) {
+    bool others_match = true;
+    for (const Axis& other : kAxes) {
+      if (other.field == ax.field) continue;
+      // Ranks and nodes move together in a sweep; match only workers and batch for those.
+      if ((ax.field == &Run::ranks || ax.field == &Run::nodes) &&
+          (other.field == &Run::ranks || other.field == &Run::nodes))
+        continue;
+      others_match = others_match && r.*(other.field) == base.*(other.field);
     }
-    if (points.size() < 2) continue;
-    const Run& first = *points.begin()->second;
-    PlotSeries time{"epoch time (s)", {}, {}, false}, ideal_time{"ideal", {}, {}, true};
-    PlotSeries speed{"speedup", {}, {}, false}, ideal_speed{"ideal (linear)", {}, {}, true};
-    for (const auto& [x, r] : points) {
-      const double scale = static_cast<double>(x) / points.begin()->first;
-      time.x.push_back(x);
-      time.y.push_back(r->epoch_seconds);
-      ideal_time.x.push_back(x);
-      ideal_time.y.push_back(first.epoch_seconds / (ax.field == &Run::workers ? 1.0 : scale));
-      speed.x.push_back(x);
-      speed.y.push_back(r->images_per_sec / first.images_per_sec);
-      ideal_speed.x.push_back(x);
-      ideal_speed.y.push_back(ax.field == &Run::workers ? 1.0 : scale);
-    }
-    LinePlot tp{std::string("epoch time vs ") + ax.label,
-                ax.label,
-                "seconds per epoch",
-                true,
-                {time, ideal_time}};
-    LinePlot sp{std::string("speedup vs ") + ax.label,
-                ax.label,
-                "speedup over the smallest run",
-                true,
-                {speed, ideal_speed}};
-    SK_RETURN_IF_ERROR(WriteFileAtomic(
-        JoinPath(out_dir, std::string("epoch_time_vs_") + ax.key + ".svg"), tp.ToSvg()));
-    SK_RETURN_IF_ERROR(WriteFileAtomic(
-        JoinPath(out_dir, std::string("speedup_vs_") + ax.key + ".svg"), sp.ToSvg()));
-    std::printf("plots: %s/epoch_time_vs_%s.svg, %s/speedup_vs_%s.svg\n", out_dir.c_str(), ax.key,
-                out_dir.c_str(), ax.key);
+    if (others_match && r.batch == base.batch && !points.count(r.*(ax.field)))
+      points[r.*(ax.field)] = &r;
   }
+  return points;
+}
+
+// Epoch time and speedup against `ax`, with the ideal lines (flat for
+// workers, linear for ranks and nodes); nothing with fewer than two points.
+Status WritePlotsAlong(const Axis& ax, const std::vector<Run>& runs, const std::string& out_dir) {
+  const std::map<int, const Run*> points = PointsAlong(ax, runs);
+  if (points.size() < 2) return Status::OK();
+  const Run& first = *points.begin()->second;
+  PlotSeries time{"epoch time (s)", {}, {}, false}, ideal_time{"ideal", {}, {}, true};
+  PlotSeries speed{"speedup", {}, {}, false}, ideal_speed{"ideal (linear)", {}, {}, true};
+  for (const auto& [x, r] : points) {
+    const double scale = static_cast<double>(x) / points.begin()->first;
+    time.x.push_back(x);
+    time.y.push_back(r->epoch_seconds);
+    ideal_time.x.push_back(x);
+    ideal_time.y.push_back(first.epoch_seconds / (ax.field == &Run::workers ? 1.0 : scale));
+    speed.x.push_back(x);
+    speed.y.push_back(r->images_per_sec / first.images_per_sec);
+    ideal_speed.x.push_back(x);
+    ideal_speed.y.push_back(ax.field == &Run::workers ? 1.0 : scale);
+  }
+  LinePlot tp{std::string("epoch time vs ") + ax.label,
+              ax.label,
+              "seconds per epoch",
+              true,
+              {time, ideal_time}};
+  LinePlot sp{std::string("speedup vs ") + ax.label,
+              ax.label,
+              "speedup over the smallest run",
+              true,
+              {speed, ideal_speed}};
+  SK_RETURN_IF_ERROR(WriteFileAtomic(
+      JoinPath(out_dir, std::string("epoch_time_vs_") + ax.key + ".svg"), tp.ToSvg()));
+  SK_RETURN_IF_ERROR(
+      WriteFileAtomic(JoinPath(out_dir, std::string("speedup_vs_") + ax.key + ".svg"), sp.ToSvg()));
+  std::printf("plots: %s/epoch_time_vs_%s.svg, %s/speedup_vs_%s.svg\n", out_dir.c_str(), ax.key,
+              out_dir.c_str(), ax.key);
+  return Status::OK();
+}
+
+}  // namespace
+
+Status WriteScalingReport(const std::string& metrics_dir, const std::string& out_dir) {
+  SK_ASSIGN_OR_RETURN(std::vector<Run> runs, ReadRuns(metrics_dir));
+  SK_RETURN_IF_ERROR(CreateDirs(out_dir));
+  SK_RETURN_IF_ERROR(WriteTables(runs, out_dir));
+  // Plots against one variable at a time, the others at the base run's values.
+  for (const Axis& ax : kAxes) SK_RETURN_IF_ERROR(WritePlotsAlong(ax, runs, out_dir));
   return Status::OK();
 }
 
