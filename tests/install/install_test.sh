@@ -64,6 +64,14 @@ echo "== 5. cmake --install, and find_package(shardkit) from another project"
 cmake --install "$build" --prefix "$tmp/prefix" --component dev >/dev/null || fail "cmake --install"
 [ -f "$tmp/prefix/lib/cmake/shardkit/shardkitConfig.cmake" ] || [ -f "$tmp/prefix/lib64/cmake/shardkit/shardkitConfig.cmake" ] ||
   fail "no shardkitConfig.cmake in the prefix"
+inc=$tmp/prefix/include/shardkit
+[ "$(cd "$inc/loader" && ls | tr '\n' ' ')" = "batch.h loader.h loader_state.h options.h " ] ||
+  fail "installed loader headers: $(ls "$inc/loader" | tr '\n' ' ') (only the public ones belong there)"
+# Every installed header compiles on its own, from the prefix alone.
+for h in $(cd "$inc" && find . -name '*.h' | sort); do
+  echo "#include \"${h#./}\"" | c++ -std=c++17 -fsyntax-only -DSHARDKIT_VERSION="\"$version\"" -I"$inc" -x c++ - 2>"$tmp/header.log" ||
+    { cat "$tmp/header.log"; fail "installed header ${h#./} does not compile alone"; }
+done
 cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" >"$tmp/consumer.log" 2>&1 ||
   { cat "$tmp/consumer.log"; fail "configure the consumer"; }
 cmake --build "$tmp/consumer" >>"$tmp/consumer.log" 2>&1 || { cat "$tmp/consumer.log"; fail "build the consumer"; }
