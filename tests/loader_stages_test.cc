@@ -7,11 +7,14 @@
 
 #include <atomic>
 #include <filesystem>
+#include <set>
 
 #include "loader/batch_filler.h"
 #include "loader/corrupt_policy.h"
 #include "loader/loader.h"
 #include "loader/loader_state.h"
+#include "loader/read_planner.h"
+#include "loader/record_fetcher.h"
 #include "loader/record_source.h"
 #include "loader/sample_decoder.h"
 #include "shard/dataset_writer.h"
@@ -126,6 +129,100 @@ TEST(RecordSourceTest, ReadsAheadOnlyRecordsWorthARead) {
   auto c = RecordSource::Open(big.path(), o, o, o.workers);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ((*c)->read_queue(), nullptr);
+}
+
+ReadPlanner::Setup PlannerSetup(const Dataset& ds, const BlockCache* cache, ShuffleMode mode,
+                                uint64_t batch, int rank, int world) {
+  ReadPlanner::Setup p;
+  p.dataset = &ds;
+  p.cache = cache;
+  p.layout = BlockLayout::Of(ds);
+  auto part = Partition::Make(ds.num_records(), rank, world, batch, /*drop_last=*/false,
+                              /*strided=*/mode != ShuffleMode::kBlockLocal);
+  EXPECT_TRUE(part.ok());
+  p.partition = *part;
+  p.mode = mode;
+  p.seed = 5;
+  p.window = 2;
+  p.max_warm = 4;
+  p.workers = 2;
+  return p;
+}
+
+// The planner's order: over the ranks, every record exactly once per epoch
+// (the padding aside), the same however the batches are grouped into fills;
+// and in block-local mode each block is scheduled for decompression once,
+// before the fill that first reads it.
+TEST(ReadPlannerTest, EveryRecordOnceAndEachBlockScheduledOnceBeforeItsFill) {
+  TempDir dir;
+  WriteRaw(dir.path(), 300, 24, CompressionMode::kZstd, /*block=*/2048);
+  auto ds = Dataset::Open(dir.path());
+  ASSERT_TRUE(ds.ok());
+  BlockCache cache(ds->get(), 1 << 20);
+  for (ShuffleMode mode : {ShuffleMode::kFull, ShuffleMode::kBlockLocal, ShuffleMode::kNone}) {
+    SCOPED_TRACE(ShuffleModeName(mode));
+    std::vector<int> seen((*ds)->num_records(), 0);
+    for (int rank = 0; rank < 3; ++rank) {
+      ReadPlanner one(PlannerSetup(**ds, &cache, mode, 16, rank, 3));
+      ReadPlanner grouped(PlannerSetup(**ds, &cache, mode, 16, rank, 3));
+      const Partition& part = one.partition();
+      one.StartEpoch(2, 0);
+      grouped.StartEpoch(2, 0);
+      std::set<std::pair<uint32_t, uint32_t>> scheduled;
+      for (uint64_t k = 0; k < part.batches; k += 3) {
+        std::vector<BatchSpan> spans;
+        for (uint64_t j = k; j < std::min(k + 3, part.batches); ++j)
+          spans.push_back(BatchSpan{j, j * part.batch_size, int(part.BatchLength(j))});
+        grouped.Prepare(spans);
+        for (const BlockRef& b : grouped.blocks_to_warm())
+          EXPECT_TRUE(scheduled.insert({b.shard, b.block}).second) << "block scheduled twice";
+        for (const BatchSpan& span : spans) {
+          one.Prepare({span});
+          for (int i = 0; i < span.size; ++i) {
+            const SampleLocation a = one.Locate(span.base + i), b = grouped.Locate(span.base + i);
+            EXPECT_EQ(a.record, b.record);
+            if (part.Position(span.base + i) < (*ds)->num_records()) ++seen[a.record];
+            if (mode == ShuffleMode::kBlockLocal) {
+              const uint32_t block = (*ds)->shard(a.shard).record(a.local).block;
+              EXPECT_TRUE(scheduled.count({a.shard, block})) << "read before it was scheduled";
+            }
+          }
+        }
+      }
+    }
+    for (size_t r = 0; r < seen.size(); ++r) EXPECT_GE(seen[r], 1) << "record " << r;
+  }
+}
+
+// The fetcher: each record's bytes as the shard holds them, from stored and
+// compressed blocks; a block warmed first is decompressed once, by Warm, and
+// the fetches of its records only slice it.
+TEST(RecordFetcherTest, FetchesEachRecordAndAWarmedBlockIsNotDecompressedAgain) {
+  for (CompressionMode mode : {CompressionMode::kStore, CompressionMode::kZstd}) {
+    TempDir dir;
+    WriteRaw(dir.path(), 64, 24, mode, /*block=*/2048);
+    auto ds = Dataset::Open(dir.path());
+    ASSERT_TRUE(ds.ok());
+    BlockCache cache(ds->get(), 1 << 20);
+    RecordFetcher f(ds->get(), &cache, /*queue=*/nullptr, 1);
+    RecordFetcher::Cursor& c = f.cursor(0);
+    const ShardReader& r = (*ds)->shard(0);
+    f.Warm(BlockRef{0, 1}, c);
+    const uint64_t warmed = f.stats().bytes;
+    if (mode == CompressionMode::kZstd) EXPECT_EQ(warmed, r.block(1).stored_size);
+    for (uint32_t i = 0; i < r.num_records(); ++i) {
+      SampleLocation l;
+      l.record = i;
+      l.local = i;
+      std::string_view p;
+      const uint64_t before = f.stats().bytes;
+      ASSERT_TRUE(f.Fetch(c, l, &p).ok());
+      EXPECT_EQ(p, Expected(**ds, i)) << "record " << i;
+      if (mode == CompressionMode::kZstd && r.record(i).block == 1) {
+        EXPECT_EQ(f.stats().bytes, before) << "block 1 decompressed again for record " << i;
+      }
+    }
+  }
 }
 
 TEST(SampleDecoderTest, RawRecordsAreCopiedOrTransposedAndSizeChecked) {
