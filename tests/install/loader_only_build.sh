@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A loader-only build needs only the library's own dependencies: zstd,
-# libjpeg-turbo, libpng (image/'s PNG codec; it brings zlib) and nlohmann-json
-# (header-only: shard/'s manifest). Checked end to end:
+# libjpeg-turbo and nlohmann-json (header-only: shard/'s manifest); libpng
+# only where PNGs are packed (ingest/) or tested. Checked end to end:
 #  1. configure a fresh build with the tools, ingest, tests, LibTorch and the
 #     Python binding off, and every other dependency hidden from CMake
 #     (CMAKE_DISABLE_FIND_PACKAGE_<name>: a find_package of it fails or finds
@@ -19,7 +19,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "loader_only_build: FAIL: $*" >&2; exit 1; }
 jobs=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 hidden=()
-for p in HDF5 CLI11 LibArchive OpenMP GTest Torch pybind11 Python3; do
+for p in HDF5 CLI11 LibArchive OpenMP GTest Torch pybind11 Python3 PNG ZLIB; do
   hidden+=("-DCMAKE_DISABLE_FIND_PACKAGE_$p=ON")
 done
 
