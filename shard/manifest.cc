@@ -35,15 +35,7 @@ uint64_t Manifest::raw_bytes() const {
 }
 
 const char* RecordKindName(format::RecordKind kind) {
-  switch (kind) {
-    case format::RecordKind::kJpeg:
-      return "jpeg";
-    case format::RecordKind::kRawU8:
-      return "raw_u8";
-    case format::RecordKind::kBytes:
-      break;
-  }
-  return "bytes";
+  return NameOf(format::kRecordKindNames, kind);
 }
 
 std::string Crc32cHex(uint32_t crc) {
@@ -158,20 +150,15 @@ Result<Manifest> ParseManifest(std::string_view text, const std::string& where) 
     Manifest m;
     const json& rec = j.at("record");
     const std::string kind = rec.at("kind").get<std::string>();
-    if (kind == "jpeg") {
-      m.record.kind = format::RecordKind::kJpeg;
-    } else if (kind == "raw_u8") {
-      m.record.kind = format::RecordKind::kRawU8;
+    if (!ValueOf(format::kRecordKindNames, kind, &m.record.kind))
+      return bad("unknown record kind \"" + kind + "\"");
+    if (m.record.kind == format::RecordKind::kRawU8) {
       m.record.shape = rec.at("shape").get<std::vector<int64_t>>();
       if (m.record.shape.size() != 3) return bad("raw_u8 shape must be [H, W, C]");
       for (int64_t d : m.record.shape) {
         if (d < 1 || d > 65536) return bad("raw_u8 shape has a dimension out of range");
       }
       if (m.record.raw_record_size() > format::kMaxRecordSize) return bad("raw_u8 shape too large");
-    } else if (kind == "bytes") {
-      m.record.kind = format::RecordKind::kBytes;
-    } else {
-      return bad("unknown record kind \"" + kind + "\"");
     }
     m.classes = j.at("classes").get<std::vector<std::string>>();
     std::set<std::string> seen;

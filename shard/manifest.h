@@ -34,6 +34,7 @@ struct Manifest {
   uint64_t raw_bytes() const;
 };
 
+// NameOf(format::kRecordKindNames, kind): "jpeg", "raw_u8" or "bytes".
 const char* RecordKindName(format::RecordKind kind);
 std::string ManifestToJson(const Manifest& m);
 // `where` names the source in error messages.
