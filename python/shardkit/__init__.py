@@ -20,7 +20,7 @@ import warnings
 
 from . import transforms
 
-from ._shardkit import CorruptionError, _Dataset, _Loader, _Writer, __version__
+from ._shardkit import _MAX_PREFETCH, CorruptionError, _Dataset, _Loader, _Writer, __version__
 
 __all__ = ["Loader", "Dataset", "Writer", "CorruptionError", "distributed_defaults", "normalize", "transforms"]
 
@@ -35,15 +35,15 @@ def _env_int(*names):
     return None
 
 
-def _int(name, value, bits=63):
-    """value as an int that fits the core's arguments (int64; seeds uint64),
-    or a ValueError naming the argument. The options' ranges are the C++
-    core's to check: one validation, whose messages come back as ValueError."""
+def _int(name, value):
+    """value as an int64 for this module's own use (the loader's options go
+    to the core as given: its keyword table converts them, and the C++ core
+    checks their ranges, once), or a ValueError naming the argument."""
     try:
         v = int(value)
     except (TypeError, ValueError):
         raise ValueError("%s must be an integer, not %r" % (name, value)) from None
-    if not (-(1 << 63) if bits == 63 else 0) <= v < (1 << bits):
+    if not -(1 << 63) <= v < (1 << 63):
         raise ValueError("%s=%d is out of range" % (name, v))
     return v
 
@@ -281,21 +281,21 @@ class Loader:
             prefetch_factor = _int("prefetch_factor", prefetch_factor)
             if prefetch_factor < 1:
                 raise ValueError("prefetch_factor must be at least 1, not %d" % prefetch_factor)
-            prefetch = min(prefetch_factor * max(1, _int("workers", workers)), 1024)
+            prefetch = min(prefetch_factor * max(1, _int("workers", workers)), _MAX_PREFETCH)
         self.path = os.fspath(path)
-        self.batch_size = _int("batch_size", batch_size)
-        self.seed = _int("seed", seed, bits=64)
-        self.world_size = _int("world_size", world_size)
-        self.rank = _int("rank", rank)
         plan = transforms.plan(transform, _int("size", size))
+        # The core's keyword table converts each option; Loader::Open checks them.
+        self._core = _Loader(_path(path), batch_size=batch_size, workers=workers, transform=plan, rank=rank,
+                             world_size=world_size, seed=seed, shuffle=shuffle, drop_last=drop_last,
+                             layout=layout, prefetch=prefetch, on_corrupt=on_corrupt, skip_budget=skip_budget,
+                             read_depth=read_depth, read_ahead_bytes=read_ahead_bytes)
+        core = self._core
+        self.batch_size, self.seed, self.rank, self.world_size = (core.batch_size, core.seed, core.rank,
+                                                                  core.world_size)
         self.transform = plan["kind"]
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
         if pin_memory and not self.pin_memory:
             _once("pin", _log.info, "shardkit.Loader: pin_memory=True, but CUDA is not available: not pinned")
-        self._core = _Loader(_path(path), self.batch_size, _int("workers", workers), plan,
-                             self.rank, self.world_size, self.seed, str(shuffle), bool(drop_last), str(layout),
-                             _int("prefetch", prefetch), str(on_corrupt), _int("skip_budget", skip_budget),
-                             _int("read_depth", read_depth), _int("read_ahead_bytes", read_ahead_bytes))
         self._epoch = 0          # the epoch set, or of the last iteration
         self._epoch_set = True   # set_epoch since the last iteration began: it reads self._epoch
         self._iterated = False

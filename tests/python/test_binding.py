@@ -2,6 +2,7 @@
 exact resume, leases that keep their memory, corrupt records, the GIL released
 while C++ works, and a Writer whose output shardkit-pack verifies."""
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -250,6 +251,39 @@ def test_bad_arguments_are_value_errors_and_missing_paths_os_errors(jpeg_ds, tmp
         sk.Loader(os.fsencode(str(tmp_path)) + b"/\xff", 4)
     with pytest.raises(OSError):
         sk.Dataset(str(tmp_path / "nowhere"))
+
+
+def test_loader_options_are_converted_by_the_cores_keyword_table_and_checked_by_the_loader(raw_ds):
+    path, _ = raw_ds
+    base = dict(transform=None, rank=0, world_size=1)
+    # Converted as int() would, and read back from the core's options.
+    loader = sk.Loader(path, "8", transform=None, rank=np.int64(1), world_size=2.0, seed=2**64 - 1,
+                       shuffle=False, drop_last=1)
+    assert (loader.batch_size, loader.rank, loader.world_size, loader.seed) == (8, 1, 2, 2**64 - 1)
+    assert len(loader) == 203 // 2 // 8
+    cap = sk._shardkit._MAX_PREFETCH
+    for kwargs, message in (
+            (dict(batch_size="x"), "batch_size must be an integer, not 'x'"),
+            (dict(batch_size=10**20), "batch_size=100000000000000000000 is out of range"),
+            (dict(seed=-1), "seed=-1 is out of range"),
+            (dict(seed=2**64), "seed=18446744073709551616 is out of range"),
+            (dict(skip_budget=-1), "skip_budget must be >= 0"),
+            (dict(shuffle="random"), "shuffle must be 'auto', 'full', 'block' or 'none', not 'random'"),
+            (dict(layout="CHW"), "layout must be 'NCHW' or 'NHWC', not 'CHW'"),
+            (dict(on_corrupt="ignore"), "on_corrupt must be 'fail' or 'skip', not 'ignore'"),
+            (dict(transform="rotate"),
+             "transform must be 'train', 'val', 'resize', None or torchvision-style transforms, not 'rotate'"),
+            (dict(workers=10**12), "workers must be in 1..256, not 2147483647"),
+            (dict(read_ahead_bytes=-1), "read-ahead bytes must be in 1 MiB..64 GiB"),
+            (dict(rank=3, world_size=2), "rank 3 is not in 0..world_size-1 (world size 2)"),
+            (dict(prefetch=cap + 1), "prefetch must be in 1..%d, not %d" % (cap, cap + 1))):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            sk.Loader(path, **{**base, "batch_size": 4, **kwargs})
+    # The package's cap on prefetch_factor x workers is the loader's bound.
+    sk.Loader(path, 4, prefetch=cap, **base)
+    sk.Loader(path, 4, workers=2, prefetch_factor=10**6, **base)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        sk._shardkit._Loader(os.fsencode(path), batch_size=4, bogus=1)
 
 
 def test_writer_output_verifies_and_reads_back(tmp_path, jpeg_ds):
