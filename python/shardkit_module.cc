@@ -364,10 +364,16 @@ class PyDataset {
 
   // (payload, label, key): bytes for JPEG and bytes records, a uint8 array of
   // the record's shape for raw ones. The record's checksum is verified.
-  py::tuple Get(int64_t i) const {
+  // `index` as Python indexes a sequence: from the end if negative.
+  py::tuple Get(const py::int_& index) const {
     const int64_t n = static_cast<int64_t>(ds_->num_records());
-    if (i < 0) i += n;
-    if (i < 0 || i >= n) throw py::index_error("record index out of range");
+    int overflow = 0;
+    int64_t i = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+    if (overflow == 0 && i < 0) i += n;
+    if (overflow != 0 || i < 0 || i >= n) {
+      throw py::index_error("record index " + py::str(py::handle(index)).cast<std::string>() +
+                            " out of range (" + std::to_string(n) + " records)");
+    }
     const auto [shard, local] = ds_->Locate(static_cast<uint64_t>(i));
     const ShardReader& r = ds_->shard(shard);
     std::string payload;
@@ -410,34 +416,24 @@ class PyWriter {
     DatasetWriterOptions o;
     o.shard_size = static_cast<uint64_t>(std::max<int64_t>(0, shard_size));  // checked by Create
     o.overwrite = overwrite;
-    if (kind == "jpeg") {
-      manifest_.record.kind = format::RecordKind::kJpeg;
-    } else if (kind == "raw") {
-      manifest_.record.kind = format::RecordKind::kRawU8;
-      if (shape.size() != 3 || shape[0] < 1 || shape[1] < 1 || shape[2] < 1 || shape[2] > 4 ||
-          shape[0] > 65536 || shape[1] > 65536) {
-        throw py::value_error("kind='raw' needs shape=(H, W, C) with 1 <= C <= 4");
-      }
-      manifest_.record.shape = shape;
-    } else if (kind == "bytes") {
-      manifest_.record.kind = format::RecordKind::kBytes;
-    } else {
-      throw py::value_error("kind must be 'jpeg', 'raw' or 'bytes', not '" + kind + "'");
+    // "raw": the Writer's first name for raw_u8, still taken.
+    const std::string name = kind == "raw" ? "raw_u8" : kind;
+    if (!ValueOf(format::kRecordKindNames, name, &manifest_.record.kind)) {
+      throw py::value_error("kind must be " + NameList(format::kRecordKindNames) + ", not '" +
+                            kind + "'");
     }
-    if (kind != "raw" && !shape.empty()) throw py::value_error("shape is for kind='raw' only");
-    if (compression == "auto") {
-      o.shard.compression = kind == "jpeg" ? CompressionMode::kStore : CompressionMode::kAuto;
-    } else if (compression == "zstd") {
-      o.shard.compression = CompressionMode::kZstd;
-    } else if (compression == "none") {
+    manifest_.record.shape = std::move(shape);
+    // Checked as WriteManifest checks it, before any record is written.
+    Check(CheckRecordFormat(manifest_.record).WithContext(path));
+    if (!ValueOf(kCompressionModeNames, compression, &o.shard.compression))
+      throw py::value_error("compression must be " + NameList(kCompressionModeNames));
+    // "auto" stores JPEGs, as shardkit-pack does: they do not shrink.
+    if (o.shard.compression == CompressionMode::kAuto &&
+        manifest_.record.kind == format::RecordKind::kJpeg) {
       o.shard.compression = CompressionMode::kStore;
-    } else {
-      throw py::value_error("compression must be 'auto', 'zstd' or 'none'");
     }
+    Check(CheckClassNames(classes).WithContext(path));
     o.shard.kind = manifest_.record.kind;
-    for (const std::string& c : classes) {
-      if (!IsValidUtf8(c)) throw py::value_error("class name is not valid UTF-8");
-    }
     manifest_.classes = std::move(classes);
     manifest_.created_by = created_by;
     o.num_classes = manifest_.classes.size();

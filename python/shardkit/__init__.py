@@ -48,6 +48,15 @@ def _int(name, value):
     return v
 
 
+def _utf8(text):
+    """text as UTF-8 bytes, surrogates kept (as the bytes they escape, or as
+    themselves), never an error: whether it is valid is the core's to say."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
 def _path(path):
     """A filesystem path as bytes (any bytes a POSIX path may hold)."""
     try:
@@ -501,19 +510,13 @@ class Dataset:
         return len(self._core)
 
     def __getitem__(self, index):
-        payload, label, _ = self._core.get(self._index(index))
+        payload, label, _ = self._core.get(int(index))  # out of range: IndexError, from the core
         return payload, label
 
     def key(self, index):
         """The record's key (its source file or index, as packed); bytes that
         are not UTF-8 come back as surrogate escapes, as os.fsdecode does."""
-        return self._core.get(self._index(index))[2].decode("utf-8", "surrogateescape")
-
-    def _index(self, index):
-        i = int(index)
-        if not -len(self) <= i < len(self):
-            raise IndexError("record index %d out of range (%d records)" % (i, len(self)))
-        return i
+        return self._core.get(int(index))[2].decode("utf-8", "surrogateescape")
 
     @property
     def classes(self):
@@ -533,10 +536,12 @@ class Dataset:
 
 class Writer:
     """Packs records into a shard dataset with the format and checksums of
-    shardkit-pack. ``close()`` (or leaving the ``with`` block) publishes the
-    manifest atomically; if it is not reached (an exception), every shard it
-    wrote is deleted (and the directory, if it made it), and a dataset it was
-    replacing (overwrite) is left whole.
+    shardkit-pack. ``kind``: 'jpeg', 'raw_u8' (``shape=(H, W, C)``; 'raw' is
+    the same) or 'bytes', as the manifest names them. ``close()`` (or leaving
+    the ``with`` block) publishes the manifest atomically; if it is not
+    reached (an exception), every shard it wrote is deleted (and the
+    directory, if it made it), and a dataset it was replacing (overwrite) is
+    left whole.
 
         with shardkit.Writer(out, kind="jpeg", classes=names) as w:
             for path, label in samples:
@@ -549,12 +554,9 @@ class Writer:
         created_by = json.dumps({"tool": "shardkit (python)", "version": __version__,
                                  "kind": kind})
         shape = [_int("shape", d) for d in (shape or ())]
-        names = [str(c) for c in classes]
-        for name in names:
-            try:
-                name.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ValueError("class name %r is not valid UTF-8 (manifests are UTF-8 JSON)" % name) from None
+        # As bytes: a surrogate escape (os.fsdecode's, from a folder name) as
+        # the byte it stands for, which the core refuses naming the class.
+        names = [_utf8(str(c)) for c in classes]
         self._core = _Writer(_path(path), str(kind), shape, names,
                              _int("shard_size", shard_size), str(compression),
                              bool(overwrite), created_by)
@@ -562,7 +564,7 @@ class Writer:
     def add(self, data, label, key=None):
         """Appends one record: bytes-like data (for kind='jpeg' a JPEG or PNG,
         recognised by content, validated and converted as shardkit-pack does;
-        for kind='raw' H*W*C bytes or a uint8 array), an integer label. An
+        for kind='raw_u8' H*W*C bytes or a uint8 array), an integer label. An
         error names the record by ``key``."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             import numpy as np

@@ -45,7 +45,7 @@ def raw_ds(tmp_path_factory):
     root = tmp_path_factory.mktemp("raw")
     rng = np.random.default_rng(1)
     records = rng.integers(0, 256, (203, 8, 6, 3), dtype=np.uint8)
-    with sk.Writer(str(root / "ds"), kind="raw", shape=(8, 6, 3), classes=[str(c) for c in range(7)],
+    with sk.Writer(str(root / "ds"), kind="raw_u8", shape=(8, 6, 3), classes=[str(c) for c in range(7)],
                    shard_size=1 << 16) as w:
         for i, r in enumerate(records):
             w.add(r, i % 7, key="r%d" % i)
@@ -191,7 +191,7 @@ def test_a_held_batch_keeps_its_values_while_20_more_go_by(raw_ds):
 
 def test_corrupt_records_raise_or_are_counted(tmp_path):
     src = tmp_path / "ds"
-    with sk.Writer(str(src), kind="raw", shape=(4, 4, 1), compression="none", shard_size=1 << 16) as w:
+    with sk.Writer(str(src), kind="raw_u8", shape=(4, 4, 1), compression="none", shard_size=1 << 16) as w:
         for i in range(64):
             w.add(bytes([i]) * 16, 0)
     shard = os.path.join(str(src), "shard-00000.sks")
@@ -312,7 +312,7 @@ def test_writer_refuses_bad_records_and_an_aborted_write_is_no_dataset(tmp_path)
             w.add(b"not a jpeg", 0)
     # An aborted write leaves nothing: the directory it made is gone.
     assert not os.path.exists(str(tmp_path / "a"))
-    with sk.Writer(str(tmp_path / "b"), kind="raw", shape=(2, 2, 1), classes=["x"]) as w:
+    with sk.Writer(str(tmp_path / "b"), kind="raw_u8", shape=(2, 2, 1), classes=["x"]) as w:
         with pytest.raises(ValueError, match="5 bytes, the shape needs 4"):
             w.add(b"12345", 0)
         with pytest.raises(ValueError, match="classes"):
@@ -320,15 +320,43 @@ def test_writer_refuses_bad_records_and_an_aborted_write_is_no_dataset(tmp_path)
         w.add(b"1234", 0)
     assert len(sk.Dataset(str(tmp_path / "b"))) == 1
     with pytest.raises(ValueError, match="already holds a dataset"):
-        sk.Writer(str(tmp_path / "b"), kind="raw", shape=(2, 2, 1))
+        sk.Writer(str(tmp_path / "b"), kind="raw_u8", shape=(2, 2, 1))
     with pytest.raises(ValueError):
         sk.Writer(str(tmp_path / "c"), kind="raw")
-    for kwargs in (dict(shard_size=-1), dict(kind="raw", shape=(-1, 2, 3)), dict(classes=["\udcff"])):
+    for kwargs in (dict(shard_size=-1), dict(kind="raw_u8", shape=(-1, 2, 3)), dict(classes=["\udcff"])):
         with pytest.raises(ValueError):
             sk.Writer(str(tmp_path / "d"), **kwargs)
     # Keys are any bytes a file name holds, and come back as os.fsdecode gives them.
-    with sk.Writer(str(tmp_path / "e"), kind="raw", shape=(1, 1, 1)) as w:
+    with sk.Writer(str(tmp_path / "e"), kind="raw_u8", shape=(1, 1, 1)) as w:
         w.add(b"x", 0, key="caf\udcff")
         with pytest.raises(ValueError, match="label"):
             w.add(b"x", 10**12)
     assert sk.Dataset(str(tmp_path / "e")).key(0) == "caf\udcff"
+
+
+def test_writer_kinds_are_the_manifests_names_and_its_checks_are_the_cores(tmp_path):
+    for kind in ("raw_u8", "raw"):  # "raw": the Writer's first name for raw_u8, still taken
+        out = str(tmp_path / kind)
+        with sk.Writer(out, kind=kind, shape=(2, 2, 5), classes=["a"]) as w:  # any C, as shardkit-pack's
+            w.add(bytes(range(20)), 0)
+        ds = sk.Dataset(out)
+        assert ds.kind == ds.manifest["record"]["kind"] == "raw_u8" and ds.shape == (2, 2, 5)
+        assert ds[0][0].tolist() == np.arange(20).reshape(2, 2, 5).tolist()
+    with pytest.raises(IndexError, match=re.escape("record index 1 out of range (1 records)")):
+        ds[1]
+    with pytest.raises(IndexError, match=re.escape("record index -2 out of range (1 records)")):
+        ds.key(-2)
+    assert ds[np.int64(-1)][1] == 0 and list(ds)[0][1] == 0
+    refused = str(tmp_path / "refused")
+    for kwargs, message in (
+            (dict(kind="png"), "kind must be 'jpeg', 'raw_u8' or 'bytes', not 'png'"),
+            (dict(kind="raw_u8"), "raw_u8 shape must be [H, W, C], not []"),
+            (dict(kind="raw_u8", shape=(2, 0, 1)), "raw_u8 shape [2, 0, 1] has a dimension out of range"),
+            (dict(kind="raw_u8", shape=(65536, 65536, 1)), "raw_u8 shape [65536, 65536, 1] too large"),
+            (dict(kind="jpeg", shape=(2, 2, 1)), "shape [2, 2, 1] is for raw_u8 records only, not jpeg"),
+            (dict(compression="lz4"), "compression must be 'auto', 'zstd' or 'none'"),
+            (dict(classes=["ok", "caf\udcff"]), "class 1 name 'caf\\xff' is not valid UTF-8"),
+            (dict(classes=["\ud800"]), "class 0 name '\\xed\\xa0\\x80' is not valid UTF-8")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            sk.Writer(refused, **kwargs)
+        assert not os.path.exists(refused)  # refused before anything was made
