@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/names.h"
 #include "base/version.h"
 #include "image/codec.h"
 #include "image/prepare.h"
@@ -65,75 +66,167 @@ T Take(Result<T> r) {
 // How long Next() waits for a batch between checks for signals.
 constexpr uint64_t kSignalCheckNs = 50'000'000;
 
-class PyLoader {
+// One loader keyword's value on its way into LoaderOptions: converted to
+// the field's type, or a ValueError naming the keyword. Ranges are not
+// checked here: ValidateLoaderOptions (Loader::Open) is the one place, and
+// its InvalidArgument comes back as ValueError. So integers of any size
+// become int64 (beyond it: "name=N is out of range") and then saturate to the
+// field's type, for the loader to report.
+class Keyword {
  public:
-  // `transform`: the plan shardkit.transforms compiles ({"kind": "train",
-  // "size": 224, "height": .., "scale": (lo, hi), "ratio": (lo, hi),
-  // "flip": p, "resize": .., "resize_hw": (h, w)}); absent keys keep
-  // TransformParams' defaults.
-  // Integers arrive as Python ints of any size: those beyond int64 are
-  // refused by pybind11, the rest saturate to the option's type, so that the
-  // loader's own validation (ValidateLoaderOptions), the one place ranges
-  // are checked, reports them.
-  PyLoader(const std::string& path, int64_t batch_size, int64_t workers, const py::dict& transform,
-           int64_t rank, int64_t world_size, const py::int_& seed, const std::string& shuffle,
-           bool drop_last, const std::string& layout, int64_t prefetch,
-           const std::string& on_corrupt, int64_t skip_budget, int64_t read_depth,
-           int64_t read_ahead_bytes) {
-    LoaderOptions o;
-    o.batch_size = Saturate(batch_size);
-    o.workers = Saturate(workers);
-    TransformParams& t = o.transform;
-    const std::string kind = transform["kind"].cast<std::string>();
-    if (!TransformKindFromName(kind, &t.kind)) {
-      throw py::value_error("transform must be " + NameList(kTransformKindNames) + ", not '" +
-                            kind + "'");
+  Keyword(const char* name, py::handle value) : name_(name), value_(value) {}
+
+  // int(value), as Python would make it (str and float included).
+  py::int_ Integer() const {
+    PyObject* n = PyNumber_Long(value_.ptr());
+    if (n == nullptr) {
+      PyErr_Clear();
+      throw py::value_error(std::string(name_) + " must be an integer, not " +
+                            py::repr(value_).cast<std::string>());
     }
-    auto has = [&](const char* k) { return transform.contains(k) && !transform[k].is_none(); };
-    if (has("size")) t.size = transform["size"].cast<int>();
-    if (has("height")) t.height = transform["height"].cast<int>();
-    if (has("width")) t.width = transform["width"].cast<int>();
-    if (has("scale"))
-      std::tie(t.min_scale, t.max_scale) = transform["scale"].cast<std::pair<double, double>>();
-    if (has("ratio"))
-      std::tie(t.min_ratio, t.max_ratio) = transform["ratio"].cast<std::pair<double, double>>();
-    if (has("flip")) t.flip_prob = transform["flip"].cast<double>();
-    if (has("resize")) t.resize = transform["resize"].cast<int>();
-    if (has("resize_hw")) {
-      std::tie(t.resize_height, t.resize_width) =
-          transform["resize_hw"].cast<std::pair<int, int>>();
-    }
-    o.rank = Saturate(rank);
-    o.world_size = Saturate(world_size);
-    o.seed = PyLong_AsUnsignedLongLong(seed.ptr());
+    return py::reinterpret_steal<py::int_>(n);
+  }
+  int64_t Int64() const {
+    const py::int_ n = Integer();
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(n.ptr(), &overflow);
+    if (overflow != 0) OutOfRange(n);
+    return v;
+  }
+  int Int() const { return Saturate(Int64()); }
+  uint64_t UInt64() const {
+    const py::int_ n = Integer();
+    const unsigned long long v = PyLong_AsUnsignedLongLong(n.ptr());
     if (PyErr_Occurred()) {
       PyErr_Clear();
-      throw py::value_error("seed must be in 0..2**64-1");
+      OutOfRange(n);
     }
-    if (!ShuffleModeFromName(shuffle, &o.shuffle)) {
-      throw py::value_error("shuffle must be " + NameList(kShuffleModeNames) + ", not '" + shuffle +
+    return v;
+  }
+  bool Bool() const {  // bool(value)
+    const int truth = PyObject_IsTrue(value_.ptr());
+    if (truth < 0) throw py::error_already_set();
+    return truth == 1;
+  }
+  std::string Str() const { return py::str(value_).cast<std::string>(); }
+  // One of the table's names: "name must be 'a', 'b' or 'c', not 'x'".
+  template <typename E, size_t N>
+  E Enum(const EnumName<E> (&table)[N]) const {
+    const std::string s = Str();
+    E e{};
+    if (!ValueOf(table, s, &e))
+      throw py::value_error(std::string(name_) + " must be " + NameList(table) + ", not '" + s +
                             "'");
+    return e;
+  }
+  py::handle value() const { return value_; }
+
+ private:
+  [[noreturn]] void OutOfRange(const py::int_& n) const {
+    throw py::value_error(std::string(name_) + "=" + py::str(py::handle(n)).cast<std::string>() +
+                          " is out of range");
+  }
+  const char* name_;
+  py::handle value_;
+};
+
+// `transform`: the plan shardkit.transforms compiles ({"kind": "train",
+// "size": 224, "height": .., "scale": (lo, hi), "ratio": (lo, hi),
+// "flip": p, "resize": .., "resize_hw": (h, w)}); absent keys keep
+// TransformParams' defaults. ("geometry" is the binding's own: see PyLoader.)
+void SetTransform(const Keyword& k, TransformParams* t) {
+  if (!py::isinstance<py::dict>(k.value()))
+    throw py::value_error("transform must be a dict (shardkit.transforms.plan)");
+  const py::dict plan = py::reinterpret_borrow<py::dict>(k.value());
+  const py::object given =
+      plan.contains("kind") ? py::object(plan["kind"]) : py::object(py::none());
+  if (!TransformKindFromName(py::str(given).cast<std::string>(), &t->kind)) {
+    std::string named;  // the names but "none", which Python spells None
+    for (const EnumName<TransformKind>& e : kTransformKindNames) {
+      if (e.value != TransformKind::kNone) named += "'" + std::string(e.name) + "', ";
     }
-    o.drop_last = drop_last;
-    if (!ValueOf(kLayoutNames, layout, &o.layout)) {
-      throw py::value_error("layout must be " + NameList(kLayoutNames) + ", not '" + layout + "'");
+    throw py::value_error("transform must be " + named +
+                          "None or torchvision-style transforms, not " +
+                          py::repr(given).cast<std::string>());
+  }
+  auto get = [&](const char* key) -> py::object {
+    return plan.contains(key) && !plan[key].is_none() ? py::object(plan[key]) : py::object();
+  };
+  if (py::object v = get("size")) t->size = Keyword("transform size", v).Int();
+  if (py::object v = get("height")) t->height = Keyword("transform height", v).Int();
+  if (py::object v = get("width")) t->width = Keyword("transform width", v).Int();
+  if (py::object v = get("scale"))
+    std::tie(t->min_scale, t->max_scale) = v.cast<std::pair<double, double>>();
+  if (py::object v = get("ratio"))
+    std::tie(t->min_ratio, t->max_ratio) = v.cast<std::pair<double, double>>();
+  if (py::object v = get("flip")) t->flip_prob = v.cast<double>();
+  if (py::object v = get("resize")) t->resize = Keyword("transform resize", v).Int();
+  if (py::object v = get("resize_hw"))
+    std::tie(t->resize_height, t->resize_width) = v.cast<std::pair<int, int>>();
+}
+
+// The loader's keywords: how each Python keyword sets its LoaderOptions
+// field. Adding an option is one row here (and its keyword in the package).
+struct LoaderKeyword {
+  const char* name;
+  void (*set)(const Keyword& value, LoaderOptions& o);
+};
+constexpr LoaderKeyword kLoaderKeywords[] = {
+    {"batch_size", [](const Keyword& v, LoaderOptions& o) { o.batch_size = v.Int(); }},
+    {"workers", [](const Keyword& v, LoaderOptions& o) { o.workers = v.Int(); }},
+    {"transform", [](const Keyword& v, LoaderOptions& o) { SetTransform(v, &o.transform); }},
+    {"rank", [](const Keyword& v, LoaderOptions& o) { o.rank = v.Int(); }},
+    {"world_size", [](const Keyword& v, LoaderOptions& o) { o.world_size = v.Int(); }},
+    {"seed", [](const Keyword& v, LoaderOptions& o) { o.seed = v.UInt64(); }},
+    {"shuffle", [](const Keyword& v, LoaderOptions& o) { o.shuffle = v.Enum(kShuffleModeNames); }},
+    {"drop_last", [](const Keyword& v, LoaderOptions& o) { o.drop_last = v.Bool(); }},
+    {"layout", [](const Keyword& v, LoaderOptions& o) { o.layout = v.Enum(kLayoutNames); }},
+    {"prefetch", [](const Keyword& v, LoaderOptions& o) { o.prefetch = v.Int(); }},
+    {"on_corrupt",
+     [](const Keyword& v, LoaderOptions& o) { o.corrupt_policy = v.Enum(kCorruptPolicyNames); }},
+    {"skip_budget",
+     [](const Keyword& v, LoaderOptions& o) {
+       const int64_t n = v.Int64();  // unsigned in C++, where no range check would see -1
+       if (n < 0) throw py::value_error("skip_budget must be >= 0");
+       o.skip_budget = static_cast<uint64_t>(n);
+     }},
+    {"read_depth", [](const Keyword& v, LoaderOptions& o) { o.read_depth = v.Int(); }},
+    {"read_ahead_bytes",
+     [](const Keyword& v, LoaderOptions& o) {  // below 0: 0, which the loader refuses
+       o.read_ahead_bytes = static_cast<uint64_t>(std::max<int64_t>(0, v.Int64()));
+     }},
+};
+
+// The bound ValidateLoaderOptions puts on `prefetch` (loader/loader.cc),
+// for the package's prefetch_factor, which DataLoader scripts set per worker
+// and which is capped rather than refused. TODO: take it from loader/ once
+// the loader's public header exports it, as it does kMaxLoaderWorkers.
+constexpr int kMaxPrefetch = 1024;
+
+class PyLoader {
+ public:
+  // `options`: keywords of kLoaderKeywords, each optional (LoaderOptions'
+  // defaults); any other is a TypeError.
+  PyLoader(const std::string& path, const py::dict& options) {
+    for (const auto& [key, value] : options) {
+      const std::string name = py::str(key).cast<std::string>();
+      const LoaderKeyword* row = nullptr;
+      for (const LoaderKeyword& k : kLoaderKeywords) {
+        if (name == k.name) row = &k;
+      }
+      if (row == nullptr)
+        throw py::type_error("_Loader got an unexpected keyword argument '" + name + "'");
+      row->set(Keyword(row->name, value), options_);
     }
-    o.prefetch = Saturate(prefetch);
-    if (!CorruptPolicyFromName(on_corrupt, &o.corrupt_policy)) {
-      throw py::value_error("on_corrupt must be " + NameList(kCorruptPolicyNames) + ", not '" +
-                            on_corrupt + "'");
-    }
-    if (skip_budget < 0) throw py::value_error("skip_budget must be >= 0");
-    o.skip_budget = static_cast<uint64_t>(skip_budget);
-    o.read_depth = Saturate(read_depth);
-    o.read_ahead_bytes = static_cast<uint64_t>(std::max<int64_t>(0, read_ahead_bytes));
     Result<std::unique_ptr<Loader>> l = Status::OK();
     {
       py::gil_scoped_release release;
-      l = Loader::Open(path, o);
+      l = Loader::Open(path, options_);
     }
     loader_ = Take(std::move(l));
     // A transform that cannot apply is an error, never ignored.
+    const TransformParams& t = options_.transform;
+    const std::string kind = TransformKindName(t.kind);
     const RecordFormat& record = loader_->manifest().record;
     if (record.kind == format::RecordKind::kRawU8 && t.kind != TransformKind::kNone) {
       const std::string shape = std::to_string(record.shape[0]) + "x" +
@@ -145,7 +238,13 @@ class PyLoader {
           " records, which the loader returns as stored: pass transform=None (and resize or "
           "augment the batch tensor after the loader if you need to)");
     }
-    const bool geometry = !transform.contains("geometry") || transform["geometry"].cast<bool>();
+    // The plan's "geometry": false for transforms of no geometry at all (only
+    // ToTensor and the like), where raw records come as stored.
+    bool geometry = true;
+    if (options.contains("transform") && py::isinstance<py::dict>(options["transform"])) {
+      const py::dict plan = options["transform"];
+      if (plan.contains("geometry")) geometry = plan["geometry"].cast<bool>();
+    }
     if (record.kind == format::RecordKind::kJpeg && !geometry) {
       throw py::value_error("transform: no geometry (only ToTensor and the like), but " + path +
                             " holds JPEGs, whose sizes differ, and a batch needs one size: add "
@@ -229,6 +328,7 @@ class PyLoader {
   }
 
   Loader& loader() { return *loader_; }
+  const LoaderOptions& options() const { return options_; }
 
   std::string State() const { return LoaderStateToJson(loader_->state()); }
 
@@ -245,6 +345,7 @@ class PyLoader {
   }
 
  private:
+  LoaderOptions options_;
   std::unique_ptr<Loader> loader_;
 };
 
@@ -263,10 +364,16 @@ class PyDataset {
 
   // (payload, label, key): bytes for JPEG and bytes records, a uint8 array of
   // the record's shape for raw ones. The record's checksum is verified.
-  py::tuple Get(int64_t i) const {
+  // `index` as Python indexes a sequence: from the end if negative.
+  py::tuple Get(const py::int_& index) const {
     const int64_t n = static_cast<int64_t>(ds_->num_records());
-    if (i < 0) i += n;
-    if (i < 0 || i >= n) throw py::index_error("record index out of range");
+    int overflow = 0;
+    int64_t i = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+    if (overflow == 0 && i < 0) i += n;
+    if (overflow != 0 || i < 0 || i >= n) {
+      throw py::index_error("record index " + py::str(py::handle(index)).cast<std::string>() +
+                            " out of range (" + std::to_string(n) + " records)");
+    }
     const auto [shard, local] = ds_->Locate(static_cast<uint64_t>(i));
     const ShardReader& r = ds_->shard(shard);
     std::string payload;
@@ -309,34 +416,24 @@ class PyWriter {
     DatasetWriterOptions o;
     o.shard_size = static_cast<uint64_t>(std::max<int64_t>(0, shard_size));  // checked by Create
     o.overwrite = overwrite;
-    if (kind == "jpeg") {
-      manifest_.record.kind = format::RecordKind::kJpeg;
-    } else if (kind == "raw") {
-      manifest_.record.kind = format::RecordKind::kRawU8;
-      if (shape.size() != 3 || shape[0] < 1 || shape[1] < 1 || shape[2] < 1 || shape[2] > 4 ||
-          shape[0] > 65536 || shape[1] > 65536) {
-        throw py::value_error("kind='raw' needs shape=(H, W, C) with 1 <= C <= 4");
-      }
-      manifest_.record.shape = shape;
-    } else if (kind == "bytes") {
-      manifest_.record.kind = format::RecordKind::kBytes;
-    } else {
-      throw py::value_error("kind must be 'jpeg', 'raw' or 'bytes', not '" + kind + "'");
+    // "raw": the Writer's first name for raw_u8, still taken.
+    const std::string name = kind == "raw" ? "raw_u8" : kind;
+    if (!ValueOf(format::kRecordKindNames, name, &manifest_.record.kind)) {
+      throw py::value_error("kind must be " + NameList(format::kRecordKindNames) + ", not '" +
+                            kind + "'");
     }
-    if (kind != "raw" && !shape.empty()) throw py::value_error("shape is for kind='raw' only");
-    if (compression == "auto") {
-      o.shard.compression = kind == "jpeg" ? CompressionMode::kStore : CompressionMode::kAuto;
-    } else if (compression == "zstd") {
-      o.shard.compression = CompressionMode::kZstd;
-    } else if (compression == "none") {
+    manifest_.record.shape = std::move(shape);
+    // Checked as WriteManifest checks it, before any record is written.
+    Check(CheckRecordFormat(manifest_.record).WithContext(path));
+    if (!ValueOf(kCompressionModeNames, compression, &o.shard.compression))
+      throw py::value_error("compression must be " + NameList(kCompressionModeNames));
+    // "auto" stores JPEGs, as shardkit-pack does: they do not shrink.
+    if (o.shard.compression == CompressionMode::kAuto &&
+        manifest_.record.kind == format::RecordKind::kJpeg) {
       o.shard.compression = CompressionMode::kStore;
-    } else {
-      throw py::value_error("compression must be 'auto', 'zstd' or 'none'");
     }
+    Check(CheckClassNames(classes).WithContext(path));
     o.shard.kind = manifest_.record.kind;
-    for (const std::string& c : classes) {
-      if (!IsValidUtf8(c)) throw py::value_error("class name is not valid UTF-8");
-    }
     manifest_.classes = std::move(classes);
     manifest_.created_by = created_by;
     o.num_classes = manifest_.classes.size();
@@ -429,21 +526,23 @@ PYBIND11_MODULE(_shardkit, m) {
   static py::exception<std::runtime_error> corruption(m, "CorruptionError", PyExc_RuntimeError);
   g_corruption_error = corruption.ptr();
 
+  m.attr("_MAX_PREFETCH") = kMaxPrefetch;
+
   py::class_<PyLoader>(m, "_Loader")
-      .def(py::init<const std::string&, int64_t, int64_t, const py::dict&, int64_t, int64_t,
-                    const py::int_&, const std::string&, bool, const std::string&, int64_t,
-                    const std::string&, int64_t, int64_t, int64_t>(),
-           py::arg("path"), py::arg("batch_size"), py::arg("workers"), py::arg("transform"),
-           py::arg("rank"), py::arg("world_size"), py::arg("seed"), py::arg("shuffle"),
-           py::arg("drop_last"), py::arg("layout"), py::arg("prefetch"), py::arg("on_corrupt"),
-           py::arg("skip_budget"), py::arg("read_depth") = 32,
-           py::arg("read_ahead_bytes") = int64_t{64} << 20)
+      .def(py::init([](const std::string& path, const py::kwargs& options) {
+             return std::make_unique<PyLoader>(path, options);
+           }),
+           py::arg("path"))
       .def("start_epoch", &PyLoader::StartEpoch, py::arg("epoch"), py::arg("start_batch") = 0)
       .def("next", &PyLoader::Next)
       .def("stats", &PyLoader::Stats)
       .def("state", &PyLoader::State)
       .def("restore", &PyLoader::Restore, py::arg("state_json"))
       .def("reset_stats", [](PyLoader& l) { l.loader().ResetStats(); })
+      .def_property_readonly("batch_size", [](PyLoader& l) { return l.options().batch_size; })
+      .def_property_readonly("seed", [](PyLoader& l) { return l.options().seed; })
+      .def_property_readonly("rank", [](PyLoader& l) { return l.options().rank; })
+      .def_property_readonly("world_size", [](PyLoader& l) { return l.options().world_size; })
       .def_property_readonly("epoch", [](PyLoader& l) { return l.loader().epoch(); })
       .def_property_readonly("next_batch", [](PyLoader& l) { return l.loader().next_batch(); })
       .def_property_readonly("batches_per_epoch",

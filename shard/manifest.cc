@@ -35,15 +35,44 @@ uint64_t Manifest::raw_bytes() const {
 }
 
 const char* RecordKindName(format::RecordKind kind) {
-  switch (kind) {
-    case format::RecordKind::kJpeg:
-      return "jpeg";
-    case format::RecordKind::kRawU8:
-      return "raw_u8";
-    case format::RecordKind::kBytes:
-      break;
+  return NameOf(format::kRecordKindNames, kind);
+}
+
+Status CheckRecordFormat(const RecordFormat& f) {
+  std::string shape = "[";
+  for (size_t i = 0; i < f.shape.size(); ++i)
+    shape += (i > 0 ? ", " : "") + std::to_string(f.shape[i]);
+  shape += "]";
+  if (f.kind != format::RecordKind::kRawU8) {
+    if (f.shape.empty()) return Status::OK();
+    return Status::InvalidArgument("shape " + shape + " is for raw_u8 records only, not " +
+                                   RecordKindName(f.kind));
   }
-  return "bytes";
+  if (f.shape.size() != 3)
+    return Status::InvalidArgument("raw_u8 shape must be [H, W, C], not " + shape);
+  for (int64_t d : f.shape) {
+    if (d < 1 || d > 65536) {
+      return Status::InvalidArgument("raw_u8 shape " + shape +
+                                     " has a dimension out of range (each must be in 1..65536)");
+    }
+  }
+  if (f.raw_record_size() > format::kMaxRecordSize) {
+    return Status::InvalidArgument(
+        "raw_u8 shape " + shape + " too large (" + std::to_string(f.raw_record_size()) +
+        " bytes a record, at most " + std::to_string(format::kMaxRecordSize) + ")");
+  }
+  return Status::OK();
+}
+
+Status CheckClassNames(const std::vector<std::string>& classes) {
+  for (size_t c = 0; c < classes.size(); ++c) {
+    if (!IsValidUtf8(classes[c])) {
+      return Status::InvalidArgument(
+          "class " + std::to_string(c) + " name '" + Printable(classes[c]) +
+          "' is not valid UTF-8; manifests store class names as UTF-8 text");
+    }
+  }
+  return Status::OK();
 }
 
 std::string Crc32cHex(uint32_t crc) {
@@ -137,7 +166,7 @@ std::string ManifestToJson(const Manifest& m) {
       json::parse(m.created_by.empty() ? "{}" : m.created_by, nullptr, /*allow_exceptions=*/false);
   j["created_by"] = created.is_discarded() ? json::object() : created;
   j["created_at"] = m.created_at;
-  // Class names are checked by WriteManifest; anything else (paths in
+  // Class names are checked by WriteManifest (CheckClassNames); anything else (paths in
   // created_by) is informational and may hold any bytes: replaced, never thrown.
   return j.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
 }
@@ -158,21 +187,11 @@ Result<Manifest> ParseManifest(std::string_view text, const std::string& where) 
     Manifest m;
     const json& rec = j.at("record");
     const std::string kind = rec.at("kind").get<std::string>();
-    if (kind == "jpeg") {
-      m.record.kind = format::RecordKind::kJpeg;
-    } else if (kind == "raw_u8") {
-      m.record.kind = format::RecordKind::kRawU8;
-      m.record.shape = rec.at("shape").get<std::vector<int64_t>>();
-      if (m.record.shape.size() != 3) return bad("raw_u8 shape must be [H, W, C]");
-      for (int64_t d : m.record.shape) {
-        if (d < 1 || d > 65536) return bad("raw_u8 shape has a dimension out of range");
-      }
-      if (m.record.raw_record_size() > format::kMaxRecordSize) return bad("raw_u8 shape too large");
-    } else if (kind == "bytes") {
-      m.record.kind = format::RecordKind::kBytes;
-    } else {
+    if (!ValueOf(format::kRecordKindNames, kind, &m.record.kind))
       return bad("unknown record kind \"" + kind + "\"");
-    }
+    if (m.record.kind == format::RecordKind::kRawU8)
+      m.record.shape = rec.at("shape").get<std::vector<int64_t>>();
+    if (Status s = CheckRecordFormat(m.record); !s.ok()) return bad(s.message());
     m.classes = j.at("classes").get<std::vector<std::string>>();
     std::set<std::string> seen;
     for (const json& s : j.at("shards")) {
@@ -220,13 +239,8 @@ Result<Manifest> ReadManifest(const std::string& dir, Env* env) {
 }
 
 Status WriteManifest(const std::string& dir, const Manifest& m) {
-  for (size_t c = 0; c < m.classes.size(); ++c) {
-    if (!IsValidUtf8(m.classes[c])) {
-      return Status::InvalidArgument(
-          dir + ": class " + std::to_string(c) + " name '" + Printable(m.classes[c]) +
-          "' is not valid UTF-8; manifests store class names as UTF-8 text");
-    }
-  }
+  SK_RETURN_IF_ERROR(CheckRecordFormat(m.record).WithContext(dir));
+  SK_RETURN_IF_ERROR(CheckClassNames(m.classes).WithContext(dir));
   return WriteFileAtomic(JoinPath(dir, kManifestName), ManifestToJson(m));
 }
 

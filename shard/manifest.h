@@ -35,7 +35,15 @@ struct Manifest {
   uint64_t raw_bytes() const;
 };
 
+// NameOf(format::kRecordKindNames, kind): "jpeg", "raw_u8" or "bytes".
 const char* RecordKindName(format::RecordKind kind);
+// What a writer decides before its first record, checked as ParseManifest
+// and WriteManifest check it, so a writer can refuse it up front:
+// InvalidArgument saying what is wrong. A raw_u8 record's shape is [H, W, C],
+// each in 1..65536, at most format::kMaxRecordSize bytes; other kinds have no
+// shape. Class names are valid UTF-8 (IsValidUtf8).
+Status CheckRecordFormat(const RecordFormat& f);
+Status CheckClassNames(const std::vector<std::string>& classes);
 std::string ManifestToJson(const Manifest& m);
 // `where` names the source in error messages.
 Result<Manifest> ParseManifest(std::string_view json, const std::string& where);

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/names.h"
+
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "shardkit assumes a little-endian host");
 
 namespace shardkit::format {
@@ -30,6 +32,9 @@ enum class Codec : uint32_t { kStored = 0, kZstd = 1 };
 
 // What a record holds; also written to the manifest.
 enum class RecordKind : uint32_t { kBytes = 0, kJpeg = 1, kRawU8 = 2 };
+// The names the manifest, the tools and the Python binding use (base/names.h).
+inline constexpr EnumName<RecordKind> kRecordKindNames[] = {
+    {RecordKind::kJpeg, "jpeg"}, {RecordKind::kRawU8, "raw_u8"}, {RecordKind::kBytes, "bytes"}};
 
 struct BlockEntry {
   uint64_t offset;        // of the stored bytes, from the start of the file

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/file_io.h"
+#include "base/names.h"
 #include "base/status.h"
 #include "shard/shard_format.h"
 
@@ -21,6 +22,11 @@ enum class CompressionMode {
   kZstd,   // compress every block with zstd
   kAuto,   // compress, but store a block whose compressed form saves less than 3%
 };
+// The names the Python binding uses (base/names.h): "none" is kStore.
+inline constexpr EnumName<CompressionMode> kCompressionModeNames[] = {
+    {CompressionMode::kAuto, "auto"},
+    {CompressionMode::kZstd, "zstd"},
+    {CompressionMode::kStore, "none"}};
 
 struct ShardWriterOptions {
   CompressionMode compression = CompressionMode::kAuto;

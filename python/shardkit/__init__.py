@@ -20,7 +20,7 @@ import warnings
 
 from . import transforms
 
-from ._shardkit import CorruptionError, _Dataset, _Loader, _Writer, __version__
+from ._shardkit import _MAX_PREFETCH, CorruptionError, _Dataset, _Loader, _Writer, __version__
 
 __all__ = ["Loader", "Dataset", "Writer", "CorruptionError", "distributed_defaults", "normalize", "transforms"]
 
@@ -35,17 +35,26 @@ def _env_int(*names):
     return None
 
 
-def _int(name, value, bits=63):
-    """value as an int that fits the core's arguments (int64; seeds uint64),
-    or a ValueError naming the argument. The options' ranges are the C++
-    core's to check: one validation, whose messages come back as ValueError."""
+def _int(name, value):
+    """value as an int64 for this module's own use (the loader's options go
+    to the core as given: its keyword table converts them, and the C++ core
+    checks their ranges, once), or a ValueError naming the argument."""
     try:
         v = int(value)
     except (TypeError, ValueError):
         raise ValueError("%s must be an integer, not %r" % (name, value)) from None
-    if not (-(1 << 63) if bits == 63 else 0) <= v < (1 << bits):
+    if not -(1 << 63) <= v < (1 << 63):
         raise ValueError("%s=%d is out of range" % (name, v))
     return v
+
+
+def _utf8(text):
+    """text as UTF-8 bytes, surrogates kept (as the bytes they escape, or as
+    themselves), never an error: whether it is valid is the core's to say."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
 
 
 def _path(path):
@@ -281,21 +290,21 @@ class Loader:
             prefetch_factor = _int("prefetch_factor", prefetch_factor)
             if prefetch_factor < 1:
                 raise ValueError("prefetch_factor must be at least 1, not %d" % prefetch_factor)
-            prefetch = min(prefetch_factor * max(1, _int("workers", workers)), 1024)
+            prefetch = min(prefetch_factor * max(1, _int("workers", workers)), _MAX_PREFETCH)
         self.path = os.fspath(path)
-        self.batch_size = _int("batch_size", batch_size)
-        self.seed = _int("seed", seed, bits=64)
-        self.world_size = _int("world_size", world_size)
-        self.rank = _int("rank", rank)
         plan = transforms.plan(transform, _int("size", size))
+        # The core's keyword table converts each option; Loader::Open checks them.
+        self._core = _Loader(_path(path), batch_size=batch_size, workers=workers, transform=plan, rank=rank,
+                             world_size=world_size, seed=seed, shuffle=shuffle, drop_last=drop_last,
+                             layout=layout, prefetch=prefetch, on_corrupt=on_corrupt, skip_budget=skip_budget,
+                             read_depth=read_depth, read_ahead_bytes=read_ahead_bytes)
+        core = self._core
+        self.batch_size, self.seed, self.rank, self.world_size = (core.batch_size, core.seed, core.rank,
+                                                                  core.world_size)
         self.transform = plan["kind"]
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
         if pin_memory and not self.pin_memory:
             _once("pin", _log.info, "shardkit.Loader: pin_memory=True, but CUDA is not available: not pinned")
-        self._core = _Loader(_path(path), self.batch_size, _int("workers", workers), plan,
-                             self.rank, self.world_size, self.seed, str(shuffle), bool(drop_last), str(layout),
-                             _int("prefetch", prefetch), str(on_corrupt), _int("skip_budget", skip_budget),
-                             _int("read_depth", read_depth), _int("read_ahead_bytes", read_ahead_bytes))
         self._epoch = 0          # the epoch set, or of the last iteration
         self._epoch_set = True   # set_epoch since the last iteration began: it reads self._epoch
         self._iterated = False
@@ -501,19 +510,13 @@ class Dataset:
         return len(self._core)
 
     def __getitem__(self, index):
-        payload, label, _ = self._core.get(self._index(index))
+        payload, label, _ = self._core.get(int(index))  # out of range: IndexError, from the core
         return payload, label
 
     def key(self, index):
         """The record's key (its source file or index, as packed); bytes that
         are not UTF-8 come back as surrogate escapes, as os.fsdecode does."""
-        return self._core.get(self._index(index))[2].decode("utf-8", "surrogateescape")
-
-    def _index(self, index):
-        i = int(index)
-        if not -len(self) <= i < len(self):
-            raise IndexError("record index %d out of range (%d records)" % (i, len(self)))
-        return i
+        return self._core.get(int(index))[2].decode("utf-8", "surrogateescape")
 
     @property
     def classes(self):
@@ -533,10 +536,12 @@ class Dataset:
 
 class Writer:
     """Packs records into a shard dataset with the format and checksums of
-    shardkit-pack. ``close()`` (or leaving the ``with`` block) publishes the
-    manifest atomically; if it is not reached (an exception), every shard it
-    wrote is deleted (and the directory, if it made it), and a dataset it was
-    replacing (overwrite) is left whole.
+    shardkit-pack. ``kind``: 'jpeg', 'raw_u8' (``shape=(H, W, C)``; 'raw' is
+    the same) or 'bytes', as the manifest names them. ``close()`` (or leaving
+    the ``with`` block) publishes the manifest atomically; if it is not
+    reached (an exception), every shard it wrote is deleted (and the
+    directory, if it made it), and a dataset it was replacing (overwrite) is
+    left whole.
 
         with shardkit.Writer(out, kind="jpeg", classes=names) as w:
             for path, label in samples:
@@ -549,12 +554,9 @@ class Writer:
         created_by = json.dumps({"tool": "shardkit (python)", "version": __version__,
                                  "kind": kind})
         shape = [_int("shape", d) for d in (shape or ())]
-        names = [str(c) for c in classes]
-        for name in names:
-            try:
-                name.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ValueError("class name %r is not valid UTF-8 (manifests are UTF-8 JSON)" % name) from None
+        # As bytes: a surrogate escape (os.fsdecode's, from a folder name) as
+        # the byte it stands for, which the core refuses naming the class.
+        names = [_utf8(str(c)) for c in classes]
         self._core = _Writer(_path(path), str(kind), shape, names,
                              _int("shard_size", shard_size), str(compression),
                              bool(overwrite), created_by)
@@ -562,7 +564,7 @@ class Writer:
     def add(self, data, label, key=None):
         """Appends one record: bytes-like data (for kind='jpeg' a JPEG or PNG,
         recognised by content, validated and converted as shardkit-pack does;
-        for kind='raw' H*W*C bytes or a uint8 array), an integer label. An
+        for kind='raw_u8' H*W*C bytes or a uint8 array), an integer label. An
         error names the record by ``key``."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             import numpy as np

@@ -103,7 +103,7 @@ class Writer:
     def __init__(
         self,
         path: _Path,
-        kind: str = ...,
+        kind: str = ...,  # "jpeg", "raw_u8" (or "raw") or "bytes"
         *,
         shape: Optional[Sequence[int]] = ...,
         classes: Sequence[str] = ...,

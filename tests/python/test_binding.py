@@ -2,6 +2,7 @@
 exact resume, leases that keep their memory, corrupt records, the GIL released
 while C++ works, and a Writer whose output shardkit-pack verifies."""
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -44,7 +45,7 @@ def raw_ds(tmp_path_factory):
     root = tmp_path_factory.mktemp("raw")
     rng = np.random.default_rng(1)
     records = rng.integers(0, 256, (203, 8, 6, 3), dtype=np.uint8)
-    with sk.Writer(str(root / "ds"), kind="raw", shape=(8, 6, 3), classes=[str(c) for c in range(7)],
+    with sk.Writer(str(root / "ds"), kind="raw_u8", shape=(8, 6, 3), classes=[str(c) for c in range(7)],
                    shard_size=1 << 16) as w:
         for i, r in enumerate(records):
             w.add(r, i % 7, key="r%d" % i)
@@ -190,7 +191,7 @@ def test_a_held_batch_keeps_its_values_while_20_more_go_by(raw_ds):
 
 def test_corrupt_records_raise_or_are_counted(tmp_path):
     src = tmp_path / "ds"
-    with sk.Writer(str(src), kind="raw", shape=(4, 4, 1), compression="none", shard_size=1 << 16) as w:
+    with sk.Writer(str(src), kind="raw_u8", shape=(4, 4, 1), compression="none", shard_size=1 << 16) as w:
         for i in range(64):
             w.add(bytes([i]) * 16, 0)
     shard = os.path.join(str(src), "shard-00000.sks")
@@ -252,6 +253,39 @@ def test_bad_arguments_are_value_errors_and_missing_paths_os_errors(jpeg_ds, tmp
         sk.Dataset(str(tmp_path / "nowhere"))
 
 
+def test_loader_options_are_converted_by_the_cores_keyword_table_and_checked_by_the_loader(raw_ds):
+    path, _ = raw_ds
+    base = dict(transform=None, rank=0, world_size=1)
+    # Converted as int() would, and read back from the core's options.
+    loader = sk.Loader(path, "8", transform=None, rank=np.int64(1), world_size=2.0, seed=2**64 - 1,
+                       shuffle=False, drop_last=1)
+    assert (loader.batch_size, loader.rank, loader.world_size, loader.seed) == (8, 1, 2, 2**64 - 1)
+    assert len(loader) == 203 // 2 // 8
+    cap = sk._shardkit._MAX_PREFETCH
+    for kwargs, message in (
+            (dict(batch_size="x"), "batch_size must be an integer, not 'x'"),
+            (dict(batch_size=10**20), "batch_size=100000000000000000000 is out of range"),
+            (dict(seed=-1), "seed=-1 is out of range"),
+            (dict(seed=2**64), "seed=18446744073709551616 is out of range"),
+            (dict(skip_budget=-1), "skip_budget must be >= 0"),
+            (dict(shuffle="random"), "shuffle must be 'auto', 'full', 'block' or 'none', not 'random'"),
+            (dict(layout="CHW"), "layout must be 'NCHW' or 'NHWC', not 'CHW'"),
+            (dict(on_corrupt="ignore"), "on_corrupt must be 'fail' or 'skip', not 'ignore'"),
+            (dict(transform="rotate"),
+             "transform must be 'train', 'val', 'resize', None or torchvision-style transforms, not 'rotate'"),
+            (dict(workers=10**12), "workers must be in 1..256, not 2147483647"),
+            (dict(read_ahead_bytes=-1), "read-ahead bytes must be in 1 MiB..64 GiB"),
+            (dict(rank=3, world_size=2), "rank 3 is not in 0..world_size-1 (world size 2)"),
+            (dict(prefetch=cap + 1), "prefetch must be in 1..%d, not %d" % (cap, cap + 1))):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            sk.Loader(path, **{**base, "batch_size": 4, **kwargs})
+    # The package's cap on prefetch_factor x workers is the loader's bound.
+    sk.Loader(path, 4, prefetch=cap, **base)
+    sk.Loader(path, 4, workers=2, prefetch_factor=10**6, **base)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        sk._shardkit._Loader(os.fsencode(path), batch_size=4, bogus=1)
+
+
 def test_writer_output_verifies_and_reads_back(tmp_path, jpeg_ds):
     src = sk.Dataset(jpeg_ds)
     out = str(tmp_path / "copy")
@@ -278,7 +312,7 @@ def test_writer_refuses_bad_records_and_an_aborted_write_is_no_dataset(tmp_path)
             w.add(b"not a jpeg", 0)
     # An aborted write leaves nothing: the directory it made is gone.
     assert not os.path.exists(str(tmp_path / "a"))
-    with sk.Writer(str(tmp_path / "b"), kind="raw", shape=(2, 2, 1), classes=["x"]) as w:
+    with sk.Writer(str(tmp_path / "b"), kind="raw_u8", shape=(2, 2, 1), classes=["x"]) as w:
         with pytest.raises(ValueError, match="5 bytes, the shape needs 4"):
             w.add(b"12345", 0)
         with pytest.raises(ValueError, match="classes"):
@@ -286,15 +320,43 @@ def test_writer_refuses_bad_records_and_an_aborted_write_is_no_dataset(tmp_path)
         w.add(b"1234", 0)
     assert len(sk.Dataset(str(tmp_path / "b"))) == 1
     with pytest.raises(ValueError, match="already holds a dataset"):
-        sk.Writer(str(tmp_path / "b"), kind="raw", shape=(2, 2, 1))
+        sk.Writer(str(tmp_path / "b"), kind="raw_u8", shape=(2, 2, 1))
     with pytest.raises(ValueError):
         sk.Writer(str(tmp_path / "c"), kind="raw")
-    for kwargs in (dict(shard_size=-1), dict(kind="raw", shape=(-1, 2, 3)), dict(classes=["\udcff"])):
+    for kwargs in (dict(shard_size=-1), dict(kind="raw_u8", shape=(-1, 2, 3)), dict(classes=["\udcff"])):
         with pytest.raises(ValueError):
             sk.Writer(str(tmp_path / "d"), **kwargs)
     # Keys are any bytes a file name holds, and come back as os.fsdecode gives them.
-    with sk.Writer(str(tmp_path / "e"), kind="raw", shape=(1, 1, 1)) as w:
+    with sk.Writer(str(tmp_path / "e"), kind="raw_u8", shape=(1, 1, 1)) as w:
         w.add(b"x", 0, key="caf\udcff")
         with pytest.raises(ValueError, match="label"):
             w.add(b"x", 10**12)
     assert sk.Dataset(str(tmp_path / "e")).key(0) == "caf\udcff"
+
+
+def test_writer_kinds_are_the_manifests_names_and_its_checks_are_the_cores(tmp_path):
+    for kind in ("raw_u8", "raw"):  # "raw": the Writer's first name for raw_u8, still taken
+        out = str(tmp_path / kind)
+        with sk.Writer(out, kind=kind, shape=(2, 2, 5), classes=["a"]) as w:  # any C, as shardkit-pack's
+            w.add(bytes(range(20)), 0)
+        ds = sk.Dataset(out)
+        assert ds.kind == ds.manifest["record"]["kind"] == "raw_u8" and ds.shape == (2, 2, 5)
+        assert ds[0][0].tolist() == np.arange(20).reshape(2, 2, 5).tolist()
+    with pytest.raises(IndexError, match=re.escape("record index 1 out of range (1 records)")):
+        ds[1]
+    with pytest.raises(IndexError, match=re.escape("record index -2 out of range (1 records)")):
+        ds.key(-2)
+    assert ds[np.int64(-1)][1] == 0 and list(ds)[0][1] == 0
+    refused = str(tmp_path / "refused")
+    for kwargs, message in (
+            (dict(kind="png"), "kind must be 'jpeg', 'raw_u8' or 'bytes', not 'png'"),
+            (dict(kind="raw_u8"), "raw_u8 shape must be [H, W, C], not []"),
+            (dict(kind="raw_u8", shape=(2, 0, 1)), "raw_u8 shape [2, 0, 1] has a dimension out of range"),
+            (dict(kind="raw_u8", shape=(65536, 65536, 1)), "raw_u8 shape [65536, 65536, 1] too large"),
+            (dict(kind="jpeg", shape=(2, 2, 1)), "shape [2, 2, 1] is for raw_u8 records only, not jpeg"),
+            (dict(compression="lz4"), "compression must be 'auto', 'zstd' or 'none'"),
+            (dict(classes=["ok", "caf\udcff"]), "class 1 name 'caf\\xff' is not valid UTF-8"),
+            (dict(classes=["\ud800"]), "class 0 name '\\xed\\xa0\\x80' is not valid UTF-8")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            sk.Writer(refused, **kwargs)
+        assert not os.path.exists(refused)  # refused before anything was made

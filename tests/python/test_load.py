@@ -29,7 +29,7 @@ def raw_ds(tmp_path_factory):
 
     path = str(tmp_path_factory.mktemp("load") / "raw")
     rng = np.random.default_rng(3)
-    with sk.Writer(path, kind="raw", shape=(16, 16, 3), classes=["a", "b"], shard_size=1 << 16) as w:
+    with sk.Writer(path, kind="raw_u8", shape=(16, 16, 3), classes=["a", "b"], shard_size=1 << 16) as w:
         for i in range(600):
             w.add(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8), i % 2)
     return path

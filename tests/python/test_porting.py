@@ -52,7 +52,7 @@ def views(tmp_path_factory):
     concat = ConcatDataset([TensorDataset(torch.from_numpy(v).unsqueeze(1), torch.from_numpy(labels))
                             for v in view_arrays])
     path = str(tmp_path_factory.mktemp("views") / "shards")
-    with sk.Writer(path, kind="raw", shape=(28, 28, 1), classes=[str(c) for c in range(10)],
+    with sk.Writer(path, kind="raw_u8", shape=(28, 28, 1), classes=[str(c) for c in range(10)],
                    shard_size=1 << 16) as w:
         for v in view_arrays:
             for img, label in zip(v, labels):
