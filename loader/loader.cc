@@ -84,8 +84,10 @@ Status ValidateLoaderOptions(const LoaderOptions& o) {
     return bad("workers must be in 1.." + std::to_string(kMaxLoaderWorkers) + ", not " +
                std::to_string(o.workers));
   }
-  if (o.prefetch < 1 || o.prefetch > 1024)
-    return bad("prefetch must be in 1..1024, not " + std::to_string(o.prefetch));
+  if (o.prefetch < 1 || o.prefetch > kMaxPrefetch) {
+    return bad("prefetch must be in 1.." + std::to_string(kMaxPrefetch) + ", not " +
+               std::to_string(o.prefetch));
+  }
   if (o.batch_size < 1 || o.batch_size > (1 << 20)) {
     return bad("batch size must be in 1..1048576, not " + std::to_string(o.batch_size));
   }

@@ -176,6 +176,8 @@ struct LoaderStats {
 
 // Loader threads per rank at most: more is a typo, not a machine.
 inline constexpr int kMaxLoaderWorkers = 256;
+// Batches decoded ahead (ring slots) at most.
+inline constexpr int kMaxPrefetch = 1024;
 
 // Checks every option's range (workers, prefetch, batch size, rank, transform
 // ranges, no NaN) without touching the dataset; Loader::Open calls it.

@@ -197,12 +197,6 @@ constexpr LoaderKeyword kLoaderKeywords[] = {
      }},
 };
 
-// The bound ValidateLoaderOptions puts on `prefetch` (loader/loader.cc),
-// for the package's prefetch_factor, which DataLoader scripts set per worker
-// and which is capped rather than refused. TODO: take it from loader/ once
-// the loader's public header exports it, as it does kMaxLoaderWorkers.
-constexpr int kMaxPrefetch = 1024;
-
 class PyLoader {
  public:
   // `options`: keywords of kLoaderKeywords, each optional (LoaderOptions'
@@ -526,6 +520,8 @@ PYBIND11_MODULE(_shardkit, m) {
   static py::exception<std::runtime_error> corruption(m, "CorruptionError", PyExc_RuntimeError);
   g_corruption_error = corruption.ptr();
 
+  // The loader's bound on `prefetch`, for the package's prefetch_factor,
+  // which DataLoader scripts set per worker and which is capped, not refused.
   m.attr("_MAX_PREFETCH") = kMaxPrefetch;
 
   py::class_<PyLoader>(m, "_Loader")
