@@ -22,22 +22,7 @@ constexpr size_t kBytes = size_t(kSide) * kSide * 3;
 
 // Stored raw records of kBytes, record i filled from i; several shards.
 void WriteBigStoredDataset(const std::string& dir, int n) {
-  DatasetWriterOptions o;
-  o.shard.compression = CompressionMode::kStore;
-  o.shard.kind = format::RecordKind::kRawU8;
-  o.shard_size = 40 * kBytes;
-  auto w = DatasetWriter::Create(dir, o);
-  ASSERT_TRUE(w.ok());
-  for (int i = 0; i < n; ++i) {
-    std::string p(kBytes, '\0');
-    for (size_t j = 0; j < p.size(); ++j) p[j] = static_cast<char>((i * 131 + j * 7) & 0xFF);
-    ASSERT_TRUE((*w)->Add(p, i % 10, std::to_string(i)).ok());
-  }
-  Manifest m;
-  m.record.kind = format::RecordKind::kRawU8;
-  m.record.shape = {kSide, kSide, 3};
-  for (int c = 0; c < 10; ++c) m.classes.push_back(std::to_string(c));
-  ASSERT_TRUE((*w)->Finish(m).ok());
+  testing::WriteRawDataset(dir, n, kSide, CompressionMode::kStore, 1 << 20, 40 * kBytes);
 }
 
 std::string Expected(const Dataset& ds, uint32_t shard, uint32_t local) {

@@ -24,23 +24,7 @@ constexpr size_t kBytes = size_t(kSide) * kSide * 3;
 
 // Raw records of kBytes, record i filled from i, over several shards.
 void WriteDataset(const std::string& dir, int n, CompressionMode compression) {
-  DatasetWriterOptions o;
-  o.shard.compression = compression;
-  o.shard.kind = format::RecordKind::kRawU8;
-  o.shard.block_size = 4 * kBytes;
-  o.shard_size = 24 * kBytes;
-  auto w = DatasetWriter::Create(dir, o);
-  ASSERT_TRUE(w.ok());
-  for (int i = 0; i < n; ++i) {
-    std::string p(kBytes, '\0');
-    for (size_t j = 0; j < p.size(); ++j) p[j] = static_cast<char>((i * 131 + j / 97) & 0xFF);
-    ASSERT_TRUE((*w)->Add(p, i % 10, std::to_string(i)).ok());
-  }
-  Manifest m;
-  m.record.kind = format::RecordKind::kRawU8;
-  m.record.shape = {kSide, kSide, 3};
-  for (int c = 0; c < 10; ++c) m.classes.push_back(std::to_string(c));
-  ASSERT_TRUE((*w)->Finish(m).ok());
+  testing::WriteRawDataset(dir, n, kSide, compression, 4 * kBytes, 24 * kBytes);
 }
 
 LoaderOptions Options(ShuffleMode mode, int read_depth) {

@@ -1,6 +1,8 @@
 // Test helpers: temp dirs, synthetic JPEG/PNG files, running commands.
 #include "tests/test_util.h"
 
+#include <gtest/gtest.h>
+
 #include <jpeglib.h>
 #include <png.h>
 #include <signal.h>
@@ -22,8 +24,31 @@
 #include <stdexcept>
 
 #include "base/random.h"
+#include "shard/dataset_writer.h"
 
 namespace shardkit::testing {
+
+void WriteRawDataset(const std::string& dir, int n, int side, CompressionMode compression,
+                     uint32_t block_size, uint64_t shard_size) {
+  const size_t bytes = size_t(side) * side * 3;
+  DatasetWriterOptions o;
+  o.shard.compression = compression;
+  o.shard.kind = format::RecordKind::kRawU8;
+  o.shard.block_size = block_size;
+  o.shard_size = shard_size;
+  auto w = DatasetWriter::Create(dir, o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  for (int i = 0; i < n; ++i) {
+    std::string p(bytes, '\0');
+    for (size_t j = 0; j < p.size(); ++j) p[j] = static_cast<char>((i * 131 + j * 7) & 0xFF);
+    ASSERT_TRUE((*w)->Add(p, i % 10, std::to_string(i)).ok());
+  }
+  Manifest m;
+  m.record.kind = format::RecordKind::kRawU8;
+  m.record.shape = {side, side, 3};
+  for (int c = 0; c < 10; ++c) m.classes.push_back(std::to_string(c));
+  ASSERT_TRUE((*w)->Finish(m).ok());
+}
 
 TempDir::TempDir() {
   const char* base = std::getenv("TMPDIR");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "image/image.h"
+#include "shard/shard_writer.h"
 
 namespace shardkit::testing {
 
@@ -21,6 +22,11 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// A dataset of n raw side x side x 3 records in 10 classes, record i filled
+// from i (so a wrong record is seen), its blocks and shards of these sizes.
+void WriteRawDataset(const std::string& dir, int n, int side, CompressionMode compression,
+                     uint32_t block_size, uint64_t shard_size);
 
 // A smooth synthetic "photo" (gradients, discs), deterministic in seed.
 Image SyntheticImage(int width, int height, int channels, uint64_t seed);
