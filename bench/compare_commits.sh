@@ -3,7 +3,7 @@
 # (out/commits/OLD, tests and the Python binding off) and runs the same loader
 # and training benchmarks on its binaries and on this tree's build/, alternating
 # old and new in each round so that the machine's drift falls on both. Prints a
-# markdown table of the best round per side and new/old.
+# markdown table of the median and best round per side and new/old.
 #   loader: compare_pytorch.sh's shardkit side (JPEG train 224 batch 32; Fashion-
 #           MNIST raw batch 256 streamed through an 8 MB block cache, and cached
 #           with a full shuffle), 1 and 2 workers;
@@ -89,18 +89,18 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 $PY - "$OUT/runs.txt" "$old_sha" "$new_sha" <<'PY' | tee "$OUT/results.md"
-import collections, sys
-best = collections.defaultdict(dict)
+import collections, statistics, sys
 runs = collections.defaultdict(lambda: collections.defaultdict(list))
 for line in open(sys.argv[1]):
     name, side, v = line.split()
     runs[name][side].append(float(v))
-print("Best of %d alternating rounds, img/s (old = %s, new = %s):\n" % (
+print("Median and best of %d alternating rounds, img/s (old = %s, new = %s):\n" % (
     max(len(s["old"]) for s in runs.values()), sys.argv[2], sys.argv[3]))
-print("| benchmark | old | new | new / old | old rounds | new rounds |")
-print("|---|---:|---:|---:|---|---|")
+print("| benchmark | old median | new median | new / old (median) | new / old (best) | old rounds | new rounds |")
+print("|---|---:|---:|---:|---:|---|---|")
 fmt = lambda xs: ", ".join("%.0f" % x for x in xs)
 for name, s in runs.items():
-    o, n = max(s["old"]), max(s["new"])
-    print("| %s | %.0f | %.0f | %.2f | %s | %s |" % (name, o, n, n / o, fmt(s["old"]), fmt(s["new"])))
+    om, nm = statistics.median(s["old"]), statistics.median(s["new"])
+    print("| %s | %.0f | %.0f | %.2f | %.2f | %s | %s |" % (
+        name, om, nm, nm / om, max(s["new"]) / max(s["old"]), fmt(s["old"]), fmt(s["new"])))
 PY
