@@ -19,6 +19,7 @@
 #include "train/dist.h"
 #include "train/loss_scale.h"
 #include "train/resnet.h"
+#include "train/sgd.h"
 #include "train/trainer.h"
 
 namespace shardkit {

@@ -19,6 +19,7 @@
 #include "train/device_feeder.h"
 #include "train/loss_scale.h"
 #include "train/resnet.h"
+#include "train/sgd.h"
 
 namespace shardkit {
 namespace {
