@@ -18,7 +18,7 @@
 #include "train/checkpoint.h"
 #include "train/device_feeder.h"
 #include "train/loss_scale.h"
-#include "train/resnet.h"
+#include "train/models/models.h"
 #include "train/sgd.h"
 
 namespace shardkit {
@@ -366,11 +366,7 @@ class Trainer {
     spec_.num_classes = static_cast<int>(std::max<size_t>(num_classes_, 2));
     spec_.in_channels = channels_;
     spec_.small_input_stem = height_ < 64;
-    try {
-      model_ = MakeModel(spec_);
-    } catch (const std::invalid_argument& e) {
-      return Status::InvalidArgument(e.what());
-    }
+    SK_ASSIGN_OR_RETURN(model_, MakeModel(spec_));
     net().to(device_);
     if (o_.channels_last) {
       torch::NoGradGuard no_grad;
