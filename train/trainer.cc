@@ -202,6 +202,42 @@ void InstallStopSignalHandlers() {
 
 namespace {
 
+// Every loader option the trainer sets, in one place: the training set's
+// for this rank on `device`, and the validation set's, derived from them.
+LoaderOptions TrainLoaderOptions(const TrainOptions& o, const DistEnv& env, torch::Device device) {
+  LoaderOptions lo;
+  lo.rank = env.rank;
+  lo.world_size = env.world_size;
+  lo.batch_size = o.batch_size;
+  lo.workers = o.workers;
+  lo.prefetch = o.prefetch;
+  lo.mmap = o.mmap;
+  lo.seed = o.seed;
+  lo.transform.kind = TransformKind::kTrain;
+  lo.transform.size = o.size;
+  // Channels-last training reads NHWC batches, viewed as channels-last
+  // NCHW tensors without a copy (BatchView).
+  lo.layout = o.channels_last ? Layout::kNHWC : Layout::kNCHW;
+#ifdef SHARDKIT_WITH_CUDA
+  if (device.is_cuda()) lo.allocator = PinnedSlotAllocator();  // asynchronous copies
+#else
+  (void)device;
+#endif
+  lo.drop_last = true;  // every step a full global batch
+  lo.corrupt_policy = o.on_corrupt;
+  lo.skip_budget = o.skip_budget;
+  return lo;
+}
+
+LoaderOptions ValLoaderOptions(const TrainOptions& o, LoaderOptions train) {
+  LoaderOptions vo = std::move(train);
+  vo.transform.kind = TransformKind::kVal;
+  vo.drop_last = false;
+  vo.shuffle = ShuffleMode::kNone;
+  vo.batch_size = std::max(o.batch_size, 64);
+  return vo;
+}
+
 // One rank's training, in named steps: SetUp (device, data, model, resume),
 // SetUpGroup (process group), then for each epoch Epoch: RunSteps (Step after
 // Step), then EndEpoch (Evaluate, Checkpoint, Report), or StopOnSignal.
@@ -359,37 +395,14 @@ Status Trainer::SetUpData() {
 
 // The training loader, and the validation loader checked against it.
 Status Trainer::OpenLoaders() {
-  LoaderOptions lo;
-  lo.rank = env_.rank;
-  lo.world_size = env_.world_size;
-  lo.batch_size = o_.batch_size;
-  lo.workers = o_.workers;
-  lo.prefetch = o_.prefetch;
-  lo.mmap = o_.mmap;
-  lo.seed = o_.seed;
-  lo.transform.kind = TransformKind::kTrain;
-  lo.transform.size = o_.size;
-  // Channels-last training reads NHWC batches, viewed as channels-last
-  // NCHW tensors without a copy (BatchView).
-  lo.layout = o_.channels_last ? Layout::kNHWC : Layout::kNCHW;
-#ifdef SHARDKIT_WITH_CUDA
-  if (device_.is_cuda()) lo.allocator = PinnedSlotAllocator();  // asynchronous copies
-#endif
-  lo.drop_last = true;  // every step a full global batch
-  lo.corrupt_policy = o_.on_corrupt;
-  lo.skip_budget = o_.skip_budget;
+  const LoaderOptions lo = TrainLoaderOptions(o_, env_, device_);
   SK_ASSIGN_OR_RETURN(train_loader_, Loader::Open(o_.data, lo));
   if (train_loader_->manifest().classes.empty()) {
     return Status::InvalidArgument(
         o_.data + ": the manifest lists no classes; shardkit-train needs labelled records");
   }
   if (o_.val.empty()) return Status::OK();
-  LoaderOptions vo = lo;
-  vo.transform.kind = TransformKind::kVal;
-  vo.drop_last = false;
-  vo.shuffle = ShuffleMode::kNone;
-  vo.batch_size = std::max(o_.batch_size, 64);
-  SK_ASSIGN_OR_RETURN(val_loader_, Loader::Open(o_.val, vo));
+  SK_ASSIGN_OR_RETURN(val_loader_, Loader::Open(o_.val, ValLoaderOptions(o_, lo)));
   return CheckValMatchesTrain(o_, *train_loader_, *val_loader_);
 }
 
