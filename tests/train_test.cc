@@ -18,7 +18,8 @@
 #include "train/device_feeder.h"
 #include "train/dist.h"
 #include "train/loss_scale.h"
-#include "train/resnet.h"
+#include "train/models/models.h"
+#include "train/sgd.h"
 #include "train/trainer.h"
 
 namespace shardkit {
@@ -92,7 +93,7 @@ torch::nn::AnyModule TinyModel(int num_classes = 3) {
   spec.arch = "tiny";
   spec.num_classes = num_classes;
   spec.in_channels = 1;
-  return MakeModel(spec);
+  return MakeModel(spec).value();
 }
 
 // Plain SGD over a model's named parameters.
@@ -119,15 +120,43 @@ TEST(ModelTest, ParameterCountsMatchTorchvision) {
   for (const auto& [arch, count] : want) {
     ModelSpec s;
     s.arch = arch;
-    auto m = MakeModel(s);
+    auto m = MakeModel(s).value();
     EXPECT_EQ(ParameterCount(AsModule(m)), count) << arch;
   }
+}
+
+// The name table: every name builds a model that runs; an unknown name is an
+// InvalidArgument naming it and every known name (no exception).
+TEST(ModelTest, EveryNameInTheTableBuildsAndAnUnknownNameIsAStatus) {
+  for (const auto& entry : kModelArchNames) {
+    ModelSpec s;
+    s.arch = entry.name;
+    s.num_classes = 3;
+    s.in_channels = 1;
+    s.small_input_stem = true;
+    auto m = MakeModel(s);
+    ASSERT_TRUE(m.ok()) << entry.name << ": " << m.status().ToString();
+    EXPECT_GT(ParameterCount(AsModule(*m)), 0) << entry.name;
+    torch::NoGradGuard no_grad;
+    AsModule(*m).eval();
+    EXPECT_EQ(m->forward(torch::zeros({2, 1, 32, 32})).sizes(), (std::vector<int64_t>{2, 3}))
+        << entry.name;
+  }
+  ModelSpec s;
+  s.arch = "resnet99";
+  auto m = MakeModel(s);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), Status::Code::kInvalidArgument);
+  const std::string msg = m.status().ToString();
+  EXPECT_NE(msg.find("'resnet99'"), std::string::npos) << msg;
+  for (const auto& entry : kModelArchNames)
+    EXPECT_NE(msg.find(std::string("'") + entry.name + "'"), std::string::npos) << msg;
 }
 
 TEST(ModelTest, StateDictNamesMatchTorchvision) {
   ModelSpec s;
   s.arch = "resnet50";
-  auto m = MakeModel(s);
+  auto m = MakeModel(s).value();
   auto sd = StateDict(AsModule(m));
   for (const char* name :
        {"conv1.weight", "bn1.running_mean", "bn1.num_batches_tracked", "layer1.0.conv3.weight",
@@ -141,7 +170,7 @@ TEST(ModelTest, StateDictNamesMatchTorchvision) {
   for (const char* arch : {"resnet18", "resnet34", "resnet50"}) {
     ModelSpec spec;
     spec.arch = arch;
-    auto model = MakeModel(spec);
+    auto model = MakeModel(spec).value();
     auto ours = StateDict(AsModule(model));
     auto r = RunCommand(
         std::string(kPython) + " -c \"import torchvision; m=torchvision.models." + arch +
@@ -314,7 +343,7 @@ TEST(TrainTest, ExportedWeightsLoadIntoTorchvisionAndGiveTheSameOutputs) {
   ModelSpec spec;
   spec.arch = "resnet18";
   spec.num_classes = 2;
-  auto m = MakeModel(spec);
+  auto m = MakeModel(spec).value();
   ASSERT_TRUE(LoadStateDict(AsModule(m), LoadExport(dir / "resnet18.pt")).ok());
   AsModule(m).eval();
   torch::Tensor x =

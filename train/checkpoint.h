@@ -1,8 +1,8 @@
-// Training state that survives a restart, and SGD whose momentum buffers are
-// part of it. Checkpoints are pickled dicts (torch::pickle_save), so Python's
-// torch.load reads them: ckpt["model"] is a torchvision-compatible state dict.
-// Written atomically (temporary file, fsync, rename): an interrupted write
-// leaves the previous checkpoint intact.
+// Training state that survives a restart: the model, the optimizer's momentum
+// (train/sgd.h) and the position. Checkpoints are pickled dicts
+// (torch::pickle_save), so Python's torch.load reads them: ckpt["model"] is a
+// torchvision-compatible state dict. Written atomically (temporary file, fsync, rename): an
+// interrupted write leaves the previous checkpoint intact.
 #pragma once
 
 #include <torch/torch.h>
@@ -13,27 +13,9 @@
 
 #include "base/status.h"
 #include "loader/loader_state.h"
+#include "train/sgd.h"
 
 namespace shardkit {
-
-// torch.optim.SGD's update, with momentum buffers keyed by parameter name.
-class Sgd {
- public:
-  struct Options {
-    double momentum = 0.9;
-    double weight_decay = 1e-4;
-    bool nesterov = false;
-  };
-  Sgd(std::vector<std::pair<std::string, torch::Tensor>> named_params, Options options);
-  void ZeroGrad();
-  void Step(double lr);
-  std::map<std::string, torch::Tensor>& momentum() { return momentum_; }
-
- private:
-  std::vector<std::pair<std::string, torch::Tensor>> params_;
-  Options options_;
-  std::map<std::string, torch::Tensor> momentum_;
-};
 
 // Where training is: resuming from it continues exactly where it stopped.
 // The data position is the loader's own state (LoaderState: epoch, next

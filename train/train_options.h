@@ -9,6 +9,7 @@
 
 #include "base/names.h"
 #include "loader/corrupt_policy.h"
+#include "train/models/model_spec.h"
 
 namespace shardkit {
 
@@ -30,7 +31,7 @@ inline constexpr EnumName<DistBackend> kDistBackendNames[] = {
 
 struct TrainOptions {
   std::string data, val;
-  std::string arch = "resnet18";
+  std::string arch = NameOf(kModelArchNames, ModelArch::kResNet18);  // train/models/model_spec.h
   int epochs = 1;
   int batch_size = 32;  // per rank
   int workers = 2;      // loader threads per rank

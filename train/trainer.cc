@@ -18,7 +18,8 @@
 #include "train/checkpoint.h"
 #include "train/device_feeder.h"
 #include "train/loss_scale.h"
-#include "train/resnet.h"
+#include "train/models/models.h"
+#include "train/sgd.h"
 
 namespace shardkit {
 namespace {
@@ -201,61 +202,57 @@ void InstallStopSignalHandlers() {
 
 namespace {
 
-// One rank's training, in named steps: SetUp (device, data, model, resume,
-// process group), then for each epoch RunEpoch (Step after Step), Evaluate,
-// Report and Checkpoint. Options arrive parsed (enums); what they imply is
-// decided once here (precision_, base_lr_), not on every step.
+// Every loader option the trainer sets, in one place: the training set's
+// for this rank on `device`, and the validation set's, derived from them.
+LoaderOptions TrainLoaderOptions(const TrainOptions& o, const DistEnv& env, torch::Device device) {
+  LoaderOptions lo;
+  lo.rank = env.rank;
+  lo.world_size = env.world_size;
+  lo.batch_size = o.batch_size;
+  lo.workers = o.workers;
+  lo.prefetch = o.prefetch;
+  lo.mmap = o.mmap;
+  lo.seed = o.seed;
+  lo.transform.kind = TransformKind::kTrain;
+  lo.transform.size = o.size;
+  // Channels-last training reads NHWC batches, viewed as channels-last
+  // NCHW tensors without a copy (BatchView).
+  lo.layout = o.channels_last ? Layout::kNHWC : Layout::kNCHW;
+#ifdef SHARDKIT_WITH_CUDA
+  if (device.is_cuda()) lo.allocator = PinnedSlotAllocator();  // asynchronous copies
+#else
+  (void)device;
+#endif
+  lo.drop_last = true;  // every step a full global batch
+  lo.corrupt_policy = o.on_corrupt;
+  lo.skip_budget = o.skip_budget;
+  return lo;
+}
+
+LoaderOptions ValLoaderOptions(const TrainOptions& o, LoaderOptions train) {
+  LoaderOptions vo = std::move(train);
+  vo.transform.kind = TransformKind::kVal;
+  vo.drop_last = false;
+  vo.shuffle = ShuffleMode::kNone;
+  vo.batch_size = std::max(o.batch_size, 64);
+  return vo;
+}
+
+// One rank's training, in named steps: SetUp (device, data, model, resume),
+// SetUpGroup (process group), then for each epoch Epoch: RunSteps (Step after
+// Step), then EndEpoch (Evaluate, Checkpoint, Report), or StopOnSignal.
+// Options arrive parsed (enums); what they imply is decided once here
+// (precision_, base_lr_), not on every step.
 class Trainer {
  public:
   Trainer(const TrainOptions& o, const DistEnv& env, c10::intrusive_ptr<CollectiveGroup> injected)
       : o_(o), env_(env), injected_(std::move(injected)), rank0_(env.rank == 0) {}
 
-  Status Run() {
-    SK_RETURN_IF_ERROR(SetUp());
-    // Shut the backend down however this returns.
-    std::shared_ptr<void> shutdown(nullptr, [this](void*) { ShutdownProcessGroup(&pg_); });
-    SK_RETURN_IF_ERROR(SetUpGroup());
-    for (; pos_.data.epoch < static_cast<uint64_t>(o_.epochs);
-         ++pos_.data.epoch, pos_.data.batch = 0) {
-      if (o_.max_steps > 0 && pos_.global_step >= o_.max_steps) break;  // not an empty epoch
-      EpochTotals tot;
-      bool stopped = false;
-      const auto start = Clock::now();
-      SK_RETURN_IF_ERROR(RunEpoch(&tot, &stopped));
-      if (stopped) {
-        SK_RETURN_IF_ERROR(Checkpoint(pos_));
-        SumOverRanks(group(), pg_.device, {0});  // every rank waits for the checkpoint
-        Log("stopped by signal " + std::to_string(g_stop_signal.load()) + " at epoch " +
-            std::to_string(pos_.data.epoch) + ", batch " + std::to_string(pos_.data.batch) +
-            "; checkpoint written to " + (ckpt_.empty() ? "(none)" : ckpt_));
-        return Status::Aborted("stopped by a signal after checkpointing");
-      }
-      const double seconds = Since(start);
-      const bool epoch_done = pos_.data.batch >= static_cast<uint64_t>(steps_per_epoch_);
-      double top1 = -1, top5 = -1;
-      // The epoch's figures are summed over ranks before evaluation, as
-      // every rank reaches here with its own.
-      const std::vector<double> sums =
-          SumOverRanks(group(), pg_.device,
-                       {tot.loss_sum, tot.samples, tot.correct, tot.wait_s, tot.comm_s, tot.step_s,
-                        static_cast<double>(steps_->corrupt_skipped())});
-      if (val_loader_) SK_RETURN_IF_ERROR(Evaluate(&top1, &top5));
-      if (epoch_done) {
-        TrainPosition next = pos_;  // a finished epoch resumes at the next one's start
-        ++next.data.epoch;
-        next.data.batch = 0;
-        SK_RETURN_IF_ERROR(Checkpoint(next));
-      } else {
-        SK_RETURN_IF_ERROR(Checkpoint(pos_));
-      }
-      Report(sums, seconds, top1, top5);
-      if (!epoch_done) break;  // max_steps reached mid-epoch
-    }
-    if (rank0_ && !o_.export_path.empty()) SK_RETURN_IF_ERROR(ExportWeights(o_.export_path, net()));
-    return Status::OK();
-  }
+  Status Run();
 
  private:
+  enum class Precision { kFp32, kFp16, kBf16 };
+
   void Log(const std::string& msg) const {
     if (rank0_ && !o_.quiet) std::fprintf(stderr, "%s\n", msg.c_str());
   }
@@ -263,402 +260,31 @@ class Trainer {
   CollectiveGroup* group() const { return pg_.group.get(); }
   bool fp16() const { return precision_ == Precision::kFp16; }
 
-  Status SetUp() {
-    SK_RETURN_IF_ERROR(SetUpDevice());
-    // Outputs opened as streams: an existing FIFO or device there would block
-    // or swallow the metrics. Refused by path before any work starts.
-    if (rank0_ && !o_.metrics_path.empty() && FileExists(o_.metrics_path)) {
-      SK_RETURN_IF_ERROR(CheckRegularFile(o_.metrics_path).WithContext("--metrics"));
-    }
-    SK_RETURN_IF_ERROR(SetUpData());
-    SK_RETURN_IF_ERROR(SetUpModel());
-    SK_RETURN_IF_ERROR(Resume());
-    if (rank0_ && !o_.metrics_path.empty()) {
-      metrics_.open(o_.metrics_path, std::ios::app);
-      if (!metrics_) return Status::IOError(o_.metrics_path + ": cannot open for appending");
-    }
-    return Status::OK();
-  }
+  // Set-up, in this order.
+  Status SetUp();
+  Status SetUpDevice();
+  Status SetUpData();
+  Status OpenLoaders();
+  Status SetUpModel();
+  Status Resume();
+  Status SetUpGroup();
+  void LogStart();
 
-  // The device and backend, and the precision they allow.
-  Status SetUpDevice() {
-    SK_ASSIGN_OR_RETURN(device_, ChooseDevice(o_, env_, o_.backend));
-    const bool cuda = device_.is_cuda();
-    if (o_.amp && !cuda) {
-      return Status::InvalidArgument(
-          "--amp needs a CUDA device (this run is on CPU); rerun without --amp");
-    }
-    precision_ = !o_.amp                           ? Precision::kFp32
-                 : o_.amp_dtype == AmpDtype::kFp16 ? Precision::kFp16
-                                                   : Precision::kBf16;
-    SK_ASSIGN_OR_RETURN(backend_, ResolveBackend(o_.backend, cuda));
-    if (o_.threads > 0) torch::set_num_threads(o_.threads);
-    return Status::OK();
-  }
-
-  // The loader (and the validation loader), or random batches made once on
-  // the device; the feeder that moves and normalises batches there.
-  Status SetUpData() {
-    int channels = 3;
-    num_classes_ = static_cast<size_t>(o_.synthetic_classes);
-    height_ = o_.size;
-    if (!o_.synthetic) {
-      LoaderOptions lo;
-      lo.rank = env_.rank;
-      lo.world_size = env_.world_size;
-      lo.batch_size = o_.batch_size;
-      lo.workers = o_.workers;
-      lo.prefetch = o_.prefetch;
-      lo.mmap = o_.mmap;
-      lo.seed = o_.seed;
-      lo.transform.kind = TransformKind::kTrain;
-      lo.transform.size = o_.size;
-      // Channels-last training reads NHWC batches, viewed as channels-last
-      // NCHW tensors without a copy (BatchView).
-      lo.layout = o_.channels_last ? Layout::kNHWC : Layout::kNCHW;
-#ifdef SHARDKIT_WITH_CUDA
-      if (device_.is_cuda()) lo.allocator = PinnedSlotAllocator();  // asynchronous copies
-#endif
-      lo.drop_last = true;  // every step a full global batch
-      lo.corrupt_policy = o_.on_corrupt;
-      lo.skip_budget = o_.skip_budget;
-      SK_ASSIGN_OR_RETURN(train_loader_, Loader::Open(o_.data, lo));
-      if (train_loader_->manifest().classes.empty()) {
-        return Status::InvalidArgument(
-            o_.data + ": the manifest lists no classes; shardkit-train needs labelled records");
-      }
-      if (!o_.val.empty()) {
-        LoaderOptions vo = lo;
-        vo.transform.kind = TransformKind::kVal;
-        vo.drop_last = false;
-        vo.shuffle = ShuffleMode::kNone;
-        vo.batch_size = std::max(o_.batch_size, 64);
-        SK_ASSIGN_OR_RETURN(val_loader_, Loader::Open(o_.val, vo));
-        SK_RETURN_IF_ERROR(CheckValMatchesTrain(o_, *train_loader_, *val_loader_));
-      }
-      channels = train_loader_->channels();
-      height_ = train_loader_->height();
-      num_classes_ = train_loader_->manifest().classes.size();
-    }
-    channels_ = channels;
-    const std::vector<float> mean = channels == 3 ? std::vector<float>{0.485f, 0.456f, 0.406f}
-                                                  : std::vector<float>(channels, 0.5f);
-    const std::vector<float> stdv = channels == 3 ? std::vector<float>{0.229f, 0.224f, 0.225f}
-                                                  : std::vector<float>(channels, 0.25f);
-    feeder_ = MakeBatchFeeder(device_, mean, stdv, o_.channels_last);
-    if (o_.synthetic) {
-      steps_ = std::make_unique<SyntheticSteps>(o_, device_, channels);
-    } else {
-      steps_ = std::make_unique<LoaderSteps>(*train_loader_, *feeder_);
-    }
-    steps_per_epoch_ = static_cast<int64_t>(steps_->batches_per_epoch());
-    const double global_batch = static_cast<double>(o_.batch_size) * env_.world_size;
-    base_lr_ = o_.lr * global_batch / 256.0;
-    return Status::OK();
-  }
-
-  // The model, identical on every rank (seeded; rank 0's copy is broadcast
-  // in SetUpGroup), and its optimizer.
-  Status SetUpModel() {
-    torch::manual_seed(static_cast<uint64_t>(o_.seed));
-    spec_.arch = o_.arch;
-    spec_.num_classes = static_cast<int>(std::max<size_t>(num_classes_, 2));
-    spec_.in_channels = channels_;
-    spec_.small_input_stem = height_ < 64;
-    try {
-      model_ = MakeModel(spec_);
-    } catch (const std::invalid_argument& e) {
-      return Status::InvalidArgument(e.what());
-    }
-    net().to(device_);
-    if (o_.channels_last) {
-      torch::NoGradGuard no_grad;
-      for (auto& p : net().parameters()) {
-        if (p.dim() == 4) p.set_data(p.contiguous(torch::MemoryFormat::ChannelsLast));
-      }
-    }
-    std::vector<std::pair<std::string, torch::Tensor>> named;
-    for (auto& p : net().named_parameters()) named.emplace_back(p.key(), p.value());
-    Sgd::Options so;
-    so.momentum = o_.momentum;
-    so.weight_decay = o_.weight_decay;
-    so.nesterov = o_.nesterov;
-    opt_ = std::make_unique<Sgd>(named, so);
-    for (auto& b : net().buffers()) buffers_.push_back(b);
-    return Status::OK();
-  }
-
-  // Where to start: the beginning, or the checkpoint's position, which the
-  // loader checks (CheckResumable: one policy with Python's load_state_dict).
-  Status Resume() {
-    if (train_loader_) {
-      pos_.data = train_loader_->state();
-    } else {
-      pos_.data.seed = o_.seed;
-      pos_.data.world_size = static_cast<uint64_t>(env_.world_size);
-      pos_.data.batch_size = static_cast<uint64_t>(o_.batch_size);
-    }
-    pos_.data.epoch = pos_.data.batch = 0;
-    pos_.arch = o_.arch;
-    pos_.num_classes = spec_.num_classes;
-    pos_.in_channels = channels_;
-    pos_.loss_scale = fp16() ? 65536.0 : 0;
-    ckpt_ = o_.checkpoint_dir.empty() ? "" : JoinPath(o_.checkpoint_dir, "last.pt");
-    if (!o_.checkpoint_dir.empty() && rank0_) SK_RETURN_IF_ERROR(CreateDirs(o_.checkpoint_dir));
-    if (!o_.resume) return Status::OK();
-    if (ckpt_.empty() || !FileExists(ckpt_)) {
-      Log("resume: no checkpoint in '" + o_.checkpoint_dir + "', starting from scratch");
-      return Status::OK();
-    }
-    TrainPosition saved;
-    SK_RETURN_IF_ERROR(LoadCheckpoint(ckpt_, net(), opt_.get(), &saved));
-    if (saved.arch != o_.arch)
-      return Status::InvalidArgument(ckpt_ + " holds a " + saved.arch + ", not a " + o_.arch);
-    if (train_loader_) {
-      SK_RETURN_IF_ERROR(CheckResumable(saved.data, pos_.data, train_loader_->batches_per_epoch())
-                             .WithContext("--resume " + ckpt_));
-    }
-    pos_.data.epoch = saved.data.epoch;
-    pos_.data.batch = saved.data.batch;
-    pos_.global_step = saved.global_step;
-    pos_.loss_scale = saved.loss_scale;
-    Log("resumed from " + ckpt_ + " at epoch " + std::to_string(pos_.data.epoch) + ", batch " +
-        std::to_string(pos_.data.batch) + ", step " + std::to_string(pos_.global_step));
-    return Status::OK();
-  }
-
-  // Distributed: every collective takes its tensors on pg_.device.
-  Status SetUpGroup() {
-    pg_.device = device_;
-    if (injected_) {
-      pg_.group = injected_;
-      pg_.backend = "injected";
-    } else if (env_.world_size > 1) {
-      SK_ASSIGN_OR_RETURN(pg_, CreateProcessGroup(env_, backend_, device_,
-                                                  std::chrono::milliseconds(o_.timeout_s * 1000LL),
-                                                  [] { return g_stop_signal.load() != 0; }));
-    }
-    if (group() != nullptr) {
-      std::vector<torch::Tensor> state = net().parameters();
-      state.insert(state.end(), buffers_.begin(), buffers_.end());
-      BroadcastFromRank0(*group(), state);
-      reducer_ = std::make_unique<GradientReducer>(net().parameters(), pg_.group, env_.world_size,
-                                                   static_cast<size_t>(o_.bucket_mb * (1 << 20)));
-      Log("DDP over " + pg_.backend + ": " + std::to_string(env_.world_size) + " ranks (" +
-          env_.source + "), " + std::to_string(reducer_->num_buckets()) + " gradient bucket(s)");
-    }
-    Log("training " + o_.arch + " (" + std::to_string(ParameterCount(net())) + " parameters) on " +
-        (o_.synthetic
-             ? std::string("synthetic data (random batches made once on the device)")
-             : o_.data + ": " + std::to_string(train_loader_->dataset_records()) + " records") +
-        ", " + std::to_string(steps_per_epoch_) + " steps/epoch, global batch " +
-        std::to_string(o_.batch_size * env_.world_size) + ", lr " + std::to_string(base_lr_) +
-        ", device " + device_.str());
-    net().train();
-    return Status::OK();
-  }
-
-  // The epoch's steps from pos_.data.batch. Batch k + 1 is taken from the
-  // loader and its copy to the device started before step k's first host
-  // synchronisation, so the copy overlaps the step; loss and accuracy are
-  // summed on the device and read only when printed and at the epoch's end.
-  Status RunEpoch(EpochTotals* tot, bool* stopped) {
-    SK_RETURN_IF_ERROR(steps_->StartEpoch(pos_.data.epoch, pos_.data.batch));
-    epoch_start_ = Clock::now();
-    first_batch_ = static_cast<int64_t>(pos_.data.batch);
-    auto fetch = [&](std::shared_ptr<const Batch>* out) -> Status {
-      const auto t_wait = Clock::now();
-      SK_RETURN_IF_ERROR(steps_->Next(out));
-      tot->wait_s += Since(t_wait);
-      return Status::OK();
-    };
-    loss_sum_dev_ = torch::Tensor();
-    correct_dev_ = torch::Tensor();
-    std::shared_ptr<const Batch> b, next;
-    if (o_.max_steps <= 0 || pos_.global_step < o_.max_steps) SK_RETURN_IF_ERROR(fetch(&b));
-    for (; b != nullptr; b = std::move(next)) {
-      const bool last = o_.max_steps > 0 && pos_.global_step + 1 >= o_.max_steps;
-      double stop = 0;
-      torch::Tensor loss;
-      SK_RETURN_IF_ERROR(
-          Step(*b, tot, &stop, &loss, [&] { return last ? Status::OK() : fetch(&next); }));
-      if (stop > 0.5) {
-        *stopped = true;
-        break;
-      }
-      PrintProgress(*tot, loss);
-    }
-    if (rank0_ && !o_.quiet && isatty(2)) std::fprintf(stderr, "\n");
-    if (loss_sum_dev_.defined()) {
-      tot->loss_sum = loss_sum_dev_.item<double>();
-      tot->correct = correct_dev_.item<double>();
-    }
-    return Status::OK();
-  }
-
-  // One optimizer step on batch b: forward and backward (autocast as
-  // precision_ says), gradients averaged over ranks, fp16 loss scaling,
-  // SGD. `fetch_next` runs while the gradients are being reduced.
+  // An epoch: its steps from pos_, then the end of the epoch.
+  Status Epoch(bool* more);
+  Status RunSteps(EpochTotals* tot, bool* stopped);
   template <typename FetchNext>
   Status Step(const Batch& b, EpochTotals* tot, double* stop, torch::Tensor* loss_out,
-              FetchNext fetch_next) {
-    const auto t_step = Clock::now();
-    auto [x, y] = steps_->Take();
-    const double lr = LearningRate(o_, base_lr_, pos_.global_step, steps_per_epoch_);
-    if (!buffers_.empty() && group() != nullptr)
-      BroadcastFromRank0(*group(), buffers_);  // BN statistics follow rank 0
-    opt_->ZeroGrad();
-    // A stop signal on any rank stops every rank at this step: the flag is
-    // summed over ranks together with the gradients.
-    *stop = g_stop_signal.load() != 0 ? 1 : 0;
-    if (reducer_) reducer_->Prepare(*stop);
-    torch::Tensor logits, loss;
-    {
-      AutocastGuard autocast(precision_ != Precision::kFp32, precision_ == Precision::kBf16);
-      logits = model_.forward(x);
-      loss = torch::nn::functional::cross_entropy(
-          logits.to(torch::kFloat32), y,
-          torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o_.label_smoothing));
-    }
-    (fp16() ? loss * pos_.loss_scale : loss).backward();
-    tot->step_s += Since(t_step);
-    SK_RETURN_IF_ERROR(fetch_next());
-    const auto t_finish = Clock::now();
-    if (reducer_) tot->comm_s += reducer_->Finish(stop);
-    bool step_ok = true;
-    if (fp16()) {
-      // Unscale; skip the step and halve the scale if any gradient overflowed
-      // (gradients are already averaged, so every rank decides the same).
-      std::vector<torch::Tensor> grads;
-      for (auto& p : net().parameters()) {
-        if (p.grad().defined()) grads.push_back(p.mutable_grad());
-      }
-      if (UnscaleGradients(std::move(grads), pos_.loss_scale).item<float>() != 0) {
-        pos_.loss_scale /= 2;
-        good_steps_ = 0;
-        step_ok = false;
-      } else if (++good_steps_ % 2000 == 0) {
-        pos_.loss_scale *= 2;
-      }
-    }
-    if (step_ok) opt_->Step(lr);
-    ++pos_.global_step;
-    pos_.data.batch = b.index + 1;
-    {
-      torch::NoGradGuard no_grad;
-      torch::Tensor l = loss.detach().to(torch::kFloat64) * b.size;
-      torch::Tensor c = logits.detach().argmax(1).eq(y).sum().to(torch::kFloat64);
-      loss_sum_dev_ = loss_sum_dev_.defined() ? loss_sum_dev_.add_(l) : l;
-      correct_dev_ = correct_dev_.defined() ? correct_dev_.add_(c) : c;
-    }
-    tot->samples += b.size;
-    tot->step_s += Since(t_finish);
-    *loss_out = loss;
-    return Status::OK();
-  }
-
-  void PrintProgress(const EpochTotals& tot, const torch::Tensor& loss) {
-    const int64_t batch = static_cast<int64_t>(pos_.data.batch);
-    if (!rank0_ || o_.quiet || batch % std::max(1, o_.print_every) != 0) return;
-    const double secs = Since(epoch_start_);
-    const double done = static_cast<double>(batch - first_batch_);
-    const double lr = LearningRate(o_, base_lr_, pos_.global_step - 1, steps_per_epoch_);
-    std::fprintf(
-        stderr,
-        isatty(2) ? "\repoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait "
-                    "%.0f%%  ETA %s   "
-                  : "epoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait "
-                    "%.0f%%  ETA %s\n",
-        (long long)pos_.data.epoch + 1, o_.epochs, (long long)batch, (long long)steps_per_epoch_,
-        loss.item<double>(), lr, tot.samples * env_.world_size / std::max(secs, 1e-9),
-        100 * tot.wait_s / std::max(tot.wait_s + tot.step_s, 1e-9),
-        FormatDuration((steps_per_epoch_ - batch) * secs / std::max(done, 1.0)).c_str());
-    std::fflush(stderr);
-  }
-
-  // Top-1 and top-5 over the validation set, each rank its share: hits are
-  // counted on the device, read once, and summed over ranks.
-  Status Evaluate(double* top1, double* top5) {
-    torch::NoGradGuard no_grad;
-    net().eval();
-    SK_RETURN_IF_ERROR(val_loader_->StartEpoch(0));
-    torch::Tensor hits;
-    double n = 0;
-    for (;;) {
-      std::shared_ptr<const Batch> b;
-      SK_RETURN_IF_ERROR(val_loader_->Next(&b));
-      if (b == nullptr) break;
-      const int real = b->real_size;
-      feeder_->Stage(b);
-      auto [x, y] = feeder_->Take();
-      if (real == 0) continue;
-      torch::Tensor logits = model_.forward(x).narrow(0, 0, real);
-      torch::Tensor labels = y.narrow(0, 0, real);
-      const int64_t k = std::min<int64_t>(5, logits.size(1));
-      torch::Tensor top = std::get<1>(logits.topk(k, 1));
-      torch::Tensor hit = top.eq(labels.unsqueeze(1));
-      torch::Tensor both =
-          torch::stack({hit.narrow(1, 0, 1).sum(), hit.any(1).sum()}).to(torch::kFloat64);
-      hits = hits.defined() ? hits + both : both;
-      n += real;
-    }
-    double c1 = 0, c5 = 0;
-    if (hits.defined()) {
-      const torch::Tensor h = hits.cpu();
-      c1 = h[0].item<double>();
-      c5 = h[1].item<double>();
-    }
-    const std::vector<double> sum = SumOverRanks(group(), pg_.device, {c1, c5, n});
-    net().train();
-    *top1 = sum[2] > 0 ? sum[0] / sum[2] : 0;
-    *top5 = sum[2] > 0 ? sum[1] / sum[2] : 0;
-    return Status::OK();
-  }
-
-  // Rank 0 writes the checkpoint (at `at`); the others have nothing to do.
-  Status Checkpoint(const TrainPosition& at) {
-    if (!rank0_ || ckpt_.empty()) return Status::OK();
-    return SaveCheckpoint(ckpt_, net(), *opt_, at);
-  }
-
-  // The epoch's JSON line (stdout and --metrics), from figures summed over ranks.
-  void Report(const std::vector<double>& sum, double secs, double top1, double top5) {
-    const double loss_sum = sum[0], samples = sum[1], correct = sum[2], wait = sum[3],
-                 comm = sum[4], step = sum[5], skipped = sum[6];
-    nlohmann::json j;
-    j["epoch"] = pos_.data.epoch + 1;
-    j["seconds"] = secs;
-    j["images_per_sec"] = samples / std::max(secs, 1e-9);
-    j["loss"] = samples > 0 ? loss_sum / samples : 0;
-    j["train_top1"] = samples > 0 ? correct / samples : 0;
-    if (top1 >= 0) {
-      j["top1"] = top1;
-      j["top5"] = top5;
-    }
-    j["data_wait_fraction"] = wait / std::max(wait + step, 1e-9);
-    j["comm_exposed_seconds"] = comm / env_.world_size;
-    j["comm_exposed_fraction"] = comm / std::max(wait + step, 1e-9);
-    j["lr"] =
-        LearningRate(o_, base_lr_, std::max<int64_t>(0, pos_.global_step - 1), steps_per_epoch_);
-    j["world_size"] = env_.world_size;
-    j["nodes"] =
-        std::getenv("SLURM_JOB_NUM_NODES") ? std::atoi(std::getenv("SLURM_JOB_NUM_NODES")) : 1;
-    j["batch_size"] = o_.batch_size;
-    j["workers"] = o_.workers;
-    j["steps"] = pos_.global_step;
-    j["arch"] = o_.arch;
-    j["device"] = device_.str();
-    j["synthetic"] = o_.synthetic;
-    j["amp"] = o_.amp ? NameOf(kAmpDtypeNames, o_.amp_dtype) : "off";
-    j["backend"] = pg_.backend.empty() ? "none" : pg_.backend;
-    j["corrupt_skipped"] = static_cast<uint64_t>(skipped);
-    if (!rank0_) return;
-    std::printf("%s\n", j.dump().c_str());
-    std::fflush(stdout);
-    if (metrics_.is_open()) metrics_ << j.dump() << "\n" << std::flush;
-  }
-
-  enum class Precision { kFp32, kFp16, kBf16 };
+              FetchNext fetch_next);
+  bool UnscaleOrSkip();
+  void AddToEpochSums(const Batch& b, const torch::Tensor& loss, const torch::Tensor& logits,
+                      const torch::Tensor& y);
+  void PrintProgress(const EpochTotals& tot, const torch::Tensor& loss);
+  Status StopOnSignal();
+  Status EndEpoch(const EpochTotals& tot, double seconds, bool* more);
+  Status Evaluate(double* top1, double* top5);
+  Status Checkpoint(const TrainPosition& at);
+  void Report(const std::vector<double>& sum, double secs, double top1, double top5);
 
   const TrainOptions& o_;
   const DistEnv& env_;
@@ -688,6 +314,451 @@ class Trainer {
   int64_t first_batch_ = 0;
   torch::Tensor loss_sum_dev_, correct_dev_;  // summed over the epoch's steps, on the device
 };
+
+Status Trainer::Run() {
+  SK_RETURN_IF_ERROR(SetUp());
+  // Shut the backend down however this returns.
+  std::shared_ptr<void> shutdown(nullptr, [this](void*) { ShutdownProcessGroup(&pg_); });
+  SK_RETURN_IF_ERROR(SetUpGroup());
+  for (; pos_.data.epoch < static_cast<uint64_t>(o_.epochs);
+       ++pos_.data.epoch, pos_.data.batch = 0) {
+    if (o_.max_steps > 0 && pos_.global_step >= o_.max_steps) break;  // not an empty epoch
+    bool more = true;
+    SK_RETURN_IF_ERROR(Epoch(&more));
+    if (!more) break;  // max_steps reached mid-epoch
+  }
+  if (rank0_ && !o_.export_path.empty()) SK_RETURN_IF_ERROR(ExportWeights(o_.export_path, net()));
+  return Status::OK();
+}
+
+Status Trainer::SetUp() {
+  SK_RETURN_IF_ERROR(SetUpDevice());
+  // Outputs opened as streams: an existing FIFO or device there would block
+  // or swallow the metrics. Refused by path before any work starts.
+  if (rank0_ && !o_.metrics_path.empty() && FileExists(o_.metrics_path)) {
+    SK_RETURN_IF_ERROR(CheckRegularFile(o_.metrics_path).WithContext("--metrics"));
+  }
+  SK_RETURN_IF_ERROR(SetUpData());
+  SK_RETURN_IF_ERROR(SetUpModel());
+  SK_RETURN_IF_ERROR(Resume());
+  if (rank0_ && !o_.metrics_path.empty()) {
+    metrics_.open(o_.metrics_path, std::ios::app);
+    if (!metrics_) return Status::IOError(o_.metrics_path + ": cannot open for appending");
+  }
+  return Status::OK();
+}
+
+// The device and backend, and the precision they allow.
+Status Trainer::SetUpDevice() {
+  SK_ASSIGN_OR_RETURN(device_, ChooseDevice(o_, env_, o_.backend));
+  const bool cuda = device_.is_cuda();
+  if (o_.amp && !cuda) {
+    return Status::InvalidArgument(
+        "--amp needs a CUDA device (this run is on CPU); rerun without --amp");
+  }
+  precision_ = !o_.amp                           ? Precision::kFp32
+               : o_.amp_dtype == AmpDtype::kFp16 ? Precision::kFp16
+                                                 : Precision::kBf16;
+  SK_ASSIGN_OR_RETURN(backend_, ResolveBackend(o_.backend, cuda));
+  if (o_.threads > 0) torch::set_num_threads(o_.threads);
+  return Status::OK();
+}
+
+// The loaders (OpenLoaders), or random batches made once on the device; the
+// feeder that moves and normalises batches there.
+Status Trainer::SetUpData() {
+  int channels = 3;
+  num_classes_ = static_cast<size_t>(o_.synthetic_classes);
+  height_ = o_.size;
+  if (!o_.synthetic) {
+    SK_RETURN_IF_ERROR(OpenLoaders());
+    channels = train_loader_->channels();
+    height_ = train_loader_->height();
+    num_classes_ = train_loader_->manifest().classes.size();
+  }
+  channels_ = channels;
+  const std::vector<float> mean = channels == 3 ? std::vector<float>{0.485f, 0.456f, 0.406f}
+                                                : std::vector<float>(channels, 0.5f);
+  const std::vector<float> stdv = channels == 3 ? std::vector<float>{0.229f, 0.224f, 0.225f}
+                                                : std::vector<float>(channels, 0.25f);
+  feeder_ = MakeBatchFeeder(device_, mean, stdv, o_.channels_last);
+  if (o_.synthetic) {
+    steps_ = std::make_unique<SyntheticSteps>(o_, device_, channels);
+  } else {
+    steps_ = std::make_unique<LoaderSteps>(*train_loader_, *feeder_);
+  }
+  steps_per_epoch_ = static_cast<int64_t>(steps_->batches_per_epoch());
+  const double global_batch = static_cast<double>(o_.batch_size) * env_.world_size;
+  base_lr_ = o_.lr * global_batch / 256.0;
+  return Status::OK();
+}
+
+// The training loader, and the validation loader checked against it.
+Status Trainer::OpenLoaders() {
+  const LoaderOptions lo = TrainLoaderOptions(o_, env_, device_);
+  SK_ASSIGN_OR_RETURN(train_loader_, Loader::Open(o_.data, lo));
+  if (train_loader_->manifest().classes.empty()) {
+    return Status::InvalidArgument(
+        o_.data + ": the manifest lists no classes; shardkit-train needs labelled records");
+  }
+  if (o_.val.empty()) return Status::OK();
+  SK_ASSIGN_OR_RETURN(val_loader_, Loader::Open(o_.val, ValLoaderOptions(o_, lo)));
+  return CheckValMatchesTrain(o_, *train_loader_, *val_loader_);
+}
+
+// The model, identical on every rank (seeded; rank 0's copy is broadcast
+// in SetUpGroup), and its optimizer.
+Status Trainer::SetUpModel() {
+  torch::manual_seed(static_cast<uint64_t>(o_.seed));
+  spec_.arch = o_.arch;
+  spec_.num_classes = static_cast<int>(std::max<size_t>(num_classes_, 2));
+  spec_.in_channels = channels_;
+  spec_.small_input_stem = height_ < 64;
+  SK_ASSIGN_OR_RETURN(model_, MakeModel(spec_));
+  net().to(device_);
+  if (o_.channels_last) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : net().parameters()) {
+      if (p.dim() == 4) p.set_data(p.contiguous(torch::MemoryFormat::ChannelsLast));
+    }
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (auto& p : net().named_parameters()) named.emplace_back(p.key(), p.value());
+  Sgd::Options so;
+  so.momentum = o_.momentum;
+  so.weight_decay = o_.weight_decay;
+  so.nesterov = o_.nesterov;
+  opt_ = std::make_unique<Sgd>(named, so);
+  for (auto& b : net().buffers()) buffers_.push_back(b);
+  return Status::OK();
+}
+
+// Where to start: the beginning, or the checkpoint's position, which the
+// loader checks (CheckResumable: one policy with Python's load_state_dict).
+Status Trainer::Resume() {
+  if (train_loader_) {
+    pos_.data = train_loader_->state();
+  } else {
+    pos_.data.seed = o_.seed;
+    pos_.data.world_size = static_cast<uint64_t>(env_.world_size);
+    pos_.data.batch_size = static_cast<uint64_t>(o_.batch_size);
+  }
+  pos_.data.epoch = pos_.data.batch = 0;
+  pos_.arch = o_.arch;
+  pos_.num_classes = spec_.num_classes;
+  pos_.in_channels = channels_;
+  pos_.loss_scale = fp16() ? 65536.0 : 0;
+  ckpt_ = o_.checkpoint_dir.empty() ? "" : JoinPath(o_.checkpoint_dir, "last.pt");
+  if (!o_.checkpoint_dir.empty() && rank0_) SK_RETURN_IF_ERROR(CreateDirs(o_.checkpoint_dir));
+  if (!o_.resume) return Status::OK();
+  if (ckpt_.empty() || !FileExists(ckpt_)) {
+    Log("resume: no checkpoint in '" + o_.checkpoint_dir + "', starting from scratch");
+    return Status::OK();
+  }
+  TrainPosition saved;
+  SK_RETURN_IF_ERROR(LoadCheckpoint(ckpt_, net(), opt_.get(), &saved));
+  if (saved.arch != o_.arch)
+    return Status::InvalidArgument(ckpt_ + " holds a " + saved.arch + ", not a " + o_.arch);
+  if (train_loader_) {
+    SK_RETURN_IF_ERROR(CheckResumable(saved.data, pos_.data, train_loader_->batches_per_epoch())
+                           .WithContext("--resume " + ckpt_));
+  }
+  pos_.data.epoch = saved.data.epoch;
+  pos_.data.batch = saved.data.batch;
+  pos_.global_step = saved.global_step;
+  pos_.loss_scale = saved.loss_scale;
+  Log("resumed from " + ckpt_ + " at epoch " + std::to_string(pos_.data.epoch) + ", batch " +
+      std::to_string(pos_.data.batch) + ", step " + std::to_string(pos_.global_step));
+  return Status::OK();
+}
+
+// Distributed: every collective takes its tensors on pg_.device.
+Status Trainer::SetUpGroup() {
+  pg_.device = device_;
+  if (injected_) {
+    pg_.group = injected_;
+    pg_.backend = "injected";
+  } else if (env_.world_size > 1) {
+    SK_ASSIGN_OR_RETURN(pg_, CreateProcessGroup(env_, backend_, device_,
+                                                std::chrono::milliseconds(o_.timeout_s * 1000LL),
+                                                [] { return g_stop_signal.load() != 0; }));
+  }
+  if (group() != nullptr) {
+    std::vector<torch::Tensor> state = net().parameters();
+    state.insert(state.end(), buffers_.begin(), buffers_.end());
+    BroadcastFromRank0(*group(), state);
+    reducer_ = std::make_unique<GradientReducer>(net().parameters(), pg_.group, env_.world_size,
+                                                 static_cast<size_t>(o_.bucket_mb * (1 << 20)));
+    Log("DDP over " + pg_.backend + ": " + std::to_string(env_.world_size) + " ranks (" +
+        env_.source + "), " + std::to_string(reducer_->num_buckets()) + " gradient bucket(s)");
+  }
+  LogStart();
+  net().train();
+  return Status::OK();
+}
+
+void Trainer::LogStart() {
+  Log("training " + o_.arch + " (" + std::to_string(ParameterCount(net())) + " parameters) on " +
+      (o_.synthetic
+           ? std::string("synthetic data (random batches made once on the device)")
+           : o_.data + ": " + std::to_string(train_loader_->dataset_records()) + " records") +
+      ", " + std::to_string(steps_per_epoch_) + " steps/epoch, global batch " +
+      std::to_string(o_.batch_size * env_.world_size) + ", lr " + std::to_string(base_lr_) +
+      ", device " + device_.str());
+}
+
+// One epoch from pos_.data.batch: its steps, then (EndEpoch) evaluation,
+// checkpoint and report. *more is false when max_steps stopped it mid-epoch;
+// Aborted when a signal stopped it (after checkpointing).
+Status Trainer::Epoch(bool* more) {
+  EpochTotals tot;
+  bool stopped = false;
+  const auto start = Clock::now();
+  SK_RETURN_IF_ERROR(RunSteps(&tot, &stopped));
+  if (stopped) return StopOnSignal();
+  return EndEpoch(tot, Since(start), more);
+}
+
+// The epoch's steps from pos_.data.batch. Batch k + 1 is taken from the
+// loader and its copy to the device started before step k's first host
+// synchronisation, so the copy overlaps the step; loss and accuracy are
+// summed on the device and read only when printed and at the epoch's end.
+Status Trainer::RunSteps(EpochTotals* tot, bool* stopped) {
+  SK_RETURN_IF_ERROR(steps_->StartEpoch(pos_.data.epoch, pos_.data.batch));
+  epoch_start_ = Clock::now();
+  first_batch_ = static_cast<int64_t>(pos_.data.batch);
+  auto fetch = [&](std::shared_ptr<const Batch>* out) -> Status {
+    const auto t_wait = Clock::now();
+    SK_RETURN_IF_ERROR(steps_->Next(out));
+    tot->wait_s += Since(t_wait);
+    return Status::OK();
+  };
+  loss_sum_dev_ = torch::Tensor();
+  correct_dev_ = torch::Tensor();
+  std::shared_ptr<const Batch> b, next;
+  if (o_.max_steps <= 0 || pos_.global_step < o_.max_steps) SK_RETURN_IF_ERROR(fetch(&b));
+  for (; b != nullptr; b = std::move(next)) {
+    const bool last = o_.max_steps > 0 && pos_.global_step + 1 >= o_.max_steps;
+    double stop = 0;
+    torch::Tensor loss;
+    SK_RETURN_IF_ERROR(
+        Step(*b, tot, &stop, &loss, [&] { return last ? Status::OK() : fetch(&next); }));
+    if (stop > 0.5) {
+      *stopped = true;
+      break;
+    }
+    PrintProgress(*tot, loss);
+  }
+  if (rank0_ && !o_.quiet && isatty(2)) std::fprintf(stderr, "\n");
+  if (loss_sum_dev_.defined()) {
+    tot->loss_sum = loss_sum_dev_.item<double>();
+    tot->correct = correct_dev_.item<double>();
+  }
+  return Status::OK();
+}
+
+// One optimizer step on batch b: forward and backward (autocast as
+// precision_ says), gradients averaged over ranks, fp16 loss scaling,
+// SGD. `fetch_next` runs while the gradients are being reduced.
+template <typename FetchNext>
+Status Trainer::Step(const Batch& b, EpochTotals* tot, double* stop, torch::Tensor* loss_out,
+                     FetchNext fetch_next) {
+  const auto t_step = Clock::now();
+  auto [x, y] = steps_->Take();
+  const double lr = LearningRate(o_, base_lr_, pos_.global_step, steps_per_epoch_);
+  if (!buffers_.empty() && group() != nullptr)
+    BroadcastFromRank0(*group(), buffers_);  // BN statistics follow rank 0
+  opt_->ZeroGrad();
+  // A stop signal on any rank stops every rank at this step: the flag is
+  // summed over ranks together with the gradients.
+  *stop = g_stop_signal.load() != 0 ? 1 : 0;
+  if (reducer_) reducer_->Prepare(*stop);
+  torch::Tensor logits, loss;
+  {
+    AutocastGuard autocast(precision_ != Precision::kFp32, precision_ == Precision::kBf16);
+    logits = model_.forward(x);
+    loss = torch::nn::functional::cross_entropy(
+        logits.to(torch::kFloat32), y,
+        torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o_.label_smoothing));
+  }
+  (fp16() ? loss * pos_.loss_scale : loss).backward();
+  tot->step_s += Since(t_step);
+  SK_RETURN_IF_ERROR(fetch_next());
+  const auto t_finish = Clock::now();
+  if (reducer_) tot->comm_s += reducer_->Finish(stop);
+  const bool step_ok = !fp16() || UnscaleOrSkip();
+  if (step_ok) opt_->Step(lr);
+  ++pos_.global_step;
+  pos_.data.batch = b.index + 1;
+  AddToEpochSums(b, loss, logits, y);
+  tot->samples += b.size;
+  tot->step_s += Since(t_finish);
+  *loss_out = loss;
+  return Status::OK();
+}
+
+// fp16: unscales the gradients; false (skip the step) and the scale halved
+// if any gradient overflowed, the scale doubled after 2000 good steps.
+// Gradients are already averaged, so every rank decides the same.
+bool Trainer::UnscaleOrSkip() {
+  std::vector<torch::Tensor> grads;
+  for (auto& p : net().parameters()) {
+    if (p.grad().defined()) grads.push_back(p.mutable_grad());
+  }
+  if (UnscaleGradients(std::move(grads), pos_.loss_scale).item<float>() != 0) {
+    pos_.loss_scale /= 2;
+    good_steps_ = 0;
+    return false;
+  }
+  if (++good_steps_ % 2000 == 0) pos_.loss_scale *= 2;
+  return true;
+}
+
+// The step's loss (times its samples) and correct predictions, added on the device.
+void Trainer::AddToEpochSums(const Batch& b, const torch::Tensor& loss, const torch::Tensor& logits,
+                             const torch::Tensor& y) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor l = loss.detach().to(torch::kFloat64) * b.size;
+  torch::Tensor c = logits.detach().argmax(1).eq(y).sum().to(torch::kFloat64);
+  loss_sum_dev_ = loss_sum_dev_.defined() ? loss_sum_dev_.add_(l) : l;
+  correct_dev_ = correct_dev_.defined() ? correct_dev_.add_(c) : c;
+}
+
+void Trainer::PrintProgress(const EpochTotals& tot, const torch::Tensor& loss) {
+  const int64_t batch = static_cast<int64_t>(pos_.data.batch);
+  if (!rank0_ || o_.quiet || batch % std::max(1, o_.print_every) != 0) return;
+  const double secs = Since(epoch_start_);
+  const double done = static_cast<double>(batch - first_batch_);
+  const double lr = LearningRate(o_, base_lr_, pos_.global_step - 1, steps_per_epoch_);
+  std::fprintf(
+      stderr,
+      isatty(2) ? "\repoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait "
+                  "%.0f%%  ETA %s   "
+                : "epoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait "
+                  "%.0f%%  ETA %s\n",
+      (long long)pos_.data.epoch + 1, o_.epochs, (long long)batch, (long long)steps_per_epoch_,
+      loss.item<double>(), lr, tot.samples * env_.world_size / std::max(secs, 1e-9),
+      100 * tot.wait_s / std::max(tot.wait_s + tot.step_s, 1e-9),
+      FormatDuration((steps_per_epoch_ - batch) * secs / std::max(done, 1.0)).c_str());
+  std::fflush(stderr);
+}
+
+// A signal stopped every rank at the same step: rank 0 checkpoints there,
+// every rank waits for it, and training ends as Aborted.
+Status Trainer::StopOnSignal() {
+  SK_RETURN_IF_ERROR(Checkpoint(pos_));
+  SumOverRanks(group(), pg_.device, {0});  // every rank waits for the checkpoint
+  Log("stopped by signal " + std::to_string(g_stop_signal.load()) + " at epoch " +
+      std::to_string(pos_.data.epoch) + ", batch " + std::to_string(pos_.data.batch) +
+      "; checkpoint written to " + (ckpt_.empty() ? "(none)" : ckpt_));
+  return Status::Aborted("stopped by a signal after checkpointing");
+}
+
+// The epoch's figures summed over ranks (every rank reaches here with its
+// own), evaluation, the checkpoint and the report. *more is false when the
+// epoch ended early (max_steps).
+Status Trainer::EndEpoch(const EpochTotals& tot, double seconds, bool* more) {
+  const bool epoch_done = pos_.data.batch >= static_cast<uint64_t>(steps_per_epoch_);
+  double top1 = -1, top5 = -1;
+  const std::vector<double> sums =
+      SumOverRanks(group(), pg_.device,
+                   {tot.loss_sum, tot.samples, tot.correct, tot.wait_s, tot.comm_s, tot.step_s,
+                    static_cast<double>(steps_->corrupt_skipped())});
+  if (val_loader_) SK_RETURN_IF_ERROR(Evaluate(&top1, &top5));
+  if (epoch_done) {
+    TrainPosition next = pos_;  // a finished epoch resumes at the next one's start
+    ++next.data.epoch;
+    next.data.batch = 0;
+    SK_RETURN_IF_ERROR(Checkpoint(next));
+  } else {
+    SK_RETURN_IF_ERROR(Checkpoint(pos_));
+  }
+  Report(sums, seconds, top1, top5);
+  *more = epoch_done;
+  return Status::OK();
+}
+
+// Top-1 and top-5 over the validation set, each rank its share: hits are
+// counted on the device, read once, and summed over ranks.
+Status Trainer::Evaluate(double* top1, double* top5) {
+  torch::NoGradGuard no_grad;
+  net().eval();
+  SK_RETURN_IF_ERROR(val_loader_->StartEpoch(0));
+  torch::Tensor hits;
+  double n = 0;
+  for (;;) {
+    std::shared_ptr<const Batch> b;
+    SK_RETURN_IF_ERROR(val_loader_->Next(&b));
+    if (b == nullptr) break;
+    const int real = b->real_size;
+    feeder_->Stage(b);
+    auto [x, y] = feeder_->Take();
+    if (real == 0) continue;
+    torch::Tensor logits = model_.forward(x).narrow(0, 0, real);
+    torch::Tensor labels = y.narrow(0, 0, real);
+    const int64_t k = std::min<int64_t>(5, logits.size(1));
+    torch::Tensor top = std::get<1>(logits.topk(k, 1));
+    torch::Tensor hit = top.eq(labels.unsqueeze(1));
+    torch::Tensor both =
+        torch::stack({hit.narrow(1, 0, 1).sum(), hit.any(1).sum()}).to(torch::kFloat64);
+    hits = hits.defined() ? hits + both : both;
+    n += real;
+  }
+  double c1 = 0, c5 = 0;
+  if (hits.defined()) {
+    const torch::Tensor h = hits.cpu();
+    c1 = h[0].item<double>();
+    c5 = h[1].item<double>();
+  }
+  const std::vector<double> sum = SumOverRanks(group(), pg_.device, {c1, c5, n});
+  net().train();
+  *top1 = sum[2] > 0 ? sum[0] / sum[2] : 0;
+  *top5 = sum[2] > 0 ? sum[1] / sum[2] : 0;
+  return Status::OK();
+}
+
+// Rank 0 writes the checkpoint (at `at`); the others have nothing to do.
+Status Trainer::Checkpoint(const TrainPosition& at) {
+  if (!rank0_ || ckpt_.empty()) return Status::OK();
+  return SaveCheckpoint(ckpt_, net(), *opt_, at);
+}
+
+// The epoch's JSON line (stdout and --metrics), from figures summed over ranks.
+void Trainer::Report(const std::vector<double>& sum, double secs, double top1, double top5) {
+  const double loss_sum = sum[0], samples = sum[1], correct = sum[2], wait = sum[3], comm = sum[4],
+               step = sum[5], skipped = sum[6];
+  nlohmann::json j;
+  j["epoch"] = pos_.data.epoch + 1;
+  j["seconds"] = secs;
+  j["images_per_sec"] = samples / std::max(secs, 1e-9);
+  j["loss"] = samples > 0 ? loss_sum / samples : 0;
+  j["train_top1"] = samples > 0 ? correct / samples : 0;
+  if (top1 >= 0) {
+    j["top1"] = top1;
+    j["top5"] = top5;
+  }
+  j["data_wait_fraction"] = wait / std::max(wait + step, 1e-9);
+  j["comm_exposed_seconds"] = comm / env_.world_size;
+  j["comm_exposed_fraction"] = comm / std::max(wait + step, 1e-9);
+  j["lr"] =
+      LearningRate(o_, base_lr_, std::max<int64_t>(0, pos_.global_step - 1), steps_per_epoch_);
+  j["world_size"] = env_.world_size;
+  j["nodes"] =
+      std::getenv("SLURM_JOB_NUM_NODES") ? std::atoi(std::getenv("SLURM_JOB_NUM_NODES")) : 1;
+  j["batch_size"] = o_.batch_size;
+  j["workers"] = o_.workers;
+  j["steps"] = pos_.global_step;
+  j["arch"] = o_.arch;
+  j["device"] = device_.str();
+  j["synthetic"] = o_.synthetic;
+  j["amp"] = o_.amp ? NameOf(kAmpDtypeNames, o_.amp_dtype) : "off";
+  j["backend"] = pg_.backend.empty() ? "none" : pg_.backend;
+  j["corrupt_skipped"] = static_cast<uint64_t>(skipped);
+  if (!rank0_) return;
+  std::printf("%s\n", j.dump().c_str());
+  std::fflush(stdout);
+  if (metrics_.is_open()) metrics_ << j.dump() << "\n" << std::flush;
+}
 
 }  // namespace
 

@@ -1,5 +1,7 @@
 // The flags of shardkit-train, with their ranges (see train/train_options.h).
 #include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
 
 #include "loader/loader.h"
 #include "tools/common/cli.h"
@@ -10,9 +12,13 @@ namespace shardkit {
 void AddTrainFlags(CLI::App& app, TrainOptions* o, int* nproc, bool* no_mmap) {
   app.add_option("--data", o->data, "training dataset directory (required unless --synthetic)");
   app.add_option("--val", o->val, "validation dataset directory (top-1/top-5 every epoch)");
-  app.add_option("--arch", o->arch, "resnet18 | resnet34 | resnet50 | resnet20 | tiny")
-      ->capture_default_str()
-      ->check(cli::OneOf({"resnet18", "resnet34", "resnet50", "resnet20", "tiny"}));
+  std::vector<std::string> archs;  // the models' one name table (train/models/model_spec.h)
+  std::string arch_help;
+  for (const auto& a : kModelArchNames) {
+    archs.emplace_back(a.name);
+    arch_help += (arch_help.empty() ? "" : " | ") + archs.back();
+  }
+  app.add_option("--arch", o->arch, arch_help)->capture_default_str()->check(cli::OneOf(archs));
   app.add_option("--epochs", o->epochs, "epochs")
       ->capture_default_str()
       ->check(cli::IntIn(1, 1000000));

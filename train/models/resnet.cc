@@ -1,7 +1,7 @@
 // ResNet building blocks, named as torchvision names them.
-#include "train/resnet.h"
+#include "train/models/resnet.h"
 
-#include <stdexcept>
+#include <vector>
 
 namespace shardkit {
 namespace {
@@ -114,7 +114,7 @@ struct ResNetImpl : nn::Module {
   nn::Linear fc{nullptr};
 };
 
-// ResNet-20 (He et al. 2016, CIFAR): 3 stages of 3 basic blocks, 16/32/64 channels.
+// ResNet-20: 3 stages of 3 basic blocks, 16/32/64 channels.
 struct ResNet20Impl : nn::Module {
   explicit ResNet20Impl(const ModelSpec& spec) {
     conv1 = register_module("conv1", Conv(spec.in_channels, 16, 3, 1, 1));
@@ -145,47 +145,25 @@ struct ResNet20Impl : nn::Module {
   nn::Linear fc{nullptr};
 };
 
-// Two convs and a linear layer, no BatchNorm: its gradients average across
-// ranks exactly like one big batch, which the DDP equivalence test needs.
-struct TinyNetImpl : nn::Module {
-  explicit TinyNetImpl(const ModelSpec& spec) {
-    conv1 = register_module(
-        "conv1", nn::Conv2d(nn::Conv2dOptions(spec.in_channels, 8, 3).stride(2).padding(1)));
-    conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(8, 16, 3).stride(2).padding(1)));
-    fc = register_module("fc", nn::Linear(16, spec.num_classes));
-  }
-  torch::Tensor forward(torch::Tensor x) {
-    x = torch::relu(conv2(torch::relu(conv1(x))));
-    return fc(torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1));
-  }
-  nn::Conv2d conv1{nullptr}, conv2{nullptr};
-  nn::Linear fc{nullptr};
-};
-
 }  // namespace
 
-torch::nn::AnyModule MakeModel(const ModelSpec& spec) {
-  if (spec.arch == "resnet18")
-    return nn::AnyModule(
-        std::make_shared<ResNetImpl<BasicBlock>>(std::vector<int>{2, 2, 2, 2}, spec));
-  if (spec.arch == "resnet34")
-    return nn::AnyModule(
-        std::make_shared<ResNetImpl<BasicBlock>>(std::vector<int>{3, 4, 6, 3}, spec));
-  if (spec.arch == "resnet50")
-    return nn::AnyModule(
-        std::make_shared<ResNetImpl<Bottleneck>>(std::vector<int>{3, 4, 6, 3}, spec));
-  if (spec.arch == "resnet20") return nn::AnyModule(std::make_shared<ResNet20Impl>(spec));
-  if (spec.arch == "tiny") return nn::AnyModule(std::make_shared<TinyNetImpl>(spec));
-  throw std::invalid_argument("unknown --arch '" + spec.arch +
-                              "' (resnet18, resnet34, resnet50, resnet20, tiny)");
+torch::nn::AnyModule MakeResNet18(const ModelSpec& spec) {
+  return nn::AnyModule(
+      std::make_shared<ResNetImpl<BasicBlock>>(std::vector<int>{2, 2, 2, 2}, spec));
 }
 
-torch::nn::Module& AsModule(torch::nn::AnyModule& m) { return *m.ptr(); }
+torch::nn::AnyModule MakeResNet34(const ModelSpec& spec) {
+  return nn::AnyModule(
+      std::make_shared<ResNetImpl<BasicBlock>>(std::vector<int>{3, 4, 6, 3}, spec));
+}
 
-int64_t ParameterCount(torch::nn::Module& m) {
-  int64_t n = 0;
-  for (const auto& p : m.parameters()) n += p.numel();
-  return n;
+torch::nn::AnyModule MakeResNet50(const ModelSpec& spec) {
+  return nn::AnyModule(
+      std::make_shared<ResNetImpl<Bottleneck>>(std::vector<int>{3, 4, 6, 3}, spec));
+}
+
+torch::nn::AnyModule MakeResNet20(const ModelSpec& spec) {
+  return nn::AnyModule(std::make_shared<ResNet20Impl>(spec));
 }
 
 }  // namespace shardkit
