@@ -5,7 +5,9 @@
 // disks, NFS, GPFS, Lustre); another backend (object storage over HTTP, a
 // test double that injects latency or faults: tests/storage_double.h)
 // implements these two classes and is passed to Dataset::Open or in
-// LoaderOptions::env.
+// LoaderOptions::env; it must outlive every Dataset and Loader opened
+// through it. (VerifyDataset, the tools' integrity check of a directory,
+// reads the POSIX filesystem.)
 //
 // The read path (buffered pread, a read-only mapping, O_DIRECT) is the
 // implementation's choice: readers say how they will read (AccessHints) and
@@ -31,15 +33,19 @@ struct AccessHints {
   // Zero-copy views (View) are welcome: the file stays unchanged while it is
   // open (shards are immutable once published).
   bool views = false;
-  // The data is larger than the memory that could cache it: caching what is
-  // read is futile, and a backend may bypass its cache (POSIX: O_DIRECT).
+  // Caching what is read is futile (the data is larger than the memory that
+  // could cache it, or the user asked): a backend may bypass its cache
+  // (POSIX: O_DIRECT).
   bool uncached = false;
 };
 
 // A file open for positioned reads. Read, View, WillNeed and Release are
-// thread-safe; SetAccess is not (call it before the reads).
+// thread-safe; SetAccess is not (call it before reads from other threads).
 class RandomAccessFile {
  public:
+  RandomAccessFile() = default;
+  RandomAccessFile(const RandomAccessFile&) = delete;
+  RandomAccessFile& operator=(const RandomAccessFile&) = delete;
   virtual ~RandomAccessFile() = default;
   virtual const std::string& path() const = 0;
   virtual uint64_t size() const = 0;
@@ -49,7 +55,9 @@ class RandomAccessFile {
   virtual Status Read(uint64_t offset, size_t n, void* dst) const = 0;
 
   // How the file will be read; the backend picks its read path from it (and
-  // may ignore it). Before any reads.
+  // may ignore it). Once, before payload reads and reads from other threads
+  // (an index read before it is fine); a second call may add to the first
+  // (POSIX: a mapping or O_DIRECT once on stays on).
   virtual Status SetAccess(const AccessHints& hints) { return Status::OK(); }
   // Whether View works: the bytes can be seen in place, without a copy.
   virtual bool mapped() const { return false; }
@@ -77,7 +85,8 @@ class Env {
   virtual Result<std::unique_ptr<RandomAccessFile>> OpenForReads(const std::string& path) = 0;
   // Whether `path` exists (a dataset's manifest, a shard named by it).
   virtual bool FileExists(const std::string& path) = 0;
-  // A whole small file (a manifest), refused above max_size bytes.
+  // A whole small file (a manifest), refused above max_size bytes: OpenForReads
+  // and Read, for every backend.
   Result<std::string> ReadFile(const std::string& path, uint64_t max_size);
 };
 

@@ -30,7 +30,7 @@ class Dataset {
   const ShardReader& shard(size_t i) const { return *shards_[i]; }
   uint64_t num_records() const { return first_record_.back(); }
   uint64_t shard_first_record(size_t i) const { return first_record_[i]; }
-  // How every shard will be read (ShardReader::SetAccess); before any reads.
+  // How every shard will be read (ShardReader::SetAccess); before payload reads.
   Status SetAccess(const AccessHints& hints) {
     for (auto& s : shards_) SK_RETURN_IF_ERROR(s->SetAccess(hints));
     return Status::OK();

@@ -43,6 +43,12 @@ Status CheckRecordFormat(const RecordFormat& f) {
   for (size_t i = 0; i < f.shape.size(); ++i)
     shape += (i > 0 ? ", " : "") + std::to_string(f.shape[i]);
   shape += "]";
+  bool known = false;
+  for (const auto& e : format::kRecordKindNames) known |= e.value == f.kind;
+  if (!known) {
+    return Status::InvalidArgument("record kind " + std::to_string(static_cast<int>(f.kind)) +
+                                   " is none of " + NameList(format::kRecordKindNames));
+  }
   if (f.kind != format::RecordKind::kRawU8) {
     if (f.shape.empty()) return Status::OK();
     return Status::InvalidArgument("shape " + shape + " is for raw_u8 records only, not " +

@@ -163,11 +163,12 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
   if (b >= blocks_.size())
     return Status::InvalidArgument(path() + ": no block " + std::to_string(b));
   const BlockEntry& e = blocks_[b];
-  const std::string where =
-      path() + ": block " + std::to_string(b) + " at offset " + std::to_string(e.offset);
+  // "block 3 at offset 4096": read errors already name the path.
+  const std::string block = "block " + std::to_string(b) + " at offset " + std::to_string(e.offset);
+  const std::string where = path() + ": " + block;
   if (e.codec == static_cast<uint32_t>(format::Codec::kStored)) {
     out->resize(e.raw_size);
-    SK_RETURN_IF_ERROR(file_->Read(e.offset, e.stored_size, out->data()).WithContext(where));
+    SK_RETURN_IF_ERROR(file_->Read(e.offset, e.stored_size, out->data()).WithContext(block));
     file_->Release(e.offset, e.stored_size);
     if (stored != nullptr) *stored = std::string_view(out->data(), e.stored_size);
     if (crc32c::Value(out->data(), e.stored_size) != e.crc32c) {
@@ -181,7 +182,7 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
   } else {
     scratch->stored.resize(e.stored_size);
     SK_RETURN_IF_ERROR(
-        file_->Read(e.offset, e.stored_size, scratch->stored.data()).WithContext(where));
+        file_->Read(e.offset, e.stored_size, scratch->stored.data()).WithContext(block));
     in = std::string_view(scratch->stored.data(), e.stored_size);
   }
   if (stored != nullptr) *stored = in;

@@ -72,8 +72,11 @@ Status StorageDouble::BeforeRead(const std::string& path, uint64_t offset, size_
         cv_.notify_all();
       } else {
         const bool opened = cv_.wait_for(lock, std::chrono::milliseconds(gate_timeout_ms_),
-                                         [&] { return gate_opened_.load(); });
-        if (!opened) gate_ = 0;  // never enough together: the gate is gone, unopened
+                                         [&] { return gate_opened_.load() || gate_ == 0; });
+        if (!opened) {  // never enough together: the gate is gone, unopened, for every read
+          gate_ = 0;
+          cv_.notify_all();
+        }
       }
       --waiting_;
     }

@@ -6,6 +6,9 @@
 // and the loader tells the storage how it reads.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "loader/loader.h"
@@ -69,6 +72,16 @@ TEST(StorageTest, BatchesThroughAnotherEnvAreThePosixOnes) {
   for (CompressionMode c : kCompressions) {
     TempDir dir;
     WriteDataset(dir.path(), 60, c);
+    // Every record's bytes, as stored, come through the Env at least once.
+    uint64_t stored = 0;
+    {
+      auto ds = Dataset::Open(dir.path());
+      ASSERT_TRUE(ds.ok());
+      for (size_t s = 0; s < (*ds)->num_shards(); ++s) {
+        for (uint32_t b = 0; b < (*ds)->shard(s).num_blocks(); ++b)
+          stored += (*ds)->shard(s).block(b).stored_size;
+      }
+    }
     for (ShuffleMode mode : kModes) {
       for (int depth : {0, 8}) {
         SCOPED_TRACE(std::string(ShuffleModeName(mode)) + " depth " + std::to_string(depth) +
@@ -83,7 +96,7 @@ TEST(StorageTest, BatchesThroughAnotherEnvAreThePosixOnes) {
         EXPECT_EQ(other.ids, posix.ids);
         EXPECT_TRUE(other.pixels == posix.pixels);
         EXPECT_EQ(posix.ids.size(), 60u);
-        EXPECT_GT(env.reads(), 0u);
+        EXPECT_GE(env.bytes(), stored) << "bytes read around the Env";
       }
     }
   }
@@ -116,8 +129,8 @@ TEST(StorageTest, SlowStorageHasManyReadsInFlight) {
       samples += static_cast<uint64_t>(b->size);
     }
     EXPECT_EQ(samples, 64u);
-    EXPECT_TRUE(env.gate_opened()) << "reads never waited four at a time";
-    EXPECT_GE(env.peak_in_flight(), 4);
+    EXPECT_TRUE(env.gate_opened())
+        << "reads never waited four at a time (at most " << env.peak_in_flight() << " in flight)";
   }
 }
 
@@ -194,6 +207,43 @@ TEST(StorageTest, TheLoaderTellsTheStorageHowItReads) {
     EXPECT_EQ(h.pattern, k.pattern) << ShuffleModeName(k.mode);
     EXPECT_EQ(h.views, k.views) << ShuffleModeName(k.mode);
     EXPECT_EQ(h.uncached, k.uncached) << ShuffleModeName(k.mode);
+  }
+}
+
+// The POSIX backend picks its read path from the hints: a mapping where
+// views are welcome, O_DIRECT for uncached random reads (where the
+// filesystem has it: not tmpfs), pread otherwise; every path reads the same
+// bytes.
+TEST(StorageTest, ThePosixBackendPicksItsReadPathFromTheHints) {
+  TempDir dir;
+  WriteDataset(dir.path(), 8, CompressionMode::kStore);
+  const std::string path = dir / "shard-00000.sks";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+  const bool has_direct = fd >= 0;
+  if (fd >= 0) ::close(fd);
+  const std::string bytes = testing::ReadFile(path);
+  using Pattern = AccessHints::Pattern;
+  struct Case {
+    AccessHints hints;
+    bool mapped, uncached;
+  } cases[] = {
+      {{Pattern::kSequential, /*views=*/true, /*uncached=*/false}, true, false},
+      {{Pattern::kRandom, false, true}, false, has_direct},
+      {{Pattern::kRandom, false, false}, false, false},
+      {{Pattern::kSequential, false, true}, false, false},  // O_DIRECT is for random reads
+  };
+  for (const Case& k : cases) {
+    auto f = Env::Default()->OpenForReads(path);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    ASSERT_TRUE((*f)->SetAccess(k.hints).ok());
+    EXPECT_EQ((*f)->mapped(), k.mapped);
+    EXPECT_EQ((*f)->uncached(), k.uncached);
+    std::string got(bytes.size() - 1001, '\0');
+    ASSERT_TRUE((*f)->Read(1001, got.size(), got.data()).ok());
+    EXPECT_TRUE(got == bytes.substr(1001));
+    std::string_view view;
+    EXPECT_EQ((*f)->View(7, 100, &view).ok(), k.mapped);
+    if (k.mapped) EXPECT_EQ(view, std::string_view(bytes).substr(7, 100));
   }
 }
 

@@ -478,14 +478,15 @@ int StartSilentServer(const std::string& dir, int* port, const std::string& name
       "import socket, sys\n"
       "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
       "s.bind(('127.0.0.1', 0)); s.listen(16)\n"
-      "print('port', s.getsockname()[1], flush=True)\n"
+      "print('port', s.getsockname()[1], 'listening', flush=True)\n"
       "held = []\n"
       "while True:\n"
       "    c, _ = s.accept(); held.append(c)\n"
       "    print('accepted', len(held), flush=True)\n");
   const std::string log = dir + "/" + name + ".log";
   const int pid = Spawn(std::string(kPython) + " " + dir + "/" + name + ".py", log);
-  EXPECT_TRUE(WaitForText(log, "port ", 60));
+  // The whole line, number included, before it is read (however busy the machine).
+  EXPECT_TRUE(WaitForText(log, " listening", 300)) << testing::ReadFile(log);
   *port = std::atoi(testing::ReadFile(log).substr(5).c_str());
   return pid;
 }
