@@ -243,7 +243,9 @@ TEST(StorageTest, ThePosixBackendPicksItsReadPathFromTheHints) {
     EXPECT_TRUE(got == bytes.substr(1001));
     std::string_view view;
     EXPECT_EQ((*f)->View(7, 100, &view).ok(), k.mapped);
-    if (k.mapped) EXPECT_EQ(view, std::string_view(bytes).substr(7, 100));
+    if (k.mapped) {
+      EXPECT_EQ(view, std::string_view(bytes).substr(7, 100));
+    }
   }
 }
 
