@@ -28,6 +28,11 @@ struct Loader::Impl {
 
   // Epoch state: written only while no producer runs.
   uint64_t epoch = 0;
+  // After Restore on another world or batch size: epoch rest_epoch is only
+  // these positions (the ones left of it), until it is read to its end or
+  // another epoch starts. Under consumer_mu.
+  std::shared_ptr<const EpochPositions> rest;
+  uint64_t rest_epoch = 0;
   bool started = false;
   std::thread producer;
   std::vector<PrefetchRing::Slot*> claimed;
@@ -180,7 +185,10 @@ Status Loader::StartEpoch(uint64_t epoch, uint64_t start_batch) {
 Status Loader::Impl::Start(uint64_t new_epoch, uint64_t start_batch) {
   Impl& d = *this;
   d.StopProducer();
+  if (d.rest && d.rest_epoch != new_epoch) d.rest.reset();
+  d.source->StartEpoch(new_epoch, start_batch, d.rest);
   if (start_batch > d.part().batches) {
+    d.started = false;
     return Status::InvalidArgument("start batch " + std::to_string(start_batch) +
                                    " past the epoch's " + std::to_string(d.part().batches) +
                                    " batches");
@@ -189,7 +197,6 @@ Status Loader::Impl::Start(uint64_t new_epoch, uint64_t start_batch) {
   d.error = Status::OK();
   d.next_batch = start_batch;
   d.epoch = new_epoch;
-  d.source->StartEpoch(new_epoch, start_batch);
   d.started = true;
   d.producer = std::thread([&d, start_batch] { d.ProducerLoop(start_batch); });
   return Status::OK();
@@ -209,6 +216,7 @@ Status Loader::Impl::Take(std::shared_ptr<const Batch>* batch, uint64_t timeout_
     return s;
   }
   if (ready == nullptr || *ready) ++next_batch;
+  if (next_batch >= part().batches) rest.reset();  // a resumed epoch read to its end
   return Status::OK();
 }
 
@@ -274,14 +282,51 @@ LoaderState Loader::state() const {
   s.shuffle = ShuffleModeName(d.source->mode());
   s.block_window = d.source->mode() == ShuffleMode::kBlockLocal ? d.source->window() : 0;
   s.transform = d.decoder.jpeg() ? TransformSignature(d.opt.transform) : "raw";
+  if (d.rest && d.started && s.epoch == d.rest_epoch) s.positions = d.rest->ranges();
   return s;
 }
 
 Status Loader::Restore(const LoaderState& saved) {
   const LoaderState current = state();
-  std::lock_guard<std::mutex> lock(impl_->consumer_mu);
-  SK_RETURN_IF_ERROR(CheckResumable(saved, current, batches_per_epoch()));
-  return impl_->Start(saved.epoch, saved.batch);
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.consumer_mu);
+  SK_RETURN_IF_ERROR(CheckResumable(saved, current));
+  auto bad = [](const std::string& what) {
+    return Status::InvalidArgument("loader state: " + what);
+  };
+  if (saved.world_size > uint64_t{1} << 24 || saved.batch_size > uint64_t{1} << 24)
+    return bad("world size or batch size out of range");
+  std::shared_ptr<const EpochPositions> rest;
+  if (!saved.positions.empty()) {
+    Result<EpochPositions> p = EpochPositions::Make(saved.positions, current.records);
+    if (!p.ok()) return bad(p.status().message());
+    rest = std::make_shared<const EpochPositions>(std::move(*p));
+  }
+  // The cut the state counts batches in, and where in it the saved run was.
+  const bool strided = d.source->mode() != ShuffleMode::kBlockLocal;
+  const bool drop_last = saved.shuffle.empty() ? d.opt.drop_last : saved.drop_last;  // version 1
+  const Partition was = Partition::Cut(current.records, rest, 0, static_cast<int>(saved.world_size),
+                                       saved.batch_size, drop_last, strided);
+  if (saved.batch > was.batches) {
+    return bad("batch " + std::to_string(saved.batch) + " is past the epoch's " +
+               std::to_string(was.batches) + " batches");
+  }
+  uint64_t epoch = saved.epoch, batch = saved.batch;
+  if (saved.world_size != current.world_size || saved.batch_size != current.batch_size ||
+      drop_last != current.drop_last) {
+    // Elastic: what the saved run had not read of the epoch, cut for this loader.
+    if (batch > 0 || rest) rest = std::make_shared<const EpochPositions>(was.Remaining(batch));
+    batch = 0;
+    if (rest && Partition::Cut(current.records, rest, d.opt.rank, d.opt.world_size,
+                               current.batch_size, current.drop_last, strided)
+                        .batches == 0) {
+      rest.reset();  // too little left for a batch (drop_last): the next epoch
+      ++epoch;
+    }
+  }
+  d.rest = std::move(rest);
+  d.rest_epoch = epoch;
+  return d.Start(epoch, batch);
 }
 
 LoaderStats Loader::stats() const {

@@ -67,10 +67,17 @@ class Loader {
   // its end is (epoch + 1, 0).
   LoaderState state() const;
   // Checks `saved` against this loader (CheckResumable: InvalidArgument
-  // naming what differs) and starts its epoch at its batch.
+  // naming what differs) and starts its epoch at its batch. Saved with
+  // another world size, batch size or drop_last mid-epoch (elastic resume):
+  // that epoch continues with exactly the positions the saved run had not
+  // read, cut for this loader (Partition::Remaining), each record once and
+  // augmented as it would have been; its batches are numbered from 0, and
+  // StartEpoch of that epoch restarts them until the epoch is read to its end
+  // or another epoch starts. batches_per_epoch() and the samples counts then
+  // describe that rest.
   Status Restore(const LoaderState& saved);
 
-  uint64_t batches_per_epoch() const;
+  uint64_t batches_per_epoch() const;       // of the epoch started last
   uint64_t samples_per_epoch() const;       // this rank's
   uint64_t real_samples_per_epoch() const;  // this rank's, padding excluded
   uint64_t dataset_records() const;

@@ -17,6 +17,8 @@ std::string LoaderStateToJson(const LoaderState& s) {
   j["shuffle"] = s.shuffle;
   j["block_window"] = s.block_window;
   j["transform"] = s.transform;
+  j["positions"] = nlohmann::json::array();
+  for (const auto& r : s.positions) j["positions"].push_back({r.first, r.second});
   return j.dump();
 }
 
@@ -66,10 +68,21 @@ Result<LoaderState> LoaderStateFromJson(std::string_view text) {
   } else if (v2) {
     return bad("'drop_last' is missing");
   }
+  if (auto it = j.find("positions"); it != j.end()) {
+    const char* what = "'positions' is not a list of [begin, end] pairs of non-negative integers";
+    if (!it->is_array()) return bad(what);
+    for (const auto& r : *it) {
+      if (!r.is_array() || r.size() != 2 || !r[0].is_number_unsigned() ||
+          !r[1].is_number_unsigned()) {
+        return bad(what);
+      }
+      s.positions.emplace_back(r[0].get<uint64_t>(), r[1].get<uint64_t>());
+    }
+  }
   return s;
 }
 
-Status CheckResumable(const LoaderState& saved, const LoaderState& current, uint64_t batches) {
+Status CheckResumable(const LoaderState& saved, const LoaderState& current) {
   auto refuse = [](const std::string& what) { return Status::InvalidArgument(what); };
   if (saved.records != 0 && saved.records != current.records) {
     return refuse("this loader state is for a dataset of " + std::to_string(saved.records) +
@@ -80,15 +93,12 @@ Status CheckResumable(const LoaderState& saved, const LoaderState& current, uint
                   ", this loader has seed " + std::to_string(current.seed) +
                   ": the order and augmentation would differ");
   }
-  if (saved.batch == 0) return Status::OK();  // an epoch boundary: nothing read twice or missed
+  if (saved.batch == 0 && saved.positions.empty()) return Status::OK();  // an epoch boundary
   std::string differs;
   auto compare = [&](const char* what, const std::string& a, const std::string& b) {
     if (a != b) differs += std::string(differs.empty() ? "" : ", ") + what + " " + a + " -> " + b;
   };
-  compare("world size", std::to_string(saved.world_size), std::to_string(current.world_size));
-  compare("batch size", std::to_string(saved.batch_size), std::to_string(current.batch_size));
   if (!saved.shuffle.empty()) {
-    compare("drop_last", saved.drop_last ? "true" : "false", current.drop_last ? "true" : "false");
     compare("shuffle", saved.shuffle, current.shuffle);
     compare("block window", std::to_string(saved.block_window),
             std::to_string(current.block_window));
@@ -97,14 +107,10 @@ Status CheckResumable(const LoaderState& saved, const LoaderState& current, uint
   const std::string e = std::to_string(saved.epoch), b = std::to_string(saved.batch);
   if (!differs.empty()) {
     return refuse("this loader state is mid-way through epoch " + e + " (batch " + b +
-                  "), and this loader cuts epochs differently (" + differs +
-                  "): continuing would repeat or skip records. Resume with the saved settings, "
-                  "or start epoch " +
+                  "), and this loader orders or augments it differently (" + differs +
+                  "): continuing would repeat or skip records, or change them. Resume with the "
+                  "saved settings, or start epoch " +
                   std::to_string(saved.epoch + 1) + " (the rest of epoch " + e + " is not read)");
-  }
-  if (saved.batch > batches) {
-    return refuse("loader state batch " + b + " is past the epoch's " + std::to_string(batches) +
-                  " batches");
   }
   return Status::OK();
 }

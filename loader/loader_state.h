@@ -6,22 +6,28 @@
 //
 // Policy (one, for every user): a state is refused for a different dataset
 // (record count) or seed. Mid-epoch (batch > 0) it is also refused when the
-// epoch would be cut differently: world size, batch size, drop_last, the
-// shuffle in effect, its block window or the transform; an epoch boundary
-// (batch 0) may change those, as nothing read is repeated or skipped.
+// epoch's order or augmentation would differ: the shuffle in effect, its
+// block window or the transform; an epoch boundary (batch 0) may change
+// those, as nothing read is repeated or skipped. The world size, batch size
+// and drop_last may change anywhere (elastic resume): the epoch's order does
+// not depend on them, the positions read so far are known from the saved cut
+// (Partition::Remaining), and the rest of the epoch is cut again for the new
+// loader, each remaining record once, every record augmented as before.
 // The rank is not part of it: one saved state serves every rank.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "base/status.h"
 
 namespace shardkit {
 
 struct LoaderState {
-  static constexpr int kVersion = 2;
+  static constexpr int kVersion = 3;
   uint64_t epoch = 0;  // the epoch the next batch belongs to
   uint64_t batch = 0;  // the next batch of that epoch (0: its start)
   uint64_t seed = 0;
@@ -34,17 +40,21 @@ struct LoaderState {
   std::string shuffle;        // the mode in effect: "full", "block" or "none"
   uint64_t block_window = 0;  // block-local: blocks per window (0 otherwise)
   std::string transform;      // TransformSignature: the crops' parameters
+  // The positions of the epoch that `batch` counts through (version 3):
+  // empty for the whole epoch; after a resume on another world or batch
+  // size, the positions that were left, cut for world_size x batch_size.
+  std::vector<std::pair<uint64_t, uint64_t>> positions;
 };
 
-// JSON with every field and "version". FromJson accepts versions 1 and 2 and
+// JSON with every field and "version". FromJson accepts versions 1 to 3 and
 // names what is missing or malformed ("loader state: 'seed' is missing").
 std::string LoaderStateToJson(const LoaderState& state);
 Result<LoaderState> LoaderStateFromJson(std::string_view json);
 
 // OK if a loader at `current` (its own state, position aside) may continue
 // from `saved` as the policy above says; otherwise InvalidArgument with one
-// line naming what differs and what to do. `batches` is this loader's
-// batches per epoch.
-Status CheckResumable(const LoaderState& saved, const LoaderState& current, uint64_t batches);
+// line naming what differs and what to do. Loader::Restore then checks the
+// saved position against the saved cut.
+Status CheckResumable(const LoaderState& saved, const LoaderState& current);
 
 }  // namespace shardkit

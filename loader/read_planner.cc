@@ -29,13 +29,19 @@ BlockLayout BlockLayout::Of(const Dataset& ds) {
   return l;
 }
 
-ReadPlanner::ReadPlanner(Setup setup) : s_(std::move(setup)), uncached_(s_.dataset->uncached()) {}
+ReadPlanner::ReadPlanner(Setup setup)
+    : s_(std::move(setup)), uncached_(s_.dataset->uncached()), part_(s_.partition) {}
 
-void ReadPlanner::StartEpoch(uint64_t epoch, uint64_t start_batch) {
+void ReadPlanner::StartEpoch(uint64_t epoch, uint64_t start_batch,
+                             std::shared_ptr<const EpochPositions> rest) {
+  const Partition& p = s_.partition;
+  part_ = rest ? Partition::Cut(p.n, std::move(rest), p.rank, p.world_size, p.batch_size,
+                                p.drop_last, p.strided)
+               : p;
   sampler_ = std::make_unique<EpochSampler>(s_.layout.sizes, s_.mode, s_.seed, epoch, s_.window);
-  scan_next_ = start_batch * s_.partition.batch_size;
+  scan_next_ = start_batch * part_.batch_size;
   read_ahead_next_ = start_batch;
-  read_ahead_pos_ = start_batch * s_.partition.batch_size;
+  read_ahead_pos_ = start_batch * part_.batch_size;
   scheduled_.clear();
   ahead_.clear();
   live_.clear();
@@ -56,7 +62,7 @@ void ReadPlanner::PrepareWindows(const std::vector<BatchSpan>& spans) {
   live_.clear();
   for (const BatchSpan& span : spans) {
     for (uint64_t i = 0; i < static_cast<uint64_t>(span.size);) {
-      const uint64_t pos = s_.partition.Position(span.base + i);
+      const uint64_t pos = part_.Position(span.base + i);
       const size_t w = sampler_->WindowOf(pos);
       i += std::min(sampler_->window_end(w) - pos, span.size - i);
       auto same = [&](const LiveWindow& lw) { return lw.w == w; };
@@ -86,7 +92,7 @@ void ReadPlanner::PrepareWindows(const std::vector<BatchSpan>& spans) {
 // decompressed on first use.
 void ReadPlanner::ScheduleBlocks(uint64_t k) {
   if (!s_.layout.compressed || s_.mode == ShuffleMode::kFull) return;
-  const Partition& part = s_.partition;
+  const Partition& part = part_;
   // Scan at least this batch, and further until `want` blocks beyond it are
   // scheduled (bounded by what the cache can hold besides the blocks read).
   const uint64_t batch_end = std::min(part.per_rank, (k + 1) * part.batch_size);
@@ -115,7 +121,7 @@ void ReadPlanner::ScheduleBlocks(uint64_t k) {
         s_.dataset->shard(b.shard).PrefetchBlock(b.block);
       }
     }
-    scan_next_ += std::min(end - pos, part.per_rank - scan_next_);
+    scan_next_ += part.Steps(scan_next_, end);
   }
 }
 
@@ -133,8 +139,7 @@ void ReadPlanner::ReadAhead(const std::vector<BatchSpan>& spans) {
   // A hint per record costs a system call: worth it for records that take
   // far longer to decode or copy (JPEGs, large raw records), not for 28x28s.
   if (!s_.read_ahead_records) return;
-  const uint64_t last =
-      std::min<uint64_t>(spans.back().k + kReadAheadBatches, s_.partition.batches - 1);
+  const uint64_t last = std::min<uint64_t>(spans.back().k + kReadAheadBatches, part_.batches - 1);
   for (uint64_t k = std::max(spans.front().k, read_ahead_next_); k <= last; ++k) HintRecords(k);
   read_ahead_next_ = std::max(read_ahead_next_, last + 1);
 }
@@ -143,14 +148,13 @@ void ReadPlanner::ReadAhead(const std::vector<BatchSpan>& spans) {
 // the workers fetch them, for these batches and the next ones; the queue
 // keeps read_depth reads in flight within its byte budget.
 void ReadPlanner::QueueRecords(const std::vector<BatchSpan>& spans) {
-  const uint64_t last =
-      std::min<uint64_t>(spans.back().k + kReadAheadBatches, s_.partition.batches - 1);
+  const uint64_t last = std::min<uint64_t>(spans.back().k + kReadAheadBatches, part_.batches - 1);
   for (uint64_t k = std::max(spans.front().k, read_ahead_next_); k <= last; ++k) {
     if (WorkersReadBatch(k)) {  // fast storage: the workers read this batch themselves
       if (!uncached_) HintRecords(k);
       continue;
     }
-    const uint64_t base = k * s_.partition.batch_size, n = s_.partition.BatchLength(k);
+    const uint64_t base = k * part_.batch_size, n = part_.BatchLength(k);
     for (uint64_t i = 0; i < n; ++i) {
       const SampleLocation l = Locate(base + i);
       s_.queue->Submit(l.shard, l.local);
@@ -160,9 +164,9 @@ void ReadPlanner::QueueRecords(const std::vector<BatchSpan>& spans) {
 }
 
 // Block-local or in order: the stored blocks of the segments these batches
-// and the next few read (positions are contiguous here).
+// and the next few read.
 void ReadPlanner::HintBlocks(const std::vector<BatchSpan>& spans) {
-  const Partition& part = s_.partition;
+  const Partition& part = part_;
   uint64_t i = std::max(spans.front().base, read_ahead_pos_);
   const uint64_t end_i =
       std::min<uint64_t>(part.per_rank, (spans.back().k + 1 + kReadAheadBatches) * part.batch_size);
@@ -174,14 +178,14 @@ void ReadPlanner::HintBlocks(const std::vector<BatchSpan>& spans) {
       const BlockRef b = s_.layout.blocks[g];
       s_.dataset->shard(b.shard).PrefetchBlock(b.block);
     }
-    i += std::max<uint64_t>(1, std::min(end - pos, part.per_rank - i));
+    i += part.Steps(i, end);
   }
   read_ahead_pos_ = std::max(read_ahead_pos_, i);
 }
 
 // A read-ahead hint for each record of batch k.
 void ReadPlanner::HintRecords(uint64_t k) {
-  const uint64_t base = k * s_.partition.batch_size, n = s_.partition.BatchLength(k);
+  const uint64_t base = k * part_.batch_size, n = part_.BatchLength(k);
   for (uint64_t i = 0; i < n; ++i) {
     const SampleLocation l = Locate(base + i);
     s_.dataset->shard(l.shard).PrefetchRecord(l.local);

@@ -59,7 +59,7 @@ class ReadPlanner {
     const BlockCache* cache = nullptr;  // which blocks are decompressed already
     ReadQueue* queue = nullptr;         // where stored records are read ahead (or null)
     BlockLayout layout;
-    Partition partition;
+    Partition partition;                    // the rank's cut of a whole epoch
     ShuffleMode mode = ShuffleMode::kFull;  // never kAuto
     uint64_t seed = 0;
     uint32_t window = 1;    // block-local: blocks per window
@@ -71,13 +71,17 @@ class ReadPlanner {
   };
   explicit ReadPlanner(Setup setup);
 
-  const Partition& partition() const { return s_.partition; }
+  // This epoch's cut: the whole epoch's, or of the positions left of it.
+  const Partition& partition() const { return part_; }
   ShuffleMode mode() const { return s_.mode; }
   bool compressed() const { return s_.layout.compressed; }
   uint32_t window() const { return s_.window; }
 
-  // A new epoch's order, starting at batch `start_batch`.
-  void StartEpoch(uint64_t epoch, uint64_t start_batch);
+  // A new epoch's order, starting at batch `start_batch`; `rest`: only
+  // these of its positions, cut as the rank's partition says (a resume on
+  // another world or batch size); null: all of them.
+  void StartEpoch(uint64_t epoch, uint64_t start_batch,
+                  std::shared_ptr<const EpochPositions> rest = nullptr);
   // Before filling `spans` (consecutive batches): materialises the windows
   // they read, schedules the blocks they and the next ones need and starts
   // reading ahead. Then blocks_to_warm() lists the blocks to decompress
@@ -88,7 +92,7 @@ class ReadPlanner {
   // The rank's i-th sample of the epoch: the one place a record is located.
   SampleLocation Locate(uint64_t i) const {
     SampleLocation l;
-    l.position = s_.partition.Position(i);
+    l.position = part_.Position(i);
     l.record = RecordAt(l.position);
     std::tie(l.shard, l.local) = s_.dataset->Locate(l.record);
     return l;
@@ -119,6 +123,7 @@ class ReadPlanner {
   double probe_seconds_ = 0;
 
   // Epoch state.
+  Partition part_;
   std::unique_ptr<EpochSampler> sampler_;
   uint64_t scan_next_ = 0;        // samples before it have had their blocks scheduled
   uint64_t read_ahead_next_ = 0;  // records read ahead one by one: first batch not yet

@@ -98,8 +98,9 @@ void RecordSource::ResetStats() {
   if (queue_) queue_->ResetStats();
 }
 
-void RecordSource::StartEpoch(uint64_t epoch, uint64_t start_batch) {
-  planner_->StartEpoch(epoch, start_batch);
+void RecordSource::StartEpoch(uint64_t epoch, uint64_t start_batch,
+                              std::shared_ptr<const EpochPositions> rest) {
+  planner_->StartEpoch(epoch, start_batch, std::move(rest));
   if (queue_) queue_->Cancel();  // the old epoch's reads: dropped, the ones in flight waited for
 }
 

@@ -58,9 +58,11 @@ class RecordSource {
   RecordSourceStats stats() const;
   void ResetStats();
 
-  // A new epoch's order, starting at batch `start_batch`; the old epoch's
-  // queued reads are dropped.
-  void StartEpoch(uint64_t epoch, uint64_t start_batch);
+  // A new epoch's order, starting at batch `start_batch` (of only the
+  // positions `rest`, where not null: ReadPlanner::StartEpoch); the old
+  // epoch's queued reads are dropped.
+  void StartEpoch(uint64_t epoch, uint64_t start_batch,
+                  std::shared_ptr<const EpochPositions> rest = nullptr);
   // Before filling `spans` (ReadPlanner::Prepare); payloads fetched before
   // are released. Then blocks_to_warm() blocks are decompressed first
   // (WarmBlock, one worker each).

@@ -85,20 +85,80 @@ bool EpochSampler::Segment(uint64_t position, uint64_t* end, std::vector<uint32_
   return false;
 }
 
-Result<Partition> Partition::Make(uint64_t n, int rank, int world_size, uint64_t batch_size,
-                                  bool drop_last, bool strided) {
-  if (world_size < 1 || rank < 0 || rank >= world_size) {
-    return Status::InvalidArgument("rank " + std::to_string(rank) +
-                                   " out of range for world size " + std::to_string(world_size));
+Result<EpochPositions> EpochPositions::Make(std::vector<Range> ranges, uint64_t n) {
+  EpochPositions e;
+  uint64_t last_end = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const Range& r = ranges[i];
+    if (r.first >= r.second || r.second > n || (i > 0 && r.first < last_end)) {
+      return Status::InvalidArgument(
+          "epoch positions [" + std::to_string(r.first) + ", " + std::to_string(r.second) +
+          ") are empty, out of order, overlap or end past the epoch's " + std::to_string(n));
+    }
+    last_end = r.second;
+    e.first_.push_back(e.size_);
+    e.size_ += r.second - r.first;
   }
-  if (batch_size < 1) return Status::InvalidArgument("batch size must be at least 1");
+  e.ranges_ = std::move(ranges);
+  return e;
+}
+
+EpochPositions EpochPositions::Whole(uint64_t n) {
+  EpochPositions e;
+  if (n > 0) {
+    e.ranges_.push_back({0, n});
+    e.first_.push_back(0);
+    e.size_ = n;
+  }
+  return e;
+}
+
+size_t EpochPositions::RangeOf(uint64_t j) const {
+  auto it = std::upper_bound(first_.begin(), first_.end(), j);
+  return static_cast<size_t>(it - first_.begin()) - 1;
+}
+
+EpochPositions EpochPositions::Without(const std::vector<Range>& gone) const {
+  // Walk the kept index ranges (the complement of `gone`) and map each to
+  // position ranges, merging neighbours.
+  std::vector<Range> out;
+  auto keep = [&](uint64_t a, uint64_t b) {  // indices [a, b)
+    while (a < b) {
+      const uint64_t pos = At(a), run = std::min(RunFrom(a), b - a);
+      if (!out.empty() && out.back().second == pos) {
+        out.back().second += run;
+      } else {
+        out.push_back({pos, pos + run});
+      }
+      a += run;
+    }
+  };
+  uint64_t next = 0;
+  for (const Range& g : gone) {
+    keep(next, std::min(g.first, size_));
+    next = std::max(next, g.second);
+  }
+  keep(next, size_);
+  EpochPositions e;
+  for (const Range& r : out) {
+    e.first_.push_back(e.size_);
+    e.size_ += r.second - r.first;
+  }
+  e.ranges_ = std::move(out);
+  return e;
+}
+
+Partition Partition::Cut(uint64_t n, std::shared_ptr<const EpochPositions> rest, int rank,
+                         int world_size, uint64_t batch_size, bool drop_last, bool strided) {
   Partition p;
-  p.n = n;
+  p.n = rest ? rest->size() : n;
+  p.rest = std::move(rest);
   p.rank = rank;
   p.world_size = world_size;
   p.batch_size = batch_size;
   p.drop_last = drop_last;
   p.strided = strided;
+  n = p.n;
   const uint64_t w = static_cast<uint64_t>(world_size), r = static_cast<uint64_t>(rank);
   p.per_rank = drop_last ? n / w : (n + w - 1) / w;
   if (strided) {
@@ -107,6 +167,17 @@ Result<Partition> Partition::Make(uint64_t n, int rank, int world_size, uint64_t
     p.real = std::min(p.per_rank, n > r * p.per_rank ? n - r * p.per_rank : 0);
   }
   p.batches = drop_last ? p.per_rank / batch_size : (p.per_rank + batch_size - 1) / batch_size;
+  return p;
+}
+
+Result<Partition> Partition::Make(uint64_t n, int rank, int world_size, uint64_t batch_size,
+                                  bool drop_last, bool strided) {
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return Status::InvalidArgument("rank " + std::to_string(rank) +
+                                   " out of range for world size " + std::to_string(world_size));
+  }
+  if (batch_size < 1) return Status::InvalidArgument("batch size must be at least 1");
+  Partition p = Cut(n, nullptr, rank, world_size, batch_size, drop_last, strided);
   if (p.batches == 0) {
     return Status::InvalidArgument("dataset of " + std::to_string(n) + " records gives rank " +
                                    std::to_string(rank) + " of " + std::to_string(world_size) +
@@ -114,6 +185,38 @@ Result<Partition> Partition::Make(uint64_t n, int rank, int world_size, uint64_t
                                    (drop_last ? " (drop_last)" : ""));
   }
   return p;
+}
+
+uint64_t Partition::Steps(uint64_t i, uint64_t end) const {
+  const uint64_t w = static_cast<uint64_t>(world_size), r = static_cast<uint64_t>(rank);
+  const uint64_t v = strided ? i * w + r : r * per_rank + i;
+  if (v >= n || i >= per_rank) return 1;  // padding: one at a time
+  // Indices [v, limit) map to consecutive positions below `end`.
+  const uint64_t pos = Position(i);
+  if (end <= pos) return 1;
+  uint64_t limit = std::min(n, v + (end - pos));
+  if (rest) limit = std::min(limit, v + rest->RunFrom(v));
+  const uint64_t stride = strided ? w : 1;
+  const uint64_t steps = (limit - v + stride - 1) / stride;
+  return std::max<uint64_t>(1, std::min(steps, per_rank - i));
+}
+
+EpochPositions Partition::Remaining(uint64_t k) const {
+  // Read: the indices of every rank's first k batches that are not padding.
+  std::vector<EpochPositions::Range> read;
+  const uint64_t take = std::min(per_rank, k * batch_size);
+  const uint64_t w = static_cast<uint64_t>(world_size);
+  if (strided) {
+    // Rank r's i-th sample is index i * w + r: together, [0, take * w).
+    if (take > 0) read.push_back({0, std::min(n, take * w)});
+  } else {
+    for (uint64_t r = 0; r < w; ++r) {
+      const uint64_t a = r * per_rank, b = std::min(n, r * per_rank + take);
+      if (a < b) read.push_back({a, b});
+    }
+  }
+  const EpochPositions all = rest ? *rest : EpochPositions::Whole(n);
+  return all.Without(read);
 }
 
 uint64_t Partition::BatchLength(uint64_t b) const {

@@ -9,8 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/names.h"
@@ -65,8 +67,44 @@ class EpochSampler {
   mutable std::vector<uint64_t> last_records_;
 };
 
+// EpochPositions: some of an epoch's positions, in order, as sorted disjoint
+// ranges [begin, end): what is left of an epoch when it is resumed on another
+// world or batch size (Partition::Remaining). Index j names the j-th of them.
+class EpochPositions {
+ public:
+  using Range = std::pair<uint64_t, uint64_t>;
+  // Checks that `ranges` are non-empty, sorted, disjoint and end by `n`.
+  static Result<EpochPositions> Make(std::vector<Range> ranges, uint64_t n);
+  static EpochPositions Whole(uint64_t n);
+  uint64_t size() const { return size_; }
+  const std::vector<Range>& ranges() const { return ranges_; }
+  // The j-th position, j < size().
+  uint64_t At(uint64_t j) const {
+    if (ranges_.size() == 1) return ranges_[0].first + j;
+    const size_t r = RangeOf(j);
+    return ranges_[r].first + (j - first_[r]);
+  }
+  // How many positions from index j on follow each other (j, j+1, ... hold
+  // At(j), At(j)+1, ...): up to the end of j's range.
+  uint64_t RunFrom(uint64_t j) const {
+    const size_t r = RangeOf(j);
+    return first_[r] + (ranges_[r].second - ranges_[r].first) - j;
+  }
+  // These positions without the ones at the indices of `gone` (sorted,
+  // disjoint index ranges).
+  EpochPositions Without(const std::vector<Range>& gone) const;
+
+ private:
+  size_t RangeOf(uint64_t j) const;
+  std::vector<Range> ranges_;
+  std::vector<uint64_t> first_;  // the index of each range's first position
+  uint64_t size_ = 0;
+};
+
 // How one rank's share of an epoch is cut, the same for every rank, so that
-// DDP never waits at the end of an epoch for a rank with fewer batches.
+// DDP never waits at the end of an epoch for a rank with fewer batches. What
+// is cut is the epoch's N positions, or after a resume on another world or
+// batch size the positions left of it (`rest`); below, N is their number.
 //   drop_last = false: each rank gets ceil(N / world) samples; the shortfall
 //     is padded with the first positions of the epoch (as DistributedSampler
 //     does); the last batch may be partial.
@@ -76,6 +114,9 @@ class EpochSampler {
 // r, r + world, r + 2 world, ... so that batch b of all ranks together is batch
 // b of one rank with world times the batch. Contiguous (for block-local
 // shuffling, where locality matters): rank r holds [r * per_rank, (r+1) * per_rank).
+// The order itself (EpochSampler) never depends on the world size: after k
+// batches of every rank, the positions read are a fixed set (Consumed), and
+// what remains (Remaining) can be cut again for any world and batch size.
 struct Partition {
   uint64_t per_rank = 0;
   uint64_t real = 0;  // of per_rank, the samples that are not padding (they come first)
@@ -84,20 +125,41 @@ struct Partition {
   bool drop_last = false;
   bool strided = true;
   int rank = 0, world_size = 1;
-  uint64_t n = 0;
+  uint64_t n = 0;                              // positions cut: the epoch's, or rest's
+  std::shared_ptr<const EpochPositions> rest;  // null: the whole epoch [0, n)
 
+  // A whole epoch of n records; refused when a rank would get no batch.
   static Result<Partition> Make(uint64_t n, int rank, int world_size, uint64_t batch_size,
                                 bool drop_last, bool strided = true);
+  // The same cut of `rest` (null: the whole epoch of n); may have no batch.
+  // rank, world_size and batch_size must be valid (Make checks them).
+  static Partition Cut(uint64_t n, std::shared_ptr<const EpochPositions> rest, int rank,
+                       int world_size, uint64_t batch_size, bool drop_last, bool strided);
   // Epoch position of the rank's i-th sample, i < per_rank.
   uint64_t Position(uint64_t i) const {
+    const uint64_t j = Index(i);
+    return rest ? rest->At(j) : j;
+  }
+  // How many of the rank's samples from i on have consecutive positions below
+  // `end` (at least 1): block scheduling walks a segment at a time with it.
+  uint64_t Steps(uint64_t i, uint64_t end) const;
+  // Samples in batch b (b < batches), and how many of them are not padding.
+  uint64_t BatchLength(uint64_t b) const;
+  uint64_t BatchRealLength(uint64_t b) const;
+  // The positions every rank has read after its first k batches (padding
+  // aside), and the ones left, which a resume on another world or batch
+  // size cuts again. Every rank gives the same answer.
+  EpochPositions Remaining(uint64_t k) const;
+
+ private:
+  // Index (among the n positions cut) of the rank's i-th sample: below n,
+  // wrapping for padding.
+  uint64_t Index(uint64_t i) const {
     const uint64_t w = static_cast<uint64_t>(world_size), r = static_cast<uint64_t>(rank);
     // Below 2n except when world > n: one subtraction instead of a division.
     const uint64_t v = strided ? i * w + r : r * per_rank + i;
     return v < n ? v : (v < 2 * n ? v - n : v % n);
   }
-  // Samples in batch b (b < batches), and how many of them are not padding.
-  uint64_t BatchLength(uint64_t b) const;
-  uint64_t BatchRealLength(uint64_t b) const;
 };
 
 }  // namespace shardkit

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <set>
 
 #include "loader/sampler.h"
@@ -89,6 +90,96 @@ TEST(PartitionTest, EqualBatchesDisjointAndCovering) {
       }
     }
   }
+}
+
+// Elastic resume at the partition level: an epoch read for k batches on W
+// ranks, the rest cut again for W' ranks and read for k' batches, the rest of
+// that cut for W'' ranks and read to the end: every position is read exactly
+// once (padding aside), in every cut each rank has the same number of
+// batches, and with drop_last nothing is read twice.
+TEST(PartitionTest, RemainingIsReadExactlyOnceAcrossChangingCuts) {
+  struct Cut {
+    int world;
+    uint64_t batch;
+  };
+  const std::vector<std::vector<Cut>> chains = {{{4, 5}, {3, 7}, {1, 16}},
+                                                {{2, 8}, {5, 3}, {3, 4}},
+                                                {{3, 4}, {1, 16}, {4, 1}},
+                                                {{1, 1}, {8, 2}, {2, 9}},
+                                                {{5, 3}, {5, 3}, {2, 3}}};
+  for (uint64_t n : {1ull, 9ull, 61ull, 200ull, 1001ull}) {
+    for (bool strided : {true, false}) {
+      for (bool drop_last : {false, true}) {
+        for (const auto& chain : chains) {
+          for (uint64_t frac : {0ull, 1ull, 2ull}) {
+            std::vector<int> reads(n, 0);
+            std::shared_ptr<const EpochPositions> rest;
+            bool stopped = false;
+            for (size_t c = 0; c < chain.size() && !stopped; ++c) {
+              std::vector<Partition> ranks;
+              for (int r = 0; r < chain[c].world; ++r) {
+                ranks.push_back(
+                    Partition::Cut(n, rest, r, chain[c].world, chain[c].batch, drop_last, strided));
+                ASSERT_EQ(ranks[r].batches, ranks[0].batches);
+              }
+              const Partition& p0 = ranks[0];
+              // The last cut reads to the end; the others stop part-way.
+              const uint64_t k =
+                  c + 1 == chain.size() ? p0.batches : std::min(p0.batches, p0.batches * frac / 3);
+              for (const Partition& p : ranks) {
+                for (uint64_t b = 0; b < k; ++b) {
+                  for (uint64_t i = 0; i < p.BatchRealLength(b); ++i) {
+                    const uint64_t pos = p.Position(b * p.batch_size + i);
+                    ASSERT_LT(pos, n);
+                    ++reads[pos];
+                  }
+                }
+              }
+              EpochPositions left = p0.Remaining(k);
+              // Every rank computes the same rest.
+              for (const Partition& p : ranks) ASSERT_EQ(p.Remaining(k).ranges(), left.ranges());
+              if (left.size() == 0) stopped = true;
+              rest = std::make_shared<const EpochPositions>(std::move(left));
+            }
+            uint64_t missed = 0;
+            for (uint64_t pos = 0; pos < n; ++pos) {
+              ASSERT_LE(reads[pos], 1) << "n=" << n << " position " << pos << " read twice";
+              missed += reads[pos] == 0;
+            }
+            const Cut& last = chain.back();
+            if (!drop_last) {
+              EXPECT_EQ(missed, 0u) << "n=" << n << " strided=" << strided;
+            } else if (!stopped) {
+              // Only the last cut's dropped tail (less than a batch per rank,
+              // plus less than one per rank) and the earlier cuts' tails.
+              EXPECT_EQ(missed, rest->size());
+              EXPECT_LT(missed, static_cast<uint64_t>(last.world) * last.batch + last.world);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(EpochPositionsTest, MakeChecksRangesAndWithoutMerges) {
+  EXPECT_FALSE(EpochPositions::Make({{3, 3}}, 10).ok());
+  EXPECT_FALSE(EpochPositions::Make({{4, 6}, {5, 7}}, 10).ok());
+  EXPECT_FALSE(EpochPositions::Make({{4, 11}}, 10).ok());
+  EXPECT_FALSE(EpochPositions::Make({{6, 8}, {1, 2}}, 10).ok());
+  auto e = EpochPositions::Make({{1, 4}, {6, 9}}, 10);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->size(), 6u);
+  EXPECT_EQ(e->At(0), 1u);
+  EXPECT_EQ(e->At(3), 6u);
+  EXPECT_EQ(e->RunFrom(1), 2u);
+  // Dropping indices 2..3 joins [1, 3) and [7, 9); dropping 0 and 5 leaves the middle.
+  EXPECT_EQ(e->Without({{2, 4}}).ranges(), (std::vector<EpochPositions::Range>{{1, 3}, {7, 9}}));
+  EXPECT_EQ(e->Without({{0, 1}, {5, 6}}).ranges(),
+            (std::vector<EpochPositions::Range>{{2, 4}, {6, 8}}));
+  EXPECT_EQ(e->Without({{0, 6}}).size(), 0u);
+  EXPECT_EQ(EpochPositions::Whole(5).Without({{1, 2}}).ranges(),
+            (std::vector<EpochPositions::Range>{{0, 1}, {2, 5}}));
 }
 
 }  // namespace

@@ -457,6 +457,8 @@ class Loader:
         state = json.loads(self._core.state())
         if self._active is None:
             epoch = self._next_epoch()
+            if epoch != state["epoch"]:
+                state["positions"] = []  # the rest of a resumed epoch is that epoch's only
             state["epoch"] = epoch
             state["batch"] = self._resume[1] if self._resume and self._resume[0] == epoch else 0
         return state
@@ -465,9 +467,13 @@ class Loader:
         """Continue from `state` (from state_dict): every iteration of its
         epoch starts at its batch until one reaches the epoch's end, so a
         peek (``next(iter(loader))``) or ``set_epoch`` with the saved epoch
-        does not lose the position. The core checks the state (same dataset
-        and seed; mid-epoch, the same cut of the epoch) and raises ValueError
-        saying what differs."""
+        does not lose the position. The state may come from a run on another
+        number of ranks, batch size or worker count (a job requeued onto
+        other nodes): the epoch then continues with exactly the records that
+        run had not read, dealt to this run's ranks, each once and with the
+        same augmentation; ``len(loader)`` is that rest's batches. The core
+        checks the state (same dataset and seed; mid-epoch, the same shuffle
+        and transform) and raises ValueError saying what differs."""
         if not isinstance(state, dict):
             raise ValueError("not a shardkit loader state: %r is not a dict" % type(state).__name__)
         try:

@@ -228,24 +228,51 @@ def test_the_writer_converts_and_validates_as_shardkit_pack_does(tmp_path, photo
     assert (images[0].int() - ref.int()).abs().float().mean() < 4  # the PNG, re-encoded at quality 90
 
 
-def test_resuming_mid_epoch_on_another_world_size_says_why_it_cannot(photo_ds):
+def read_ranks(ds, world, batch, state=None, batches=None, **kw):
+    """Every rank's (record id -> pixels) of its real samples, reading `batches` batches (all if
+    None), from `state` if given; and rank 0's state_dict where it stopped."""
+    got, after = {}, None
+    for rank in range(world):
+        loader = sk.Loader(ds, batch, size=32, rank=rank, world_size=world, **kw)
+        if state is not None:
+            loader.load_state_dict(state)
+        for k, (images, _, ids, real) in enumerate(loader.batches()):
+            for i in range(real):
+                assert int(ids[i]) not in got, "record %d read twice" % int(ids[i])
+                got[int(ids[i])] = images[i].clone()
+            if batches is not None and k + 1 == batches:
+                if rank == 0:
+                    after = loader.state_dict()  # inside the iteration: its next batch
+                break
+        if rank == 0 and after is None:
+            after = loader.state_dict()
+    return got, after
+
+
+@pytest.mark.parametrize("shuffle", ["full", "none"])
+def test_resuming_mid_epoch_on_another_world_size_continues_the_epoch(photo_ds, shuffle):
     ds, _ = photo_ds
-    two = sk.Loader(ds, 4, size=32, rank=0, world_size=2)
-    it = iter(two)
-    next(it)
-    state = two.state_dict()
-    three = sk.Loader(ds, 4, size=32, rank=0, world_size=3)
-    with pytest.raises(ValueError, match=r"world size 2 -> 3\): continuing would repeat or skip records.*start "
-                                         r"epoch 1"):
-        three.load_state_dict(state)
+    want, _ = read_ranks(ds, 2, 4, shuffle=shuffle)
+    assert len(want) == 30
+    # 2 ranks x 4 read 2 batches each; 3 ranks x 3, with another worker count, read the rest.
+    before, state = read_ranks(ds, 2, 4, batches=2, shuffle=shuffle)
+    assert len(before) == 16 and state["batch"] == 2 and state["world_size"] == 2
+    after, end = read_ranks(ds, 3, 3, state=state, workers=1, shuffle=shuffle)
+    assert sorted(set(before) | set(after)) == list(range(30)) and not set(before) & set(after)
+    for record, px in list(before.items()) + list(after.items()):
+        assert torch.equal(px, want[record]), "record %d: other pixels than the uninterrupted run's" % record
+    assert end["epoch"] == 1 and end["batch"] == 0 and end["positions"] == []
+    # A loader resumed on the rest of an epoch says so, and its len is the rest's.
+    three = sk.Loader(ds, 3, size=32, rank=0, world_size=3, shuffle=shuffle)
+    three.load_state_dict(state)
+    assert len(three) == 2 and three.state_dict()["positions"] == [[16, 30]]
+    three.set_epoch(1)  # another epoch: the whole of it
+    assert three.state_dict()["positions"] == []
     # Another crop size mid-epoch: the epoch's crops would differ.
     with pytest.raises(ValueError, match="transform train 32x32 .* -> train 48x48"):
-        sk.Loader(ds, 4, size=48, rank=0, world_size=2).load_state_dict(state)
-    # At an epoch boundary the world size may change.
-    state["batch"] = 0
-    three.load_state_dict(state)
+        sk.Loader(ds, 4, size=48, rank=0, world_size=2, shuffle=shuffle).load_state_dict(state)
     with pytest.raises(ValueError, match="seed"):
-        sk.Loader(ds, 4, size=32, rank=0, world_size=2, seed=9).load_state_dict(two.state_dict())
+        sk.Loader(ds, 4, size=32, rank=0, world_size=2, seed=9, shuffle=shuffle).load_state_dict(state)
 
 
 def test_loader_state_is_the_cores_and_is_checked_there(photo_ds):
@@ -254,7 +281,7 @@ def test_loader_state_is_the_cores_and_is_checked_there(photo_ds):
     it = iter(a)
     next(it)
     state = a.state_dict()
-    assert state["version"] == 2 and state["epoch"] == 0 and state["batch"] == 1
+    assert state["version"] == 3 and state["epoch"] == 0 and state["batch"] == 1
     assert state["shuffle"] == "full" and state["transform"].startswith("train 32x32")
     b = sk.Loader(ds, 4, size=32, rank=0, world_size=1, shuffle="full")
     b.load_state_dict(state)
