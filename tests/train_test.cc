@@ -8,7 +8,9 @@
 
 #include <chrono>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "base/random.h"
@@ -274,6 +276,110 @@ TEST(TrainTest, SigtermCheckpointsAndResumeFinishes) {
   auto r =
       RunCommand(base + " --resume --quiet --max-steps " + std::to_string(pos.global_step + 5));
   EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
+// The last JSON line of a metrics file.
+nlohmann::json LastMetrics(const std::string& path) {
+  std::string last;
+  std::istringstream in(testing::ReadFile(path));
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) last = line;
+  }
+  return nlohmann::json::parse(last, nullptr, false);
+}
+
+// Elastic resume: a 2-rank run stopped by SIGTERM mid-epoch (as SLURM
+// preempts) resumes on 1 rank and on 3 ranks, with other batch sizes and
+// worker counts, and each finishes the epoch with exactly the records the
+// 2-rank run had not read (the metrics count them, padding aside).
+TEST(TrainTest, SigtermMidEpochOnTwoRanksResumesOnOneAndOnThreeRanks) {
+  TempDir dir;
+  const int kRecords = 600;  // 75 steps per epoch at 2 x 4
+  WriteToyDataset(dir / "data", kRecords);
+  const std::string port = std::to_string(20000 + getpid() % 20000);
+  auto cmd = [&](int rank) {
+    return "env RANK=" + std::to_string(rank) +
+           " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " + kTrain + " --data " +
+           dir / "data" +
+           " --arch tiny --workers 1 --threads 1 --batch-size 4 --epochs 1 --print-every 1"
+           " --timeout 60 --checkpoint-dir " +
+           dir / "ck";
+  };
+  const int r0 = Spawn(cmd(0), dir / "log0");
+  const int r1 = Spawn(cmd(1), dir / "log1");
+  ASSERT_TRUE(WaitForText(dir / "log0", "step 20/", 120)) << testing::ReadFile(dir / "log0");
+  kill(r0, SIGTERM);
+  kill(r1, SIGTERM);
+  EXPECT_EQ(WaitExit(r0, 60), 75) << testing::ReadFile(dir / "log0");
+  EXPECT_EQ(WaitExit(r1, 60), 75) << testing::ReadFile(dir / "log1");
+  TrainPosition pos;
+  ASSERT_TRUE(ReadToyCheckpoint(dir / "ck/last.pt", &pos));
+  ASSERT_EQ(pos.data.epoch, 0u);
+  ASSERT_GE(pos.data.batch, 20u);
+  ASSERT_LT(pos.data.batch, 75u) << "stopped mid-epoch";
+  ASSERT_EQ(pos.data.world_size, 2u);
+  const uint64_t read = 2 * 4 * pos.data.batch;  // strided shares: the first 8k of the order
+  EXPECT_EQ(pos.schedule_samples, static_cast<int64_t>(read));
+  ASSERT_EQ(RunCommand("cp -r " + dir / "ck" + " " + dir / "ck3").exit_code, 0);
+  struct Resume {
+    std::string ck, how;
+    int world;
+  };
+  for (const Resume& r : {Resume{"ck", "--nproc-per-node 1 --batch-size 6 --workers 2", 1},
+                          Resume{"ck3", "--nproc-per-node 3 --batch-size 5 --workers 1", 3}}) {
+    SCOPED_TRACE(r.how);
+    const std::string metrics = dir / (r.ck + ".jsonl");
+    auto out = RunCommand(kTrain + " --data " + dir / "data" +
+                          " --arch tiny --threads 1 --epochs 1 --print-every 1000 --resume " +
+                          r.how + " --checkpoint-dir " + dir / r.ck + " --metrics " + metrics);
+    ASSERT_EQ(out.exit_code, 0) << out.out;
+    EXPECT_NE(out.out.find("the epoch's " + std::to_string(kRecords - read) +
+                           " remaining records continue on " + std::to_string(r.world) + " rank"),
+              std::string::npos)
+        << out.out;
+    const nlohmann::json m = LastMetrics(metrics);
+    ASSERT_TRUE(m.is_object()) << testing::ReadFile(metrics);
+    EXPECT_EQ(m["epoch"], 1);
+    EXPECT_EQ(m["world_size"], r.world);
+    EXPECT_EQ(m["records"], kRecords - read) << "exactly the rest of the epoch";
+    TrainPosition end;
+    ASSERT_TRUE(ReadToyCheckpoint(dir / r.ck + "/last.pt", &end));
+    EXPECT_EQ(end.data.epoch, 1u);
+    EXPECT_TRUE(end.data.positions.empty());
+    // The schedule counts samples: the saved ones, then this run's global batch per step.
+    const int64_t global_batch = r.world * (r.world == 1 ? 6 : 5);
+    EXPECT_EQ(end.schedule_samples,
+              pos.schedule_samples + (end.global_step - pos.global_step) * global_batch);
+  }
+}
+
+// A checkpoint written by the previous release (format 3, a mid-epoch
+// position: 17 of 25 steps at batch 8 on WriteToyDataset(200)) still loads,
+// and training resumed from it equals an uninterrupted run.
+TEST(CheckpointTest, Format3StillLoadsAndResumesExactly) {
+  TempDir dir;
+  WriteToyDataset(dir / "data", 200);
+  ASSERT_EQ(RunCommand("mkdir -p " + dir / "ck" + " && cp " + SHARDKIT_SOURCE_DIR +
+                       "/tests/data/checkpoint-format3-tiny-toy200.pt " + dir / "ck/last.pt")
+                .exit_code,
+            0);
+  TrainPosition pos;
+  ASSERT_TRUE(ReadToyCheckpoint(dir / "ck/last.pt", &pos));
+  EXPECT_EQ(pos.data.epoch, 0u);
+  EXPECT_EQ(pos.data.batch, 17u);
+  EXPECT_EQ(pos.global_step, 17);
+  EXPECT_EQ(pos.schedule_samples, 17 * 8) << "format 3: steps x the saved global batch";
+  ASSERT_EQ(RunCommand(TrainCmd(dir / "data", "--batch-size 8 --epochs 2 --max-steps 40 --export " +
+                                                  dir / "full.pt"))
+                .exit_code,
+            0);
+  auto r = RunCommand(
+      TrainCmd(dir / "data", "--batch-size 8 --epochs 2 --max-steps 40 --resume --checkpoint-dir " +
+                                 dir / "ck" + " --export " + dir / "resumed.pt"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"records\":" + std::to_string(200 - 17 * 8)), std::string::npos)
+      << "the first epoch continues from the checkpoint's step 17: " << r.out;
+  EXPECT_LT(MaxDiff(LoadExport(dir / "full.pt"), LoadExport(dir / "resumed.pt")), 1e-6);
 }
 
 TEST(TrainTest, OneRankFailingEndsTheOthersWithAnErrorAndResumeCompletes) {

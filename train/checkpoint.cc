@@ -90,9 +90,12 @@ uint32_t ContentChecksum(const std::map<std::string, torch::Tensor>& model,
   return crc;
 }
 
-std::string PositionString(const TrainPosition& p, bool format2) {
+// What the checksum covers besides the tensors. `loader_json` is the loader
+// state as stored (format 3 and later), so that older states check out as
+// they were written.
+std::string PositionString(const TrainPosition& p, int format, const std::string& loader_json) {
   char buf[512];
-  if (format2) {
+  if (format == 2) {
     const LoaderState& d = p.data;
     std::snprintf(buf, sizeof(buf), "%lld/%lld/%lld/%lld/%lld/%lld/%.17g/%s/%lld/%lld",
                   (long long)d.epoch, (long long)d.batch, (long long)p.global_step,
@@ -102,7 +105,9 @@ std::string PositionString(const TrainPosition& p, bool format2) {
   }
   std::snprintf(buf, sizeof(buf), "%lld/%.17g/%s/%lld/%lld/", (long long)p.global_step,
                 p.loss_scale, p.arch.c_str(), (long long)p.num_classes, (long long)p.in_channels);
-  return buf + LoaderStateToJson(p.data);
+  std::string s = buf + loader_json;
+  if (format >= 4) s += "/" + std::to_string(p.schedule_samples);
+  return s;
 }
 
 std::map<std::string, torch::Tensor> FromDict(const c10::IValue& v) {
@@ -126,9 +131,11 @@ Status WritePickle(const std::string& path, const c10::IValue& value) {
 Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& opt,
                       const TrainPosition& pos) {
   c10::impl::GenericDict meta(c10::StringType::get(), c10::AnyType::get());
-  meta.insert("loader_state", LoaderStateToJson(pos.data));
+  const std::string loader_json = LoaderStateToJson(pos.data);
+  meta.insert("loader_state", loader_json);
   meta.insert("epoch", static_cast<int64_t>(pos.data.epoch));  // for a reader's eyes
   meta.insert("global_step", pos.global_step);
+  meta.insert("schedule_samples", pos.schedule_samples);
   meta.insert("loss_scale", pos.loss_scale);
   meta.insert("arch", pos.arch);
   meta.insert("num_classes", pos.num_classes);
@@ -141,7 +148,8 @@ Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& op
   top.insert("momentum", ToDict(mom));
   top.insert("meta", meta);
   top.insert("format", std::string(kCheckpointFormat));
-  top.insert("crc32c", static_cast<int64_t>(ContentChecksum(sd, mom, PositionString(pos, false))));
+  top.insert("crc32c",
+             static_cast<int64_t>(ContentChecksum(sd, mom, PositionString(pos, 4, loader_json))));
   // The checkpoint being replaced stays as prev.pt (a hard link, so last.pt
   // is never missing): a later damaged last.pt leaves a good one to go back to.
   if (FileExists(path)) {
@@ -160,15 +168,19 @@ Status LoadCheckpoint(const std::string& path, torch::nn::Module& model, Sgd* op
     c10::IValue v = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
     auto top = v.toGenericDict();
     const std::string format = top.contains("format") ? top.at("format").toStringRef() : "";
-    const bool format2 = format == kCheckpointFormat2;
-    if (format != kCheckpointFormat && !format2) {
+    const int version = format == kCheckpointFormat    ? 4
+                        : format == kCheckpointFormat3 ? 3
+                        : format == kCheckpointFormat2 ? 2
+                                                       : 0;
+    if (version == 0) {
       return Status::Corruption(path + ": not a shardkit checkpoint (format " + kCheckpointFormat +
                                 ")");
     }
     const std::map<std::string, torch::Tensor> sd = FromDict(top.at("model"));
     const std::map<std::string, torch::Tensor> mom = FromDict(top.at("momentum"));
     auto meta = top.at("meta").toGenericDict();
-    if (format2) {  // the data position without what decides the batches: not compared
+    std::string loader_json;
+    if (version == 2) {  // the data position without what decides the batches: not compared
       pos->data = LoaderState();
       pos->data.epoch = static_cast<uint64_t>(meta.at("epoch").toInt());
       pos->data.batch = static_cast<uint64_t>(meta.at("batch_index").toInt());
@@ -176,17 +188,22 @@ Status LoadCheckpoint(const std::string& path, torch::nn::Module& model, Sgd* op
       pos->data.world_size = static_cast<uint64_t>(meta.at("world_size").toInt());
       pos->data.batch_size = static_cast<uint64_t>(meta.at("batch_size").toInt());
     } else {
-      Result<LoaderState> data = LoaderStateFromJson(meta.at("loader_state").toStringRef());
+      loader_json = meta.at("loader_state").toStringRef();
+      Result<LoaderState> data = LoaderStateFromJson(loader_json);
       if (!data.ok()) return Status::Corruption(path + ": " + data.status().message());
       pos->data = *data;
     }
     pos->global_step = meta.at("global_step").toInt();
+    pos->schedule_samples =
+        version >= 4
+            ? meta.at("schedule_samples").toInt()
+            : pos->global_step * static_cast<int64_t>(pos->data.world_size * pos->data.batch_size);
     pos->loss_scale = meta.at("loss_scale").toDouble();
     pos->arch = meta.at("arch").toStringRef();
     pos->num_classes = meta.at("num_classes").toInt();
     pos->in_channels = meta.at("in_channels").toInt();
     const uint32_t want = static_cast<uint32_t>(top.at("crc32c").toInt());
-    const uint32_t got = ContentChecksum(sd, mom, PositionString(*pos, format2));
+    const uint32_t got = ContentChecksum(sd, mom, PositionString(*pos, version, loader_json));
     if (got != want) {
       return Status::Corruption(path + ": checkpoint is damaged (content checksum " +
                                 Crc32cHex(got) + ", written as " + Crc32cHex(want) +

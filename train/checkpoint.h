@@ -23,7 +23,11 @@ namespace shardkit {
 struct TrainPosition {
   LoaderState data;
   int64_t global_step = 0;  // optimizer steps taken
-  double loss_scale = 0;    // fp16 dynamic loss scale (0: none)
+  // The learning-rate schedule's position: the global batch (ranks x batch)
+  // summed over the steps taken, so that a resume with another global batch
+  // keeps its place in the schedule (format 3: global_step x its global batch).
+  int64_t schedule_samples = 0;
+  double loss_scale = 0;  // fp16 dynamic loss scale (0: none)
   std::string arch;
   int64_t num_classes = 0;
   int64_t in_channels = 0;
@@ -37,9 +41,11 @@ Status LoadStateDict(torch::nn::Module& model, const std::map<std::string, torch
 // Checkpoints carry a CRC32C of their tensors and position; LoadCheckpoint
 // refuses (Corruption, naming the file) one whose contents do not match.
 // SaveCheckpoint keeps the checkpoint it replaces as prev.pt beside it.
-// Format 3 holds the LoaderState (as JSON); format 2 (epoch, batch, seed,
-// world and batch size only) is still read.
-inline constexpr char kCheckpointFormat[] = "shardkit-checkpoint-3";
+// Format 4 holds the LoaderState (as JSON) and the schedule's position;
+// formats 3 (no schedule position) and 2 (epoch, batch, seed, world and batch
+// size only) are still read.
+inline constexpr char kCheckpointFormat[] = "shardkit-checkpoint-4";
+inline constexpr char kCheckpointFormat3[] = "shardkit-checkpoint-3";
 inline constexpr char kCheckpointFormat2[] = "shardkit-checkpoint-2";
 inline constexpr char kPreviousCheckpointName[] = "prev.pt";
 Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& opt,

@@ -33,10 +33,12 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-double LearningRate(const TrainOptions& o, double base, int64_t step, int64_t steps_per_epoch) {
+// The rate at schedule position `step`, in steps of this run's global batch
+// (fractional after a resume with another global batch: Trainer::ScheduleStep).
+double LearningRate(const TrainOptions& o, double base, double step, int64_t steps_per_epoch) {
   const double total = static_cast<double>(o.epochs) * steps_per_epoch;
   const double warm = o.warmup_epochs * steps_per_epoch;
-  const double s = static_cast<double>(step);
+  const double s = step;
   if (warm > 0 && s < warm) return base * (s + 1) / warm;
   const double progress = total > warm ? (s - warm) / (total - warm) : 1.0;
   switch (o.schedule) {
@@ -58,6 +60,7 @@ double LearningRate(const TrainOptions& o, double base, int64_t step, int64_t st
 // What an epoch's steps add up, per rank (summed over ranks to report).
 struct EpochTotals {
   double loss_sum = 0, samples = 0, correct = 0;
+  double records = 0;  // samples that are not padding
   double wait_s = 0, step_s = 0, comm_s = 0;
 };
 
@@ -259,6 +262,14 @@ class Trainer {
   torch::nn::Module& net() { return AsModule(model_); }
   CollectiveGroup* group() const { return pg_.group.get(); }
   bool fp16() const { return precision_ == Precision::kFp16; }
+  // The learning-rate schedule's position in steps of this run's global
+  // batch: samples stepped through, so that a resume with another world or
+  // batch size keeps its place (and the linear-scaling base rate follows the
+  // new global batch). `back` steps earlier.
+  double ScheduleStep(int back = 0) const {
+    const double g = static_cast<double>(o_.batch_size) * env_.world_size;
+    return std::max(0.0, static_cast<double>(pos_.schedule_samples) / g - back);
+  }
 
   // Set-up, in this order.
   Status SetUp();
@@ -321,7 +332,7 @@ Status Trainer::Run() {
   std::shared_ptr<void> shutdown(nullptr, [this](void*) { ShutdownProcessGroup(&pg_); });
   SK_RETURN_IF_ERROR(SetUpGroup());
   for (; pos_.data.epoch < static_cast<uint64_t>(o_.epochs);
-       ++pos_.data.epoch, pos_.data.batch = 0) {
+       ++pos_.data.epoch, pos_.data.batch = 0, pos_.data.positions.clear()) {
     if (o_.max_steps > 0 && pos_.global_step >= o_.max_steps) break;  // not an empty epoch
     bool more = true;
     SK_RETURN_IF_ERROR(Epoch(&more));
@@ -433,8 +444,11 @@ Status Trainer::SetUpModel() {
   return Status::OK();
 }
 
-// Where to start: the beginning, or the checkpoint's position, which the
-// loader checks (CheckResumable: one policy with Python's load_state_dict).
+// Where to start: the beginning, or the checkpoint's position. The loader
+// continues from the saved data position (Loader::Restore: one policy with
+// Python's load_state_dict), on this run's ranks and batch size even where
+// they differ from the saved run's (elastic resume: the rest of the epoch,
+// each record once); the schedule keeps its place by samples seen.
 Status Trainer::Resume() {
   if (train_loader_) {
     pos_.data = train_loader_->state();
@@ -460,15 +474,27 @@ Status Trainer::Resume() {
   if (saved.arch != o_.arch)
     return Status::InvalidArgument(ckpt_ + " holds a " + saved.arch + ", not a " + o_.arch);
   if (train_loader_) {
-    SK_RETURN_IF_ERROR(CheckResumable(saved.data, pos_.data, train_loader_->batches_per_epoch())
-                           .WithContext("--resume " + ckpt_));
+    SK_RETURN_IF_ERROR(train_loader_->Restore(saved.data).WithContext("--resume " + ckpt_));
+    pos_.data = train_loader_->state();
+  } else {
+    pos_.data.epoch = saved.data.epoch;
+    pos_.data.batch = saved.data.batch;
   }
-  pos_.data.epoch = saved.data.epoch;
-  pos_.data.batch = saved.data.batch;
   pos_.global_step = saved.global_step;
+  pos_.schedule_samples = saved.schedule_samples;
   pos_.loss_scale = saved.loss_scale;
-  Log("resumed from " + ckpt_ + " at epoch " + std::to_string(pos_.data.epoch) + ", batch " +
-      std::to_string(pos_.data.batch) + ", step " + std::to_string(pos_.global_step));
+  std::string how = "at epoch " + std::to_string(saved.data.epoch) + ", batch " +
+                    std::to_string(saved.data.batch) + ", step " + std::to_string(pos_.global_step);
+  if (!pos_.data.positions.empty()) {
+    uint64_t left = 0;
+    for (const auto& r : pos_.data.positions) left += r.second - r.first;
+    how += " of " + std::to_string(saved.data.world_size) + " rank(s) x batch " +
+           std::to_string(saved.data.batch_size) + "; the epoch's " + std::to_string(left) +
+           " remaining records continue on " + std::to_string(env_.world_size) +
+           " rank(s) x batch " + std::to_string(o_.batch_size) + " (" +
+           std::to_string(train_loader_->batches_per_epoch()) + " steps)";
+  }
+  Log("resumed from " + ckpt_ + " " + how);
   return Status::OK();
 }
 
@@ -565,7 +591,7 @@ Status Trainer::Step(const Batch& b, EpochTotals* tot, double* stop, torch::Tens
                      FetchNext fetch_next) {
   const auto t_step = Clock::now();
   auto [x, y] = steps_->Take();
-  const double lr = LearningRate(o_, base_lr_, pos_.global_step, steps_per_epoch_);
+  const double lr = LearningRate(o_, base_lr_, ScheduleStep(), steps_per_epoch_);
   if (!buffers_.empty() && group() != nullptr)
     BroadcastFromRank0(*group(), buffers_);  // BN statistics follow rank 0
   opt_->ZeroGrad();
@@ -589,9 +615,11 @@ Status Trainer::Step(const Batch& b, EpochTotals* tot, double* stop, torch::Tens
   const bool step_ok = !fp16() || UnscaleOrSkip();
   if (step_ok) opt_->Step(lr);
   ++pos_.global_step;
+  pos_.schedule_samples += static_cast<int64_t>(o_.batch_size) * env_.world_size;
   pos_.data.batch = b.index + 1;
   AddToEpochSums(b, loss, logits, y);
   tot->samples += b.size;
+  tot->records += b.real_size;
   tot->step_s += Since(t_finish);
   *loss_out = loss;
   return Status::OK();
@@ -629,17 +657,18 @@ void Trainer::PrintProgress(const EpochTotals& tot, const torch::Tensor& loss) {
   if (!rank0_ || o_.quiet || batch % std::max(1, o_.print_every) != 0) return;
   const double secs = Since(epoch_start_);
   const double done = static_cast<double>(batch - first_batch_);
-  const double lr = LearningRate(o_, base_lr_, pos_.global_step - 1, steps_per_epoch_);
-  std::fprintf(
-      stderr,
-      isatty(2) ? "\repoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait "
-                  "%.0f%%  ETA %s   "
-                : "epoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait "
-                  "%.0f%%  ETA %s\n",
-      (long long)pos_.data.epoch + 1, o_.epochs, (long long)batch, (long long)steps_per_epoch_,
-      loss.item<double>(), lr, tot.samples * env_.world_size / std::max(secs, 1e-9),
-      100 * tot.wait_s / std::max(tot.wait_s + tot.step_s, 1e-9),
-      FormatDuration((steps_per_epoch_ - batch) * secs / std::max(done, 1.0)).c_str());
+  const double lr = LearningRate(o_, base_lr_, ScheduleStep(1), steps_per_epoch_);
+  const int64_t epoch_steps = static_cast<int64_t>(steps_->batches_per_epoch());
+  std::fprintf(stderr,
+               isatty(2)
+                   ? "\repoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait "
+                     "%.0f%%  ETA %s   "
+                   : "epoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait "
+                     "%.0f%%  ETA %s\n",
+               (long long)pos_.data.epoch + 1, o_.epochs, (long long)batch, (long long)epoch_steps,
+               loss.item<double>(), lr, tot.samples * env_.world_size / std::max(secs, 1e-9),
+               100 * tot.wait_s / std::max(tot.wait_s + tot.step_s, 1e-9),
+               FormatDuration((epoch_steps - batch) * secs / std::max(done, 1.0)).c_str());
   std::fflush(stderr);
 }
 
@@ -658,17 +687,19 @@ Status Trainer::StopOnSignal() {
 // own), evaluation, the checkpoint and the report. *more is false when the
 // epoch ended early (max_steps).
 Status Trainer::EndEpoch(const EpochTotals& tot, double seconds, bool* more) {
-  const bool epoch_done = pos_.data.batch >= static_cast<uint64_t>(steps_per_epoch_);
+  // Of this epoch's batches: after an elastic resume, those of its rest.
+  const bool epoch_done = pos_.data.batch >= steps_->batches_per_epoch();
   double top1 = -1, top5 = -1;
   const std::vector<double> sums =
       SumOverRanks(group(), pg_.device,
                    {tot.loss_sum, tot.samples, tot.correct, tot.wait_s, tot.comm_s, tot.step_s,
-                    static_cast<double>(steps_->corrupt_skipped())});
+                    static_cast<double>(steps_->corrupt_skipped()), tot.records});
   if (val_loader_) SK_RETURN_IF_ERROR(Evaluate(&top1, &top5));
   if (epoch_done) {
     TrainPosition next = pos_;  // a finished epoch resumes at the next one's start
     ++next.data.epoch;
     next.data.batch = 0;
+    next.data.positions.clear();
     SK_RETURN_IF_ERROR(Checkpoint(next));
   } else {
     SK_RETURN_IF_ERROR(Checkpoint(pos_));
@@ -726,11 +757,12 @@ Status Trainer::Checkpoint(const TrainPosition& at) {
 // The epoch's JSON line (stdout and --metrics), from figures summed over ranks.
 void Trainer::Report(const std::vector<double>& sum, double secs, double top1, double top5) {
   const double loss_sum = sum[0], samples = sum[1], correct = sum[2], wait = sum[3], comm = sum[4],
-               step = sum[5], skipped = sum[6];
+               step = sum[5], skipped = sum[6], records = sum[7];
   nlohmann::json j;
   j["epoch"] = pos_.data.epoch + 1;
   j["seconds"] = secs;
   j["images_per_sec"] = samples / std::max(secs, 1e-9);
+  j["records"] = static_cast<uint64_t>(records);  // read this epoch (this run), padding aside
   j["loss"] = samples > 0 ? loss_sum / samples : 0;
   j["train_top1"] = samples > 0 ? correct / samples : 0;
   if (top1 >= 0) {
@@ -740,8 +772,7 @@ void Trainer::Report(const std::vector<double>& sum, double secs, double top1, d
   j["data_wait_fraction"] = wait / std::max(wait + step, 1e-9);
   j["comm_exposed_seconds"] = comm / env_.world_size;
   j["comm_exposed_fraction"] = comm / std::max(wait + step, 1e-9);
-  j["lr"] =
-      LearningRate(o_, base_lr_, std::max<int64_t>(0, pos_.global_step - 1), steps_per_epoch_);
+  j["lr"] = LearningRate(o_, base_lr_, ScheduleStep(1), steps_per_epoch_);
   j["world_size"] = env_.world_size;
   j["nodes"] =
       std::getenv("SLURM_JOB_NUM_NODES") ? std::atoi(std::getenv("SLURM_JOB_NUM_NODES")) : 1;
