@@ -172,6 +172,14 @@ std::string ManifestToJson(const Manifest& m) {
       json::parse(m.created_by.empty() ? "{}" : m.created_by, nullptr, /*allow_exceptions=*/false);
   j["created_by"] = created.is_discarded() ? json::object() : created;
   j["created_at"] = m.created_at;
+  if (m.part.count > 0) {
+    j["part"] = {{"index", m.part.index},
+                 {"count", m.part.count},
+                 {"first_record", m.part.first_record},
+                 {"first_shard", m.part.first_shard},
+                 {"total_records", m.part.total_records},
+                 {"settings", m.part.settings}};
+  }
   // Class names are checked by WriteManifest (CheckClassNames); anything else (paths in
   // created_by) is informational and may hold any bytes: replaced, never thrown.
   return j.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
@@ -227,6 +235,19 @@ Result<Manifest> ParseManifest(std::string_view text, const std::string& where) 
     }
     if (j.contains("created_by")) m.created_by = j["created_by"].dump();
     m.created_at = j.value("created_at", "");
+    if (j.contains("part")) {
+      const json& p = j.at("part");
+      m.part.index = p.at("index").get<uint32_t>();
+      m.part.count = p.at("count").get<uint32_t>();
+      m.part.first_record = p.at("first_record").get<uint64_t>();
+      m.part.first_shard = p.at("first_shard").get<uint64_t>();
+      m.part.total_records = p.at("total_records").get<uint64_t>();
+      m.part.settings = p.at("settings").get<std::string>();
+      if (m.part.count == 0 || m.part.index >= m.part.count) {
+        return bad("part " + std::to_string(m.part.index) + " of " + std::to_string(m.part.count) +
+                   " is not a part");
+      }
+    }
     return m;
   } catch (const json::exception& e) {
     return bad(std::string("malformed manifest: ") + e.what());
@@ -241,10 +262,38 @@ Result<Manifest> ReadManifest(const std::string& dir, Env* env) {
                             " (not a shardkit dataset, or packing did not finish)");
   }
   SK_ASSIGN_OR_RETURN(std::string text, env->ReadFile(path, 256ull << 20));
-  return ParseManifest(text, path);
+  SK_ASSIGN_OR_RETURN(Manifest m, ParseManifest(text, path));
+  if (m.part.count > 0) {
+    return Status::Corruption(path + ": describes part " + std::to_string(m.part.index) + " of " +
+                              std::to_string(m.part.count) +
+                              " of a dataset, not a whole one: join the parts with "
+                              "shardkit-pack merge");
+  }
+  return m;
+}
+
+Status WritePartManifest(const std::string& dir, const Manifest& m) {
+  if (m.part.count == 0) return Status::InvalidArgument(dir + ": a part manifest without a part");
+  SK_RETURN_IF_ERROR(CheckRecordFormat(m.record).WithContext(dir));
+  SK_RETURN_IF_ERROR(CheckClassNames(m.classes).WithContext(dir));
+  return WriteFileAtomic(JoinPath(dir, kPartManifestName), ManifestToJson(m));
+}
+
+Result<Manifest> ReadPartManifest(const std::string& dir) {
+  const std::string path = JoinPath(dir, kPartManifestName);
+  if (!FileExists(path)) {
+    return Status::NotFound(dir + ": no " + kPartManifestName +
+                            " (not a part, or preparing it did not finish)");
+  }
+  SK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, 256ull << 20));
+  SK_ASSIGN_OR_RETURN(Manifest m, ParseManifest(text, path));
+  if (m.part.count == 0) return Status::Corruption(path + ": has no \"part\"");
+  return m;
 }
 
 Status WriteManifest(const std::string& dir, const Manifest& m) {
+  if (m.part.count > 0)
+    return Status::InvalidArgument(dir + ": a part's manifest is part.json (WritePartManifest)");
   SK_RETURN_IF_ERROR(CheckRecordFormat(m.record).WithContext(dir));
   SK_RETURN_IF_ERROR(CheckClassNames(m.classes).WithContext(dir));
   return WriteFileAtomic(JoinPath(dir, kManifestName), ManifestToJson(m));

@@ -15,6 +15,9 @@
 namespace shardkit {
 
 inline constexpr char kManifestName[] = "manifest.json";
+// A part of a dataset prepared in pieces (--part I/N) has part.json instead:
+// the same schema plus "part", so a part is never opened as the whole dataset.
+inline constexpr char kPartManifestName[] = "part.json";
 inline constexpr int kManifestVersion = 1;
 
 struct RecordFormat {
@@ -23,12 +26,25 @@ struct RecordFormat {
   uint64_t raw_record_size() const;  // product of shape (raw_u8), else 0
 };
 
+// Which piece of a dataset prepared in N pieces a part is: its records are
+// [first_record, first_record + records) of the whole, its shards keep the
+// whole's names from first_shard on, and `settings` is a digest of every
+// setting that decides the bytes (parts made with other settings do not
+// merge). count == 0: not a part.
+struct PartInfo {
+  uint32_t index = 0, count = 0;
+  uint64_t first_record = 0, first_shard = 0;
+  uint64_t total_records = 0;  // of the whole dataset
+  std::string settings;
+};
+
 struct Manifest {
   RecordFormat record;
   std::vector<std::string> classes;  // label i is classes[i]; may be empty
   std::vector<ShardInfo> shards;
   std::string created_by = "{}";  // JSON object: tool, argv, options
   std::string created_at;         // UTC, ISO 8601
+  PartInfo part;                  // part.json only
 
   uint64_t records() const;
   uint64_t bytes() const;
@@ -50,6 +66,9 @@ Result<Manifest> ParseManifest(std::string_view json, const std::string& where);
 Result<Manifest> ReadManifest(const std::string& dir, Env* env = nullptr);  // null: Env::Default()
 // Atomic: temporary file, fsync, rename, directory fsync.
 Status WriteManifest(const std::string& dir, const Manifest& m);
+// A part's part.json (m.part.count > 0), written and read the same way.
+Status WritePartManifest(const std::string& dir, const Manifest& m);
+Result<Manifest> ReadPartManifest(const std::string& dir);
 std::string UtcNow();
 // Manifests are UTF-8 JSON: class names must be valid UTF-8 to be stored
 // losslessly (WriteManifest refuses others). Printable() shows any string in

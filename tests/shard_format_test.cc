@@ -460,6 +460,36 @@ TEST(ManifestTest, RejectsMalformedAndUnsafeManifests) {
   EXPECT_EQ(good->shards[0].crc32c, 0xabcdu);
 }
 
+TEST(ManifestTest, APartIsWrittenAsPartJsonAndNeverOpensAsADataset) {
+  TempDir dir;
+  Manifest m;
+  m.record.kind = format::RecordKind::kBytes;
+  m.part.index = 2;
+  m.part.count = 4;
+  m.part.first_record = 300;
+  m.part.first_shard = 3;
+  m.part.total_records = 1000;
+  m.part.settings = "abc";
+  EXPECT_TRUE(WriteManifest(dir.path(), m).IsInvalidArgument());
+  ASSERT_TRUE(WritePartManifest(dir.path(), m).ok());
+  auto back = ReadPartManifest(dir.path());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->part.index, 2u);
+  EXPECT_EQ(back->part.count, 4u);
+  EXPECT_EQ(back->part.first_record, 300u);
+  EXPECT_EQ(back->part.first_shard, 3u);
+  EXPECT_EQ(back->part.total_records, 1000u);
+  EXPECT_EQ(back->part.settings, "abc");
+  EXPECT_TRUE(ReadManifest(dir.path()).status().IsNotFound()) << "a part is not a dataset";
+  // Renamed to manifest.json, it is still refused as a whole dataset.
+  testing::WriteFile(dir / "manifest.json", testing::ReadFile(dir / "part.json"));
+  Status s = ReadManifest(dir.path()).status();
+  EXPECT_NE(s.message().find("part 2 of 4"), std::string::npos) << s.ToString();
+  m.part.index = 4;
+  testing::WriteFile(dir / "part.json", ManifestToJson(m));
+  EXPECT_TRUE(ReadPartManifest(dir.path()).status().IsCorruption());
+}
+
 TEST(Crc32cTest, KnownVectors) {
   // RFC 3720 test vectors.
   std::string zeros(32, '\0');
