@@ -115,7 +115,12 @@ struct StorageOptions {
   // Where shards are read from: null is the POSIX filesystem
   // (Env::Default()); another Env reads another storage (base/env.h).
   Env* env = nullptr;
-  uint64_t block_cache_bytes = 1ull << 30;
+  // Decompressed blocks of compressed datasets, per rank (a node runs 4-8).
+  // Bounded whatever the dataset's size: a compressed dataset larger than
+  // this is read block-local under kAuto (a full shuffle would decompress
+  // nearly every block for its first batch and then hold them all), with
+  // windows of a third of it.
+  uint64_t block_cache_bytes = 256ull << 20;
   // Where access is sequential (block-local or no shuffle), let the storage
   // hand out views of the shards (the POSIX Env: read-only mappings), so
   // compressed blocks are checksummed and decompressed straight from the

@@ -310,7 +310,7 @@ struct LoaderFlags {
   std::string dir, workers_list = "1,2,4,8,16";
   std::string csv, plot, title;
   int batch = 32, size = 224, prefetch = 4, repeat = 3;
-  uint64_t batches = 200, warmup = 20, seed = 0, cache_mb = 1024;
+  uint64_t batches = 200, warmup = 20, seed = 0, cache_mb = 256;
   bool json = false, no_mmap = false, cold = false;
   int read_depth = LoaderOptions().read_depth;
   int read_ahead_mb = static_cast<int>(LoaderOptions().read_ahead_bytes >> 20);
