@@ -19,13 +19,16 @@ cluster_start() {
   fi
   mkdir -p /run/munge /var/lib/munge /var/log/munge
   chown munge:munge /run/munge /var/lib/munge /var/log/munge 2>/dev/null || true
+  CLUSTER_MUNGED=""
   if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+    rm -f /run/munge/munged.pid  # a stale one from an earlier run would be taken for ours
     if id munge >/dev/null 2>&1; then
       runuser -u munge -- /usr/sbin/munged || /usr/sbin/munged --force
     else
       /usr/sbin/munged --force
     fi
     sleep 1
+    CLUSTER_MUNGED=$(cat /run/munge/munged.pid 2>/dev/null || true)  # ours: cluster_stop stops it
   fi
   munge -n | unmunge > /dev/null || { echo "cluster: munge is not working" >&2; return 1; }
   export SLURM_CONF=$CLUSTER_DIR/slurm.conf
@@ -89,6 +92,15 @@ cluster_stop() {
   for f in "$CLUSTER_DIR"/slurmd-n1.pid "$CLUSTER_DIR"/slurmd-n2.pid "$CLUSTER_DIR"/slurmctld.pid; do
     [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null || true
   done
-  pkill -f "slurmstepd" 2>/dev/null || true
+  # Step daemons of this cluster only (by pid: each has our SLURM_CONF in its
+  # environment, inherited from our slurmd), never another cluster's.
+  local p
+  for p in $(pgrep -x slurmstepd || true); do
+    if { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -qxF "SLURM_CONF=$CLUSTER_DIR/slurm.conf"; then
+      kill -9 "$p" 2>/dev/null || true
+    fi
+  done
+  if [ -n "${CLUSTER_MUNGED:-}" ]; then kill "$CLUSTER_MUNGED" 2>/dev/null || true; fi
+  CLUSTER_MUNGED=""
   CLUSTER_DIR=""
 }

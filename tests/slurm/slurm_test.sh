@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The SLURM integration test: a real slurmctld and two slurmd on this host as
 # two nodes; slurm/train.sbatch across both (stage, verify, Gloo DDP), the
-# time-limit signal (checkpoint, requeue, resume), and a 2-point sweep with
-# its report. Daemons are stopped at the end whatever happened.
+# time-limit signal (checkpoint, requeue, resume), a 2-point sweep with its
+# report, and a job preempted on 2 nodes and requeued onto 1 that resumes
+# mid-epoch (issue 35). Daemons are stopped at the end whatever happened.
 #   tests/slurm/slurm_test.sh BUILD_DIR
 # Exit 77 (skipped) when not root or SLURM is not installed.
 set -euo pipefail
@@ -76,7 +77,87 @@ check "report table has both runs" bash -c "grep -c '^| n[12]_r1_w1_b16 ' '$WORK
 check "speedup plot against GPUs" test -s "$WORK/sweep/speedup_vs_ranks.svg"
 check "epoch time plot against nodes" test -s "$WORK/sweep/epoch_time_vs_nodes.svg"
 if [ -n "${SHARDKIT_SLURM_KEEP:-}" ]; then mkdir -p "$SHARDKIT_SLURM_KEEP"; cp "$WORK/sweep"/report.* "$WORK/sweep"/*.svg "$SHARDKIT_SLURM_KEEP"/; fi
-rm -rf "$ROOT/metrics/case1-$id1.jsonl" "$ROOT/metrics/case2-$id2.jsonl" "$ROOT/checkpoints/case1-$id1" "$ROOT/checkpoints/case2-$id2"
+echo "== case 4: preempted on 2 nodes, requeued onto 1 (scontrol requeue, then NumNodes=1): resumes mid-epoch and finishes"
+# A requeued job often comes back on another node count. The first run (2
+# nodes, 2 ranks) is stopped mid-epoch by the signal SLURM sends before a time
+# limit or preemption; train.sbatch checkpoints and runs `scontrol requeue`;
+# while the job is pending again the test shrinks it to 1 node and 1 task
+# (NumNodes alone is not enough: the job's 2 tasks at 1 per node would still
+# need 2 nodes); the second run must be 1 rank, resume from that checkpoint
+# mid-epoch, and finish. Every wait is on a state, never a fixed sleep.
+t4=$SECONDS
+rm -rf "$WORK/local"
+out4=$WORK/case4.out
+export EPOCHS=2 BATCH=4 EXTRA="--print-every 50"
+id4=$(sbatch --parsable --nodes=2 --ntasks-per-node=1 --cpus-per-task=1 --job-name=case4 \
+      --output="$out4" --chdir="$ROOT" slurm/train.sbatch)
+ckpt4=$ROOT/checkpoints/case4-$id4/last.pt
+job_field() { scontrol show job "$1" 2>/dev/null | grep -o "\b$2=[^ ]*" | head -n1 | cut -d= -f2- || true; }
+has() { grep -q -- "$2" <<< "$1"; }  # text, pattern
+# Polls (5 times a second) until the command succeeds or the job has ended;
+# returns 1 on either of those failures, saying which.
+wait_for() {  # id, timeout seconds, description, command...
+  local id=$1 t=$2 what=$3; shift 3
+  local end=$((SECONDS + t)) s
+  until "$@"; do
+    s=$(job_state "$id")
+    case "$s" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY)
+      echo "  (job $id ended, $s, while waiting for $what)"; return 1 ;; esac
+    [ $SECONDS -lt $end ] || { echo "  (timed out after ${t}s waiting for $what)"; return 1; }
+    sleep 0.2
+  done
+}
+requeued() { [ "$(job_state "$1")" = PENDING ] && [ "$(job_field "$1" Restarts)" -ge 1 ] 2>/dev/null; }
+ok4=1
+echo "case 4: waiting for run 1 to train mid-way through epoch 1 on 2 ranks (progress line 'step 50/')"
+wait_for "$id4" 120 "run 1's progress" grep -qs "step 50/" "$out4" || ok4=0
+if [ $ok4 = 1 ]; then
+  echo "case 4: sending USR1 to every rank (as --signal=USR1@300 or a preemption notice would)"
+  scancel --signal=USR1 "$id4"
+  echo "case 4: waiting for the checkpoint and train.sbatch's 'scontrol requeue' (job PENDING, Restarts=1)"
+  wait_for "$id4" 120 "the requeue" requeued "$id4" || ok4=0
+fi
+if [ $ok4 = 1 ]; then
+  echo "case 4: pending again ($(job_field "$id4" Reason)); scontrol update JobId=$id4 NumNodes=1 NumTasks=1"
+  scontrol update JobId="$id4" NumNodes=1 NumTasks=1 || ok4=0
+  case "$(job_field "$id4" Reason)" in JobHeld*)
+    echo "case 4: the requeue held the job: scontrol release $id4"; scontrol release "$id4" ;; esac
+  # A requeued job waits out its old credentials' lifetime (cred_expire, 120 s)
+  # before it may start again; the administrator who resized it starts it now.
+  echo "case 4: scontrol update JobId=$id4 StartTime=now (instead of the requeue's 120 s BeginTime wait)"
+  scontrol update JobId="$id4" StartTime=now || ok4=0
+fi
+[ $ok4 = 1 ] || scancel "$id4" 2>/dev/null || true  # not as planned: end it rather than wait it out
+state4=$(wait_job "$id4" 300)
+echo "case 4: job $id4 ended $state4 after $((SECONDS - t4)) s; its output (progress lines cut):"
+grep -v '^epoch [0-9]*/[0-9]*  step ' "$out4" || true
+run1=$(sed -n '/(restart 0)/,/(restart 1)/p' "$out4")
+run2=$(sed -n '/(restart 1)/,$p' "$out4")
+steps1=$(grep -o '[0-9]* steps/epoch' <<< "$run1" | head -n1 | cut -d' ' -f1 || true)
+stop=$(grep -o 'stopped by signal [0-9]* at epoch [0-9]*, batch [0-9]*' <<< "$run1" | head -n1 || true)
+stop_epoch=$(sed -n 's/.* at epoch \([0-9]*\), batch .*/\1/p' <<< "$stop")
+stop_batch=$(sed -n 's/.*, batch \([0-9]*\)$/\1/p' <<< "$stop")
+last4=$(tail -n1 "$ROOT/metrics/case4-$id4.jsonl" 2>/dev/null || true)
+echo "case 4: run 1: ${steps1:-?} steps/epoch, ${stop:-no stop line}; checking:"
+check "run 1 was 2 nodes, 2 ranks" has "$run1" '(restart 0) on n\[1-2\]: 2 nodes, 2 ranks'
+check "run 1's ranks trained together over Gloo" has "$run1" 'DDP over gloo: 2 ranks'
+check "run 1 checkpointed mid-epoch on the signal (0 < batch ${stop_batch:-?} < ${steps1:-?})" \
+  test -n "$stop_batch" -a -n "$steps1" -a "${stop_batch:-0}" -gt 0 -a "${stop_batch:-0}" -lt "${steps1:-0}"
+check "run 1 wrote $ckpt4" has "$run1" "checkpoint written to $ckpt4"
+check "train.sbatch requeued the job (scontrol requeue)" has "$run1" "requeueing job $id4"
+check "(a) the requeued run (restart 1) got 1 node and started 1 rank" has "$run2" '(restart 1) on n[12]: 1 nodes, 1 ranks'
+check "(a) SLURM ran it on 1 node ($(job_field "$id4" NodeList), NumNodes=$(job_field "$id4" NumNodes))" test "$(job_field "$id4" NumNodes)" = 1
+check "(b) it resumed from $ckpt4 mid-epoch (epoch ${stop_epoch:-?}, not at batch 0)" \
+  has "$run2" "resumed from $ckpt4 at epoch ${stop_epoch:-x}, batch [1-9]"
+check "(c) job COMPLETED with exit 0 ($state4, ExitCode=$(job_field "$id4" ExitCode))" \
+  test "$state4" = COMPLETED -a "$(job_field "$id4" ExitCode)" = 0:0
+check "(c) and finished: train.sbatch's 'finished' line" has "$run2" "finished; metrics in"
+final_epoch_on_1() { has "$1" "\"epoch\":$EPOCHS," && has "$1" '"world_size":1[,}]' && has "$1" '"nodes":1,'; }
+check "(c) the final epoch's metrics: epoch $EPOCHS, world size 1, 1 node" final_epoch_on_1 "$last4"
+echo "case 4: took $((SECONDS - t4)) s"
+
+rm -rf "$ROOT/metrics/case1-$id1.jsonl" "$ROOT/metrics/case2-$id2.jsonl" "$ROOT/metrics/case4-$id4.jsonl" \
+  "$ROOT/checkpoints/case1-$id1" "$ROOT/checkpoints/case2-$id2" "$ROOT/checkpoints/case4-$id4"
 rmdir "$ROOT/metrics" "$ROOT/checkpoints" 2>/dev/null || true
 
 echo "slurm: $pass passed, $fail failed"
