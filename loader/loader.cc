@@ -93,8 +93,13 @@ Status ValidateLoaderOptions(const LoaderOptions& o) {
     return bad("prefetch must be in 1.." + std::to_string(kMaxPrefetch) + ", not " +
                std::to_string(o.prefetch));
   }
-  if (o.batch_size < 1 || o.batch_size > (1 << 20)) {
-    return bad("batch size must be in 1..1048576, not " + std::to_string(o.batch_size));
+  if (o.batch_size < 1 || o.batch_size > kMaxBatchSize) {
+    return bad("batch size must be in 1.." + std::to_string(kMaxBatchSize) + ", not " +
+               std::to_string(o.batch_size));
+  }
+  if (o.world_size > kMaxWorldSize) {
+    return bad("world size must be at most " + std::to_string(kMaxWorldSize) + ", not " +
+               std::to_string(o.world_size));
   }
   if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
     return bad("rank " + std::to_string(o.rank) + " is not in 0..world_size-1 (world size " +
@@ -187,6 +192,7 @@ Status Loader::Impl::Start(uint64_t new_epoch, uint64_t start_batch) {
   d.StopProducer();
   if (d.rest && d.rest_epoch != new_epoch) d.rest.reset();
   d.source->StartEpoch(new_epoch, start_batch, d.rest);
+  if (start_batch >= d.part().batches) d.rest.reset();  // nothing left of a resumed epoch
   if (start_batch > d.part().batches) {
     d.started = false;
     return Status::InvalidArgument("start batch " + std::to_string(start_batch) +
@@ -248,12 +254,17 @@ uint64_t Loader::next_batch() const {
   std::lock_guard<std::mutex> lock(impl_->consumer_mu);
   return impl_->next_batch;
 }
-uint64_t Loader::batches_per_epoch() const { return impl_->part().batches; }
+uint64_t Loader::batches_per_epoch() const {
+  std::lock_guard<std::mutex> lock(impl_->consumer_mu);  // StartEpoch recuts a resumed epoch
+  return impl_->part().batches;
+}
 uint64_t Loader::samples_per_epoch() const {
+  std::lock_guard<std::mutex> lock(impl_->consumer_mu);
   const Partition& p = impl_->part();
   return p.drop_last ? p.batches * p.batch_size : p.per_rank;
 }
 uint64_t Loader::real_samples_per_epoch() const {
+  std::lock_guard<std::mutex> lock(impl_->consumer_mu);
   const Partition& p = impl_->part();
   return p.drop_last ? p.batches * p.batch_size : p.real;
 }
@@ -294,8 +305,10 @@ Status Loader::Restore(const LoaderState& saved) {
   auto bad = [](const std::string& what) {
     return Status::InvalidArgument("loader state: " + what);
   };
-  if (saved.world_size > uint64_t{1} << 24 || saved.batch_size > uint64_t{1} << 24)
-    return bad("world size or batch size out of range");
+  if (saved.world_size > uint64_t{kMaxWorldSize} || saved.batch_size > uint64_t{kMaxBatchSize}) {
+    return bad("world size " + std::to_string(saved.world_size) + " or batch size " +
+               std::to_string(saved.batch_size) + " out of range");
+  }
   std::shared_ptr<const EpochPositions> rest;
   if (!saved.positions.empty()) {
     Result<EpochPositions> p = EpochPositions::Make(saved.positions, current.records);
@@ -312,8 +325,12 @@ Status Loader::Restore(const LoaderState& saved) {
                std::to_string(was.batches) + " batches");
   }
   uint64_t epoch = saved.epoch, batch = saved.batch;
-  if (saved.world_size != current.world_size || saved.batch_size != current.batch_size ||
-      drop_last != current.drop_last) {
+  if (batch == was.batches) {  // read to its end (a stop on its last step): the next epoch
+    rest.reset();
+    ++epoch;
+    batch = 0;
+  } else if (saved.world_size != current.world_size || saved.batch_size != current.batch_size ||
+             drop_last != current.drop_last) {
     // Elastic: what the saved run had not read of the epoch, cut for this loader.
     if (batch > 0 || rest) rest = std::make_shared<const EpochPositions>(was.Remaining(batch));
     batch = 0;

@@ -183,6 +183,9 @@ struct LoaderStats {
 inline constexpr int kMaxLoaderWorkers = 256;
 // Batches decoded ahead (ring slots) at most.
 inline constexpr int kMaxPrefetch = 1024;
+// Ranks and per-rank batch: what a loader (and a saved LoaderState) may say.
+inline constexpr int kMaxWorldSize = 1 << 16;
+inline constexpr int kMaxBatchSize = 1 << 20;
 
 // Checks every option's range (workers, prefetch, batch size, rank, transform
 // ranges, no NaN) without touching the dataset; Loader::Open calls it.

@@ -64,7 +64,7 @@ void ReadPlanner::PrepareWindows(const std::vector<BatchSpan>& spans) {
     for (uint64_t i = 0; i < static_cast<uint64_t>(span.size);) {
       const uint64_t pos = part_.Position(span.base + i);
       const size_t w = sampler_->WindowOf(pos);
-      i += std::min(sampler_->window_end(w) - pos, span.size - i);
+      i += std::min<uint64_t>(part_.Steps(span.base + i, sampler_->window_end(w)), span.size - i);
       auto same = [&](const LiveWindow& lw) { return lw.w == w; };
       if (std::find_if(live_.begin(), live_.end(), same) != live_.end()) continue;
       auto it = std::find_if(spare_live_.begin(), spare_live_.end(), same);

@@ -212,11 +212,15 @@ EpochPositions Partition::Remaining(uint64_t k) const {
   } else {
     for (uint64_t r = 0; r < w; ++r) {
       const uint64_t a = r * per_rank, b = std::min(n, r * per_rank + take);
-      if (a < b) read.push_back({a, b});
+      if (a >= b) break;  // this rank's share and the later ones are padding
+      if (!read.empty() && read.back().second == a) {
+        read.back().second = b;  // whole shares read: one range
+      } else {
+        read.push_back({a, b});
+      }
     }
   }
-  const EpochPositions all = rest ? *rest : EpochPositions::Whole(n);
-  return all.Without(read);
+  return rest ? rest->Without(read) : EpochPositions::Whole(n).Without(read);
 }
 
 uint64_t Partition::BatchLength(uint64_t b) const {

@@ -115,8 +115,8 @@ class EpochPositions {
 // b of one rank with world times the batch. Contiguous (for block-local
 // shuffling, where locality matters): rank r holds [r * per_rank, (r+1) * per_rank).
 // The order itself (EpochSampler) never depends on the world size: after k
-// batches of every rank, the positions read are a fixed set (Consumed), and
-// what remains (Remaining) can be cut again for any world and batch size.
+// batches of every rank, the positions read are a fixed set, and what remains
+// (Remaining) can be cut again for any world and batch size.
 struct Partition {
   uint64_t per_rank = 0;
   uint64_t real = 0;  // of per_rank, the samples that are not padding (they come first)

@@ -180,7 +180,12 @@ TEST_P(ElasticResumeTest, AResumedEpochResumesAgainAndDropLastDropsOnlyTheTail) 
     all.pixels.insert(c.pixels.begin(), c.pixels.end());
     const size_t n = CheckAgainst(all, want);
     if (drop_last) {
-      EXPECT_GT(n + 3 * 4 + 3, static_cast<size_t>(kRecords)) << "only the last cut's tail";
+      // The last cut (3 x 4) reads every full batch of what was left; only
+      // its tail (under a batch per rank, plus under one per rank) is dropped.
+      const uint64_t left = kRecords - a.pixels.size() - b.pixels.size();
+      EXPECT_EQ(c.batches, left / 3 / 4);
+      EXPECT_EQ(n, a.pixels.size() + b.pixels.size() + 3 * 4 * c.batches);
+      EXPECT_LT(kRecords - n, 3u * 4 + 3);
     } else {
       EXPECT_EQ(n, static_cast<size_t>(kRecords));
     }
@@ -190,10 +195,16 @@ TEST_P(ElasticResumeTest, AResumedEpochResumesAgainAndDropLastDropsOnlyTheTail) 
 TEST_P(ElasticResumeTest, SameCutContinuesAndOtherOrderIsRefused) {
   const ShuffleMode mode = GetParam();
   const std::string dir = dir_->path();
-  Reads a, same;
+  Reads whole, a, same;
+  RunRanks(dir, Options(mode, 2, 6, 2, false), nullptr, ~0ull, &whole);
+  std::map<uint64_t, std::string> want;
+  for (const auto& [record, px] : whole.pixels) want.emplace(record, px);
   RunRanks(dir, Options(mode, 2, 6, 2, false), nullptr, 3, &a);
   RunRanks(dir, Options(mode, 2, 6, 1, false), &a.state, ~0ull, &same);
   EXPECT_EQ(same.batches, a.batches) << "the same cut keeps its batch numbers";
+  Reads all = a;
+  all.pixels.insert(same.pixels.begin(), same.pixels.end());
+  EXPECT_EQ(CheckAgainst(all, want), static_cast<size_t>(kRecords));
   // Another seed, or (mid-epoch) another shuffle or transform, is refused by name.
   LoaderOptions o = Options(mode, 3, 6, 1, false);
   o.seed = 32;
@@ -214,6 +225,40 @@ TEST_P(ElasticResumeTest, SameCutContinuesAndOtherOrderIsRefused) {
   s = (*l)->Restore(bad);
   EXPECT_TRUE(s.IsInvalidArgument());
   EXPECT_NE(s.message().find("positions"), std::string::npos) << s.ToString();
+}
+
+// What is left too small for a batch of the new cut (drop_last), or a state
+// saved on the epoch's last batch: the next epoch starts, whole.
+TEST_P(ElasticResumeTest, NothingLeftForABatchStartsTheNextEpoch) {
+  const ShuffleMode mode = GetParam();
+  const std::string dir = dir_->path();
+  Reads a, b;
+  RunRanks(dir, Options(mode, 2, 6, 2, true), nullptr, 7, &a);  // 8 batches per rank
+  ASSERT_EQ(a.batches, 8u);
+  ASSERT_EQ(a.state.batch, 7u);
+  LoaderOptions o = Options(mode, 5, 8, 1, true);  // 13 left: no batch of 5 x 8
+  auto l = Loader::Open(dir, o);
+  ASSERT_TRUE(l.ok());
+  ASSERT_TRUE((*l)->Restore(a.state).ok());
+  EXPECT_EQ((*l)->state().epoch, 4u);
+  EXPECT_EQ((*l)->state().batch, 0u);
+  EXPECT_TRUE((*l)->state().positions.empty());
+  EXPECT_EQ((*l)->batches_per_epoch(), static_cast<uint64_t>(kRecords / 5 / 8));
+  LoaderState last = a.state;
+  last.batch = a.batches;  // a stop on the epoch's last step
+  for (int world : {2, 3}) {
+    o = Options(mode, world, 6, 1, true);
+    l = Loader::Open(dir, o);
+    ASSERT_TRUE(l.ok());
+    ASSERT_TRUE((*l)->Restore(last).ok());
+    EXPECT_EQ((*l)->state().epoch, 4u) << "world " << world;
+    EXPECT_EQ((*l)->state().batch, 0u);
+    EXPECT_TRUE((*l)->state().positions.empty());
+  }
+  last.batch = a.batches + 1;
+  EXPECT_NE((*l)->Restore(last).message().find("past the epoch"), std::string::npos);
+  last.world_size = 1u << 20;
+  EXPECT_TRUE((*l)->Restore(last).IsInvalidArgument());
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryShuffle, ElasticResumeTest,

@@ -162,6 +162,37 @@ TEST(PartitionTest, RemainingIsReadExactlyOnceAcrossChangingCuts) {
   }
 }
 
+// Block scheduling walks a rank's samples with Steps: every sample of a step
+// lies below the segment end asked for and in one run of consecutive
+// positions (one range of a rest, no padding wrap), and each step is >= 1.
+TEST(PartitionTest, StepsStayInOneRunBelowTheEnd) {
+  auto rest = std::make_shared<const EpochPositions>(
+      EpochPositions::Make({{3, 17}, {20, 21}, {40, 90}, {91, 120}}, 130).value());
+  for (bool strided : {true, false}) {
+    for (int world : {1, 2, 3}) {
+      for (auto r : {std::shared_ptr<const EpochPositions>(), rest}) {
+        for (int rank = 0; rank < world; ++rank) {
+          Partition p = Partition::Cut(130, r, rank, world, 4, false, strided);
+          for (uint64_t seg : {1ull, 7ull, 25ull}) {
+            for (uint64_t i = 0; i < p.per_rank;) {
+              const uint64_t pos = p.Position(i), end = (pos / seg + 1) * seg;
+              const uint64_t k = p.Steps(i, end);
+              ASSERT_GE(k, 1u);
+              ASSERT_LE(i + k, p.per_rank);
+              for (uint64_t j = 1; j < k; ++j) {
+                const uint64_t q = p.Position(i + j);
+                ASSERT_LT(q, end);
+                ASSERT_EQ(q, pos + j * (strided ? world : 1)) << "one run of positions";
+              }
+              i += k;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(EpochPositionsTest, MakeChecksRangesAndWithoutMerges) {
   EXPECT_FALSE(EpochPositions::Make({{3, 3}}, 10).ok());
   EXPECT_FALSE(EpochPositions::Make({{4, 6}, {5, 7}}, 10).ok());

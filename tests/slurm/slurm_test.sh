@@ -152,6 +152,15 @@ check "(b) it resumed from $ckpt4 mid-epoch (epoch ${stop_epoch:-?}, not at batc
 check "(c) job COMPLETED with exit 0 ($state4, ExitCode=$(job_field "$id4" ExitCode))" \
   test "$state4" = COMPLETED -a "$(job_field "$id4" ExitCode)" = 0:0
 check "(c) and finished: train.sbatch's 'finished' line" has "$run2" "finished; metrics in"
+# Exactly the rest of the epoch: the dataset's records less the 2 ranks x BATCH
+# x stop_batch run 1 had read, in full batches of 1 rank x BATCH (the trainer
+# drops a last partial batch; the metrics count records, padding aside).
+records4=$(grep -o '"records": *[0-9]*' "$DATA/manifest.json" | head -n1 | grep -o '[0-9]*$' || true)
+rest4=$(( ${records4:-0} - 2 * BATCH * ${stop_batch:-0} ))
+rest4=$(( rest4 / BATCH * BATCH ))
+resumed_epoch4=$(grep "\"epoch\":$(( ${stop_epoch:-0} + 1 ))," "$ROOT/metrics/case4-$id4.jsonl" 2>/dev/null | tail -n1 || true)
+check "(b) the resumed epoch read exactly the $rest4 records run 1 had not (of ${records4:-?})" \
+  has "$resumed_epoch4" "\"records\":$rest4,"
 final_epoch_on_1() { has "$1" "\"epoch\":$EPOCHS," && has "$1" '"world_size":1[,}]' && has "$1" '"nodes":1,'; }
 check "(c) the final epoch's metrics: epoch $EPOCHS, world size 1, 1 node" final_epoch_on_1 "$last4"
 echo "case 4: took $((SECONDS - t4)) s"
