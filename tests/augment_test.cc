@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -113,20 +114,199 @@ TEST(AugmentTransform, TranslationAndScaleMovePixels) {
   EXPECT_EQ(out[10 * 28 + 10], 0);
 }
 
-TEST(AugmentTransform, ParametersDependOnlyOnSeedIndexAndVersion) {
+TEST(AugmentTransform, ParametersDependOnlyOnTheirKey) {
   AugmentParams p;
-  auto a = DrawTransform(p, 1, 10, 2), b = DrawTransform(p, 1, 10, 2),
-       c = DrawTransform(p, 2, 10, 2), d = DrawTransform(p, 1, 10, 3);
+  auto draw = [&](uint64_t seed, uint64_t index, uint64_t version, uint64_t copy) {
+    return DrawTransform(p, {seed, index, version, copy}, 28, 28);
+  };
+  auto a = draw(1, 10, 2, 0), b = draw(1, 10, 2, 0), c = draw(2, 10, 2, 0), d = draw(1, 10, 3, 0),
+       e = draw(1, 10, 2, 1);
   EXPECT_EQ(a.angle_rad, b.angle_rad);
   EXPECT_EQ(a.elastic_key, b.elastic_key);
   EXPECT_NE(a.angle_rad, c.angle_rad);
   EXPECT_NE(a.angle_rad, d.angle_rad);
+  EXPECT_NE(a.angle_rad, e.angle_rad) << "another copy draws its own transform";
+  EXPECT_NE(a.elastic_key, e.elastic_key);
   for (uint64_t i = 0; i < 1000; ++i) {
-    auto t = DrawTransform(p, 0, i, 0);
+    auto t = draw(0, i, 0, i % 7);
     ASSERT_LE(std::abs(t.angle_rad), p.rotation_deg * M_PI / 180 + 1e-12);
     ASSERT_GE(t.scale, p.scale_min);
     ASSERT_LE(t.scale, p.scale_max);
     ASSERT_LE(std::abs(t.tx), p.translate_px);
+  }
+}
+
+// Identical-copies output keeps the bytes it had before copies could differ:
+// copy 0 draws from the stream keyed (seed, index, version, 0xB16).
+TEST(AugmentTransform, CopyZeroDrawsTheStreamOfIdenticalCopies) {
+  AugmentParams p;
+  for (uint64_t i = 0; i < 100; ++i) {
+    KeyedRng old(7, i, i % 6, 0xB16);
+    const double angle = old.Uniform(-p.rotation_deg, p.rotation_deg) * M_PI / 180.0;
+    EXPECT_EQ(DrawTransform(p, {7, i, i % 6, 0}, 28, 28).angle_rad, angle);
+  }
+}
+
+// --- The rcc recipe: the source, then one transform per version ---------------
+
+const char* ViewName(uint64_t v) {
+  static const char* names[] = {"original", "rotation", "translation", "scale", "flip", "elastic"};
+  return names[v];
+}
+
+// Which of t's transforms are active.
+std::vector<std::string> Active(const SampleTransform& t) {
+  std::vector<std::string> on;
+  if (t.angle_rad != 0) on.push_back("rotation");
+  if (t.tx != 0 || t.ty != 0) on.push_back("translation");
+  if (t.scale != 1) on.push_back("scale");
+  if (t.flip) on.push_back("flip");
+  if (t.shear != 0) on.push_back("shear");
+  if (t.elastic_alpha != 0) on.push_back("elastic");
+  return on;
+}
+
+TEST(RccRecipe, EachVersionIsOneTransformWithinItsRange) {
+  AugmentParams p;
+  p.recipe = Recipe::kRcc;
+  double max_angle = 0, min_scale = 2, max_scale = 0, max_shift = 0;
+  std::set<double> shifts;
+  for (uint64_t k = 0; k < 20000; ++k) {
+    const uint64_t version = k % kRccVersions;
+    const SampleKey key{k % 3, k / 6, version, k % 11};
+    const SampleTransform t = DrawTransform(p, key, 28, 28);
+    const std::vector<std::string> on = Active(t);
+    if (version == 0) {
+      ASSERT_TRUE(on.empty()) << "version 0 is the source unchanged, copy " << key.copy;
+      continue;
+    }
+    // A translation of (0, 0) is a draw of the range; every other view is always active.
+    if (version == 2 && on.empty()) continue;
+    ASSERT_EQ(on, std::vector<std::string>{ViewName(version)}) << "key " << k;
+    switch (static_cast<RccView>(version)) {
+      case RccView::kRotation:
+        ASSERT_LE(std::abs(t.angle_rad), 20 * M_PI / 180 + 1e-12);
+        max_angle = std::max(max_angle, std::abs(t.angle_rad) * 180 / M_PI);
+        break;
+      case RccView::kTranslation:
+        // torchvision: int(round(uniform(-0.2 * 28, 0.2 * 28))), whole pixels in -6..6.
+        ASSERT_EQ(t.tx, std::round(t.tx));
+        ASSERT_EQ(t.ty, std::round(t.ty));
+        ASSERT_LE(std::max(std::abs(t.tx), std::abs(t.ty)), 6);
+        max_shift = std::max({max_shift, std::abs(t.tx), std::abs(t.ty)});
+        shifts.insert(t.tx);
+        break;
+      case RccView::kScale:
+        ASSERT_GE(t.scale, 0.8);
+        ASSERT_LE(t.scale, 1.2);
+        min_scale = std::min(min_scale, t.scale);
+        max_scale = std::max(max_scale, t.scale);
+        break;
+      case RccView::kFlip:
+        break;
+      case RccView::kElastic:
+        ASSERT_EQ(t.elastic_alpha, 30);
+        ASSERT_EQ(t.elastic_sigma, 5);
+        ASSERT_EQ(t.elastic_style, ElasticStyle::kTorchvision);
+        break;
+      case RccView::kOriginal:
+        break;
+    }
+  }
+  // The draws reach across their ranges.
+  EXPECT_GT(max_angle, 19.5);
+  EXPECT_LT(min_scale, 0.81);
+  EXPECT_GT(max_scale, 1.19);
+  EXPECT_EQ(max_shift, 6);
+  EXPECT_EQ(shifts.size(), 13u) << "every whole shift in -6..6";
+}
+
+// torchvision's ElasticTransform(alpha, sigma) on an H x W image: noise
+// uniform(-1, 1), blurred by a Gaussian of int(8 sigma + 1) taps (made odd)
+// over the noise reflected at the border, times alpha / size, added to a
+// sampling grid whose [-1, 1] spans size pixels: alpha / 2 pixels per unit.
+// Computed here directly in 2D, against ElasticDisplacement's separable pass.
+TEST(RccRecipe, ElasticDisplacementIsTorchvisionsInPixels) {
+  SampleTransform t;
+  t.elastic_key = 99;
+  t.elastic_alpha = 30;
+  t.elastic_sigma = 5;
+  t.elastic_style = ElasticStyle::kTorchvision;
+  const int w = 28, h = 28, r = 20;  // int(8 * 5 + 1) = 41 taps
+  std::vector<double> nx(w * h), ny(w * h);
+  KeyedRng rng(t.elastic_key);
+  for (int i = 0; i < w * h; ++i) {
+    nx[i] = static_cast<float>(rng.Uniform(-1, 1));
+    ny[i] = static_cast<float>(rng.Uniform(-1, 1));
+  }
+  auto reflect = [](int i, int n) { return i < 0 ? -i : i >= n ? 2 * (n - 1) - i : i; };
+  double total = 0;
+  for (int i = -r; i <= r; ++i) total += std::exp(-0.5 * i * i / 25.0);
+  AugmentScratch s;
+  std::vector<double> dx, dy;
+  ElasticDisplacement(t, w, h, &s, &dx, &dy);
+  double largest = 0;
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      double ex = 0, ey = 0;
+      for (int j = -r; j <= r; ++j) {
+        for (int i = -r; i <= r; ++i) {
+          const double g = std::exp(-0.5 * (i * i + j * j) / 25.0) / (total * total);
+          const int at = reflect(y + j, h) * w + reflect(x + i, w);
+          ex += g * nx[at];
+          ey += g * ny[at];
+        }
+      }
+      ASSERT_NEAR(dx[y * w + x], 30.0 / 2 * ex, 1e-4) << x << "," << y;
+      ASSERT_NEAR(dy[y * w + x], 30.0 / 2 * ey, 1e-4) << x << "," << y;
+      largest = std::max(largest, std::abs(dx[y * w + x]));
+    }
+  }
+  EXPECT_GT(largest, 0.5) << "a visible deformation, not a rounding";
+}
+
+// The views of one source image, as the tool draws them.
+std::vector<std::vector<uint8_t>> RccViews(const std::vector<uint8_t>& img, uint64_t copy) {
+  AugmentParams p;
+  p.recipe = Recipe::kRcc;
+  std::vector<std::vector<uint8_t>> views;
+  for (uint64_t v = 0; v < kRccVersions; ++v)
+    views.push_back(Apply(img, DrawTransform(p, {5, 3, v, copy}, 28, 28)));
+  return views;
+}
+
+std::vector<uint8_t> Mirrored(const std::vector<uint8_t>& img, int w = 28) {
+  std::vector<uint8_t> out(img.size());
+  for (size_t y = 0; y < img.size() / w; ++y) {
+    for (int x = 0; x < w; ++x) out[y * w + x] = img[y * w + (w - 1 - x)];
+  }
+  return out;
+}
+
+// img moved right by tx and down by ty whole pixels, 0 where nothing comes from.
+std::vector<uint8_t> Shifted(const std::vector<uint8_t>& img, int tx, int ty, int w = 28) {
+  const int h = static_cast<int>(img.size()) / w;
+  std::vector<uint8_t> out(img.size(), 0);
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      const int sx = x - tx, sy = y - ty;
+      if (sx >= 0 && sy >= 0 && sx < w && sy < h) out[y * w + x] = img[sy * w + sx];
+    }
+  }
+  return out;
+}
+
+TEST(RccRecipe, ViewsChangeTheImageOnlyAsTheirTransformDoes) {
+  const auto img = Digit(8);
+  AugmentParams p;
+  p.recipe = Recipe::kRcc;
+  for (uint64_t copy = 0; copy < 20; ++copy) {
+    const auto views = RccViews(img, copy);
+    EXPECT_EQ(views[0], img) << "version 0 is the source, byte for byte";
+    EXPECT_EQ(views[4], Mirrored(img)) << "the flip view is the mirrored source";
+    const SampleTransform t = DrawTransform(p, {5, 3, 2, copy}, 28, 28);
+    EXPECT_EQ(views[2], Shifted(img, static_cast<int>(t.tx), static_cast<int>(t.ty)));
+    for (uint64_t v : {1, 3, 5}) EXPECT_NE(views[v], img) << ViewName(v) << " copy " << copy;
   }
 }
 

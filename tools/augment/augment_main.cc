@@ -68,7 +68,8 @@ std::vector<uint8_t> AugmentAll(const IdxDataset& src, const Plan& plan, int thr
     for (int64_t k = 0; k < static_cast<int64_t>(count); ++k) {
       const uint64_t index = static_cast<uint64_t>(k) / plan.versions,
                      version = static_cast<uint64_t>(k) % plan.versions;
-      SampleTransform t = DrawTransform(plan.params, plan.seed, index, version);
+      SampleTransform t =
+          DrawTransform(plan.params, {plan.seed, index, version, 0}, plan.w, plan.h);
       ApplyTransform(src.images.data.data() + index * plan.item(), plan.w, plan.h, t,
                      out.data() + k * plan.item(), &scratch);
       const uint64_t d = done.fetch_add(1) + 1;
@@ -276,7 +277,9 @@ int Preview(const IdxDataset& src, const Plan& plan, int samples, const std::str
     for (int c = 0; c < cols; ++c) {
       const uint8_t* px = src.images.data.data() + r * plan.item();
       if (c > 0) {
-        ApplyTransform(px, plan.w, plan.h, DrawTransform(plan.params, plan.seed, r, c - 1),
+        ApplyTransform(px, plan.w, plan.h,
+                       DrawTransform(plan.params, {plan.seed, uint64_t(r), uint64_t(c - 1), 0},
+                                     plan.w, plan.h),
                        cell.data(), &scratch);
         px = cell.data();
       }
