@@ -15,6 +15,7 @@
 #include "shard/shard.h"
 #include "tests/test_util.h"
 #include "tools/augment/augment.h"
+#include "tools/augment/bigmnist_plan.h"
 
 namespace shardkit {
 namespace {
@@ -308,6 +309,65 @@ TEST(RccRecipe, ViewsChangeTheImageOnlyAsTheirTransformDoes) {
     EXPECT_EQ(views[2], Shifted(img, static_cast<int>(t.tx), static_cast<int>(t.ty)));
     for (uint64_t v : {1, 3, 5}) EXPECT_NE(views[v], img) << ViewName(v) << " copy " << copy;
   }
+}
+
+// --- Parts and settings ---------------------------------------------------------
+
+TEST(BigMnistPlan, ParsePartTakesIOfNAndRefusesTheRest) {
+  auto p = ParsePart("2/4");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->index, 2u);
+  EXPECT_EQ(p->count, 4u);
+  EXPECT_TRUE(ParsePart("0/1").ok());
+  EXPECT_TRUE(ParsePart("4294967294/4294967295").ok());
+  const std::pair<const char*, const char*> bad[] = {
+      {"4/4", "0..3"},     {"0/0", "N is 0"},           {"a/b", "not I/N"},  {"2", "not I/N"},
+      {"-1/4", "not I/N"}, {"2/4x", "not I/N"},         {" 2/4", "not I/N"}, {"1/2/3", "not I/N"},
+      {"", "not I/N"},     {"9999999999/3", "not I/N"},
+  };
+  for (const auto& [text, why] : bad) {
+    auto r = ParsePart(text);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.status().message().find(why), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(BigMnistPlan, PartsTileTheWholeRunsShardsInOrder) {
+  for (uint64_t total : {1ull, 7ull, 1000ull, 72000000ull}) {
+    for (uint64_t per_shard : {1ull, 3ull, 121ull, 324000ull}) {
+      const uint64_t shards = (total + per_shard - 1) / per_shard;
+      for (uint32_t count : {1u, 2u, 3u, 7u, 64u}) {
+        if (count > shards) {
+          auto r = SplitIntoParts({0, count}, total, per_shard);
+          ASSERT_FALSE(r.ok());
+          EXPECT_NE(r.status().message().find("more parts than"), std::string::npos);
+          continue;
+        }
+        uint64_t next_shard = 0, next_record = 0;
+        for (uint32_t i = 0; i < count; ++i) {
+          auto r = SplitIntoParts({i, count}, total, per_shard);
+          ASSERT_TRUE(r.ok()) << r.status().ToString();
+          ASSERT_EQ(r->first_shard, next_shard);
+          ASSERT_EQ(r->first_record, next_record);
+          ASSERT_EQ(r->first_record, r->first_shard * per_shard) << "on the whole's boundaries";
+          ASSERT_GE(r->shards(), shards / count);
+          ASSERT_LE(r->shards(), shards / count + 1);
+          next_shard = r->end_shard;
+          next_record = r->end_record;
+        }
+        EXPECT_EQ(next_shard, shards);
+        EXPECT_EQ(next_record, total);
+      }
+    }
+  }
+}
+
+TEST(BigMnistPlan, SettingsDigestTellsSettingsApart) {
+  const std::string a = SettingsDigest(R"({"seed":0})");
+  EXPECT_EQ(a.size(), 32u);
+  EXPECT_EQ(a, SettingsDigest(R"({"seed":0})"));
+  EXPECT_NE(a, SettingsDigest(R"({"seed":1})"));
+  EXPECT_NE(SettingsDigest("12345678"), SettingsDigest("12345678 "));
 }
 
 class BigMnistCli : public ::testing::Test {
