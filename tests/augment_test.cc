@@ -7,10 +7,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "base/random.h"
 #include "ingest/hdf5.h"
+#include "ingest/idx_file.h"
 #include "ingest/packer.h"
 #include "shard/shard.h"
 #include "tests/test_util.h"
@@ -485,6 +489,210 @@ TEST_F(BigMnistCli, KilledRunResumesKeepingFinishedShards) {
   EXPECT_NE(r.out.find("kept from an interrupted run"), std::string::npos) << r.out;
   EXPECT_EQ(ShardBytes(dir_ / "out"), ShardBytes(dir_ / "ref"));
   EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + dir_ / "out").exit_code, 0);
+}
+
+// --- rcc, distinct copies and parts, through the tool -------------------------
+
+std::string Rcc(const std::string& out, const std::string& extra) {
+  return kAugment + " bigmnist --src " + kFashion + " " + out + " --recipe rcc --limit 300 " +
+         extra;
+}
+
+// Fashion-MNIST's first n training images, 784 bytes each.
+std::vector<std::vector<uint8_t>> SourceImages(size_t n) {
+  auto ds = ReadIdxDataset(kFashion + "/train-images-idx3-ubyte.gz",
+                           kFashion + "/train-labels-idx1-ubyte.gz");
+  EXPECT_TRUE(ds.ok()) << ds.status().ToString();
+  std::vector<std::vector<uint8_t>> v;
+  for (size_t i = 0; ds.ok() && i < n; ++i) {
+    const uint8_t* p = ds->images.data.data() + i * 784;
+    v.emplace_back(p, p + 784);
+  }
+  return v;
+}
+
+struct Key {
+  uint64_t index, version, copy;
+  bool operator<(const Key& o) const {
+    return std::tie(index, version, copy) < std::tie(o.index, o.version, o.copy);
+  }
+};
+
+// Every record of the shard files in `dir` (a dataset or a part), by key.
+std::map<Key, std::vector<uint8_t>> Records(const std::string& dir) {
+  std::map<Key, std::vector<uint8_t>> out;
+  auto names = ListDir(dir);
+  EXPECT_TRUE(names.ok());
+  for (const std::string& name : *names) {
+    if (name.rfind("shard-", 0) != 0) continue;
+    auto r = ShardReader::Open(JoinPath(dir, name));
+    EXPECT_TRUE(r.ok()) << name;
+    if (!r.ok()) continue;
+    ReadScratch scratch;
+    for (uint32_t i = 0; i < (*r)->num_records(); ++i) {
+      std::string_view payload;
+      EXPECT_TRUE((*r)->ReadRecord(i, &scratch, &payload).ok());
+      Key k;
+      std::sscanf(std::string((*r)->key(i)).c_str(), "%lu/%lu/%lu", &k.index, &k.version, &k.copy);
+      out[k].assign(payload.begin(), payload.end());
+    }
+  }
+  return out;
+}
+
+TEST_F(BigMnistCli, RccVersionsAreTheSourceThenOneTransformEach) {
+  auto r = RunCommand(Rcc(dir_ / "out", "--copies 2 --distinct-copies"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto src = SourceImages(300);
+  const auto records = Records(dir_ / "out");
+  ASSERT_EQ(records.size(), 300u * 6 * 2);
+  AugmentParams p;
+  p.recipe = Recipe::kRcc;
+  int unchanged[6] = {0, 0, 0, 0, 0, 0};
+  for (const auto& [k, px] : records) {
+    const auto& img = src[k.index];
+    const SampleTransform t = DrawTransform(p, {0, k.index, k.version, k.copy}, 28, 28);
+    if (k.version == 0) {
+      ASSERT_EQ(px, img) << "version 0 is the source, byte for byte";
+    }
+    if (k.version == 4) {
+      ASSERT_EQ(px, Mirrored(img)) << "the flip view is the mirrored source";
+    }
+    if (k.version == 2) {
+      ASSERT_EQ(px, Shifted(img, static_cast<int>(t.tx), static_cast<int>(t.ty)))
+          << "the translation view is the source moved by whole pixels";
+    }
+    ASSERT_EQ(px, Apply(img, t)) << k.index << "/" << k.version << "/" << k.copy;
+    unchanged[k.version] += px == img;
+  }
+  // A few blank-edged images survive a small shift or a slight scale unchanged.
+  for (int v : {1, 2, 3, 5}) EXPECT_LT(unchanged[v], 600 / 20) << ViewName(v);
+  EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + dir_ / "out").exit_code, 0);
+}
+
+TEST_F(BigMnistCli, DistinctCopiesDifferAndAreByteIdenticalWithOneOrTwoThreads) {
+  const std::string opts = "--copies 4 --distinct-copies --shard-size 100000";
+  auto r1 = RunCommand(Rcc(dir_ / "t1", opts + " --threads 1"));
+  ASSERT_EQ(r1.exit_code, 0) << r1.out;
+  auto r2 = RunCommand(Rcc(dir_ / "t2", opts + " --threads 2"));
+  ASSERT_EQ(r2.exit_code, 0) << r2.out;
+  const auto a = ShardBytes(dir_ / "t1");
+  ASSERT_GT(a.size(), 10u);
+  EXPECT_EQ(a, ShardBytes(dir_ / "t2"));
+  // Per (source, version): how many of its 4 copies are different images.
+  std::map<std::pair<uint64_t, uint64_t>, std::set<std::vector<uint8_t>>> copies;
+  for (const auto& [k, px] : Records(dir_ / "t1")) copies[{k.index, k.version}].insert(px);
+  ASSERT_EQ(copies.size(), 300u * 6);
+  int all_differ[6] = {0, 0, 0, 0, 0, 0};
+  for (const auto& [iv, images] : copies) {
+    if (iv.second == 0 || iv.second == 4) {
+      EXPECT_EQ(images.size(), 1u) << "source and flip hold nothing random: copies are equal";
+    }
+    all_differ[iv.second] += images.size() == 4;
+  }
+  EXPECT_GE(all_differ[1], 295) << "rotation";
+  EXPECT_GE(all_differ[2], 200) << "translation: 13 x 13 whole shifts, some repeat";
+  EXPECT_GE(all_differ[3], 295) << "scale";
+  EXPECT_GE(all_differ[5], 295) << "elastic";
+  // Without the flag every copy is copy 0 of the flag's output.
+  auto same = RunCommand(Rcc(dir_ / "same", "--copies 4 --shard-size 100000"));
+  ASSERT_EQ(same.exit_code, 0) << same.out;
+  const auto distinct = Records(dir_ / "t1");
+  for (const auto& [k, px] : Records(dir_ / "same"))
+    ASSERT_EQ(px, distinct.at({k.index, k.version, 0}));
+}
+
+TEST_F(BigMnistCli, ComposeDistinctCopiesDifferInEveryVersion) {
+  auto r = RunCommand(Cmd(dir_ / "out", "--distinct-copies --threads 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::map<std::pair<uint64_t, uint64_t>, std::set<std::vector<uint8_t>>> copies;
+  for (const auto& [k, px] : Records(dir_ / "out")) copies[{k.index, k.version}].insert(px);
+  ASSERT_EQ(copies.size(), 300u * 3);
+  for (const auto& [iv, images] : copies) EXPECT_EQ(images.size(), 4u) << iv.first;
+}
+
+// What part.json says of a part, and what the whole's manifest lists.
+TEST_F(BigMnistCli, PartsReproduceTheOneProcessRunByteForByte) {
+  const std::string opts = "--copies 4 --distinct-copies --shard-size 100000";
+  auto whole = RunCommand(Rcc(dir_ / "whole", opts + " --threads 2"));
+  ASSERT_EQ(whole.exit_code, 0) << whole.out;
+  auto m = ReadManifest(dir_ / "whole");
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m->shards.size(), 60u);  // 7,200 records, 121 a shard
+  std::vector<ShardInfo> joined;
+  std::string settings;
+  uint64_t next_record = 0;
+  for (uint32_t i = 0; i < 3; ++i) {
+    const std::string dir = dir_ / ("part" + std::to_string(i));
+    auto r = RunCommand(Rcc(dir, opts + " --threads 1 --part " + std::to_string(i) + "/3"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_FALSE(FileExists(JoinPath(dir, kManifestName))) << "a part is not a dataset";
+    EXPECT_FALSE(Dataset::Open(dir).ok());
+    auto part = ReadPartManifest(dir);
+    ASSERT_TRUE(part.ok()) << part.status().ToString();
+    EXPECT_EQ(part->part.index, i);
+    EXPECT_EQ(part->part.count, 3u);
+    EXPECT_EQ(part->part.first_record, next_record);
+    EXPECT_EQ(part->part.first_shard, joined.size());
+    EXPECT_EQ(part->part.total_records, m->records());
+    EXPECT_EQ(part->record.shape, m->record.shape);
+    EXPECT_EQ(part->classes, m->classes);
+    // Merge takes part 0's created_by for the whole: it describes the whole.
+    EXPECT_NE(part->created_by.find("\"samples\":7200"), std::string::npos) << part->created_by;
+    if (i == 0) settings = part->part.settings;
+    EXPECT_EQ(part->part.settings, settings) << "same settings, whatever the threads";
+    EXPECT_EQ(part->shards.size(), 20u);
+    for (const ShardInfo& s : part->shards) {
+      EXPECT_EQ(
+          RunCommand("cmp " + JoinPath(dir, s.file) + " " + dir_ / "whole/" + s.file).exit_code, 0)
+          << s.file;
+      joined.push_back(s);
+    }
+    next_record += part->records();
+  }
+  EXPECT_EQ(settings.size(), 32u);
+  ASSERT_EQ(joined.size(), m->shards.size());
+  for (size_t i = 0; i < joined.size(); ++i) {
+    EXPECT_EQ(joined[i].file, m->shards[i].file);
+    EXPECT_EQ(joined[i].records, m->shards[i].records);
+    EXPECT_EQ(joined[i].bytes, m->shards[i].bytes);
+    EXPECT_EQ(joined[i].raw_bytes, m->shards[i].raw_bytes);
+    EXPECT_EQ(joined[i].crc32c, m->shards[i].crc32c);
+  }
+  // Other settings, another digest: such parts do not merge.
+  auto other = RunCommand(Rcc(dir_ / "other", opts + " --seed 1 --part 0/3"));
+  ASSERT_EQ(other.exit_code, 0) << other.out;
+  auto o = ReadPartManifest(dir_ / "other");
+  ASSERT_TRUE(o.ok());
+  EXPECT_NE(o->part.settings, settings);
+  // A finished part is replaced only with --force.
+  auto again = RunCommand(Rcc(dir_ / "part0", opts + " --part 0/3"));
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.out.find("already holds a part"), std::string::npos) << again.out;
+  EXPECT_EQ(RunCommand(Rcc(dir_ / "part0", opts + " --part 0/3 --force")).exit_code, 0);
+}
+
+TEST_F(BigMnistCli, BadOptionsExitTwoWithOneLineNamingThem) {
+  const std::string opts = "--copies 4 --shard-size 100000";  // 60 shards
+  const std::pair<std::string, std::string> cases[] = {
+      {"--part 3/3", "--part"},
+      {"--part 0/0", "--part"},
+      {"--part two/4", "--part"},
+      {"--part 1", "--part"},
+      {"--part -1/4", "--part"},
+      {"--part 0/61", "more parts than the output has shards (60"},
+      {"--part 0/2 --format hdf5", "--part"},
+      {"--rotation 10", "--rotation"},
+      {"--elastic-alpha 3", "--elastic-alpha"},
+      {"--versions 5", "--versions 5"},
+  };
+  for (const auto& [extra, expect] : cases) {
+    auto r = RunCommand(Rcc(dir_ / "bad", opts + " " + extra));
+    EXPECT_EQ(r.exit_code, 2) << extra << ": " << r.out;
+    EXPECT_NE(r.out.find(expect), std::string::npos) << extra << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << extra << ": " << r.out;
+    EXPECT_FALSE(FileExists(dir_ / "bad/part.json"));
+  }
 }
 
 // --- HDF5 import errors ------------------------------------------------------
