@@ -120,24 +120,31 @@ void ReflectTable(int n, int r, AugmentScratch* s) {
 }
 
 // Smooths `field` (w x h) with s->kernel, separably, reflected at the border.
+// Each output pixel sums its taps in order from 0, as a plain loop would, but
+// pixels side by side accumulate together, which the compiler vectorises.
 void SmoothReflected(std::vector<float>* field, int w, int h, AugmentScratch* s) {
   const int taps = static_cast<int>(s->kernel.size()), r = taps / 2;
+  float* f = field->data();
   s->tmp.assign(static_cast<size_t>(w) * h, 0.f);
-  std::vector<float>& f = *field;
+  s->row.resize(w + 2 * r);
   ReflectTable(w, r, s);
   for (int y = 0; y < h; ++y) {
-    for (int x = 0; x < w; ++x) {
-      float acc = 0;
-      for (int k = 0; k < taps; ++k) acc += s->kernel[k] * f[y * w + s->reflect[x + k]];
-      s->tmp[y * w + x] = acc;
+    for (int j = 0; j < w + 2 * r; ++j) s->row[j] = f[y * w + s->reflect[j]];
+    float* out = s->tmp.data() + y * w;
+    const float* row = s->row.data();
+    for (int k = 0; k < taps; ++k) {
+      const float weight = s->kernel[k];
+      for (int x = 0; x < w; ++x) out[x] += weight * row[x + k];
     }
   }
   ReflectTable(h, r, s);
   for (int y = 0; y < h; ++y) {
-    for (int x = 0; x < w; ++x) {
-      float acc = 0;
-      for (int k = 0; k < taps; ++k) acc += s->kernel[k] * s->tmp[s->reflect[y + k] * w + x];
-      f[y * w + x] = acc;
+    float* out = f + y * w;
+    std::fill(out, out + w, 0.f);
+    for (int k = 0; k < taps; ++k) {
+      const float weight = s->kernel[k];
+      const float* in = s->tmp.data() + s->reflect[y + k] * w;
+      for (int x = 0; x < w; ++x) out[x] += weight * in[x];
     }
   }
 }
@@ -172,8 +179,39 @@ double ElasticScale(const SampleTransform& t) {
   return t.elastic_style == ElasticStyle::kTorchvision ? t.elastic_alpha / 2 : t.elastic_alpha;
 }
 
+// std::floor for |v| < 2^62, inline: without SSE4.1 std::floor is a call,
+// and two a pixel were most of ApplyTransform's time.
+inline double Floor(double v) {
+  const double t = static_cast<double>(static_cast<int64_t>(v));
+  return t > v ? t - 1 : t;
+}
+
+// std::lround for 0 <= v < 2^23, inline: v + 0.5 is exact in double.
+inline long RoundNonNegative(float v) { return static_cast<long>(static_cast<double>(v) + 0.5); }
+
 inline float Pixel(const uint8_t* src, int w, int h, int x, int y) {
   return (x < 0 || y < 0 || x >= w || y >= h) ? 0.f : static_cast<float>(src[y * w + x]);
+}
+
+// Moves whole pixels only: a shift by whole pixels, maybe mirrored. Bilinear
+// sampling then lands on pixel centres, where it returns the pixel itself.
+bool MovesWholePixels(const SampleTransform& t) {
+  return t.angle_rad == 0 && t.shear == 0 && t.scale == 1 && t.elastic_alpha == 0 &&
+         std::abs(t.tx) < 1 << 20 && std::abs(t.ty) < 1 << 20 && t.tx == std::floor(t.tx) &&
+         t.ty == std::floor(t.ty);
+}
+
+// ApplyTransform's bytes for such a t, by copying: source x = x - tx, then
+// mirrored, as ApplyTransform maps it.
+void CopyWholePixels(const uint8_t* src, int w, int h, const SampleTransform& t, uint8_t* dst) {
+  const int tx = static_cast<int>(t.tx), ty = static_cast<int>(t.ty);
+  for (int y = 0; y < h; ++y) {
+    const int sy = y - ty;
+    for (int x = 0; x < w; ++x) {
+      const int sx = t.flip ? (w - 1) - (x - tx) : x - tx;
+      dst[y * w + x] = (sx < 0 || sy < 0 || sx >= w || sy >= h) ? 0 : src[sy * w + sx];
+    }
+  }
 }
 
 }  // namespace
@@ -192,6 +230,7 @@ void ElasticDisplacement(const SampleTransform& t, int w, int h, AugmentScratch*
 
 void ApplyTransform(const uint8_t* src, int w, int h, const SampleTransform& t, uint8_t* dst,
                     AugmentScratch* s) {
+  if (MovesWholePixels(t)) return CopyWholePixels(src, w, h, t, dst);
   const bool elastic = t.elastic_alpha != 0;
   if (elastic) ElasticField(t, w, h, s);
   const double alpha = ElasticScale(t);
@@ -213,16 +252,20 @@ void ApplyTransform(const uint8_t* src, int w, int h, const SampleTransform& t, 
       }
       const double qx = px - cx - t.tx, qy = py - cy - t.ty;
       double sx = cx + i00 * qx + i01 * qy;
-      const double sy = cy + i10 * qx + i11 * qy;
+      double sy = cy + i10 * qx + i11 * qy;
       if (t.flip) sx = (w - 1) - sx;
       // Bilinear; exact at integer coordinates (identity reproduces the source).
-      const double fx = std::floor(sx), fy = std::floor(sy);
+      // Points this far out sample only zeros wherever they are.
+      sx = std::clamp(sx, -1e9, 1e9);
+      sy = std::clamp(sy, -1e9, 1e9);
+      const double fx = Floor(sx), fy = Floor(sy);
       const int x0 = static_cast<int>(fx), y0 = static_cast<int>(fy);
       const float ax = static_cast<float>(sx - fx), ay = static_cast<float>(sy - fy);
       float v =
           (1 - ay) * ((1 - ax) * Pixel(src, w, h, x0, y0) + ax * Pixel(src, w, h, x0 + 1, y0)) +
           ay * ((1 - ax) * Pixel(src, w, h, x0, y0 + 1) + ax * Pixel(src, w, h, x0 + 1, y0 + 1));
-      dst[y * w + x] = static_cast<uint8_t>(std::clamp(std::lround(v), 0L, 255L));
+      // v >= 0: a sum of pixels times weights in [0, 1].
+      dst[y * w + x] = static_cast<uint8_t>(std::min(RoundNonNegative(v), 255L));
     }
   }
 }

@@ -80,7 +80,7 @@ SampleTransform DrawTransform(const AugmentParams& p, const SampleKey& key, int 
 
 // Per-thread buffers.
 struct AugmentScratch {
-  std::vector<float> dx, dy, tmp, kernel;
+  std::vector<float> dx, dy, tmp, kernel, row;
   std::vector<int> reflect;
 };
 
