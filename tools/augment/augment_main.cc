@@ -4,6 +4,7 @@
 #include "base/openmp.h"
 
 #include <CLI/CLI.hpp>
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -211,7 +212,38 @@ struct ShardJob {
   uint64_t per_shard;
   ShardWriterOptions options;
   bool resume;
+  int inner_threads;  // computing the records of one shard
 };
+
+// Records [begin, end) appended to w in order, computed a block at a time by
+// job.inner_threads threads: a part with fewer shards than threads still
+// uses them all. *done counts the records behind the progress line.
+Status AppendRecords(const ShardJob& job, uint64_t begin, uint64_t end, ShardWriter* w,
+                     std::atomic<uint64_t>* done, Progress* progress) {
+  constexpr uint64_t kBlock = 256;
+  const size_t item = job.plan->item();
+  std::vector<uint8_t> pixels(kBlock * item);
+  std::vector<int32_t> labels(kBlock);
+  std::vector<std::array<char, sizeof(RecordScratch::key)>> keys(kBlock);
+  std::vector<RecordScratch> scratch(job.inner_threads);
+  for (uint64_t first = begin; first < end; first += kBlock) {
+    const int64_t n = static_cast<int64_t>(std::min(kBlock, end - first));
+#pragma omp parallel for num_threads(job.inner_threads) if (job.inner_threads > 1)
+    for (int64_t k = 0; k < n; ++k) {
+      RecordScratch& s = scratch[omp_get_thread_num()];
+      std::memcpy(pixels.data() + k * item, job.maker->Make(first + k, &s, &labels[k]), item);
+      std::memcpy(keys[k].data(), s.key, sizeof(s.key));
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      SK_RETURN_IF_ERROR(
+          w->Add(std::string_view(reinterpret_cast<const char*>(pixels.data() + k * item), item),
+                 labels[k], keys[k].data()));
+    }
+    const uint64_t d = done->fetch_add(n) + n;
+    progress->Update(d, d * item);
+  }
+  return Status::OK();
+}
 
 // Shard s, into *info: kept if an interrupted run of the same settings
 // finished it, else written under its temporary name and published.
@@ -236,18 +268,7 @@ Status WriteShard(const ShardJob& job, uint64_t s, ShardInfo* info, bool* kept,
   }
   const std::string temp = JoinPath(job.out, TempShardFileName(s));
   SK_ASSIGN_OR_RETURN(auto w, ShardWriter::Create(temp, job.options));
-  RecordScratch scratch;
-  Status st;
-  for (uint64_t p = begin; p < end && st.ok(); ++p) {
-    int32_t label = 0;
-    const uint8_t* px = job.maker->Make(p, &scratch, &label);
-    st = w->Add(std::string_view(reinterpret_cast<const char*>(px), item), label, scratch.key);
-    if (((p - begin) & 1023) == 1023) {
-      const uint64_t d = done->fetch_add(1024) + 1024;
-      progress->Update(d, d * item);
-    }
-  }
-  done->fetch_add((end - begin) % 1024);
+  Status st = AppendRecords(job, begin, end, w.get(), done, progress);
   if (st.ok()) st = w->Finish(info);
   w.reset();
   if (st.ok()) st = PublishShard(job.out, s);
@@ -318,16 +339,20 @@ int WriteShards(const Target& t, const IdxDataset& src, const Plan& plan, const 
                             {"part", {{"index", t.part.index}, {"count", t.part.count}}}};
   auto output = OpenOutput(t.out, Dump(fingerprint), t.force);
   if (!output.ok()) return Fail(output.status());
-  ShardJob job{t.out, &maker, &plan, t.per_shard, {}, output->resume};
+  // As many shards at once as there are threads, or as the part has shards
+  // and the threads left over compute their records.
+  const uint64_t nshards = t.range.shards();
+  const int outer = static_cast<int>(std::min<uint64_t>(threads, nshards));
+  ShardJob job{t.out, &maker, &plan, t.per_shard, {}, output->resume, threads / outer};
+  if (job.inner_threads > 1) omp_set_max_active_levels(2);
   job.options.compression = CompressionMode::kZstd;
   job.options.zstd_level = t.level;
   job.options.kind = format::RecordKind::kRawU8;
-  const uint64_t nshards = t.range.shards();
   std::vector<ShardInfo> infos(nshards);
   std::vector<Status> errors(nshards);
   std::atomic<uint64_t> done{0}, kept{0};
   Progress progress("write shards", t.range.records(), "samples");
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+#pragma omp parallel for num_threads(outer) schedule(dynamic, 1)
   for (int64_t i = 0; i < static_cast<int64_t>(nshards); ++i) {
     bool was_kept = false;
     errors[i] = WriteShard(job, t.range.first_shard + i, &infos[i], &was_kept, &done, &progress);
