@@ -1,0 +1,74 @@
+// The layout of a bigMNIST output: which sample each output position holds,
+// how the output splits into parts on its shard boundaries (--part I/N), and
+// the digest by which parts made with the same settings recognise each other.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "base/random.h"
+#include "base/status.h"
+#include "tools/augment/augment.h"
+
+namespace shardkit {
+
+// What is synthesised: n source images x versions x copies. With
+// distinct_copies every copy draws its own transform; otherwise all copies
+// of a (source, version) are the same image.
+struct Plan {
+  uint64_t n = 0, versions = 6, copies = 200, seed = 0;
+  int h = 28, w = 28;
+  AugmentParams params;
+  bool distinct_copies = false;
+
+  uint64_t total() const { return n * versions * copies; }
+  size_t item() const { return static_cast<size_t>(h) * w; }
+  // The key a (source, version, copy) draws its transform with.
+  SampleKey Key(uint64_t index, uint64_t version, uint64_t copy) const {
+    return {seed, index, version, distinct_copies ? copy : 0};
+  }
+};
+
+// Output position -> (source index, version, copy), a seeded bijection: the
+// copies of one sample land far apart, in every shard. Depends only on the
+// plan's counts and seed, so any process computes any position alike.
+class Order {
+ public:
+  explicit Order(const Plan& plan);
+  void At(uint64_t pos, uint64_t* index, uint64_t* version, uint64_t* copy) const;
+
+ private:
+  KeyedPermutation perm_;
+  uint64_t versions_, per_copy_;
+};
+
+// --part I/N: part I (0-based) of N. count 0: the whole output.
+struct PartSpec {
+  uint32_t index = 0, count = 0;
+  bool whole() const { return count == 0; }
+};
+
+// "I/N" with 0 <= I < N, decimal digits only; InvalidArgument saying what is
+// wrong otherwise (the message does not name the flag).
+Result<PartSpec> ParsePart(std::string_view text);
+
+// The shards [first_shard, end_shard) and records [first_record, end_record)
+// a part writes: the one-process run's shards split as evenly as whole shards
+// allow, so a part's files have the names and bytes the whole's would.
+struct PartRange {
+  uint64_t first_shard = 0, end_shard = 0, first_record = 0, end_record = 0;
+  uint64_t shards() const { return end_shard - first_shard; }
+  uint64_t records() const { return end_record - first_record; }
+};
+
+// InvalidArgument if the output has fewer shards than parts (a part would be
+// empty); the whole output for part.whole().
+Result<PartRange> SplitIntoParts(PartSpec part, uint64_t total_records, uint64_t records_per_shard);
+
+// 32 hex digits summarising `canonical` (a canonical text of every setting
+// that decides the bytes). Not cryptographic: it tells apart parts made with
+// other settings, it does not resist forgery.
+std::string SettingsDigest(std::string_view canonical);
+
+}  // namespace shardkit
