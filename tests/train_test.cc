@@ -278,6 +278,17 @@ TEST(TrainTest, SigtermCheckpointsAndResumeFinishes) {
   EXPECT_EQ(r.exit_code, 0) << r.out;
 }
 
+// Rank `rank` of 2 on dir/data (batch 4, progress every step, checkpoints
+// in dir/ck), rendezvousing through environment variables as torchrun's do.
+std::string RankCmd(const TempDir& dir, int rank, const std::string& extra) {
+  const std::string port = std::to_string(20000 + getpid() % 20000);
+  return "env RANK=" + std::to_string(rank) +
+         " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " + kTrain + " --data " +
+         dir / "data" +
+         " --arch tiny --workers 1 --threads 1 --batch-size 4 --print-every 1 --checkpoint-dir " +
+         dir / "ck" + " " + extra;
+}
+
 // The last JSON line of a metrics file.
 nlohmann::json LastMetrics(const std::string& path) {
   std::string last;
@@ -296,15 +307,7 @@ TEST(TrainTest, SigtermMidEpochOnTwoRanksResumesOnOneAndOnThreeRanks) {
   TempDir dir;
   const int kRecords = 600;  // 75 steps per epoch at 2 x 4
   WriteToyDataset(dir / "data", kRecords);
-  const std::string port = std::to_string(20000 + getpid() % 20000);
-  auto cmd = [&](int rank) {
-    return "env RANK=" + std::to_string(rank) +
-           " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " + kTrain + " --data " +
-           dir / "data" +
-           " --arch tiny --workers 1 --threads 1 --batch-size 4 --epochs 1 --print-every 1"
-           " --timeout 60 --checkpoint-dir " +
-           dir / "ck";
-  };
+  auto cmd = [&](int rank) { return RankCmd(dir, rank, "--epochs 1 --timeout 60"); };
   const int r0 = Spawn(cmd(0), dir / "log0");
   const int r1 = Spawn(cmd(1), dir / "log1");
   ASSERT_TRUE(WaitForText(dir / "log0", "step 20/", 120)) << testing::ReadFile(dir / "log0");
@@ -392,15 +395,7 @@ TEST(CheckpointTest, Format3StillLoadsAndResumesExactly) {
 TEST(TrainTest, OneRankFailingEndsTheOthersWithAnErrorAndResumeCompletes) {
   TempDir dir;
   WriteToyDataset(dir / "data", 800);  // 100 steps per epoch at 2 x 4
-  const std::string port = std::to_string(20000 + getpid() % 20000);
-  auto cmd = [&](int rank) {
-    return "env RANK=" + std::to_string(rank) +
-           " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " + kTrain + " --data " +
-           dir / "data" +
-           " --arch tiny --workers 1 --threads 1 --batch-size 4 --epochs 50 --print-every 1"
-           " --timeout 30 --checkpoint-dir " +
-           dir / "ck";
-  };
+  auto cmd = [&](int rank) { return RankCmd(dir, rank, "--epochs 50 --timeout 30"); };
   const int r0 = Spawn(cmd(0), dir / "log0");
   const int r1 = Spawn(cmd(1), dir / "log1");
   // Past the first epoch's checkpoint, in the middle of the second epoch.
