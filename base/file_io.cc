@@ -508,4 +508,32 @@ Result<uint32_t> FileCrc32c(const std::string& path) {
   return crc;
 }
 
+Result<bool> LinkOrCopyFile(const std::string& from, const std::string& to) {
+  if (::link(from.c_str(), to.c_str()) == 0) return true;
+  const int err = errno;
+  // Another filesystem, or one without hard links: copy. Anything else (no
+  // such file, no permission, `to` exists) is the error it is.
+  if (err != EXDEV && err != EPERM && err != EMLINK && err != ENOTSUP && err != EOPNOTSUPP) {
+    return Errno("cannot link to " + to, from, err);
+  }
+  SK_ASSIGN_OR_RETURN(auto in, Env::Default()->OpenForReads(from));
+  SK_ASSIGN_OR_RETURN(auto out, WritableFile::Create(to));
+  std::vector<char> buf(4 << 20);
+  Status s;
+  for (uint64_t off = 0; s.ok() && off < in->size();) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), in->size() - off));
+    s = in->Read(off, n, buf.data());
+    if (s.ok()) s = out->Append(buf.data(), n);
+    off += n;
+  }
+  if (s.ok()) s = out->Sync();
+  if (s.ok()) s = out->Close();
+  if (!s.ok()) {
+    out.reset();
+    RemoveFile(to).IgnoreError();
+    return s;
+  }
+  return false;
+}
+
 }  // namespace shardkit

@@ -80,5 +80,9 @@ std::string JoinPath(const std::string& a, const std::string& b);
 Status EvictFromPageCache(const std::string& path);
 // Streams a file's bytes through CRC32C.
 Result<uint32_t> FileCrc32c(const std::string& path);
+// Makes `to` (which must not exist) hold `from`'s bytes: a hard link where the
+// filesystem allows one (the same filesystem; true), else a copy, synced
+// (false). `from` is only read. A failed copy leaves no `to`.
+Result<bool> LinkOrCopyFile(const std::string& from, const std::string& to);
 
 }  // namespace shardkit

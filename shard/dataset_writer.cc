@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "base/file_io.h"
+#include "shard/shard_reader.h"
 
 namespace shardkit {
 
@@ -28,7 +29,8 @@ bool EndsWith(const std::string& name, const char* suffix) {
 // A temporary a writer makes: a shard being written, or the manifest's.
 bool IsTemporary(const std::string& name) {
   return (name.rfind(".shard-", 0) == 0 && EndsWith(name, ".sks.tmp")) ||
-         name == std::string(kManifestName) + ".tmp";
+         name == std::string(kManifestName) + ".tmp" ||
+         name == std::string(kPartManifestName) + ".tmp";
 }
 
 bool IsOurs(const std::string& name) {
@@ -47,27 +49,35 @@ int64_t TempShardIndex(const std::string& name) {
 }
 
 Status RefuseDatasetUnless(const std::string& dir, bool overwrite) {
-  if (!overwrite && FileExists(JoinPath(dir, kManifestName))) {
+  if (overwrite) return Status::OK();
+  if (FileExists(JoinPath(dir, kManifestName))) {
     return Status::InvalidArgument(dir + " already holds a dataset (" + kManifestName +
                                    " exists); pass --force to replace it");
+  }
+  if (FileExists(JoinPath(dir, kPartManifestName))) {
+    return Status::InvalidArgument(dir + " already holds a part of a dataset (" +
+                                   kPartManifestName + " exists); pass --force to replace it");
   }
   return Status::OK();
 }
 
 }  // namespace
 
-Status PrepareOutputDir(const std::string& dir, bool overwrite, uint64_t keep_temps) {
+Status PrepareOutputDir(const std::string& dir, bool overwrite, uint64_t keep_temps,
+                        uint64_t keep_first) {
   SK_RETURN_IF_ERROR(CreateDirs(dir));
   SK_RETURN_IF_ERROR(RefuseDatasetUnless(dir, overwrite));
-  const std::string manifest = JoinPath(dir, kManifestName);
-  if (FileExists(manifest)) {
-    SK_RETURN_IF_ERROR(RemoveFile(manifest));
+  for (const char* marker : {kManifestName, kPartManifestName}) {
+    const std::string path = JoinPath(dir, marker);
+    if (!FileExists(path)) continue;
+    SK_RETURN_IF_ERROR(RemoveFile(path));
     SK_RETURN_IF_ERROR(SyncDir(dir));
   }
   SK_ASSIGN_OR_RETURN(auto names, ListDir(dir));
   for (const auto& name : names) {
     const int64_t temp = TempShardIndex(name);
-    const bool keep = temp >= 0 && static_cast<uint64_t>(temp) < keep_temps;
+    const bool keep = temp >= 0 && static_cast<uint64_t>(temp) >= keep_first &&
+                      static_cast<uint64_t>(temp) - keep_first < keep_temps;
     if (IsOurs(name) && !keep) SK_RETURN_IF_ERROR(RemoveFile(JoinPath(dir, name)));
   }
   return Status::OK();
@@ -102,8 +112,9 @@ DatasetWriter::~DatasetWriter() {
   if (finished_) return;
   current_.reset();
   for (uint64_t i = 0; i <= shards_.size(); ++i) {
-    RemoveFile(JoinPath(dir_, TempShardFileName(i))).IgnoreError();
-    if (i < published_) RemoveFile(JoinPath(dir_, ShardFileName(i))).IgnoreError();
+    const uint64_t index = options_.first_shard + i;
+    RemoveFile(JoinPath(dir_, TempShardFileName(index))).IgnoreError();
+    if (i < published_) RemoveFile(JoinPath(dir_, ShardFileName(index))).IgnoreError();
   }
   if (!created_dir_) return;  // the lock file stays: unlinking it would race another writer
   RemoveFile(JoinPath(dir_, kLockFileName)).IgnoreError();
@@ -131,14 +142,15 @@ Status DatasetWriter::Add(std::string_view payload, int32_t label, std::string_v
     return bad(std::to_string(payload.size()) + " bytes, the shape needs " +
                std::to_string(options_.raw_record_size));
   }
-  if (current_ != nullptr && current_->records() > 0 &&
-      current_->estimated_size() + payload.size() > options_.shard_size) {
-    SK_RETURN_IF_ERROR(CloseShard());
-  }
+  const bool full = options_.records_per_shard > 0
+                        ? current_ != nullptr && current_->records() >= options_.records_per_shard
+                        : current_ != nullptr && current_->records() > 0 &&
+                              current_->estimated_size() + payload.size() > options_.shard_size;
+  if (full) SK_RETURN_IF_ERROR(CloseShard());
   if (current_ == nullptr) {
     SK_ASSIGN_OR_RETURN(
         current_,
-        ShardWriter::Create(JoinPath(dir_, TempShardFileName(shards_.size())), options_.shard));
+        ShardWriter::Create(JoinPath(dir_, TempShardFileName(next_index())), options_.shard));
   }
   SK_RETURN_IF_ERROR(current_->Add(payload, label, key));
   ++records_;
@@ -152,8 +164,43 @@ Status DatasetWriter::CloseShard() {
   Status s = current_->Finish(&info);
   if (!s.ok()) return s;  // the destructor removes the temporary file
   current_.reset();
-  info.file = ShardFileName(shards_.size());
+  info.file = ShardFileName(next_index());
   shards_.push_back(info);
+  finished_bytes_ += info.bytes;
+  return Status::OK();
+}
+
+Status DatasetWriter::AdoptShard(const std::string& path, const ShardInfo& expected, bool* linked) {
+  if (finished_) return Status::InvalidArgument(dir_ + ": AdoptShard after Finish");
+  if (current_ != nullptr) SK_RETURN_IF_ERROR(CloseShard());
+  SK_RETURN_IF_ERROR(CheckRegularFile(path));
+  const std::string temp = JoinPath(dir_, TempShardFileName(next_index()));
+  SK_ASSIGN_OR_RETURN(*linked, LinkOrCopyFile(path, temp));
+  // What is checked is what landed in dir (the part's own file, if linked).
+  auto bad = [&](const std::string& what) {
+    RemoveFile(temp).IgnoreError();
+    return Status::Corruption(path + ": " + what);
+  };
+  auto size = FileSize(temp);
+  if (!size.ok()) return bad(size.status().message());
+  if (*size != expected.bytes) {
+    return bad(std::to_string(*size) + " bytes, expected " + std::to_string(expected.bytes));
+  }
+  auto crc = FileCrc32c(temp);
+  if (!crc.ok()) return bad(crc.status().message());
+  if (*crc != expected.crc32c) {
+    return bad("CRC32C " + Crc32cHex(*crc) + ", expected " + Crc32cHex(expected.crc32c));
+  }
+  auto reader = ShardReader::Open(temp);
+  if (!reader.ok()) return bad(reader.status().message());
+  if ((*reader)->num_records() != expected.records) {
+    return bad("holds " + std::to_string((*reader)->num_records()) + " records, expected " +
+               std::to_string(expected.records));
+  }
+  ShardInfo info = expected;
+  info.file = ShardFileName(next_index());
+  shards_.push_back(info);
+  records_ += info.records;
   finished_bytes_ += info.bytes;
   return Status::OK();
 }
@@ -168,15 +215,24 @@ Status DatasetWriter::Finish(Manifest manifest) {
                                    " but the manifest lists " +
                                    std::to_string(manifest.classes.size()) + " classes");
   }
+  const bool part = manifest.part.count > 0;
+  if (part ? manifest.part.first_shard != options_.first_shard : options_.first_shard != 0) {
+    return Status::InvalidArgument(
+        dir_ + ": shards named from " + std::to_string(options_.first_shard) +
+        " but the manifest's " +
+        (part ? "part starts at shard " + std::to_string(manifest.part.first_shard)
+              : std::string("whole dataset starts at shard 0")));
+  }
   if (current_ != nullptr) SK_RETURN_IF_ERROR(CloseShard());
-  SK_RETURN_IF_ERROR(PrepareOutputDir(dir_, /*overwrite=*/true, shards_.size()));
+  SK_RETURN_IF_ERROR(
+      PrepareOutputDir(dir_, /*overwrite=*/true, shards_.size(), options_.first_shard));
   for (; published_ < shards_.size(); ++published_) {
-    SK_RETURN_IF_ERROR(PublishShard(dir_, published_));
+    SK_RETURN_IF_ERROR(PublishShard(dir_, options_.first_shard + published_));
   }
   SK_RETURN_IF_ERROR(SyncDir(dir_));
   manifest.shards = shards_;
   if (manifest.created_at.empty()) manifest.created_at = UtcNow();
-  SK_RETURN_IF_ERROR(WriteManifest(dir_, manifest));
+  SK_RETURN_IF_ERROR(part ? WritePartManifest(dir_, manifest) : WriteManifest(dir_, manifest));
   finished_ = true;
   return Status::OK();
 }

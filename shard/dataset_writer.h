@@ -27,6 +27,14 @@ struct DatasetWriterOptions {
   // raw records of exactly raw_record_size bytes (0: unchecked).
   uint64_t num_classes = 0;
   uint64_t raw_record_size = 0;
+  // > 0: every shard holds exactly this many records (the last one fewer),
+  // whatever their sizes, so where shards start is known before anything is
+  // compressed (a dataset prepared in parts); 0: a new shard at shard_size.
+  uint64_t records_per_shard = 0;
+  // The index of the first shard, which names it: a part of a dataset keeps
+  // the whole's names. Only a part (Finish with manifest.part set) starts
+  // above 0.
+  uint64_t first_shard = 0;
 };
 
 // Shard i of a dataset is named "shard-%05d.sks".
@@ -35,12 +43,14 @@ std::string ShardFileName(uint64_t index);
 std::string TempShardFileName(uint64_t index);
 
 // Makes `dir` ready for a new dataset: creates it; refuses a directory that
-// holds a dataset (manifest.json) unless `overwrite`, in which case the
-// manifest is removed first so the directory stops being a dataset before any
-// shard is touched; removes shard files and temporaries left by an interrupted
-// run, except the temporaries of shards 0..keep_temps-1 (a DatasetWriter's
-// own, about to be published). Other files are left alone.
-Status PrepareOutputDir(const std::string& dir, bool overwrite, uint64_t keep_temps = 0);
+// holds a dataset or a part of one (manifest.json, part.json) unless
+// `overwrite`, in which case that file is removed first so the directory stops
+// being a dataset before any shard is touched; removes shard files and
+// temporaries left by an interrupted run, except the temporaries of shards
+// keep_first..keep_first+keep_temps-1 (a DatasetWriter's own, about to be
+// published). Other files are left alone.
+Status PrepareOutputDir(const std::string& dir, bool overwrite, uint64_t keep_temps = 0,
+                        uint64_t keep_first = 0);
 
 // Renames the finished temporary file of shard `index` to its final name.
 Status PublishShard(const std::string& dir, uint64_t index);
@@ -59,9 +69,16 @@ class DatasetWriter {
   // out is InvalidArgument naming the record by key and number, and nothing
   // is written for it.
   Status Add(std::string_view payload, int32_t label, std::string_view key);
-  // Closes the last shard and writes the manifest; `manifest.shards` is filled
-  // in here and must be empty on entry. Refused, with no manifest written, if
-  // a label is beyond the manifest's classes.
+  // Takes a finished shard file as the next shard (shardkit-pack merge): a
+  // hard link to `path` under the shard's temporary name where the
+  // filesystem allows, else a copy; `path` is only read. Checked against
+  // `expected` (size, whole-file CRC32C, record count): Corruption naming
+  // `path` if it differs, and nothing is kept of it. *linked says which.
+  Status AdoptShard(const std::string& path, const ShardInfo& expected, bool* linked);
+  // Closes the last shard and writes the manifest (part.json for a part:
+  // manifest.part.count > 0, whose first_shard must be options.first_shard);
+  // `manifest.shards` is filled in here and must be empty on entry. Refused,
+  // with no manifest written, if a label is beyond the manifest's classes.
   Status Finish(Manifest manifest);
 
   uint64_t records() const { return records_; }
@@ -72,6 +89,7 @@ class DatasetWriter {
   DatasetWriter(std::string dir, const DatasetWriterOptions& options, std::unique_ptr<DirLock> lock)
       : dir_(std::move(dir)), options_(options), lock_(std::move(lock)) {}
   Status CloseShard();
+  uint64_t next_index() const { return options_.first_shard + shards_.size(); }
 
   std::string dir_;
   DatasetWriterOptions options_;
