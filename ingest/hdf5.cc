@@ -55,7 +55,18 @@ class Hdf5Source : public SampleSource {
     r.shape = {static_cast<int64_t>(dims_[1]), static_cast<int64_t>(dims_[2]),
                static_cast<int64_t>(dims_[3])};
     r.source_order = true;
+    r.records = dims_[0];
     return r;
+  }
+  Status SetRange(uint64_t first, uint64_t end) override {
+    if (first >= end || end > dims_[0]) {
+      return Status::InvalidArgument(o_.file + ": no items " + std::to_string(first) + ".." +
+                                     std::to_string(end) + " (it holds " +
+                                     std::to_string(dims_[0]) + ")");
+    }
+    first_ = first;
+    end_ = end;
+    return Status::OK();
   }
   Result<Listing> Scan(SampleSink* sink) override;
 
@@ -66,6 +77,7 @@ class Hdf5Source : public SampleSource {
   hsize_t dims_[4] = {0, 0, 0, 1};
   std::vector<int64_t> labels_;
   std::vector<std::string> classes_;
+  uint64_t first_ = 0, end_ = 0;  // SetRange's; end 0: every item
 };
 
 Status Hdf5Source::Open() {
@@ -138,11 +150,11 @@ Status Hdf5Source::Open() {
 
 Result<Listing> Hdf5Source::Scan(SampleSink* sink) {
   const std::string where_i = o_.file + ":" + o_.images;
-  const uint64_t n = dims_[0], item = dims_[1] * dims_[2] * dims_[3];
+  const uint64_t n = end_ > 0 ? end_ : dims_[0], item = dims_[1] * dims_[2] * dims_[3];
   const uint64_t slab = std::max<uint64_t>(1, (64ull << 20) / item);
-  std::vector<uint8_t> buf(std::min(slab, n) * item);
+  std::vector<uint8_t> buf(std::min(slab, n - first_) * item);
   char key[32];
-  for (uint64_t first = 0; first < n; first += slab) {
+  for (uint64_t first = first_; first < n; first += slab) {
     const uint64_t count = std::min(slab, n - first);
     hsize_t start[4] = {first, 0, 0, 0};
     hsize_t cnt[4] = {count, dims_[1], dims_[2], dims_[3]};
@@ -162,7 +174,7 @@ Result<Listing> Hdf5Source::Scan(SampleSink* sink) {
       SK_RETURN_IF_ERROR(sink->Add(
           std::move(s), std::string(reinterpret_cast<const char*>(buf.data() + i * item), item)));
     }
-    sink->Read((first + count) * item, n * item);
+    sink->Read((first + count - first_) * item, (n - first_) * item);
   }
   Listing listing;
   listing.classes = classes_;

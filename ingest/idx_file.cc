@@ -173,12 +173,23 @@ class IdxSource : public SampleSource {
     r.kind = format::RecordKind::kRawU8;
     r.shape = {ds_.height, ds_.width, ds_.channels};
     r.source_order = true;
+    r.records = ds_.count();
     return r;
   }
+  Status SetRange(uint64_t first, uint64_t end) override {
+    if (first >= end || end > ds_.count()) {
+      return Status::InvalidArgument(name_ + ": no items " + std::to_string(first) + ".." +
+                                     std::to_string(end) + " (it holds " +
+                                     std::to_string(ds_.count()) + ")");
+    }
+    first_ = first;
+    end_ = end;
+    return Status::OK();
+  }
   Result<Listing> Scan(SampleSink* sink) override {
-    const uint64_t n = ds_.count(), item = ds_.images.item_size();
+    const uint64_t n = end_ > 0 ? end_ : ds_.count(), item = ds_.images.item_size();
     char key[32];
-    for (uint64_t i = 0; i < n; ++i) {
+    for (uint64_t i = first_; i < n; ++i) {
       std::snprintf(key, sizeof(key), "%08llu", static_cast<unsigned long long>(i));
       Sample s;
       s.key = key;
@@ -187,7 +198,7 @@ class IdxSource : public SampleSource {
       SK_RETURN_IF_ERROR(sink->Add(
           std::move(s),
           std::string(reinterpret_cast<const char*>(ds_.images.data.data() + i * item), item)));
-      if ((i & 4095) == 0) sink->Read(i * item, n * item);
+      if ((i & 4095) == 0) sink->Read((i - first_) * item, (n - first_) * item);
     }
     Listing listing;
     listing.classes = classes_;
@@ -198,6 +209,7 @@ class IdxSource : public SampleSource {
   std::string name_;
   IdxDataset ds_;
   std::vector<std::string> classes_;
+  uint64_t first_ = 0, end_ = 0;  // SetRange's; end 0: every item
 };
 
 }  // namespace

@@ -11,9 +11,12 @@
 #include <cstring>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "base/file_io.h"
 #include "base/openmp.h"
 #include "base/random.h"
+#include "base/version.h"
 #include "image/prepare.h"
 #include "shard/dataset_writer.h"
 #include "shard/manifest.h"
@@ -56,6 +59,24 @@ uint64_t PackSummary::skipped() const {
 
 Status SampleSource::Read(const Sample& sample, uint64_t, std::string*) const {
   return Status::InvalidArgument(sample.name + ": " + name() + " streams its samples");
+}
+
+Status SampleSource::SetRange(uint64_t, uint64_t) {
+  return Status::Unsupported(name() + ": this source cannot list a range of its records");
+}
+
+uint64_t RecordsPerShard(uint64_t shard_size, uint64_t raw_size) {
+  constexpr uint64_t kMaxRecordsPerShard = 1ull << 26;  // well inside a shard's index limits
+  return std::clamp<uint64_t>(shard_size / (raw_size + format::kRecordEntrySize), 1,
+                              kMaxRecordsPerShard);
+}
+
+std::string SettingsDigest(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "fnv1a64:%016llx", static_cast<unsigned long long>(h));
+  return buf;
 }
 
 namespace {
@@ -213,6 +234,8 @@ class Packer : public SampleSink {
     if (events_.report) events_.report(line);
   }
   Status Flush();
+  Status SetUpPart(DatasetWriterOptions* wo);
+  Manifest MakeManifest(const Listing& listing) const;
   Status CheckKeys(std::vector<Sample>* samples);
   Status WriteAll(std::vector<Sample>* samples);
   Status Write(const Sample& s, PreparedImage* p) {
@@ -248,6 +271,9 @@ class Packer : public SampleSink {
   std::vector<Sample> added_;
   std::vector<Job> batch_;
   size_t batch_bytes_ = 0;
+  PartInfo part_;  // count 0: the whole dataset
+  uint64_t part_end_ = 0;
+  std::string settings_;  // a part's, as JSON
 };
 
 Status Packer::Flush() {
@@ -378,6 +404,84 @@ Status Packer::WriteAll(std::vector<Sample>* samples) {
   return Status::OK();
 }
 
+// Which records and shards of the whole a part writes: its share of the
+// whole's shards (every part at least one), and the records they hold.
+Result<PartInfo> PlanPart(const std::string& source, uint64_t records, uint64_t per_shard,
+                          uint32_t index, uint32_t count, uint64_t* end_record) {
+  const uint64_t shards = (records + per_shard - 1) / per_shard;
+  const std::string part = "--part " + std::to_string(index) + "/" + std::to_string(count);
+  if (count == 0 || index >= count) {
+    return Status::InvalidArgument(part + ": the part number must be below the count");
+  }
+  if (count > shards) {
+    return Status::InvalidArgument(part + ": " + source + "'s " + std::to_string(records) +
+                                   " records make " + std::to_string(shards) + " shard(s) of " +
+                                   std::to_string(per_shard) + " records; use at most " +
+                                   std::to_string(shards) + " part(s), or a smaller --shard-size");
+  }
+  PartInfo p;
+  p.index = index;
+  p.count = count;
+  p.first_shard = shards * index / count;
+  p.first_record = p.first_shard * per_shard;
+  p.total_records = records;
+  *end_record = std::min(records, shards * (index + 1) / count * per_shard);
+  return p;
+}
+
+// Refuses --part for a source whose records cannot be split exactly; plans
+// the part of one that can, names its shards as the whole's and makes the
+// source list only its records.
+Status Packer::SetUpPart(DatasetWriterOptions* wo) {
+  if (o_.part_count == 0) return Status::OK();
+  if (spec_.kind == format::RecordKind::kJpeg) {
+    return Status::Unsupported(
+        "--part: " + source_->name() +
+        ": images cannot be split into exact parts: which are kept and how many bytes each is "
+        "stored in (so where a part's records and shards start) are known only once every image "
+        "before them is decoded; pack this source in one process");
+  }
+  if (!spec_.source_order || spec_.records == 0 || wo->records_per_shard == 0) {
+    return Status::Unsupported("--part: " + source_->name() +
+                               " does not know its records before reading them all; pack it in "
+                               "one process");
+  }
+  SK_ASSIGN_OR_RETURN(part_, PlanPart(source_->name(), spec_.records, wo->records_per_shard,
+                                      o_.part_index, o_.part_count, &part_end_));
+  wo->first_shard = part_.first_shard;
+  nlohmann::json settings = nlohmann::json::parse(o_.settings, nullptr, /*allow_exceptions=*/false);
+  if (!settings.is_object()) return Status::InvalidArgument("settings: not a JSON object");
+  settings["shardkit"] = kVersion;
+  settings["kind"] = RecordKindName(spec_.kind);
+  settings["shape"] = spec_.shape;
+  settings["records"] = spec_.records;
+  settings["records_per_shard"] = wo->records_per_shard;
+  settings["compression"] = NameOf(kCompressionModeNames, wo->shard.compression);
+  settings["zstd_level"] = wo->shard.zstd_level;
+  settings["block_size"] = wo->shard.block_size;
+  settings_ = settings.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  part_.settings = SettingsDigest(settings_);
+  return source_->SetRange(part_.first_record, part_end_);
+}
+
+// The manifest (a part's: with its place and settings, which created_by
+// also carries in full).
+Manifest Packer::MakeManifest(const Listing& listing) const {
+  Manifest m;
+  m.record.kind = spec_.kind;
+  m.record.shape = spec_.shape;
+  m.classes = listing.classes;
+  m.created_by = o_.created_by;
+  if (part_.count == 0) return m;
+  m.part = part_;
+  nlohmann::json created =
+      nlohmann::json::parse(o_.created_by, nullptr, /*allow_exceptions=*/false);
+  if (!created.is_object()) created = nlohmann::json::object();
+  created["settings"] = nlohmann::json::parse(settings_);
+  m.created_by = created.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return m;
+}
+
 Status Packer::Run() {
   const auto start = std::chrono::steady_clock::now();
   if (o_.resize_short < 0) return Status::InvalidArgument("--resize-short must be positive");
@@ -393,7 +497,11 @@ Status Packer::Run() {
   } else {
     wo.shard.compression = CompressionMode::kZstd;
     wo.raw_record_size = raw_size_;
+    // Fixed-size records: shards of a fixed record count, so that --part
+    // knows where each starts (one process or many, the same shards).
+    wo.records_per_shard = RecordsPerShard(o_.shard_size, raw_size_);
   }
+  SK_RETURN_IF_ERROR(SetUpPart(&wo));
   SK_RETURN_IF_ERROR(source_->CheckOutput(o_.out));
   // OUT first (its lock, and the refusal to replace a dataset without
   // --force) before the source is read; then the spill beside the shards.
@@ -416,12 +524,12 @@ Status Packer::Run() {
                                    (spec_.kind == format::RecordKind::kJpeg ? "image" : "record") +
                                    " could be packed");
   }
-  Manifest m;
-  m.record.kind = spec_.kind;
-  m.record.shape = spec_.shape;
-  m.classes = listing.classes;
-  m.created_by = o_.created_by;
-  SK_RETURN_IF_ERROR(writer_->Finish(m));
+  if (part_.count > 0 && sum_->packed != part_end_ - part_.first_record) {
+    return Status::Corruption(source_->name() + ": part " + std::to_string(part_.index) +
+                              " packed " + std::to_string(sum_->packed) + " records of " +
+                              std::to_string(part_end_ - part_.first_record));
+  }
+  SK_RETURN_IF_ERROR(writer_->Finish(MakeManifest(listing)));
   sum_->classes = listing.classes.size();
   sum_->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   sum_->shards = writer_->shards();

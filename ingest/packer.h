@@ -32,6 +32,16 @@ struct PackOptions {
   bool strict = false;            // the first unusable member fails the pack
   bool force = false;             // replace a dataset in OUT
   std::string created_by = "{}";  // JSON for the manifest
+  // --part I/N: write only part `part_index` of `part_count` (0: the whole
+  // dataset), its shards named as the whole's, and part.json, for
+  // `shardkit-pack merge`. Only sources that know their records up front
+  // (IDX, HDF5) can be split exactly; the others are refused.
+  uint32_t part_index = 0, part_count = 0;
+  // JSON object: the tool's settings that decide the bytes (inputs as
+  // absolute paths, flags; not --threads). A part's part.json carries a
+  // digest of them and of the packer's own (record format, count, shard
+  // plan, version); created_by carries them in full, as "settings".
+  std::string settings = "{}";
   // Checked often; once true the pack stops, cleans up, and returns Aborted.
   const std::atomic<bool>* interrupt = nullptr;
 };
@@ -57,5 +67,14 @@ struct PackEvents {
 
 Status Pack(SampleSource* source, const PackOptions& options, const PackEvents& events,
             PackSummary* summary);
+
+// Records in each shard of a dataset of fixed-size records of `raw_size`
+// bytes: as many as fit in shard_size counting each as its payload and index
+// entry, before compression, so a part knows where its shards start without
+// compressing what comes before it.
+uint64_t RecordsPerShard(uint64_t shard_size, uint64_t raw_size);
+
+// "fnv1a64:" and 16 hex digits: the digest of a part's settings.
+std::string SettingsDigest(const std::string& text);
 
 }  // namespace shardkit

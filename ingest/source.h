@@ -61,6 +61,9 @@ struct RecordSpec {
   // Keep the source's order (record i is item i of an IDX or HDF5 file)
   // rather than the seeded shuffle that spreads every class over every shard.
   bool source_order = false;
+  // How many records the source holds, when it knows before Scan (IDX,
+  // HDF5: fixed-size items, none skipped); 0 when only Scan can tell.
+  uint64_t records = 0;
 };
 
 class SampleSink {
@@ -96,6 +99,11 @@ class SampleSource {
   // The bytes of a listed sample that was not streamed (held < 0), at most
   // max_bytes. Thread-safe.
   virtual Status Read(const Sample& sample, uint64_t max_bytes, std::string* bytes) const;
+  // Makes Scan list only items [first, end) of the source's order (a part
+  // of a dataset prepared in pieces), keyed and labelled as in the whole.
+  // Sources that know their record count up front implement it; others
+  // return Unsupported.
+  virtual Status SetRange(uint64_t first, uint64_t end);
 };
 
 }  // namespace shardkit
