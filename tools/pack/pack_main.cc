@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "base/version.h"
 #include "ingest/hdf5.h"
 #include "ingest/idx_file.h"
+#include "ingest/merge.h"
 #include "ingest/packer.h"
 #include "ingest/text.h"
 #include "ingest/tree_source.h"
@@ -137,6 +139,41 @@ int RunPack(SampleSource* source, PackOptions o, const std::string& hint_strict)
                UnusableName(static_cast<Unusable>(k));
   }
   std::printf("  skipped: %s\n", skipped.empty() ? "none" : skipped.c_str());
+  if (o.part_count > 0) {
+    std::printf(
+        "  part %u of %u (%s/part.json): join all %u with 'shardkit-pack merge OUT PART...'\n",
+        o.part_index, o.part_count, o.out.c_str(), o.part_count);
+  }
+  return 0;
+}
+
+int RunMerge(MergeOptions o, const std::string& argv_json) {
+  o.interrupt = &g_interrupted;
+  o.merged_by = nlohmann::json{{"tool", "shardkit-pack merge"},
+                               {"version", kVersion},
+                               {"argv", nlohmann::json::parse(argv_json)}}
+                    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  CatchInterrupts();
+  std::unique_ptr<Progress> bar;
+  MergeSummary sum;
+  Status s = MergeParts(
+      o,
+      [&bar](uint64_t done, uint64_t total, uint64_t bytes, bool final) {
+        if (bar == nullptr) bar = std::make_unique<Progress>("merge", total, "shards");
+        bar->Update(done, bytes);
+        if (final) bar->Finish();
+      },
+      &sum);
+  if (!s.ok()) {
+    cli::Fail("shardkit-pack", s);
+    return s.IsAborted() ? 130 : kExitError;
+  }
+  std::printf(
+      "merged %llu parts into %s: %llu records in %llu shard(s), %s (%llu hard-linked, %llu "
+      "copied), %.1f s\n",
+      (unsigned long long)sum.parts, o.out.c_str(), (unsigned long long)sum.records,
+      (unsigned long long)sum.shards, FormatBytes(sum.bytes).c_str(),
+      (unsigned long long)sum.linked, (unsigned long long)sum.copied, sum.seconds);
   return 0;
 }
 
@@ -290,10 +327,44 @@ namespace {
 const CLI::Validator kShardSize = cli::IntIn(4096, 1ll << 40),
                      kThreads = cli::IntIn(0, cli::kMaxThreads);
 
+constexpr uint32_t kMaxParts = 100000;
+
+// "I/N" with 0 <= I < N <= kMaxParts into *index, *count; false otherwise.
+bool ParsePart(const std::string& text, uint32_t* index, uint32_t* count) {
+  const size_t slash = text.find('/');
+  auto number = [](const std::string& t, uint32_t* out) {
+    if (t.empty() || t.size() > 6 || t.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    *out = static_cast<uint32_t>(std::stoul(t));
+    return true;
+  };
+  return slash != std::string::npos && number(text.substr(0, slash), index) &&
+         number(text.substr(slash + 1), count) && *count >= 1 && *count <= kMaxParts &&
+         *index < *count;
+}
+
+const CLI::Validator kPart(
+    [](std::string& s) -> std::string {
+      uint32_t i, n;
+      return ParsePart(s, &i, &n)
+                 ? ""
+                 : "'" + s + "' is not I/N with 0 <= I < N <= " + std::to_string(kMaxParts) +
+                       " (a SLURM array: " + "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)";
+    },
+    "I/N");
+
+// A path as the settings of a part record it: absolute, so that the tasks of
+// an array agree whatever their working directory.
+std::string AbsolutePath(const std::string& path) {
+  std::error_code ec;
+  const auto abs = std::filesystem::absolute(path, ec);
+  return ec ? path : abs.lexically_normal().string();
+}
+
 // The four pack commands: their flags, and the source each opens.
 struct PackCommands {
   PackOptions po;
-  std::string class_names, classes_from, images, labels;
+  std::string class_names, classes_from, images, labels, part;
   TreeOptions tree;
   std::vector<std::string> wds;
   Hdf5Options h5;
@@ -302,7 +373,9 @@ struct PackCommands {
   // What every pack command shares: OUT, shards, order, strictness.
   void Common(CLI::App* sub, bool images, bool seeded, bool out = true) {
     if (out) sub->add_option("OUT", po.out, "output dataset directory")->required();
-    sub->add_option("--shard-size", po.shard_size, "target bytes per shard")
+    sub->add_option("--shard-size", po.shard_size,
+                    "target bytes per shard (idx, hdf5: counted before compression, payload "
+                    "and index, so every shard holds the same number of records)")
         ->capture_default_str()
         ->check(kShardSize);
     if (images) {
@@ -327,6 +400,11 @@ struct PackCommands {
                   "file, oversized, bad name, no label, duplicate, empty class); nothing is "
                   "left in OUT");
     sub->add_flag("--force", po.force, "replace an existing dataset in OUT (kept until done)");
+    sub->add_option("--part", part,
+                    "write only part I of N (0-based) into OUT: its shards, named as the whole "
+                    "dataset's, and part.json; join the N parts with 'shardkit-pack merge'. "
+                    "Sources whose records are known up front only (idx, hdf5)")
+        ->check(kPart);
   }
   void ClassNames(CLI::App* sub) {
     sub->add_option("--class-names", class_names,
@@ -380,7 +458,17 @@ struct PackCommands {
     ClassNames(hdf5);
   }
 
-  // The chosen command's source, opened (po.out and po.created_by set).
+  // What decides a part's bytes: the command, its inputs and flags.
+  void Settings(const char* command, nlohmann::json inputs) {
+    inputs["command"] = command;
+    inputs["class_names"] = class_names;
+    inputs["shard_size"] = po.shard_size;
+    po.settings = inputs.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (!part.empty()) ParsePart(part, &po.part_index, &po.part_count);
+  }
+
+  // The chosen command's source, opened (po.out, po.created_by and
+  // po.settings set).
   Result<std::unique_ptr<SampleSource>> Open(const std::string& argv_json) {
     const std::vector<std::string> names =
         class_names.empty() ? std::vector<std::string>() : SplitList(class_names);
@@ -398,6 +486,14 @@ struct PackCommands {
                                  {"resize_short", po.resize_short},
                                  {"quality", po.quality},
                                  {"seed", po.seed}});
+      Settings("imagenet", {{"src", AbsolutePath(tree.src)},
+                            {"val_labels", tree.val_labels},
+                            {"devkit", tree.devkit},
+                            {"root", tree.root},
+                            {"classes", tree.classes},
+                            {"resize_short", po.resize_short},
+                            {"quality", po.quality},
+                            {"seed", po.seed}});
       return OpenTree(tree);
     }
     if (*webdataset) {
@@ -406,17 +502,24 @@ struct PackCommands {
       wds.pop_back();
       po.created_by =
           CreatedBy("shardkit-pack webdataset", argv_json, {{"shards", wds}, {"seed", po.seed}});
+      Settings("webdataset", {{"shards", wds},
+                              {"resize_short", po.resize_short},
+                              {"quality", po.quality},
+                              {"seed", po.seed}});
       return OpenWebDataset(wds, names);
     }
     if (*idx) {
       po.created_by =
           CreatedBy("shardkit-pack idx", argv_json,
                     {{"images", images}, {"labels", labels}, {"shard_size", po.shard_size}});
+      Settings("idx", {{"images", AbsolutePath(images)}, {"labels", AbsolutePath(labels)}});
       return OpenIdx(images, labels, names);
     }
     h5.class_names = names;
     po.created_by = CreatedBy("shardkit-pack hdf5", argv_json,
                               {{"file", h5.file}, {"images", h5.images}, {"labels", h5.labels}});
+    Settings("hdf5",
+             {{"file", AbsolutePath(h5.file)}, {"images", h5.images}, {"labels", h5.labels}});
     return OpenHdf5(h5);
   }
 
@@ -435,16 +538,30 @@ struct PackCommands {
   }
 };
 
-// verify, inspect, checksum, extract: what a dataset holds.
+// verify, inspect, checksum, extract: what a dataset holds; merge: a dataset
+// from its parts.
 struct DatasetCommands {
   std::string dir, file;
   int threads = 0;
   bool json = false, list_shards = false;
   std::vector<std::string> files;
   uint64_t index = 0;
-  CLI::App *verify = nullptr, *inspect = nullptr, *checksum = nullptr, *extract = nullptr;
+  MergeOptions mo;
+  CLI::App *verify = nullptr, *inspect = nullptr, *checksum = nullptr, *extract = nullptr,
+           *merge = nullptr;
 
   void Add(CLI::App& app) {
+    merge = app.add_subcommand(
+        "merge",
+        "join the parts of a dataset prepared with --part I/N into one dataset at OUT, the same "
+        "bytes a one-process run writes: every part once, made with the same settings, every "
+        "shard checked (size, CRC32C); shards hard-linked where OUT's filesystem allows, else "
+        "copied; parts are only read; manifest.json written last");
+    merge->add_option("OUT", mo.out, "output dataset directory")->required();
+    merge->add_option("PART", mo.parts, "part directories (each with part.json), any order")
+        ->required();
+    merge->add_flag("--force", mo.force, "replace an existing dataset in OUT (kept until done)");
+
     verify = app.add_subcommand(
         "verify", "check every shard and record checksum (exit 0 only if all is well)");
     verify->add_option("DIR", dir, "dataset directory")->required();
@@ -469,7 +586,8 @@ struct DatasetCommands {
     extract->add_option("FILE", file, "output file")->required();
   }
 
-  int Run() {
+  int Run(const std::string& argv_json) {
+    if (*merge) return RunMerge(mo, argv_json);
     if (*verify) return RunVerify(dir, threads > 0 ? threads : omp_get_max_threads());
     if (*inspect) return list_shards ? RunListShards(dir) : RunInspect(dir, json);
     if (*checksum) return RunChecksum(files);
@@ -484,7 +602,9 @@ struct DatasetCommands {
 // and checked (the command-line fuzz target calls it so).
 int PackMain(int argc, char** argv, bool parse_only) {
   CLI::App app{
-      "shardkit-pack: pack image datasets into checksummed zstd shards; verify, inspect, extract"};
+      "shardkit-pack: pack image datasets into checksummed zstd shards; merge parts; verify, "
+      "inspect, "
+      "extract"};
   app.require_subcommand(1);
   const std::string argv_json = ArgvJson(argc, argv);
   PackCommands pack;
@@ -501,14 +621,14 @@ int PackMain(int argc, char** argv, bool parse_only) {
     std::fprintf(
         stderr,
         "shardkit-pack: error: unknown command '%s'\nhint: commands are imagenet, webdataset, idx, "
-        "hdf5, verify, inspect, extract, checksum; see shardkit-pack --help\n",
+        "hdf5, merge, verify, inspect, extract, checksum; see shardkit-pack --help\n",
         argv[1]);
     return kExitError;
   }
   if (int rc = cli::Parse(app, argc, argv, "shardkit-pack"); rc >= 0) return rc;
   if (parse_only) return 0;
   try {
-    return pack.chosen() ? pack.Run(argv_json) : dataset.Run();
+    return pack.chosen() ? pack.Run(argv_json) : dataset.Run(argv_json);
   } catch (const std::exception& e) {
     return cli::Fail("shardkit-pack", e.what());
   }
