@@ -8,8 +8,8 @@
 #       [--sbatch "--cpus-per-task=16 --time=2:00:00"] -- shardkit-pack hdf5 data.h5 --images /x --labels /y
 #
 # The command comes after --, without OUT, --part and --threads. Prints both
-# job ids; with --wait it waits for the merge job and exits with its status
-# (0 only if the merged dataset verified). The parts stay in PARTS_DIR (the
+# job ids; with --wait it waits for the merge job and exits 0 only if the
+# merged dataset verified. Logs: PARTS_DIR/prepare-<array>_<I>.out, merge-<id>.out. The parts stay in PARTS_DIR (the
 # merged dataset shares their files where it could hard-link them): remove
 # them once you no longer need them, never modify them in place.
 set -euo pipefail
@@ -43,11 +43,12 @@ PACK=$BIN/tools/pack/shardkit-pack
 
 # The command as one shell-quoted line, for prepare.sbatch's PREPARE.
 PREPARE=$(printf '%q ' "$@")
+export PREPARE PARTS_DIR SHARDKIT_BIN=$BIN  # prepare.sbatch's settings (sbatch passes them on)
 # shellcheck disable=SC2086  # SBATCH_EXTRA is a list of options
-array=$(PREPARE=$PREPARE PARTS_DIR=$PARTS_DIR SHARDKIT_BIN=$BIN \
-        sbatch --parsable --array=0-$((PARTS - 1)) $SBATCH_EXTRA slurm/prepare.sbatch)
+array=$(sbatch --parsable --array=0-$((PARTS - 1)) --output="$PARTS_DIR/prepare-%A_%a.out" $SBATCH_EXTRA \
+        slurm/prepare.sbatch)
 array=${array%%;*}
-echo "prepare.sh: array job $array: $PARTS parts into $PARTS_DIR"
+echo "prepare.sh: array job $array: $PARTS parts into $PARTS_DIR (logs: prepare-${array}_I.out)"
 parts=()
 for ((i = 0; i < PARTS; i++)); do parts+=("$PARTS_DIR/part-$i"); done
 merge="$(printf '%q ' "$PACK" merge "$OUT" "${parts[@]}") && $(printf '%q ' "$PACK" verify "$OUT")"
@@ -59,8 +60,15 @@ rc=$?
 set -e
 merge_id=${merge_id%%;*}
 echo "prepare.sh: merge job $merge_id runs after every part succeeded; log $PARTS_DIR/merge-$merge_id.out"
-if [ "$WAIT" = 1 ]; then
-  cat "$PARTS_DIR/merge-$merge_id.out" 2>/dev/null || true
-  [ "$rc" = 0 ] && echo "prepare.sh: $OUT merged and verified" || echo "prepare.sh: the merge job failed (exit $rc)" >&2
+[ "$WAIT" = 1 ] || exit "$rc"
+# sbatch --wait exits 0 for a job cancelled unrun (a part failed: the
+# dependency can never be met), so the job's own state decides.
+state=$(scontrol show job "$merge_id" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2 || true)
+cat "$PARTS_DIR/merge-$merge_id.out" 2>/dev/null || true
+if [ "$rc" = 0 ] && [ "${state:-COMPLETED}" = COMPLETED ] && [ -f "$OUT/manifest.json" ]; then
+  echo "prepare.sh: $OUT merged and verified"
+  exit 0
 fi
-exit "$rc"
+echo "prepare.sh: no dataset in $OUT: the merge job ended ${state:-?} (exit $rc); a part failed?" \
+     "see $PARTS_DIR/prepare-${array}_*.out" >&2
+exit $((rc == 0 ? 1 : rc))
