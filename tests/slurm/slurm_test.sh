@@ -2,8 +2,9 @@
 # The SLURM integration test: a real slurmctld and two slurmd on this host as
 # two nodes; slurm/train.sbatch across both (stage, verify, Gloo DDP), the
 # time-limit signal (checkpoint, requeue, resume), a 2-point sweep with its
-# report, and a job preempted on 2 nodes and requeued onto 1 that resumes
-# mid-epoch (issue 35). Daemons are stopped at the end whatever happened.
+# report, a job preempted on 2 nodes and requeued onto 1 that resumes
+# mid-epoch (issue 35), and a dataset prepared by a job array and merged by a
+# dependent job (issue 34). Daemons are stopped at the end whatever happened.
 #   tests/slurm/slurm_test.sh BUILD_DIR
 # Exit 77 (skipped) when not root or SLURM is not installed.
 set -euo pipefail
@@ -164,6 +165,62 @@ check "(b) the resumed epoch read exactly the $rest4 records run 1 had not (of $
 final_epoch_on_1() { has "$1" "\"epoch\":$EPOCHS," && has "$1" '"world_size":1[,}]' && has "$1" '"nodes":1,'; }
 check "(c) the final epoch's metrics: epoch $EPOCHS, world size 1, 1 node" final_epoch_on_1 "$last4"
 echo "case 4: took $((SECONDS - t4)) s"
+
+# Case 5 (issue 34): a dataset prepared by a job array, one part per task
+# (slurm/prepare.sbatch via slurm/prepare.sh), and merged by a job that
+# depends on the array, is the one-process pack byte for byte; an array that
+# fails never runs its merge. Needs only shardkit-pack.
+case_prepare_array() {
+  echo "== case 5: Fashion-MNIST's test set prepared by an array of 4 parts, merged by a dependent job"
+  local t5=$SECONDS dir=$WORK/prepare pack=$BUILD/tools/pack/shardkit-pack rc=0
+  local fm=/usr/share/datasets/fashion-mnist
+  local cmd=(shardkit-pack idx --images "$fm/t10k-images-idx3-ubyte.gz" --labels "$fm/t10k-labels-idx1-ubyte.gz" --shard-size 1000000)
+  mkdir -p "$dir"
+  "${cmd[@]/#shardkit-pack/$pack}" "$dir/one" > /dev/null  # the one-process reference
+  slurm/prepare.sh --parts 4 --parts-dir "$dir/parts" --out "$dir/merged" --wait \
+    --sbatch "--cpus-per-task=1" -- "${cmd[@]}" > "$dir/prepare.txt" 2>&1 || rc=$?
+  cat "$dir/prepare.txt" "$dir"/parts/prepare-*.out
+  local array merge
+  array=$(grep -o 'array job [0-9]*' "$dir/prepare.txt" | grep -o '[0-9]*$' || true)
+  merge=$(grep -o 'merge job [0-9]*' "$dir/prepare.txt" | grep -o '[0-9]*$' || true)
+  check "prepare.sh --wait: the merge job succeeded (exit $rc)" test "$rc" = 0
+  check "the array's 4 tasks COMPLETED" test "$(scontrol show job "${array:-x}" 2>/dev/null | grep -c 'JobState=COMPLETED')" = 4
+  local i parts_ok=1
+  for i in 0 1 2 3; do
+    grep -q "part $i of 4 (.*/part-$i/part.json)" "$dir/parts/prepare-${array:-x}_$i.out" && [ -f "$dir/parts/part-$i/part.json" ] || parts_ok=0
+  done
+  local nodes
+  nodes=$(scontrol show job "${array:-x}" 2>/dev/null | grep -o ' NodeList=n[0-9]*' | cut -d= -f2 | sort -u | paste -sd' ' || true)
+  check "task I wrote part I of 4 into parts/part-I, with part.json (on nodes: $nodes)" test $parts_ok = 1
+  local last_end merge_start
+  last_end=$(scontrol show job "${array:-x}" 2>/dev/null | grep -o 'EndTime=[^ ]*' | cut -d= -f2 | sort | tail -n1)
+  merge_start=$(scontrol show job "${merge:-x}" 2>/dev/null | grep -o 'StartTime=[^ ]*' | cut -d= -f2)
+  not_before() { [ -n "$1" ] && [ -n "$2" ] && [[ ! "$1" < "$2" ]]; }
+  check "the merge job (afterok) started ($merge_start) once every part had ended ($last_end)" not_before "$merge_start" "$last_end"
+  check "merge joined 4 parts (hard-linked) and verify passed" grep -q "merged 4 parts .*(.* hard-linked, 0 copied)" "$dir/parts/merge-${merge:-x}.out"
+  check "shardkit-pack verify exits 0 on the merged dataset" "$pack" verify "$dir/merged"
+  local same=1 n=0 f
+  for f in "$dir"/one/shard-*.sks; do
+    n=$((n + 1)); cmp -s "$f" "$dir/merged/$(basename "$f")" || same=0
+  done
+  [ "$(find "$dir/merged" -name 'shard-*.sks' | wc -l)" = "$n" ] || same=0
+  check "all $n shards byte-identical to the one-process pack (cmp)" test $same = 1
+  check "manifests equal but for created_at and created_by" python3 -c '
+import json, sys
+a, b = (json.load(open(sys.argv[i] + "/manifest.json")) for i in (1, 2))
+for m in (a, b): m.pop("created_at"); m.pop("created_by")
+sys.exit(a != b)' "$dir/one" "$dir/merged"
+  # A failed array (4 parts of a 1-shard dataset: every task refuses) never merges.
+  rc=0
+  slurm/prepare.sh --parts 4 --parts-dir "$dir/bad-parts" --out "$dir/bad" --wait --sbatch "--cpus-per-task=1" \
+    -- shardkit-pack idx --images "$fm/t10k-images-idx3-ubyte.gz" --labels "$fm/t10k-labels-idx1-ubyte.gz" \
+    > "$dir/bad.txt" 2>&1 || rc=$?
+  cat "$dir/bad.txt" "$dir"/bad-parts/prepare-*_0.out
+  check "a failed array: prepare.sh --wait fails (exit $rc), the merge never ran, no dataset" \
+    test "$rc" != 0 -a ! -e "$dir/bad-parts/merge-$(grep -o 'merge job [0-9]*' "$dir/bad.txt" | grep -o '[0-9]*$').out" -a ! -e "$dir/bad/manifest.json"
+  echo "case 5: took $((SECONDS - t5)) s"
+}
+case_prepare_array
 
 rm -rf "$ROOT/metrics/case1-$id1.jsonl" "$ROOT/metrics/case2-$id2.jsonl" "$ROOT/metrics/case4-$id4.jsonl" \
   "$ROOT/checkpoints/case1-$id1" "$ROOT/checkpoints/case2-$id2" "$ROOT/checkpoints/case4-$id4"
