@@ -13,7 +13,8 @@
 # merged dataset shares their files where it could hard-link them): remove
 # them once you no longer need them, never modify them in place.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# Not cd'ing: the command's relative paths are the caller's (the tasks start there).
+REPO=$(cd "$(dirname "$0")/.." && pwd)
 usage() {
   echo "usage: $0 --parts N --parts-dir DIR --out OUT [--wait] [--sbatch 'OPTIONS'] -- COMMAND..." >&2
   exit 2
@@ -37,7 +38,7 @@ case "$PARTS" in ''|*[!0-9]*) echo "prepare.sh: --parts '$PARTS' is not a number
 mkdir -p "$PARTS_DIR"
 PARTS_DIR=$(realpath "$PARTS_DIR")
 OUT=$(realpath -m "$OUT")
-BIN=${SHARDKIT_BIN:-$PWD/build}
+BIN=${SHARDKIT_BIN:-$REPO/build}
 PACK=$BIN/tools/pack/shardkit-pack
 [ -x "$PACK" ] || PACK=$(command -v shardkit-pack) || { echo "prepare.sh: shardkit-pack not found (set SHARDKIT_BIN)" >&2; exit 2; }
 
@@ -46,7 +47,7 @@ PREPARE=$(printf '%q ' "$@")
 export PREPARE PARTS_DIR SHARDKIT_BIN=$BIN  # prepare.sbatch's settings (sbatch passes them on)
 # shellcheck disable=SC2086  # SBATCH_EXTRA is a list of options
 array=$(sbatch --parsable --array=0-$((PARTS - 1)) --output="$PARTS_DIR/prepare-%A_%a.out" $SBATCH_EXTRA \
-        slurm/prepare.sbatch)
+        "$REPO/slurm/prepare.sbatch")
 array=${array%%;*}
 echo "prepare.sh: array job $array: $PARTS parts into $PARTS_DIR (logs: prepare-${array}_I.out)"
 parts=()
