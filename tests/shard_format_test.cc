@@ -338,6 +338,59 @@ TEST(DatasetTest, NoTemporaryFilesRemainAfterFinish) {
   }
 }
 
+// A part (records_per_shard, first_shard) writes the whole's shard names and
+// part.json; a writer adopting those shards (merge) publishes the same bytes,
+// and refuses a shard that is not what its entry says, keeping nothing of it.
+TEST(DatasetTest, APartIsNamedAsTheWholeAndItsShardsAreAdoptedOnlyIntact) {
+  TempDir dir;
+  DatasetWriterOptions o;
+  o.shard.kind = format::RecordKind::kRawU8;
+  o.records_per_shard = 7;
+  o.first_shard = 3;
+  auto w = DatasetWriter::Create(dir / "part", o);
+  ASSERT_TRUE(w.ok());
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE((*w)->Add(Payload(64, i), 0, std::to_string(i)).ok());
+  Manifest m;
+  m.record.kind = format::RecordKind::kRawU8;
+  m.record.shape = {8, 8, 1};
+  EXPECT_TRUE((*w)->Finish(m).IsInvalidArgument()) << "shards from 3 are a part's";
+  w->reset();
+  w = DatasetWriter::Create(dir / "part", o);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE((*w)->Add(Payload(64, i), 0, std::to_string(i)).ok());
+  m.part = {1, 2, 21, 3, 41, "s"};
+  ASSERT_TRUE((*w)->Finish(m).ok());
+  auto part = ReadPartManifest(dir / "part");
+  ASSERT_TRUE(part.ok()) << part.status().ToString();
+  ASSERT_EQ(part->shards.size(), 3u);
+  EXPECT_EQ(part->shards[0].file, "shard-00003.sks");
+  EXPECT_EQ(part->shards[2].records, 6u);
+  EXPECT_FALSE(DatasetWriter::Create(dir / "part", DatasetWriterOptions()).ok())
+      << "a part is not replaced without overwrite";
+
+  auto adopter = DatasetWriter::Create(dir / "whole", DatasetWriterOptions());
+  ASSERT_TRUE(adopter.ok());
+  bool linked = false;
+  ShardInfo wrong = part->shards[0];
+  wrong.crc32c ^= 1;
+  Status s = (*adopter)->AdoptShard(dir / "part/shard-00003.sks", wrong, &linked);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("shard-00003.sks: CRC32C"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(FileExists(dir / "whole/.shard-00000.sks.tmp")) << "nothing kept of it";
+  for (const auto& info : part->shards) {
+    ASSERT_TRUE((*adopter)->AdoptShard(dir / ("part/" + info.file), info, &linked).ok());
+    EXPECT_TRUE(linked);
+  }
+  Manifest whole;
+  whole.record = m.record;
+  ASSERT_TRUE((*adopter)->Finish(whole).ok());
+  auto back = ReadManifest(dir / "whole");
+  ASSERT_TRUE(back.ok());
+  ASSERT_EQ(back->shards.size(), 3u);
+  EXPECT_EQ(back->shards[0].file, "shard-00000.sks");
+  EXPECT_EQ(ReadFile(dir / "whole/shard-00000.sks"), ReadFile(dir / "part/shard-00003.sks"));
+  EXPECT_TRUE(ReadPartManifest(dir / "part").ok()) << "the part is left as it was";
+}
+
 TEST(DatasetTest, DirectoryWithoutManifestIsNotADataset) {
   TempDir dir;
   {
