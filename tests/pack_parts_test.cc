@@ -156,6 +156,28 @@ TEST(PackParts, Hdf5PartsMergeToTheOneProcessBytes) {
   ExpectSameDataset(dir / "whole", dir / "merged");
 }
 
+// shardkit-augment's parts (another tool writing part.json) merge the same way.
+TEST(PackParts, AugmentPartsMergeToTheOneProcessBytes) {
+  const std::string fashion = "/usr/share/datasets/fashion-mnist";
+  if (!FileExists(fashion + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  TempDir dir;
+  const std::string cmd = std::string(SHARDKIT_AUGMENT_TOOL) + " bigmnist --src " + fashion +
+                          " --limit 500 --versions 2 --copies 6 --shard-size 100000 --threads 1 ";
+  auto r = RunCommand(cmd + dir / "whole");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::vector<std::string> parts;
+  for (int i = 0; i < 3; ++i) {
+    parts.push_back(dir / ("p" + std::to_string(i)));
+    r = RunCommand(cmd + "--part " + std::to_string(i) + "/3 " + parts.back());
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+  }
+  r = RunCommand(Merge(dir / "merged", {parts[1], parts[2], parts[0]}));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ExpectSameDataset(dir / "whole", dir / "merged");
+  EXPECT_EQ(RunCommand(Pack() + " verify " + dir / "merged").exit_code, 0);
+}
+
 TEST(PackParts, MergeNeverChangesThePartsAndLinksWhereItCan) {
   TempDir dir;
   WriteIdx(dir, 400);
