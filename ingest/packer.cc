@@ -71,15 +71,17 @@ uint64_t RecordsPerShard(uint64_t shard_size, uint64_t raw_size) {
                               kMaxRecordsPerShard);
 }
 
-std::string SettingsDigest(const std::string& text) {
+namespace {
+
+// "fnv1a64:" and 16 hex digits: the digest of a part's settings (not
+// cryptographic: it tells apart parts made with other settings).
+std::string PartSettingsDigest(const std::string& text) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
   char buf[32];
   std::snprintf(buf, sizeof(buf), "fnv1a64:%016llx", static_cast<unsigned long long>(h));
   return buf;
 }
-
-namespace {
 
 // Prepared records in the order they streamed by, read back in the seeded
 // order. Anonymous (O_TMPFILE, else unlinked at once): no pack, however it
@@ -460,7 +462,7 @@ Status Packer::SetUpPart(DatasetWriterOptions* wo) {
   settings["zstd_level"] = wo->shard.zstd_level;
   settings["block_size"] = wo->shard.block_size;
   settings_ = settings.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  part_.settings = SettingsDigest(settings_);
+  part_.settings = PartSettingsDigest(settings_);
   return source_->SetRange(part_.first_record, part_end_);
 }
 

@@ -74,7 +74,4 @@ Status Pack(SampleSource* source, const PackOptions& options, const PackEvents& 
 // compressing what comes before it.
 uint64_t RecordsPerShard(uint64_t shard_size, uint64_t raw_size);
 
-// "fnv1a64:" and 16 hex digits: the digest of a part's settings.
-std::string SettingsDigest(const std::string& text);
-
 }  // namespace shardkit
