@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "base/file_io.h"
@@ -174,17 +175,29 @@ Status CheckShardFiles(const Part& p) {
   return Status::OK();
 }
 
-// OUT must not be a part: publishing there would remove the part's shards.
+// OUT must be neither a part (publishing there would remove the part's
+// shards) nor inside one (the part would change): OUT and each folder above
+// it, compared with every part by device and inode, so a symlink or a bind
+// mount does not hide one.
 Status CheckOutIsNoPart(const std::string& out, const std::vector<Part>& parts) {
-  struct stat o;
-  if (::stat(out.c_str(), &o) != 0) return Status::OK();
-  for (const Part& p : parts) {
-    struct stat s;
-    if (::stat(p.dir.c_str(), &s) == 0 && s.st_dev == o.st_dev && s.st_ino == o.st_ino) {
-      return Status::InvalidArgument(out + " is the part " + p.dir +
-                                     " itself: merge into another directory (parts are only "
-                                     "read, never changed)");
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::weakly_canonical(out, ec);
+  if (ec) return Status::OK();  // not resolvable: the writer will say why
+  for (bool top = true; !dir.empty(); top = false) {
+    struct stat d;
+    if (::stat(dir.c_str(), &d) == 0) {
+      for (const Part& p : parts) {
+        struct stat s;
+        if (::stat(p.dir.c_str(), &s) != 0 || s.st_dev != d.st_dev || s.st_ino != d.st_ino)
+          continue;
+        return Status::InvalidArgument(out + (top ? " is the part " : " is inside the part ") +
+                                       p.dir +
+                                       ": merge into another directory (parts are only read, "
+                                       "never changed)");
+      }
     }
+    if (dir == dir.root_path()) break;
+    dir = dir.parent_path();
   }
   return Status::OK();
 }

@@ -194,6 +194,9 @@ TEST(PackParts, MergeNeverChangesThePartsAndLinksWhereItCan) {
   }
   // Into a part itself: refused, the part untouched.
   ExpectRefused(Merge(parts[1], parts), parts[1], parts[1], "merge into another directory");
+  ExpectRefused(Merge(parts[0] + "/merged", parts), parts[0] + "/merged", parts[0] + "/merged",
+                "is inside the part " + parts[0]);
+  EXPECT_FALSE(FileExists(parts[0] + "/merged"));
   EXPECT_TRUE(ReadPartManifest(parts[1]).ok());
   EXPECT_EQ(RunCommand(Merge(dir / "again", parts)).exit_code, 0) << "the parts still merge";
   // Onto another filesystem (a tmpfs, where there is one): copied, same bytes.
