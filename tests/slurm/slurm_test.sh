@@ -20,10 +20,11 @@ cleanup() { cluster_stop; rm -rf "$WORK"; }
 trap cleanup EXIT
 cluster_start "$WORK/cluster"
 
-pass=0 fail=0
+pass=0 fail=0 failed=()
 check() {  # description, command...
   local what=$1; shift
-  if "$@"; then echo "  ok: $what"; pass=$((pass + 1)); else echo "  FAILED: $what"; fail=$((fail + 1)); fi
+  if "$@"; then echo "  ok: $what"; pass=$((pass + 1)); else
+    echo "  FAILED: $what"; fail=$((fail + 1)); failed+=("$what"); fi
 }
 job_state() { scontrol show job "$1" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
 wait_job() {  # id, timeout seconds: waits until the job has ended (not requeued)
@@ -118,18 +119,29 @@ if [ $ok4 = 1 ]; then
   echo "case 4: waiting for the checkpoint and train.sbatch's 'scontrol requeue' (job PENDING, Restarts=1)"
   wait_for "$id4" 120 "the requeue" requeued "$id4" || ok4=0
 fi
-if [ $ok4 = 1 ]; then
-  echo "case 4: pending again ($(job_field "$id4" Reason)); scontrol update JobId=$id4 NumNodes=1 NumTasks=1"
-  scontrol update JobId="$id4" NumNodes=1 NumTasks=1 || ok4=0
-  case "$(job_field "$id4" Reason)" in JobHeld*)
-    echo "case 4: the requeue held the job: scontrol release $id4"; scontrol release "$id4" ;; esac
+# Resize and start the pending job. Each step is retried until SLURM shows its
+# effect (the requeue's cleanup may still be settling when the job first reads
+# PENDING, and an update made then can be refused or undone): NumNodes=1,
+# not held, no BeginTime in the future; done once the job runs or has ended.
+resize_and_start() {  # id
+  local r
+  [ "$(job_field "$1" NumNodes)" = 1 ] || scontrol update JobId="$1" NumNodes=1 NumTasks=1 || return 1
+  r=$(job_field "$1" Reason)
+  case "$r" in JobHeld*) echo "case 4: the job is held ($r): scontrol release $1"; scontrol release "$1" || true ;; esac
   # A requeued job waits out its old credentials' lifetime (cred_expire, 120 s)
   # before it may start again; the administrator who resized it starts it now.
-  echo "case 4: scontrol update JobId=$id4 StartTime=now (instead of the requeue's 120 s BeginTime wait)"
-  scontrol update JobId="$id4" StartTime=now || ok4=0
+  [ "$r" != BeginTime ] || scontrol update JobId="$1" StartTime=now || true
+  [ "$(job_state "$1")" != PENDING ]
+}
+if [ $ok4 = 1 ]; then
+  echo "case 4: pending again ($(job_field "$id4" Reason)); scontrol update JobId=$id4 NumNodes=1 NumTasks=1, StartTime=now"
+  wait_for "$id4" 120 "the resized job to start" resize_and_start "$id4" 2>&1 | sort -u || true
+  [ "$(job_field "$id4" NumNodes)" = 1 ] || ok4=0
 fi
+if [ $ok4 != 1 ]; then echo "case 4: not as planned; the job now:"; scontrol show job "$id4" || true; fi
 [ $ok4 = 1 ] || scancel "$id4" 2>/dev/null || true  # not as planned: end it rather than wait it out
 state4=$(wait_job "$id4" 300)
+if [ "$state4" != COMPLETED ]; then echo "case 4: the job ended $state4:"; scontrol show job "$id4" || true; fi
 echo "case 4: job $id4 ended $state4 after $((SECONDS - t4)) s; its output (progress lines cut):"
 grep -v '^epoch [0-9]*/[0-9]*  step ' "$out4" || true
 run1=$(sed -n '/(restart 0)/,/(restart 1)/p' "$out4")
@@ -227,4 +239,5 @@ rm -rf "$ROOT/metrics/case1-$id1.jsonl" "$ROOT/metrics/case2-$id2.jsonl" "$ROOT/
 rmdir "$ROOT/metrics" "$ROOT/checkpoints" 2>/dev/null || true
 
 echo "slurm: $pass passed, $fail failed"
+for f in "${failed[@]}"; do echo "  FAILED: $f"; done
 [ "$fail" = 0 ]
