@@ -39,6 +39,22 @@ struct AccessHints {
   bool uncached = false;
 };
 
+// Part of a file held in memory, read-only, for as long as the object lives:
+// a shared mapping of the page cache (POSIX: the pages are the kernel's, so
+// every process of a node that maps the same shard shares them and none
+// holds a private copy), or a private copy where the backend cannot map.
+class FileRegion {
+ public:
+  FileRegion() = default;
+  FileRegion(const FileRegion&) = delete;
+  FileRegion& operator=(const FileRegion&) = delete;
+  virtual ~FileRegion() = default;
+  std::string_view bytes() const { return bytes_; }
+
+ protected:
+  std::string_view bytes_;
+};
+
 // A file open for positioned reads. Read, View, WillNeed and Release are
 // thread-safe; SetAccess is not (call it before reads from other threads).
 class RandomAccessFile {
@@ -64,6 +80,11 @@ class RandomAccessFile {
   // If mapped(): points *out at n bytes at offset (range checked like Read),
   // valid while the file is open.
   virtual Status View(uint64_t offset, size_t n, std::string_view* out) const;
+  // [offset, offset + n) held in memory (FileRegion), range checked like
+  // Read. The default reads a private copy; a backend that can map shares
+  // the pages. Mapped bytes must not change while held (shards are
+  // immutable once published). Thread-safe.
+  virtual Result<std::unique_ptr<FileRegion>> MapRegion(uint64_t offset, size_t n) const;
   // Whether reads bypass every cache (then reading ahead is futile).
   virtual bool uncached() const { return false; }
   // Starts fetching [offset, offset + n) in the background: a hint, never an error.

@@ -176,6 +176,7 @@ class PosixFile final : public RandomAccessFile {
   bool mapped() const override { return map_ != nullptr; }
   Status View(uint64_t offset, size_t n, std::string_view* out) const override;
   bool uncached() const override { return direct_fd_ >= 0; }
+  Result<std::unique_ptr<FileRegion>> MapRegion(uint64_t offset, size_t n) const override;
   void WillNeed(uint64_t offset, size_t n) const override;
   void Release(uint64_t offset, size_t n) const override;
 
@@ -295,6 +296,35 @@ Status PosixFile::View(uint64_t offset, size_t n, std::string_view* out) const {
   return Status::OK();
 }
 
+// A shared read-only mapping of whole pages around a file range.
+class MappedRegion final : public FileRegion {
+ public:
+  MappedRegion(void* base, size_t length, std::string_view bytes) : base_(base), length_(length) {
+    bytes_ = bytes;
+  }
+  ~MappedRegion() override { ::munmap(base_, length_); }
+
+ private:
+  void* base_;
+  size_t length_;
+};
+
+Result<std::unique_ptr<FileRegion>> PosixFile::MapRegion(uint64_t offset, size_t n) const {
+  SK_RETURN_IF_ERROR(CheckRange(offset, n));
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  const uint64_t begin = offset / page * page;
+  const size_t length = static_cast<size_t>(offset + n - begin);
+  void* p = n == 0 ? MAP_FAILED
+                   : ::mmap(nullptr, length, PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(begin));
+  if (p == MAP_FAILED) return RandomAccessFile::MapRegion(offset, n);  // a private copy
+  // A fault reads the page it needs, not the device's read-around window
+  // (megabytes before it: the shard's blocks); whoever walks the whole region
+  // asks for it first (WillNeed).
+  ::madvise(p, length, MADV_RANDOM);
+  return std::unique_ptr<FileRegion>(new MappedRegion(
+      p, length, std::string_view(static_cast<const char*>(p) + (offset - begin), n)));
+}
+
 Status PosixFile::SetAccess(const AccessHints& hints) {
   if (hints.views) SK_RETURN_IF_ERROR(Map());
   // Where a filesystem has no O_DIRECT, its reads stay buffered.
@@ -371,6 +401,22 @@ class PosixEnv final : public Env {
 
 Status RandomAccessFile::View(uint64_t offset, size_t n, std::string_view* out) const {
   return Status::Unsupported(path() + ": no views of this file (not mapped)");
+}
+
+namespace {
+class CopiedRegion final : public FileRegion {
+ public:
+  explicit CopiedRegion(std::string data) : data_(std::move(data)) { bytes_ = data_; }
+
+ private:
+  std::string data_;
+};
+}  // namespace
+
+Result<std::unique_ptr<FileRegion>> RandomAccessFile::MapRegion(uint64_t offset, size_t n) const {
+  std::string data(n, '\0');
+  SK_RETURN_IF_ERROR(Read(offset, n, data.data()));
+  return std::unique_ptr<FileRegion>(new CopiedRegion(std::move(data)));
 }
 
 Env* Env::Default() {

@@ -24,7 +24,7 @@ ReadQueue::~ReadQueue() {
 
 void ReadQueue::Submit(uint32_t shard, uint32_t local) {
   const ShardReader& r = ds_->shard(shard);
-  const format::RecordEntry& e = r.record(local);
+  const format::RecordEntry e = r.record(local);
   if (r.block(e.block).codec != static_cast<uint32_t>(format::Codec::kStored)) return;
   const uint64_t key = Key(shard, local);
   {

@@ -26,7 +26,7 @@ void RecordFetcher::ResetStats() {
 
 Status RecordFetcher::FetchSlow(Cursor& c, const SampleLocation& l, std::string_view* payload) {
   const ShardReader& r = ds_->shard(l.shard);
-  const format::RecordEntry& e = r.record(l.local);
+  const format::RecordEntry e = r.record(l.local);
   if (r.block(e.block).codec == static_cast<uint32_t>(format::Codec::kStored)) {
     Cursor::StoredBuffer& buf = c.stored[c.next_stored++ % kLivePayloads];
     const uint64_t t0 = MonotonicNs();

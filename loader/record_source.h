@@ -76,9 +76,7 @@ class RecordSource {
   // "shard-00001.sks: record 7 (block 0, offset 5488)", for error messages.
   std::string Where(const SampleLocation& l) const { return ds_->shard(l.shard).Where(l.local); }
   // Prefetches the index entry of `l` into the CPU cache (the next lookups).
-  void TouchIndex(const SampleLocation& l) const {
-    __builtin_prefetch(&ds_->shard(l.shard).record(l.local));
-  }
+  void TouchIndex(const SampleLocation& l) const { ds_->shard(l.shard).PrefetchEntry(l.local); }
   // RecordFetcher::Fetch.
   Status Fetch(Cursor& c, const SampleLocation& l, std::string_view* payload) {
     return fetcher_->Fetch(c, l, payload);

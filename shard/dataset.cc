@@ -67,6 +67,7 @@ void VerifyShard(const std::string& dir, const Manifest& m, const ShardInfo& inf
   auto reader = ShardReader::Open(path);
   if (!reader.ok()) return fail_shard(reader.status().message());
   const ShardReader& sr = **reader;
+  if (Status index = sr.CheckIndex(); !index.ok()) return fail_shard(index.message());
   if (sr.num_records() != info.records) {
     return fail_shard(path + ": holds " + std::to_string(sr.num_records()) +
                       " records, manifest says " + std::to_string(info.records));

@@ -20,7 +20,9 @@ class Dataset {
  public:
   // Reads the manifest and opens every shard, checking that each exists, has
   // the size and record count the manifest says, and has a valid header,
-  // trailer and index. Does not read payloads (VerifyDataset does).
+  // trailer and index block table: O(shards) bytes, whatever the records. A
+  // shard's record entries are checked when it is first used (ShardReader).
+  // Does not read payloads (VerifyDataset does).
   // Reads through `env` (null: Env::Default(), the POSIX filesystem).
   static Result<std::unique_ptr<Dataset>> Open(const std::string& dir, Env* env = nullptr);
 

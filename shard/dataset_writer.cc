@@ -193,6 +193,7 @@ Status DatasetWriter::AdoptShard(const std::string& path, const ShardInfo& expec
   }
   auto reader = ShardReader::Open(temp);
   if (!reader.ok()) return bad(reader.status().message());
+  if (Status index = (*reader)->CheckIndex(); !index.ok()) return bad(index.message());
   if ((*reader)->num_records() != expected.records) {
     return bad("holds " + std::to_string((*reader)->num_records()) + " records, expected " +
                std::to_string(expected.records));

@@ -67,18 +67,16 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, 
   if (index_size > format::kMaxIndexSize || index_size < format::kIndexHeaderSize) {
     return corrupt("implausible index size " + std::to_string(index_size));
   }
-  std::string index(index_size, '\0');
-  SK_RETURN_IF_ERROR(file->Read(index_offset, index_size, index.data()));
-  const uint32_t want = format::GetU32(trailer + 16);
-  if (crc32c::Value(index.data(), index.size()) != want) return corrupt("index checksum mismatch");
-
   auto reader = std::unique_ptr<ShardReader>(new ShardReader(std::move(file)));
   reader->kind_ = static_cast<format::RecordKind>(format::GetU32(header + 16));
-  SK_RETURN_IF_ERROR(reader->ParseIndex(index, index_offset));
+  reader->index_crc_ = format::GetU32(trailer + 16);
+  SK_ASSIGN_OR_RETURN(reader->index_, reader->file_->MapRegion(index_offset, index_size));
+  SK_RETURN_IF_ERROR(reader->ParseBlocks(index_offset));
   return reader;
 }
 
-Status ShardReader::ParseIndex(const std::string& index, uint64_t index_offset) {
+Status ShardReader::ParseBlocks(uint64_t index_offset) {
+  const std::string_view index = index_->bytes();
   auto corrupt = [&](const std::string& what) {
     return Status::Corruption(path() + ": index: " + what);
   };
@@ -120,10 +118,37 @@ Status ShardReader::ParseIndex(const std::string& index, uint64_t index_offset) 
   }
   if (next_offset != index_offset) return corrupt("blocks do not end where the index starts");
   if (next_record != nrecords) return corrupt("blocks do not cover every record");
-  records_.resize(nrecords);
-  for (uint64_t i = 0; i < nrecords; ++i, p += format::kRecordEntrySize) {
-    RecordEntry r = format::DecodeRecord(p);
-    if (r.block >= nblocks) return corrupt("record " + std::to_string(i) + ": block out of range");
+  num_records_ = static_cast<uint32_t>(nrecords);
+  entries_ = p;
+  keys_ = index.substr(index.size() - keys_size);
+  return Status::OK();
+}
+
+bool ShardReader::CheckIndexOnce() const {
+  std::lock_guard<std::mutex> lock(index_mu_);
+  int state = index_state_.load(std::memory_order_relaxed);
+  if (state == kIndexUnchecked) {
+    index_status_ = VerifyEntries();
+    state = index_status_.ok() ? kIndexGood : kIndexBad;
+    index_state_.store(state, std::memory_order_release);
+  }
+  return state == kIndexGood;
+}
+
+Status ShardReader::VerifyEntries() const {
+  const std::string_view index = index_->bytes();
+  file_->WillNeed(index_offset(), index.size());  // one read of the index, not a fault per page
+  if (crc32c::Value(index.data(), index.size()) != index_crc_) {
+    return Status::Corruption(path() + ": index checksum mismatch");
+  }
+  auto corrupt = [&](const std::string& what) {
+    return Status::Corruption(path() + ": index: " + what);
+  };
+  const char* p = entries_;
+  for (uint64_t i = 0; i < num_records_; ++i, p += format::kRecordEntrySize) {
+    const RecordEntry r = format::DecodeRecord(p);
+    if (r.block >= blocks_.size())
+      return corrupt("record " + std::to_string(i) + ": block out of range");
     const BlockEntry& b = blocks_[r.block];
     if (i < b.first_record || i >= uint64_t{b.first_record} + b.num_records) {
       return corrupt("record " + std::to_string(i) + ": not inside its block");
@@ -133,20 +158,19 @@ Status ShardReader::ParseIndex(const std::string& index, uint64_t index_offset) 
                      " + length " + std::to_string(r.length) + " past its block's " +
                      std::to_string(b.raw_size) + " bytes");
     }
-    if (r.key_length > format::kMaxKeySize || uint64_t{r.key_offset} + r.key_length > keys_size) {
+    if (r.key_length > format::kMaxKeySize ||
+        uint64_t{r.key_offset} + r.key_length > keys_.size()) {
       return corrupt("record " + std::to_string(i) + ": key out of range");
     }
-    records_[i] = r;
   }
-  keys_.assign(p, keys_size);
   return Status::OK();
 }
 
 std::string ShardReader::Where(uint32_t i) const {
   std::string s = path() + ": record " + std::to_string(i);
-  if (i < records_.size()) {
-    s += " (block " + std::to_string(records_[i].block) + ", offset " +
-         std::to_string(records_[i].offset) + ")";
+  if (i < num_records_ && index_state_.load(std::memory_order_acquire) == kIndexGood) {
+    const RecordEntry r = record(i);
+    s += " (block " + std::to_string(r.block) + ", offset " + std::to_string(r.offset) + ")";
   }
   return s;
 }
@@ -160,6 +184,7 @@ Status ShardReader::ReadBlock(uint32_t b, ReadScratch* scratch, std::string_view
 Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<char>* out,
                                   std::string_view* stored) const {
   if (stored != nullptr) *stored = std::string_view();
+  SK_RETURN_IF_ERROR(CheckIndex());
   if (b >= blocks_.size())
     return Status::InvalidArgument(path() + ": no block " + std::to_string(b));
   const BlockEntry& e = blocks_[b];
@@ -209,7 +234,9 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
 
 Status ShardReader::RecordFromBlock(uint32_t i, std::string_view block_raw,
                                     std::string_view* payload) const {
-  const RecordEntry& r = records_[i];
+  SK_RETURN_IF_ERROR(CheckIndex());
+  if (i >= num_records_) return Status::InvalidArgument(Where(i) + ": no such record");
+  const RecordEntry r = record(i);
   if (uint64_t{r.offset} + r.length > block_raw.size()) {
     return Status::Corruption(Where(i) + ": past the end of its block");
   }
@@ -224,11 +251,12 @@ Status ShardReader::RecordFromBlock(uint32_t i, std::string_view block_raw,
 }
 
 Status ShardReader::ReadRecord(uint32_t i, ReadScratch* scratch, std::string_view* payload) const {
-  if (i >= records_.size()) {
+  if (i >= num_records_) {
     return Status::InvalidArgument(path() + ": no record " + std::to_string(i) + " (shard has " +
-                                   std::to_string(records_.size()) + ")");
+                                   std::to_string(num_records_) + ")");
   }
-  const RecordEntry& r = records_[i];
+  SK_RETURN_IF_ERROR(CheckIndex());
+  const RecordEntry r = record(i);
   const BlockEntry& b = blocks_[r.block];
   if (b.codec == static_cast<uint32_t>(format::Codec::kStored)) {
     scratch->raw.resize(r.length);

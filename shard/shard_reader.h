@@ -1,11 +1,19 @@
-// ShardReader: random access to the records of one shard file. Open() validates
-// the header, trailer and the whole index before returning; every read checks a
-// checksum. Immutable after Open(): reads are thread-safe when each thread uses
-// its own ReadScratch.
+// ShardReader: random access to the records of one shard file. Open() reads
+// O(blocks) bytes: it validates the header, the trailer and the index's
+// block table, and holds the index through a shared read-only mapping
+// (RandomAccessFile::MapRegion), so a rank's private memory for a shard does
+// not grow with its records and a node's ranks share the index pages. The
+// record entries are checked (the index checksum, every entry's bounds) the
+// first time the shard is used, once; a damaged index fails that use and
+// every later one with an error naming the shard. Every read checks a
+// checksum. Reads are thread-safe when each thread uses its own ReadScratch.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,13 +42,27 @@ class ShardReader {
   // Opens `path` through `env` (null: Env::Default()).
   static Result<std::unique_ptr<ShardReader>> Open(const std::string& path, Env* env = nullptr);
 
-  uint32_t num_records() const { return static_cast<uint32_t>(records_.size()); }
+  uint32_t num_records() const { return num_records_; }
   uint32_t num_blocks() const { return static_cast<uint32_t>(blocks_.size()); }
-  const format::RecordEntry& record(uint32_t i) const { return records_[i]; }
+  // Record i's entry (i < num_records()), decoded from the mapped index; the
+  // first call checks the whole index (CheckIndex). If the index is damaged
+  // the entry is empty (block 0, length 0) and every read returns the error.
+  format::RecordEntry record(uint32_t i) const {
+    if (!IndexChecked()) return format::RecordEntry{};
+    return format::DecodeRecord(entries_ + uint64_t{i} * format::kRecordEntrySize);
+  }
   const format::BlockEntry& block(uint32_t b) const { return blocks_[b]; }
   std::string_view key(uint32_t i) const {
-    return std::string_view(keys_).substr(records_[i].key_offset, records_[i].key_length);
+    const format::RecordEntry r = record(i);
+    return keys_.substr(std::min<size_t>(r.key_offset, keys_.size()), r.key_length);
   }
+  // Brings record i's index entry towards the CPU cache (a hint).
+  void PrefetchEntry(uint32_t i) const {
+    __builtin_prefetch(entries_ + uint64_t{i} * format::kRecordEntrySize);
+  }
+  // The index checksum and every record entry's bounds, checked on first use
+  // (then a load of a flag); the error names the shard.
+  Status CheckIndex() const { return IndexChecked() ? Status::OK() : index_status_; }
   format::RecordKind kind() const { return kind_; }
   uint64_t file_size() const { return file_->size(); }
   const std::string& path() const { return file_->path(); }
@@ -78,9 +100,10 @@ class ShardReader {
   }
   // The same for record i's bytes alone, when its block is stored uncompressed.
   void PrefetchRecord(uint32_t i) const {
-    const format::BlockEntry& b = blocks_[records_[i].block];
+    const format::RecordEntry r = record(i);
+    const format::BlockEntry& b = blocks_[r.block];
     if (b.codec == static_cast<uint32_t>(format::Codec::kStored)) {
-      file_->WillNeed(b.offset + records_[i].offset, records_[i].length);
+      file_->WillNeed(b.offset + r.offset, r.length);
     }
   }
 
@@ -89,13 +112,29 @@ class ShardReader {
 
  private:
   explicit ShardReader(std::unique_ptr<RandomAccessFile> file) : file_(std::move(file)) {}
-  Status ParseIndex(const std::string& index, uint64_t index_offset);
+  // The index's counts and block table (O(blocks)), at Open.
+  Status ParseBlocks(uint64_t index_offset);
+  // True once the record entries have been checked and found sound; the
+  // first call checks them (VerifyEntries), under a lock.
+  bool IndexChecked() const {
+    const int s = index_state_.load(std::memory_order_acquire);
+    return s == kIndexGood || (s == kIndexUnchecked && CheckIndexOnce());
+  }
+  bool CheckIndexOnce() const;
+  Status VerifyEntries() const;
 
+  enum { kIndexUnchecked = 0, kIndexGood = 1, kIndexBad = 2 };
   std::unique_ptr<RandomAccessFile> file_;
   format::RecordKind kind_ = format::RecordKind::kBytes;
   std::vector<format::BlockEntry> blocks_;
-  std::vector<format::RecordEntry> records_;
-  std::string keys_;
+  std::unique_ptr<FileRegion> index_;  // the whole index, mapped (shared) or copied
+  uint32_t index_crc_ = 0;             // from the trailer
+  uint32_t num_records_ = 0;
+  const char* entries_ = nullptr;  // the record entries, in index_
+  std::string_view keys_;          // the keys blob, in index_
+  mutable std::atomic<int> index_state_{kIndexUnchecked};
+  mutable std::mutex index_mu_;
+  mutable Status index_status_;  // set once, before index_state_ leaves kIndexUnchecked
 };
 
 }  // namespace shardkit

@@ -259,7 +259,7 @@ Status WriteShard(const ShardJob& job, uint64_t s, ShardInfo* info, bool* kept,
   if (job.resume && FileExists(final_path)) {
     auto r = ShardReader::Open(final_path);
     auto crc = FileCrc32c(final_path);
-    if (r.ok() && crc.ok() && (*r)->num_records() == end - begin) {
+    if (r.ok() && crc.ok() && (*r)->CheckIndex().ok() && (*r)->num_records() == end - begin) {
       *info = {ShardFileName(s), end - begin, (*r)->file_size(), (end - begin) * item, *crc};
       *kept = true;
       done->fetch_add(end - begin);

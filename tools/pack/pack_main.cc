@@ -239,6 +239,8 @@ int RunInspect(const std::string& dir, bool json) {
   uint64_t unlabeled = 0;
   for (size_t s = 0; s < (*ds)->num_shards(); ++s) {
     const ShardReader& r = (*ds)->shard(s);
+    Status index = r.CheckIndex();
+    if (!index.ok()) return Fail(index, "run 'shardkit-pack verify " + dir + "' for a full report");
     for (uint32_t i = 0; i < r.num_records(); ++i) {
       int32_t l = r.record(i).label;
       if (l >= 0 && static_cast<size_t>(l) < hist.size())
