@@ -555,7 +555,10 @@ Result<uint32_t> FileCrc32c(const std::string& path) {
 }
 
 Result<bool> LinkOrCopyFile(const std::string& from, const std::string& to) {
-  if (::link(from.c_str(), to.c_str()) == 0) return true;
+  // AT_SYMLINK_FOLLOW: a symbolic link is followed to the file it names (a
+  // bare link(2) would link the symlink itself, which may point elsewhere
+  // once it sits in another directory).
+  if (::linkat(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), AT_SYMLINK_FOLLOW) == 0) return true;
   const int err = errno;
   // Another filesystem, or one without hard links: copy. Anything else (no
   // such file, no permission, `to` exists) is the error it is.

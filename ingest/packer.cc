@@ -20,6 +20,7 @@
 #include "image/prepare.h"
 #include "shard/dataset_writer.h"
 #include "shard/manifest.h"
+#include "shard/parts.h"
 
 namespace shardkit {
 
@@ -72,16 +73,6 @@ uint64_t RecordsPerShard(uint64_t shard_size, uint64_t raw_size) {
 }
 
 namespace {
-
-// "fnv1a64:" and 16 hex digits: the digest of a part's settings (not
-// cryptographic: it tells apart parts made with other settings).
-std::string PartSettingsDigest(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "fnv1a64:%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
 
 // Prepared records in the order they streamed by, read back in the seeded
 // order. Anonymous (O_TMPFILE, else unlinked at once): no pack, however it
@@ -406,28 +397,18 @@ Status Packer::WriteAll(std::vector<Sample>* samples) {
   return Status::OK();
 }
 
-// Which records and shards of the whole a part writes: its share of the
-// whole's shards (every part at least one), and the records they hold.
+// Which records and shards of the whole a part writes (SplitIntoParts).
 Result<PartInfo> PlanPart(const std::string& source, uint64_t records, uint64_t per_shard,
                           uint32_t index, uint32_t count, uint64_t* end_record) {
-  const uint64_t shards = (records + per_shard - 1) / per_shard;
-  const std::string part = "--part " + std::to_string(index) + "/" + std::to_string(count);
-  if (count == 0 || index >= count) {
-    return Status::InvalidArgument(part + ": the part number must be below the count");
-  }
-  if (count > shards) {
-    return Status::InvalidArgument(part + ": " + source + "'s " + std::to_string(records) +
-                                   " records make " + std::to_string(shards) + " shard(s) of " +
-                                   std::to_string(per_shard) + " records; use at most " +
-                                   std::to_string(shards) + " part(s), or a smaller --shard-size");
-  }
+  auto range = SplitIntoParts(PartSpec{index, count}, records, per_shard);
+  if (!range.ok()) return Status::InvalidArgument(source + ": " + range.status().message());
   PartInfo p;
   p.index = index;
   p.count = count;
-  p.first_shard = shards * index / count;
-  p.first_record = p.first_shard * per_shard;
+  p.first_shard = range->first_shard;
+  p.first_record = range->first_record;
   p.total_records = records;
-  *end_record = std::min(records, shards * (index + 1) / count * per_shard);
+  *end_record = range->end_record;
   return p;
 }
 
@@ -462,7 +443,7 @@ Status Packer::SetUpPart(DatasetWriterOptions* wo) {
   settings["zstd_level"] = wo->shard.zstd_level;
   settings["block_size"] = wo->shard.block_size;
   settings_ = settings.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  part_.settings = PartSettingsDigest(settings_);
+  part_.settings = SettingsDigest(settings_);
   return source_->SetRange(part_.first_record, part_end_);
 }
 

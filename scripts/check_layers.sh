@@ -18,6 +18,8 @@ declare -A allowed=(
   [train]="base shard image loader train"
   [ingest]="base shard image ingest"
   [python]="base shard image loader"
+  # Benchmark probes built against a build's libraries (bench/open_scale.sh).
+  [bench]="base shard image loader"
   # The tools' shared helpers: flags, the progress line, plots. Nothing of the
   # library but base, so that any tool can use them.
   [tools/common]="base tools/common"

@@ -170,7 +170,8 @@ Status DatasetWriter::CloseShard() {
   return Status::OK();
 }
 
-Status DatasetWriter::AdoptShard(const std::string& path, const ShardInfo& expected, bool* linked) {
+Status DatasetWriter::AdoptShard(const std::string& path, const ShardInfo& expected,
+                                 size_t num_classes, bool* linked) {
   if (finished_) return Status::InvalidArgument(dir_ + ": AdoptShard after Finish");
   if (current_ != nullptr) SK_RETURN_IF_ERROR(CloseShard());
   SK_RETURN_IF_ERROR(CheckRegularFile(path));
@@ -197,6 +198,13 @@ Status DatasetWriter::AdoptShard(const std::string& path, const ShardInfo& expec
   if ((*reader)->num_records() != expected.records) {
     return bad("holds " + std::to_string((*reader)->num_records()) + " records, expected " +
                std::to_string(expected.records));
+  }
+  for (uint32_t i = 0; num_classes > 0 && i < (*reader)->num_records(); ++i) {
+    const int32_t label = (*reader)->record(i).label;
+    if (label < -1 || label >= static_cast<int64_t>(num_classes)) {
+      return bad("record " + std::to_string(i) + ": label " + std::to_string(label) +
+                 " outside the " + std::to_string(num_classes) + " classes");
+    }
   }
   ShardInfo info = expected;
   info.file = ShardFileName(next_index());

@@ -72,9 +72,11 @@ class DatasetWriter {
   // Takes a finished shard file as the next shard (shardkit-pack merge): a
   // hard link to `path` under the shard's temporary name where the
   // filesystem allows, else a copy; `path` is only read. Checked against
-  // `expected` (size, whole-file CRC32C, record count): Corruption naming
-  // `path` if it differs, and nothing is kept of it. *linked says which.
-  Status AdoptShard(const std::string& path, const ShardInfo& expected, bool* linked);
+  // `expected` (size, whole-file CRC32C, record count) and, with num_classes
+  // > 0, every label (-1, or below num_classes): Corruption naming `path` if
+  // it differs, and nothing is kept of it. *linked says which.
+  Status AdoptShard(const std::string& path, const ShardInfo& expected, size_t num_classes,
+                    bool* linked);
   // Closes the last shard and writes the manifest (part.json for a part:
   // manifest.part.count > 0, whose first_shard must be options.first_shard);
   // `manifest.shards` is filled in here and must be empty on entry. Refused,

@@ -6,6 +6,8 @@
 #include <set>
 
 #include "base/file_io.h"
+#include "base/random.h"
+#include "shard/parts.h"
 
 namespace shardkit {
 
@@ -243,9 +245,9 @@ Result<Manifest> ParseManifest(std::string_view text, const std::string& where) 
       m.part.first_shard = p.at("first_shard").get<uint64_t>();
       m.part.total_records = p.at("total_records").get<uint64_t>();
       m.part.settings = p.at("settings").get<std::string>();
-      if (m.part.count == 0 || m.part.index >= m.part.count) {
+      if (m.part.count == 0 || m.part.index >= m.part.count || m.part.count > kMaxParts) {
         return bad("part " + std::to_string(m.part.index) + " of " + std::to_string(m.part.count) +
-                   " is not a part");
+                   " is not a part (at most " + std::to_string(kMaxParts) + " parts)");
       }
     }
     return m;
@@ -297,6 +299,24 @@ Status WriteManifest(const std::string& dir, const Manifest& m) {
   SK_RETURN_IF_ERROR(CheckRecordFormat(m.record).WithContext(dir));
   SK_RETURN_IF_ERROR(CheckClassNames(m.classes).WithContext(dir));
   return WriteFileAtomic(JoinPath(dir, kManifestName), ManifestToJson(m));
+}
+
+std::string SettingsDigest(std::string_view canonical) {
+  // Two Mix64 chains over little-endian 8-byte words, with different starts.
+  uint64_t a = 0x5348415244ull, b = 0x4B49545F5345ull;
+  for (size_t i = 0; i < canonical.size(); i += 8) {
+    uint64_t word = 0;
+    for (size_t j = 0; j < 8 && i + j < canonical.size(); ++j)
+      word |= uint64_t{static_cast<uint8_t>(canonical[i + j])} << (8 * j);
+    a = Mix64(a ^ word);
+    b = Mix64(b + word * 0x9E3779B97F4A7C15ull);
+  }
+  a = Mix64(a ^ canonical.size());
+  b = Mix64(b ^ ~uint64_t{canonical.size()});
+  char hex[33];
+  std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(b));
+  return hex;
 }
 
 }  // namespace shardkit

@@ -38,6 +38,12 @@ struct PartInfo {
   std::string settings;
 };
 
+// PartInfo::settings: 32 hex digits summarising `canonical` (a canonical
+// text of every setting that decides the bytes), for every tool that writes
+// parts. Not cryptographic: it tells apart parts made with other settings, it
+// does not resist forgery.
+std::string SettingsDigest(std::string_view canonical);
+
 struct Manifest {
   RecordFormat record;
   std::vector<std::string> classes;  // label i is classes[i]; may be empty

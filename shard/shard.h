@@ -6,6 +6,7 @@
 #include "shard/dataset.h"
 #include "shard/dataset_writer.h"
 #include "shard/manifest.h"
+#include "shard/parts.h"
 #include "shard/shard_format.h"
 #include "shard/shard_reader.h"
 #include "shard/shard_writer.h"

@@ -163,13 +163,15 @@ TEST(PackParts, AugmentPartsMergeToTheOneProcessBytes) {
     GTEST_SKIP() << "dataset-fashion-mnist not installed";
   TempDir dir;
   const std::string cmd = std::string(SHARDKIT_AUGMENT_TOOL) + " bigmnist --src " + fashion +
-                          " --limit 500 --versions 2 --copies 6 --shard-size 100000 --threads 1 ";
-  auto r = RunCommand(cmd + dir / "whole");
+                          " --limit 500 --versions 2 --copies 6 --shard-size 100000 ";
+  auto r = RunCommand(cmd + "--threads 1 " + dir / "whole");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   std::vector<std::string> parts;
   for (int i = 0; i < 3; ++i) {
     parts.push_back(dir / ("p" + std::to_string(i)));
-    r = RunCommand(cmd + "--part " + std::to_string(i) + "/3 " + parts.back());
+    // A part's bytes do not depend on its threads.
+    const std::string threads = i == 1 ? "--threads 2 " : "--threads 1 ";
+    r = RunCommand(cmd + threads + "--part " + std::to_string(i) + "/3 " + parts.back());
     ASSERT_EQ(r.exit_code, 0) << r.out;
   }
   r = RunCommand(Merge(dir / "merged", {parts[1], parts[2], parts[0]}));
@@ -284,6 +286,52 @@ TEST(PackParts, MergeRefusesPartsMadeWithOtherSettingsNamingWhatDiffers) {
                 "shard_size: 9000 here, 8192 in " + parts[0]);
 }
 
+// A part's settings name its inputs by content: the same bytes at another
+// path merge, other bytes at the same path do not.
+TEST(PackParts, PartsAgreeOnTheirInputsByContentNotByPath) {
+  TempDir dir;
+  WriteIdx(dir, 700);
+  auto parts = PackParts(dir, 3);
+  ASSERT_EQ(RunCommand(IdxPack(dir, dir / "whole")).exit_code, 0);
+  TempDir copy;
+  WriteFile(copy / "img.idx", testing::ReadFile(dir / "img.idx"));
+  WriteFile(copy / "lab.idx", testing::ReadFile(dir / "lab.idx"));
+  const std::string elsewhere = dir / "elsewhere/p2";
+  ASSERT_EQ(RunCommand(IdxPack(copy, elsewhere, "--part 2/3")).exit_code, 0);
+  auto r = RunCommand(Merge(dir / "merged", {parts[0], parts[1], elsewhere}));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ExpectSameDataset(dir / "whole", dir / "merged");
+  // One pixel of the last image changed in place: part 2 is another dataset's.
+  std::string img = testing::ReadFile(copy / "img.idx");
+  img.back() ^= 0x01;
+  WriteFile(copy / "img.idx", img);
+  ASSERT_EQ(RunCommand(IdxPack(copy, elsewhere, "--part 2/3 --force")).exit_code, 0);
+  ExpectRefused(Merge(dir / "out", {parts[0], parts[1], elsewhere}), dir / "out", elsewhere,
+                "made with other settings than " + parts[0]);
+}
+
+// A part's shard that is a symbolic link (parts gathered from elsewhere) is
+// merged as the file it names, not as a link that may dangle in OUT.
+TEST(PackParts, MergeFollowsASymlinkedShardToItsFile) {
+  TempDir dir;
+  WriteIdx(dir, 700);
+  auto parts = PackParts(dir, 2);
+  ASSERT_EQ(RunCommand(IdxPack(dir, dir / "whole")).exit_code, 0);
+  auto m = ReadManifest(dir / "whole");
+  ASSERT_TRUE(m.ok());
+  const std::string shard = parts[1] + "/" + m->shards.back().file;
+  testing::MakeDirs(dir / "kept");
+  ASSERT_EQ(::rename(shard.c_str(), (dir / "kept/s.sks").c_str()), 0);
+  ASSERT_EQ(::symlink("../../kept/s.sks", shard.c_str()), 0);
+  auto r = RunCommand(Merge(dir / "merged", parts));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  struct stat st;
+  ASSERT_EQ(::lstat((dir / "merged/" + m->shards.back().file).c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  ExpectSameDataset(dir / "whole", dir / "merged");
+  EXPECT_EQ(RunCommand(Pack() + " verify " + dir / "merged").exit_code, 0);
+}
+
 TEST(PackParts, MergeIntoAnExistingDatasetNeedsForceAndKeepsItIfRefused) {
   TempDir dir;
   WriteIdx(dir, 400);
@@ -325,7 +373,7 @@ TEST(PackParts, PartIsRefusedWhereItCannotBeExact) {
       {"imagenet " + dir / "tree" + " " + dir / "o --part 0/2", "cannot be split into exact parts"},
       {"idx --images " + dir / "img.idx" + " --labels " + dir / "lab.idx" + " --part 3/3 " +
            dir / "o",
-       "'3/3' is not I/N"},
+       "'3/3': part 3 does not exist"},
       {"idx --images " + dir / "img.idx" + " --labels " + dir / "lab.idx" + " --part x " +
            dir / "o",
        "'x' is not I/N"},

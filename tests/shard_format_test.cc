@@ -406,12 +406,12 @@ TEST(DatasetTest, APartIsNamedAsTheWholeAndItsShardsAreAdoptedOnlyIntact) {
   bool linked = false;
   ShardInfo wrong = part->shards[0];
   wrong.crc32c ^= 1;
-  Status s = (*adopter)->AdoptShard(dir / "part/shard-00003.sks", wrong, &linked);
+  Status s = (*adopter)->AdoptShard(dir / "part/shard-00003.sks", wrong, 0, &linked);
   EXPECT_TRUE(s.IsCorruption()) << s.ToString();
   EXPECT_NE(s.message().find("shard-00003.sks: CRC32C"), std::string::npos) << s.ToString();
   EXPECT_FALSE(FileExists(dir / "whole/.shard-00000.sks.tmp")) << "nothing kept of it";
   for (const auto& info : part->shards) {
-    ASSERT_TRUE((*adopter)->AdoptShard(dir / ("part/" + info.file), info, &linked).ok());
+    ASSERT_TRUE((*adopter)->AdoptShard(dir / ("part/" + info.file), info, 0, &linked).ok());
     EXPECT_TRUE(linked);
   }
   Manifest whole;

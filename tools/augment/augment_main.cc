@@ -17,6 +17,7 @@
 #include "image/codec.h"
 #include "ingest/hdf5.h"
 #include "ingest/idx_file.h"
+#include "shard/parts.h"
 #include "shard/shard.h"
 #include "tools/augment/augment.h"
 #include "tools/augment/bigmnist_plan.h"

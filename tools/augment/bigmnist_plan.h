@@ -43,32 +43,4 @@ class Order {
   uint64_t versions_, per_copy_;
 };
 
-// --part I/N: part I (0-based) of N. count 0: the whole output.
-struct PartSpec {
-  uint32_t index = 0, count = 0;
-  bool whole() const { return count == 0; }
-};
-
-// "I/N" with 0 <= I < N, decimal digits only; InvalidArgument saying what is
-// wrong otherwise (the message does not name the flag).
-Result<PartSpec> ParsePart(std::string_view text);
-
-// The shards [first_shard, end_shard) and records [first_record, end_record)
-// a part writes: the one-process run's shards split as evenly as whole shards
-// allow, so a part's files have the names and bytes the whole's would.
-struct PartRange {
-  uint64_t first_shard = 0, end_shard = 0, first_record = 0, end_record = 0;
-  uint64_t shards() const { return end_shard - first_shard; }
-  uint64_t records() const { return end_record - first_record; }
-};
-
-// InvalidArgument if the output has fewer shards than parts (a part would be
-// empty); the whole output for part.whole().
-Result<PartRange> SplitIntoParts(PartSpec part, uint64_t total_records, uint64_t records_per_shard);
-
-// 32 hex digits summarising `canonical` (a canonical text of every setting
-// that decides the bytes). Not cryptographic: it tells apart parts made with
-// other settings, it does not resist forgery.
-std::string SettingsDigest(std::string_view canonical);
-
 }  // namespace shardkit

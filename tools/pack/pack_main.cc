@@ -4,6 +4,7 @@
 #include "base/openmp.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
@@ -329,29 +330,12 @@ namespace {
 const CLI::Validator kShardSize = cli::IntIn(4096, 1ll << 40),
                      kThreads = cli::IntIn(0, cli::kMaxThreads);
 
-constexpr uint32_t kMaxParts = 100000;
-
-// "I/N" with 0 <= I < N <= kMaxParts into *index, *count; false otherwise.
-bool ParsePart(const std::string& text, uint32_t* index, uint32_t* count) {
-  const size_t slash = text.find('/');
-  auto number = [](const std::string& t, uint32_t* out) {
-    if (t.empty() || t.size() > 6 || t.find_first_not_of("0123456789") != std::string::npos)
-      return false;
-    *out = static_cast<uint32_t>(std::stoul(t));
-    return true;
-  };
-  return slash != std::string::npos && number(text.substr(0, slash), index) &&
-         number(text.substr(slash + 1), count) && *count >= 1 && *count <= kMaxParts &&
-         *index < *count;
-}
-
 const CLI::Validator kPart(
     [](std::string& s) -> std::string {
-      uint32_t i, n;
-      return ParsePart(s, &i, &n)
-                 ? ""
-                 : "'" + s + "' is not I/N with 0 <= I < N <= " + std::to_string(kMaxParts) +
-                       " (a SLURM array: " + "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)";
+      auto p = ParsePart(s);
+      return p.ok() ? ""
+                    : p.status().message() +
+                          " (a SLURM array: $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)";
     },
     "I/N");
 
@@ -460,13 +444,35 @@ struct PackCommands {
     ClassNames(hdf5);
   }
 
+  // An input as a part's settings name it (parts are merged only when their
+  // inputs agree): for a whole run, its path. For a part, what it holds, not
+  // where: with `content`, the file's size and CRC32C (IDX files: read whole
+  // by every part anyway), else its size and modification time (an HDF5
+  // file, which a part reads only its range of; a copy made with cp differs).
+  Result<nlohmann::json> InputId(const std::string& path, bool content) const {
+    if (part.empty()) return nlohmann::json(AbsolutePath(path));
+    SK_ASSIGN_OR_RETURN(uint64_t bytes, FileSize(path));
+    if (content) {
+      SK_ASSIGN_OR_RETURN(uint32_t crc, FileCrc32c(path));
+      return nlohmann::json{{"bytes", bytes}, {"crc32c", Crc32cHex(crc)}};
+    }
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return Status::IOError(path + ": cannot stat");
+    return nlohmann::json{
+        {"bytes", bytes},
+        {"mtime_ns", int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec}};
+  }
+
   // What decides a part's bytes: the command, its inputs and flags.
   void Settings(const char* command, nlohmann::json inputs) {
     inputs["command"] = command;
     inputs["class_names"] = class_names;
     inputs["shard_size"] = po.shard_size;
     po.settings = inputs.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    if (!part.empty()) ParsePart(part, &po.part_index, &po.part_count);
+    if (!part.empty()) {
+      auto p = ParsePart(part);  // valid: kPart checked it
+      if (p.ok()) po.part_index = p->index, po.part_count = p->count;
+    }
   }
 
   // The chosen command's source, opened (po.out, po.created_by and
@@ -514,14 +520,16 @@ struct PackCommands {
       po.created_by =
           CreatedBy("shardkit-pack idx", argv_json,
                     {{"images", images}, {"labels", labels}, {"shard_size", po.shard_size}});
-      Settings("idx", {{"images", AbsolutePath(images)}, {"labels", AbsolutePath(labels)}});
+      SK_ASSIGN_OR_RETURN(nlohmann::json images_id, InputId(images, /*content=*/true));
+      SK_ASSIGN_OR_RETURN(nlohmann::json labels_id, InputId(labels, /*content=*/true));
+      Settings("idx", {{"images", images_id}, {"labels", labels_id}});
       return OpenIdx(images, labels, names);
     }
     h5.class_names = names;
     po.created_by = CreatedBy("shardkit-pack hdf5", argv_json,
                               {{"file", h5.file}, {"images", h5.images}, {"labels", h5.labels}});
-    Settings("hdf5",
-             {{"file", AbsolutePath(h5.file)}, {"images", h5.images}, {"labels", h5.labels}});
+    SK_ASSIGN_OR_RETURN(nlohmann::json file_id, InputId(h5.file, /*content=*/false));
+    Settings("hdf5", {{"file", file_id}, {"images", h5.images}, {"labels", h5.labels}});
     return OpenHdf5(h5);
   }
 
