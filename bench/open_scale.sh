@@ -2,12 +2,14 @@
 # What a node's ranks pay to start reading a large dataset (issue 34): RANKS
 # processes at once, each one rank of RANKS, open the dataset and take one
 # batch of 512; per rank: open time, time to the first batch, and memory while
-# all of them are alive (USS: private pages, what the rank alone costs; RSS;
-# PSS). Cold (the page cache emptied of the dataset first) and warm, for each
+# all of them are alive: Anon (private anonymous memory: heap, the block
+# cache; what the rank costs the node), USS (private pages, Anon plus file
+# pages of the mapped shards that no other rank maps right now: page cache,
+# which the kernel drops when it needs the memory), RSS and PSS. Cold (the page cache emptied of the dataset first) and warm, for each
 # shuffle mode. With OLD_BUILD, the same probe built against another build's
 # libraries runs beside, in the same run, for a side-by-side ratio.
 #
-#   bench/open_scale.sh DATASET [RANKS] [OLD_SRC_DIR]
+#   [SHUFFLES="none block full"] bench/open_scale.sh DATASET [RANKS] [OLD_SRC_DIR]
 #     OLD_SRC_DIR: a source tree with a build/ of another commit
 #       (bench/compare_commits.sh leaves one in out/commits/SHA)
 # Needs root for --cold (posix_fadvise DONTNEED works for any reader, but the
@@ -34,8 +36,8 @@ if [ -n "$OLD" ]; then build_probe "$OLD" "$OUT/probe-old"; probes+=(old); fi
 kb() { awk -v k="$2" '$1 == k":" { print $2 }' "/proc/$1/smaps_rollup"; }
 records=$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1]+"/manifest.json")); print(sum(s["records"] for s in m["shards"]), len(m["shards"]))' "$DS")
 echo "dataset $DS: ${records% *} records in ${records#* } shards; $RANKS ranks at once, batch 512, 1 worker each"
-printf '%-5s %-6s %-5s %9s %9s %9s %9s %9s\n' build shuffle cache open_s first_s "USS MB" "RSS MB" "PSS MB"
-for shuffle in none block full; do
+printf '%-5s %-6s %-5s %9s %9s %9s %9s %9s %9s\n' build shuffle cache open_s first_s "Anon MB" "USS MB" "RSS MB" "PSS MB"
+for shuffle in ${SHUFFLES:-none block full}; do
   for cache in cold warm; do
     for p in "${probes[@]}"; do
       pids=() fifos=()
@@ -54,7 +56,7 @@ for shuffle in none block full; do
       for r in "${!pids[@]}"; do
         until [ -s "$OUT/out$r" ] || ! kill -0 "${pids[$r]}" 2>/dev/null; do sleep 0.05; done
       done
-      o=0 f=0 u=0 rs=0 ps=0
+      o=0 f=0 u=0 rs=0 ps=0 an=0
       for r in "${!pids[@]}"; do
         line=$(cat "$OUT/out$r")
         [ -n "$line" ] || { echo "rank $r failed: $(cat "$OUT/err$r")"; exit 1; }
@@ -62,14 +64,14 @@ for shuffle in none block full; do
         f=$(awk -v a="$f" -v l="$line" 'BEGIN{split(l,x,/[ =]/); print (x[4]>a?x[4]:a)}')
         pid=${pids[$r]}
         u=$((u + $(kb "$pid" Private_Clean) + $(kb "$pid" Private_Dirty)))
-        rs=$((rs + $(kb "$pid" Rss))); ps=$((ps + $(kb "$pid" Pss)))
+        rs=$((rs + $(kb "$pid" Rss))); ps=$((ps + $(kb "$pid" Pss))); an=$((an + $(kb "$pid" Anonymous)))
       done
       for fd in "${fifos[@]}"; do exec {fd}>&-; done
       wait "${pids[@]}"
       rm -f "$OUT"/in* "$OUT"/out* "$OUT"/err*
       # the slowest rank's times; memory per rank, averaged
-      printf '%-5s %-6s %-5s %9s %9s %9.1f %9.1f %9.1f\n' "$p" "$shuffle" "$cache" "$o" "$f" \
-        "$(echo "$u / $RANKS / 1024" | bc -l)" "$(echo "$rs / $RANKS / 1024" | bc -l)" "$(echo "$ps / $RANKS / 1024" | bc -l)"
+      printf '%-5s %-6s %-5s %9s %9s %9.1f %9.1f %9.1f %9.1f\n' "$p" "$shuffle" "$cache" "$o" "$f" \
+        "$(echo "$an / $RANKS / 1024" | bc -l)" "$(echo "$u / $RANKS / 1024" | bc -l)" "$(echo "$rs / $RANKS / 1024" | bc -l)" "$(echo "$ps / $RANKS / 1024" | bc -l)"
     done
   done
 done
