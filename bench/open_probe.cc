@@ -79,7 +79,8 @@ int main(int argc, char** argv) {
   const double open_s = std::chrono::duration<double>(t1 - t0).count();
   const double first_s = std::chrono::duration<double>(t2 - t1).count();
   std::printf("open_s=%.3f first_batch_s=%.3f records=%llu pid=%d\n", open_s, first_s,
-              static_cast<unsigned long long>((*loader)->dataset_records()), static_cast<int>(getpid()));
+              static_cast<unsigned long long>((*loader)->dataset_records()),
+              static_cast<int>(getpid()));
   std::fflush(stdout);
   char c;
   while (read(0, &c, 1) > 0) {
