@@ -24,7 +24,8 @@ ReadQueue::~ReadQueue() {
 
 void ReadQueue::Submit(uint32_t shard, uint32_t local) {
   const ShardReader& r = ds_->shard(shard);
-  const format::RecordEntry e = r.record(local);
+  format::RecordEntry e;
+  if (!r.entry(local, &e)) return;  // a damaged index chunk: the fetch reports it
   if (r.block(e.block).codec != static_cast<uint32_t>(format::Codec::kStored)) return;
   const uint64_t key = Key(shard, local);
   {

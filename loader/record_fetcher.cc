@@ -26,7 +26,8 @@ void RecordFetcher::ResetStats() {
 
 Status RecordFetcher::FetchSlow(Cursor& c, const SampleLocation& l, std::string_view* payload) {
   const ShardReader& r = ds_->shard(l.shard);
-  const format::RecordEntry e = r.record(l.local);
+  format::RecordEntry e;
+  if (!r.entry(l.local, &e)) return r.CheckRecord(l.local);
   if (r.block(e.block).codec == static_cast<uint32_t>(format::Codec::kStored)) {
     Cursor::StoredBuffer& buf = c.stored[c.next_stored++ % kLivePayloads];
     const uint64_t t0 = MonotonicNs();

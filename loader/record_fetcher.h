@@ -103,7 +103,8 @@ class RecordFetcher {
 inline Status RecordFetcher::Fetch(Cursor& c, const SampleLocation& l, std::string_view* payload) {
   ++c.fetches;
   const ShardReader& r = ds_->shard(l.shard);
-  const format::RecordEntry e = r.record(l.local);
+  format::RecordEntry e;
+  if (__builtin_expect(!r.entry(l.local, &e), 0)) return r.CheckRecord(l.local);
   if (__builtin_expect(r.block(e.block).codec != static_cast<uint32_t>(format::Codec::kStored),
                        1)) {
     const uint64_t key = BlockCache::MakeKey(l.shard, e.block);

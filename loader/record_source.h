@@ -72,7 +72,7 @@ class RecordSource {
 
   // The rank's i-th sample of the epoch.
   SampleLocation Locate(uint64_t i) const { return planner_->Locate(i); }
-  int32_t label(const SampleLocation& l) const { return ds_->shard(l.shard).record(l.local).label; }
+  int32_t label(const SampleLocation& l) const { return ds_->shard(l.shard).label(l.local); }
   // "shard-00001.sks: record 7 (block 0, offset 5488)", for error messages.
   std::string Where(const SampleLocation& l) const { return ds_->shard(l.shard).Where(l.local); }
   // Prefetches the index entry of `l` into the CPU cache (the next lookups).

@@ -380,7 +380,7 @@ class PyDataset {
       if (s.ok()) payload.assign(view);
     }
     Check(s);
-    const int32_t label = r.record(local).label;
+    const int32_t label = r.label(local);
     py::bytes key(std::string(r.key(local)));  // decoded by the package (surrogateescape)
     const RecordFormat& f = ds_->manifest().record;
     if (f.kind == format::RecordKind::kRawU8) {

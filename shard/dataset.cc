@@ -129,7 +129,7 @@ void VerifyShard(const std::string& dir, const Manifest& m, const ShardInfo& inf
         ++bad;
         continue;
       }
-      const int32_t label = sr.record(i).label;
+      const int32_t label = sr.label(i);
       if (!m.classes.empty() && (label < -1 || label >= static_cast<int32_t>(m.classes.size()))) {
         report(sr.Where(i) + ": label " + std::to_string(label) + " outside the " +
                std::to_string(m.classes.size()) + " classes");

@@ -200,7 +200,7 @@ Status DatasetWriter::AdoptShard(const std::string& path, const ShardInfo& expec
                std::to_string(expected.records));
   }
   for (uint32_t i = 0; num_classes > 0 && i < (*reader)->num_records(); ++i) {
-    const int32_t label = (*reader)->record(i).label;
+    const int32_t label = (*reader)->label(i);
     if (label < -1 || label >= static_cast<int64_t>(num_classes)) {
       return bad("record " + std::to_string(i) + ": label " + std::to_string(label) +
                  " outside the " + std::to_string(num_classes) + " classes");

@@ -3,9 +3,12 @@
 // All integers are little-endian; shardkit builds only on little-endian hosts.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 
+#include "base/crc32c.h"
 #include "base/names.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "shardkit assumes a little-endian host");
@@ -14,13 +17,32 @@ namespace shardkit::format {
 
 inline constexpr char kHeaderMagic[8] = {'S', 'K', 'S', 'H', 'A', 'R', 'D', '\0'};
 inline constexpr char kTrailerMagic[8] = {'S', 'K', 'I', 'N', 'D', 'E', 'X', '\0'};
-inline constexpr uint32_t kVersion = 1;
+// Version 2 adds the chunk table (per-chunk index checksums); a reader reads
+// versions 1 and 2.
+inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kFirstChunkedVersion = 2;
 
 inline constexpr uint32_t kHeaderSize = 32;   // magic, version, header size, kind, reserved, crc
 inline constexpr uint32_t kTrailerSize = 32;  // index offset, size, crc, version, magic
 inline constexpr uint32_t kIndexHeaderSize = 16;  // block count, record count, keys size
 inline constexpr uint32_t kBlockEntrySize = 32;
 inline constexpr uint32_t kRecordEntrySize = 28;
+
+// The chunk table (version 2): the record entries in chunks of
+// kChunkRecords, each with a CRC32C of its entries followed by the key bytes
+// they span, so a reader checks only the chunks it uses; then a CRC32C of the
+// index header, the block table and the chunk CRCs, checked at open.
+inline constexpr uint32_t kChunkShift = 12;
+inline constexpr uint32_t kChunkRecords = 1u << kChunkShift;
+inline uint64_t NumChunks(uint64_t records) { return (records + kChunkRecords - 1) >> kChunkShift; }
+// Bytes of the chunk table for a version's index (0 before version 2).
+inline uint64_t ChunkTableSize(uint32_t version, uint64_t records) {
+  return version >= kFirstChunkedVersion ? 4 * NumChunks(records) + 4 : 0;
+}
+// Where the record entries start within the index.
+inline uint64_t EntriesOffset(uint32_t version, uint64_t blocks, uint64_t records) {
+  return kIndexHeaderSize + blocks * kBlockEntrySize + ChunkTableSize(version, records);
+}
 
 // Limits a reader enforces before it allocates anything.
 inline constexpr uint64_t kMaxBlockRawSize = 256ull << 20;  // decompressed block
@@ -95,6 +117,21 @@ inline RecordEntry DecodeRecord(const char* p) {
   return RecordEntry{
       GetU32(p),      GetU32(p + 4),  GetU32(p + 8), static_cast<int32_t>(GetU32(p + 12)),
       GetU32(p + 16), GetU32(p + 20), GetU32(p + 24)};
+}
+
+// A chunk's CRC (version 2): of its n record entries, then of the key bytes
+// they span (from the least key offset to the greatest key end). False if a
+// key lies outside `keys`.
+inline bool ChunkCrc(const char* entries, uint64_t n, std::string_view keys, uint32_t* crc) {
+  uint64_t lo = n == 0 ? 0 : UINT64_MAX, hi = 0;
+  for (const char* e = entries; e < entries + n * kRecordEntrySize; e += kRecordEntrySize) {
+    const uint64_t offset = GetU32(e + 20);
+    lo = std::min(lo, offset);
+    hi = std::max(hi, offset + GetU32(e + 24));
+  }
+  if (hi > keys.size()) return false;
+  *crc = crc32c::Extend(crc32c::Value(entries, n * kRecordEntrySize), keys.data() + lo, hi - lo);
+  return true;
 }
 
 }  // namespace shardkit::format

@@ -70,6 +70,7 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, 
   auto reader = std::unique_ptr<ShardReader>(new ShardReader(std::move(file)));
   reader->kind_ = static_cast<format::RecordKind>(format::GetU32(header + 16));
   reader->index_crc_ = format::GetU32(trailer + 16);
+  reader->version_ = version;
   SK_ASSIGN_OR_RETURN(reader->index_, reader->file_->MapRegion(index_offset, index_size));
   SK_RETURN_IF_ERROR(reader->ParseBlocks(index_offset));
   return reader;
@@ -84,13 +85,26 @@ Status ShardReader::ParseBlocks(uint64_t index_offset) {
   const uint64_t nblocks = format::GetU32(p);
   const uint64_t nrecords = format::GetU32(p + 4);
   const uint64_t keys_size = format::GetU64(p + 8);
-  const uint64_t need = format::kIndexHeaderSize + nblocks * format::kBlockEntrySize +
-                        nrecords * format::kRecordEntrySize;
+  const uint64_t entries = format::EntriesOffset(version_, nblocks, nrecords);
+  const uint64_t need = entries + nrecords * format::kRecordEntrySize;
   if (keys_size > index.size() || need != index.size() - keys_size) {
     return corrupt("counts (" + std::to_string(nblocks) + " blocks, " + std::to_string(nrecords) +
                    " records, " + std::to_string(keys_size) +
                    " key bytes) disagree with its size " + std::to_string(index.size()));
   }
+  if (version_ >= format::kFirstChunkedVersion) {
+    // Header, block table and chunk CRCs carry their own checksum, checked now.
+    const uint64_t head = entries - 4;
+    if (crc32c::Value(index.data(), head) != format::GetU32(index.data() + head)) {
+      return corrupt("header, block table or chunk table checksum mismatch");
+    }
+    chunk_crcs_ = index.data() + format::kIndexHeaderSize + nblocks * format::kBlockEntrySize;
+    chunk_shift_ = format::kChunkShift;
+    num_chunks_ = static_cast<uint32_t>(format::NumChunks(nrecords));
+  }
+  chunk_state_.reset(new std::atomic<int>[num_chunks_]);
+  for (uint32_t c = 0; c < num_chunks_; ++c) chunk_state_[c].store(kIndexUnchecked);
+  chunk_status_.resize(num_chunks_);
   p += format::kIndexHeaderSize;
   blocks_.resize(nblocks);
   uint64_t next_offset = format::kHeaderSize;
@@ -119,33 +133,83 @@ Status ShardReader::ParseBlocks(uint64_t index_offset) {
   if (next_offset != index_offset) return corrupt("blocks do not end where the index starts");
   if (next_record != nrecords) return corrupt("blocks do not cover every record");
   num_records_ = static_cast<uint32_t>(nrecords);
-  entries_ = p;
+  entries_ = index.data() + entries;
   keys_ = index.substr(index.size() - keys_size);
   return Status::OK();
 }
 
-bool ShardReader::CheckIndexOnce() const {
+bool ShardReader::CheckChunkOnce(uint32_t c) const {
   std::lock_guard<std::mutex> lock(index_mu_);
-  int state = index_state_.load(std::memory_order_relaxed);
+  int state = chunk_state_[c].load(std::memory_order_relaxed);
   if (state == kIndexUnchecked) {
-    index_status_ = VerifyEntries();
-    state = index_status_.ok() ? kIndexGood : kIndexBad;
-    index_state_.store(state, std::memory_order_release);
+    chunk_status_[c] = VerifyChunk(c);
+    state = chunk_status_[c].ok() ? kIndexGood : kIndexBad;
+    chunk_state_[c].store(state, std::memory_order_release);
   }
   return state == kIndexGood;
 }
 
-Status ShardReader::VerifyEntries() const {
-  const std::string_view index = index_->bytes();
-  file_->WillNeed(index_offset(), index.size());  // one read of the index, not a fault per page
-  if (crc32c::Value(index.data(), index.size()) != index_crc_) {
-    return Status::Corruption(path() + ": index checksum mismatch");
+Status ShardReader::CheckRecord(uint32_t i) const {
+  if (i >= num_records_) {
+    return Status::InvalidArgument(path() + ": no record " + std::to_string(i) + " (shard has " +
+                                   std::to_string(num_records_) + ")");
   }
+  const uint32_t c = i >> chunk_shift_;
+  if (ChunkChecked(c)) return Status::OK();
+  std::lock_guard<std::mutex> lock(index_mu_);
+  return chunk_status_[c];
+}
+
+Status ShardReader::CheckIndex() const {
+  for (uint64_t c = 0; c < num_chunks_; ++c) {
+    if (!ChunkChecked(static_cast<uint32_t>(c))) {
+      std::lock_guard<std::mutex> lock(index_mu_);
+      return chunk_status_[c];
+    }
+  }
+  if (version_ < format::kFirstChunkedVersion) return Status::OK();  // its one chunk is the whole
+  std::lock_guard<std::mutex> lock(index_mu_);
+  if (!whole_checked_) {
+    const std::string_view index = index_->bytes();
+    file_->WillNeed(index_offset(), index.size());
+    if (crc32c::Value(index.data(), index.size()) != index_crc_)
+      whole_status_ = Status::Corruption(path() + ": index checksum mismatch");
+    whole_checked_ = true;
+  }
+  return whole_status_;
+}
+
+Status ShardReader::VerifyChunk(uint32_t c) const {
+  const std::string_view index = index_->bytes();
+  if (version_ < format::kFirstChunkedVersion) {
+    file_->WillNeed(index_offset(), index.size());  // one read of the index, not a fault per page
+    if (crc32c::Value(index.data(), index.size()) != index_crc_) {
+      return Status::Corruption(path() + ": index checksum mismatch");
+    }
+    return VerifyBounds(0, num_records_);
+  }
+  const uint64_t first = uint64_t{c} << chunk_shift_;
+  const uint64_t end = std::min<uint64_t>(first + format::kChunkRecords, num_records_);
+  const std::string records = "records " + std::to_string(first) + "-" + std::to_string(end - 1);
+  const char* e = entries_ + first * format::kRecordEntrySize;
+  file_->WillNeed(index_offset() + static_cast<uint64_t>(e - index.data()),
+                  (end - first) * format::kRecordEntrySize);
+  uint32_t crc = 0;
+  if (!format::ChunkCrc(e, end - first, keys_, &crc)) {
+    return Status::Corruption(path() + ": index: " + records + ": key out of range");
+  }
+  if (crc != format::GetU32(chunk_crcs_ + 4 * c)) {
+    return Status::Corruption(path() + ": index checksum mismatch (" + records + ")");
+  }
+  return VerifyBounds(first, end);
+}
+
+Status ShardReader::VerifyBounds(uint64_t first, uint64_t end) const {
   auto corrupt = [&](const std::string& what) {
     return Status::Corruption(path() + ": index: " + what);
   };
-  const char* p = entries_;
-  for (uint64_t i = 0; i < num_records_; ++i, p += format::kRecordEntrySize) {
+  const char* p = entries_ + first * format::kRecordEntrySize;
+  for (uint64_t i = first; i < end; ++i, p += format::kRecordEntrySize) {
     const RecordEntry r = format::DecodeRecord(p);
     if (r.block >= blocks_.size())
       return corrupt("record " + std::to_string(i) + ": block out of range");
@@ -168,7 +232,8 @@ Status ShardReader::VerifyEntries() const {
 
 std::string ShardReader::Where(uint32_t i) const {
   std::string s = path() + ": record " + std::to_string(i);
-  if (i < num_records_ && index_state_.load(std::memory_order_acquire) == kIndexGood) {
+  if (i < num_records_ &&
+      chunk_state_[i >> chunk_shift_].load(std::memory_order_acquire) == kIndexGood) {
     const RecordEntry r = record(i);
     s += " (block " + std::to_string(r.block) + ", offset " + std::to_string(r.offset) + ")";
   }
@@ -184,7 +249,10 @@ Status ShardReader::ReadBlock(uint32_t b, ReadScratch* scratch, std::string_view
 Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<char>* out,
                                   std::string_view* stored) const {
   if (stored != nullptr) *stored = std::string_view();
-  SK_RETURN_IF_ERROR(CheckIndex());
+  // A version 2 block table was checked at open; a version 1 one is checked
+  // with the whole index.
+  if (version_ < format::kFirstChunkedVersion && num_records_ > 0)
+    SK_RETURN_IF_ERROR(CheckRecord(0));
   if (b >= blocks_.size())
     return Status::InvalidArgument(path() + ": no block " + std::to_string(b));
   const BlockEntry& e = blocks_[b];
@@ -234,8 +302,7 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
 
 Status ShardReader::RecordFromBlock(uint32_t i, std::string_view block_raw,
                                     std::string_view* payload) const {
-  SK_RETURN_IF_ERROR(CheckIndex());
-  if (i >= num_records_) return Status::InvalidArgument(Where(i) + ": no such record");
+  SK_RETURN_IF_ERROR(CheckRecord(i));
   const RecordEntry r = record(i);
   if (uint64_t{r.offset} + r.length > block_raw.size()) {
     return Status::Corruption(Where(i) + ": past the end of its block");
@@ -251,11 +318,7 @@ Status ShardReader::RecordFromBlock(uint32_t i, std::string_view block_raw,
 }
 
 Status ShardReader::ReadRecord(uint32_t i, ReadScratch* scratch, std::string_view* payload) const {
-  if (i >= num_records_) {
-    return Status::InvalidArgument(path() + ": no record " + std::to_string(i) + " (shard has " +
-                                   std::to_string(num_records_) + ")");
-  }
-  SK_RETURN_IF_ERROR(CheckIndex());
+  SK_RETURN_IF_ERROR(CheckRecord(i));
   const RecordEntry r = record(i);
   const BlockEntry& b = blocks_[r.block];
   if (b.codec == static_cast<uint32_t>(format::Codec::kStored)) {

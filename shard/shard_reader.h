@@ -44,12 +44,28 @@ class ShardReader {
 
   uint32_t num_records() const { return num_records_; }
   uint32_t num_blocks() const { return static_cast<uint32_t>(blocks_.size()); }
-  // Record i's entry (i < num_records()), decoded from the mapped index; the
-  // first call checks the whole index (CheckIndex). If the index is damaged
-  // the entry is empty (block 0, length 0) and every read returns the error.
+  // Record i's entry into *e, decoded from the mapped index. The first use
+  // of the index chunk holding it checks that chunk (CheckRecord); false,
+  // with *e empty (block 0, length 0), if it is damaged or i is out of range.
+  bool entry(uint32_t i, format::RecordEntry* e) const {
+    if (__builtin_expect(i < num_records_ && ChunkChecked(i >> chunk_shift_), 1)) {
+      *e = format::DecodeRecord(entries_ + uint64_t{i} * format::kRecordEntrySize);
+      return true;
+    }
+    *e = format::RecordEntry{};
+    return false;
+  }
+  // The same, returned; empty for a damaged chunk (reads then return its error).
   format::RecordEntry record(uint32_t i) const {
-    if (!IndexChecked()) return format::RecordEntry{};
-    return format::DecodeRecord(entries_ + uint64_t{i} * format::kRecordEntrySize);
+    format::RecordEntry e;
+    entry(i, &e);
+    return e;
+  }
+  // Record i's label alone (0 where entry() fails).
+  int32_t label(uint32_t i) const {
+    if (i >= num_records_ || !ChunkChecked(i >> chunk_shift_)) return 0;
+    return static_cast<int32_t>(
+        format::GetU32(entries_ + uint64_t{i} * format::kRecordEntrySize + 12));
   }
   const format::BlockEntry& block(uint32_t b) const { return blocks_[b]; }
   std::string_view key(uint32_t i) const {
@@ -60,9 +76,12 @@ class ShardReader {
   void PrefetchEntry(uint32_t i) const {
     __builtin_prefetch(entries_ + uint64_t{i} * format::kRecordEntrySize);
   }
-  // The index checksum and every record entry's bounds, checked on first use
-  // (then a load of a flag); the error names the shard.
-  Status CheckIndex() const { return IndexChecked() ? Status::OK() : index_status_; }
+  // The index chunk holding record i: its checksum and its entries' bounds,
+  // checked on first use (then a load of a flag); the error names the shard
+  // and the chunk's records. A version 1 shard has one chunk, the whole index.
+  Status CheckRecord(uint32_t i) const;
+  // Every chunk, and the checksum of the whole index (for verify, inspect, merge).
+  Status CheckIndex() const;
   format::RecordKind kind() const { return kind_; }
   uint64_t file_size() const { return file_->size(); }
   const std::string& path() const { return file_->path(); }
@@ -114,14 +133,16 @@ class ShardReader {
   explicit ShardReader(std::unique_ptr<RandomAccessFile> file) : file_(std::move(file)) {}
   // The index's counts and block table (O(blocks)), at Open.
   Status ParseBlocks(uint64_t index_offset);
-  // True once the record entries have been checked and found sound; the
-  // first call checks them (VerifyEntries), under a lock.
-  bool IndexChecked() const {
-    const int s = index_state_.load(std::memory_order_acquire);
-    return s == kIndexGood || (s == kIndexUnchecked && CheckIndexOnce());
+  // True once chunk c of the record entries has been checked and found
+  // sound; the first call checks it (VerifyChunk), under a lock.
+  bool ChunkChecked(uint32_t c) const {
+    const int s = chunk_state_[c].load(std::memory_order_acquire);
+    return s == kIndexGood || (s == kIndexUnchecked && CheckChunkOnce(c));
   }
-  bool CheckIndexOnce() const;
-  Status VerifyEntries() const;
+  bool CheckChunkOnce(uint32_t c) const;
+  Status VerifyChunk(uint32_t c) const;
+  // Every record entry in [first, end) lies inside its block and the keys.
+  Status VerifyBounds(uint64_t first, uint64_t end) const;
 
   enum { kIndexUnchecked = 0, kIndexGood = 1, kIndexBad = 2 };
   std::unique_ptr<RandomAccessFile> file_;
@@ -129,12 +150,20 @@ class ShardReader {
   std::vector<format::BlockEntry> blocks_;
   std::unique_ptr<FileRegion> index_;  // the whole index, mapped (shared) or copied
   uint32_t index_crc_ = 0;             // from the trailer
+  uint32_t version_ = 0;
   uint32_t num_records_ = 0;
-  const char* entries_ = nullptr;  // the record entries, in index_
-  std::string_view keys_;          // the keys blob, in index_
-  mutable std::atomic<int> index_state_{kIndexUnchecked};
+  uint32_t chunk_shift_ = 31;  // record i is in chunk i >> chunk_shift_ (version 1: one)
+  uint32_t num_chunks_ = 1;
+  const char* entries_ = nullptr;     // the record entries, in index_
+  const char* chunk_crcs_ = nullptr;  // version 2: the chunk table, in index_
+  std::string_view keys_;             // the keys blob, in index_
+  // Per chunk: kIndexUnchecked, kIndexGood or kIndexBad; and its error,
+  // set once, before its state leaves kIndexUnchecked.
+  std::unique_ptr<std::atomic<int>[]> chunk_state_;
+  mutable std::vector<Status> chunk_status_;
   mutable std::mutex index_mu_;
-  mutable Status index_status_;  // set once, before index_state_ leaves kIndexUnchecked
+  mutable bool whole_checked_ = false;  // the whole index's checksum (CheckIndex), under index_mu_
+  mutable Status whole_status_;
 };
 
 }  // namespace shardkit

@@ -3,6 +3,8 @@
 
 #include <zstd.h>
 
+#include <algorithm>
+
 #include "base/crc32c.h"
 
 namespace shardkit {
@@ -102,17 +104,16 @@ Status ShardWriter::FlushBlock() {
 }
 
 uint64_t ShardWriter::estimated_size() const {
-  return file_->size() + pending_.size() + format::kIndexHeaderSize +
-         (blocks_.size() + 1) * format::kBlockEntrySize +
+  return file_->size() + pending_.size() +
+         format::EntriesOffset(format::kVersion, blocks_.size() + 1, records_.size() + 1) +
          records_.size() * format::kRecordEntrySize + keys_.size() + format::kTrailerSize;
 }
 
 Status ShardWriter::Finish(ShardInfo* info) {
   if (finished_) return Status::InvalidArgument(path() + ": Finish called twice");
   SK_RETURN_IF_ERROR(FlushBlock());
-  std::string index(format::kIndexHeaderSize + blocks_.size() * format::kBlockEntrySize +
-                        records_.size() * format::kRecordEntrySize,
-                    '\0');
+  const uint64_t entries = format::EntriesOffset(format::kVersion, blocks_.size(), records_.size());
+  std::string index(entries + records_.size() * format::kRecordEntrySize, '\0');
   char* p = index.data();
   format::PutU32(p, static_cast<uint32_t>(blocks_.size()));
   format::PutU32(p + 4, static_cast<uint32_t>(records_.size()));
@@ -122,10 +123,20 @@ Status ShardWriter::Finish(ShardInfo* info) {
     format::EncodeBlock(b, p);
     p += format::kBlockEntrySize;
   }
+  char* e = index.data() + entries;
   for (const RecordEntry& r : records_) {
-    format::EncodeRecord(r, p);
-    p += format::kRecordEntrySize;
+    format::EncodeRecord(r, e);
+    e += format::kRecordEntrySize;
   }
+  // The chunk table: each chunk's CRC, then the CRC of everything before it.
+  for (uint64_t c = 0, n = format::NumChunks(records_.size()); c < n; ++c, p += 4) {
+    const uint64_t first = c << format::kChunkShift;
+    const uint64_t count = std::min<uint64_t>(format::kChunkRecords, records_.size() - first);
+    uint32_t crc = 0;
+    format::ChunkCrc(index.data() + entries + first * format::kRecordEntrySize, count, keys_, &crc);
+    format::PutU32(p, crc);
+  }
+  format::PutU32(p, crc32c::Value(index.data(), static_cast<size_t>(p - index.data())));
   index.append(keys_);
 
   char trailer[format::kTrailerSize];

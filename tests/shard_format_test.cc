@@ -117,14 +117,35 @@ class DamagedShard : public ::testing::Test {
   }
   void Save(const std::string& bytes) { WriteFile(path_, bytes); }
   uint64_t IndexOffset() const { return format::GetU64(bytes_.data() + bytes_.size() - 32); }
-  // Rewrites the index with `edit` applied and a correct index checksum, so that
-  // the checks behind the checksum are what gets tested.
+  // Where record 0's entry starts in the index.
+  static char* Entries(std::string* index) {
+    return index->data() + format::EntriesOffset(format::kVersion, format::GetU32(index->data()),
+                                                 format::GetU32(index->data() + 4));
+  }
+  // Rewrites the index with `edit` applied and correct checksums (the
+  // chunks', the header and tables', the whole index's), so that the checks
+  // behind the checksums are what gets tested.
   template <typename F>
   void EditIndex(F edit) {
     const uint64_t off = IndexOffset();
     const uint64_t size = format::GetU64(bytes_.data() + bytes_.size() - 32 + 8);
     std::string index = bytes_.substr(off, size);
     edit(&index);
+    const uint64_t records = format::GetU32(index.data() + 4);
+    const uint64_t entries = Entries(&index) - index.data();
+    const uint64_t keys = format::GetU64(index.data() + 8);
+    if (entries + records * format::kRecordEntrySize + keys == index.size()) {
+      char* table = index.data() + entries - format::ChunkTableSize(format::kVersion, records);
+      for (uint64_t c = 0; c < format::NumChunks(records); ++c) {
+        const uint64_t first = c * format::kChunkRecords;
+        uint32_t crc = 0;
+        format::ChunkCrc(index.data() + entries + first * format::kRecordEntrySize,
+                         std::min<uint64_t>(format::kChunkRecords, records - first),
+                         std::string_view(index).substr(index.size() - keys), &crc);
+        format::PutU32(table + 4 * c, crc);
+      }
+      format::PutU32(index.data() + entries - 4, crc32c::Value(index.data(), entries - 4));
+    }
     std::string out = bytes_.substr(0, off) + index + bytes_.substr(bytes_.size() - 32);
     format::PutU64(out.data() + out.size() - 32 + 8, index.size());
     format::PutU32(out.data() + out.size() - 32 + 16, crc32c::Value(index.data(), index.size()));
@@ -270,9 +291,7 @@ TEST_F(DamagedShard, BlockExtendingPastTheIndex) {
 
 TEST_F(DamagedShard, HugeDeclaredRecordLengthIsRefusedBeforeAllocation) {
   EditIndex([](std::string* index) {
-    const uint32_t nblocks = format::GetU32(index->data());
-    char* rec0 = index->data() + format::kIndexHeaderSize + nblocks * format::kBlockEntrySize;
-    format::PutU32(rec0 + 8, 0xFFFFFFF0u);  // length
+    format::PutU32(Entries(index) + 8, 0xFFFFFFF0u);  // record 0's length
   });
   Status s = UseStatus();
   EXPECT_TRUE(s.IsCorruption());
@@ -310,8 +329,7 @@ TEST_F(DamagedShard, ZstdFrameExpandingPastItsCapIsRefused) {
     char* blk = index->data() + format::kIndexHeaderSize;
     format::PutU32(blk + 12, 1000);  // raw size: 1000 bytes
     format::PutU32(blk + 16, static_cast<uint32_t>(format::Codec::kZstd));
-    char* rec = blk + format::kBlockEntrySize;
-    format::PutU32(rec + 8, 1000);
+    format::PutU32(Entries(index) + 8, 1000);
   });
   auto r = ShardReader::Open(path_);
   ASSERT_TRUE(r.ok()) << r.status().ToString();

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/crc32c.h"
 #include "base/random.h"
 #include "loader/loader.h"
 #include "shard/shard.h"
@@ -136,8 +137,9 @@ TEST(SharedIndexTest, ADamagedIndexIsFoundWhenItsShardIsFirstUsedNamingTheShard)
     ASSERT_TRUE(r.ok());
     // A label in the middle of the record entries: a plausible value, so only
     // the index checksum can tell.
-    const uint64_t entries = (*r)->index_offset() + format::kIndexHeaderSize +
-                             uint64_t{(*r)->num_blocks()} * format::kBlockEntrySize;
+    const uint64_t entries =
+        (*r)->index_offset() +
+        format::EntriesOffset(format::kVersion, (*r)->num_blocks(), (*r)->num_records());
     std::string bytes = testing::ReadFile(path);
     bytes[entries + ((*r)->num_records() / 2) * format::kRecordEntrySize + 12] ^= 0x01;
     testing::WriteFile(path, bytes);
@@ -166,6 +168,197 @@ TEST(SharedIndexTest, ADamagedIndexIsFoundWhenItsShardIsFirstUsedNamingTheShard)
       << s.message();
   EXPECT_GE(delivered + 2 * o.batch_size, before) << "stopped before the damaged shard";
   EXPECT_LE(delivered, before);
+}
+
+// Version 2's chunk table: a damaged chunk of the record entries fails the
+// reads of its own records only, naming the shard and the chunk's records;
+// its entries read empty; the chunks around it read, each checked on its
+// first use.
+TEST(SharedIndexTest, ADamagedChunkFailsOnlyItsOwnRecords) {
+  testing::TempDir dir;
+  const std::string path = dir / "shard";
+  const int n = 3 * format::kChunkRecords + 100;
+  {
+    ShardWriterOptions o;
+    o.compression = CompressionMode::kStore;
+    auto w = ShardWriter::Create(path, o);
+    ASSERT_TRUE(w.ok());
+    for (int i = 0; i < n; ++i)
+      ASSERT_TRUE((*w)->Add(std::to_string(i), i % 7, "k" + std::to_string(i)).ok());
+    ASSERT_TRUE((*w)->Finish(nullptr).ok());
+  }
+  const uint64_t entries = [&] {
+    auto r = ShardReader::Open(path);
+    EXPECT_TRUE(r.ok());
+    return (*r)->index_offset() +
+           format::EntriesOffset(format::kVersion, (*r)->num_blocks(), (*r)->num_records());
+  }();
+  std::string bytes = testing::ReadFile(path);
+  const uint32_t damaged = format::kChunkRecords + 17;                         // in chunk 1
+  bytes[entries + uint64_t{damaged} * format::kRecordEntrySize + 12] ^= 0x01;  // its label
+  testing::WriteFile(path, bytes);
+
+  auto r = ShardReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ReadScratch scratch;
+  for (uint32_t i = 0; i < static_cast<uint32_t>(n); i += 97) {
+    std::string_view p;
+    Status s = (*r)->ReadRecord(i, &scratch, &p);
+    if (i >> format::kChunkShift == 1) {
+      ASSERT_FALSE(s.ok()) << i;
+      EXPECT_NE(s.message().find(path + ": index checksum mismatch (records 4096-8191)"),
+                std::string::npos)
+          << s.message();
+      EXPECT_EQ((*r)->record(i).length, 0u);
+      EXPECT_EQ((*r)->label(i), 0);
+      EXPECT_TRUE((*r)->key(i).empty());
+    } else {
+      ASSERT_TRUE(s.ok()) << i << ": " << s.ToString();
+      EXPECT_EQ(p, std::to_string(i));
+      EXPECT_EQ((*r)->label(i), static_cast<int32_t>(i % 7));
+      EXPECT_EQ((*r)->key(i), "k" + std::to_string(i));
+    }
+  }
+  EXPECT_FALSE((*r)->CheckIndex().ok());
+}
+
+// A damaged key is found by its chunk's checksum, which spans the chunk's keys.
+TEST(SharedIndexTest, ADamagedKeyFailsItsChunk) {
+  testing::TempDir dir;
+  const std::string path = dir / "shard";
+  const int n = 2 * format::kChunkRecords;
+  {
+    auto w = ShardWriter::Create(path, ShardWriterOptions{});
+    ASSERT_TRUE(w.ok());
+    for (int i = 0; i < n; ++i)
+      ASSERT_TRUE((*w)->Add(std::to_string(i), 0, "k" + std::to_string(i)).ok());
+    ASSERT_TRUE((*w)->Finish(nullptr).ok());
+  }
+  std::string bytes = testing::ReadFile(path);
+  const size_t last_key = bytes.size() - format::kTrailerSize - 1;  // of record n - 1, in chunk 1
+  bytes[last_key] ^= 0x01;
+  testing::WriteFile(path, bytes);
+  auto r = ShardReader::Open(path);
+  ASSERT_TRUE(r.ok());
+  ReadScratch scratch;
+  std::string_view p;
+  EXPECT_TRUE((*r)->ReadRecord(0, &scratch, &p).ok());
+  Status s = (*r)->ReadRecord(n - 1, &scratch, &p);
+  EXPECT_NE(s.message().find("index checksum mismatch (records 4096-8191)"), std::string::npos)
+      << s.ToString();
+}
+
+// In the loader, a record of a damaged chunk whose block is already
+// decompressed (its earlier records came from chunk 0) fails; it is never
+// sliced as an empty payload.
+TEST(SharedIndexTest, TheLoaderStopsAtADamagedChunkInsideADecompressedBlock) {
+  testing::TempDir dir;
+  const int n = 3 * format::kChunkRecords;
+  testing::WriteRawDataset(dir / "ds", n, 2, CompressionMode::kZstd, 64 << 10, 1 << 30);
+  auto m = ReadManifest(dir / "ds");
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m->shards.size(), 1u);
+  const std::string path = JoinPath(dir / "ds", m->shards[0].file);
+  {
+    auto r = ShardReader::Open(path);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ((*r)->record(format::kChunkRecords - 1).block,
+              (*r)->record(format::kChunkRecords).block)
+        << "the test needs a block across the chunks' boundary";
+    const uint64_t entries =
+        (*r)->index_offset() +
+        format::EntriesOffset(format::kVersion, (*r)->num_blocks(), (*r)->num_records());
+    std::string bytes = testing::ReadFile(path);
+    bytes[entries + (format::kChunkRecords + 5) * uint64_t{format::kRecordEntrySize} + 12] ^= 0x01;
+    testing::WriteFile(path, bytes);
+  }
+  LoaderOptions o;
+  o.batch_size = 64;
+  o.workers = 1;
+  o.shuffle = ShuffleMode::kNone;
+  o.transform.kind = TransformKind::kNone;
+  auto loader = Loader::Open(dir / "ds", o);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  ASSERT_TRUE((*loader)->StartEpoch(0).ok());
+  uint64_t delivered = 0;
+  Status s;
+  for (;;) {
+    const Batch* b = nullptr;
+    s = (*loader)->Next(&b);
+    if (!s.ok() || b == nullptr) break;
+    delivered += b->real_size;
+  }
+  ASSERT_FALSE(s.ok()) << "the damaged chunk was read without an error";
+  EXPECT_NE(s.message().find("index checksum mismatch (records 4096-8191)"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(delivered, format::kChunkRecords);
+}
+
+// A version 1 shard (one checksum over the whole index, no chunk table) reads
+// as before: every record, label and key; a damaged entry fails the first use.
+std::string ToVersion1(const std::string& v2) {
+  const uint64_t off = format::GetU64(v2.data() + v2.size() - 32);
+  const uint64_t size = format::GetU64(v2.data() + v2.size() - 24);
+  std::string index = v2.substr(off, size);
+  const uint64_t blocks = format::GetU32(index.data()), records = format::GetU32(index.data() + 4);
+  const uint64_t table = format::kIndexHeaderSize + blocks * format::kBlockEntrySize;
+  index.erase(table, format::ChunkTableSize(2, records));
+  std::string out = v2.substr(0, off) + index + v2.substr(v2.size() - 32);
+  format::PutU32(out.data() + 8, 1);
+  format::PutU32(out.data() + 28, crc32c::Value(out.data(), 28));
+  char* trailer = out.data() + out.size() - 32;
+  format::PutU64(trailer + 8, index.size());
+  format::PutU32(trailer + 16, crc32c::Value(index.data(), index.size()));
+  format::PutU32(trailer + 20, 1);
+  return out;
+}
+
+TEST(SharedIndexTest, AVersion1ShardReadsAsBefore) {
+  testing::TempDir dir;
+  const std::string path = dir / "shard";
+  const int n = format::kChunkRecords + 500;
+  {
+    ShardWriterOptions o;
+    o.compression = CompressionMode::kZstd;
+    o.block_size = 8192;
+    auto w = ShardWriter::Create(path, o);
+    ASSERT_TRUE(w.ok());
+    for (int i = 0; i < n; ++i)
+      ASSERT_TRUE(
+          (*w)->Add("payload " + std::to_string(i), i % 5, "dög/" + std::to_string(i)).ok());
+    ASSERT_TRUE((*w)->Finish(nullptr).ok());
+  }
+  const std::string v1 = ToVersion1(testing::ReadFile(path));
+  testing::WriteFile(path, v1);
+  {
+    auto r = ShardReader::Open(path);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE((*r)->CheckIndex().ok()) << (*r)->CheckIndex().ToString();
+    ReadScratch scratch;
+    for (uint32_t i = 0; i < static_cast<uint32_t>(n); ++i) {
+      std::string_view p;
+      ASSERT_TRUE((*r)->ReadRecord(i, &scratch, &p).ok()) << i;
+      EXPECT_EQ(p, "payload " + std::to_string(i));
+      EXPECT_EQ((*r)->label(i), static_cast<int32_t>(i % 5));
+      EXPECT_EQ((*r)->key(i), "dög/" + std::to_string(i));
+    }
+  }
+  // Damage the last record's entry: version 1 has one chunk, so record 0 fails.
+  std::string bad = v1;
+  const uint64_t index_end = bad.size() - 32;
+  const uint64_t off = format::GetU64(bad.data() + index_end);
+  auto r0 = ShardReader::Open(path);
+  ASSERT_TRUE(r0.ok());
+  const uint64_t entries = off + format::EntriesOffset(1, (*r0)->num_blocks(), n);
+  bad[entries + uint64_t{n - 1} * format::kRecordEntrySize + 12] ^= 0x01;
+  testing::WriteFile(path, bad);
+  auto r = ShardReader::Open(path);
+  ASSERT_TRUE(r.ok());
+  ReadScratch scratch;
+  std::string_view p;
+  Status s = (*r)->ReadRecord(0, &scratch, &p);
+  EXPECT_NE(s.message().find(path + ": index checksum mismatch"), std::string::npos)
+      << s.ToString();
 }
 
 }  // namespace

@@ -243,7 +243,7 @@ int RunInspect(const std::string& dir, bool json) {
     Status index = r.CheckIndex();
     if (!index.ok()) return Fail(index, "run 'shardkit-pack verify " + dir + "' for a full report");
     for (uint32_t i = 0; i < r.num_records(); ++i) {
-      int32_t l = r.record(i).label;
+      int32_t l = r.label(i);
       if (l >= 0 && static_cast<size_t>(l) < hist.size())
         hist[l]++;
       else
@@ -314,8 +314,8 @@ int RunExtract(const std::string& dir, uint64_t index, const std::string& file) 
     s = WriteFileAtomic(file, payload);
     if (!s.ok()) return Fail(s);
     std::fprintf(stderr, "record %llu (%s, label %d) -> %s (%zu bytes)\n",
-                 (unsigned long long)index, std::string(r.key(local)).c_str(),
-                 r.record(local).label, file.c_str(), payload.size());
+                 (unsigned long long)index, std::string(r.key(local)).c_str(), r.label(local),
+                 file.c_str(), payload.size());
   }
   return 0;
 }
