@@ -12,7 +12,8 @@
 # usage: bench/compare_commits.sh OLD [OUT]
 #   env: ROUNDS=3 STEPS=120 BATCHES=60 (JPEG) RAW_BATCHES=5000 (a raw batch takes
 #        under 0.1 ms: short runs measure the VM's scheduling, not the loader)
-#        JPEG_SHARDS=(packed from bench/make_jpeg_set.py)
+#        JPEG_SHARDS=(packed from bench/make_jpeg_set.py by each side's build;
+#        a dataset given here must be one both builds read)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLD=${1:?usage: bench/compare_commits.sh OLD [OUT]}
@@ -45,14 +46,22 @@ fi
 [ -x build/train/shardkit-train ] || shardkit_build build > /dev/null
 
 echo "== data" >&2
-build/tools/pack/shardkit-pack idx --force --images $F/train-images-idx3-ubyte.gz \
-  --labels $F/train-labels-idx1-ubyte.gz "$OUT/fashion" > /dev/null
-JPEG_SHARDS=${JPEG_SHARDS:-$OUT/jpeg-shards}
-if [ ! -f "$JPEG_SHARDS/manifest.json" ]; then
+# Each side reads data its own build packed (a newer shard format is refused
+# by an older reader), from the same sources.
+JPEG_GIVEN=${JPEG_SHARDS:-}
+if [ -z "$JPEG_GIVEN" ]; then
   shardkit_install_deps mate-backgrounds python3-skimage
   [ -d "$OUT/jpeg-tree" ] || $PY bench/make_jpeg_set.py "$OUT/jpeg-tree" --per-class 50
-  build/tools/pack/shardkit-pack imagenet "$OUT/jpeg-tree" "$JPEG_SHARDS" --force > /dev/null
 fi
+for side in old new; do
+  dir=.
+  [ "$side" = old ] && dir=$OLD_DIR
+  $dir/build/tools/pack/shardkit-pack idx --force --images $F/train-images-idx3-ubyte.gz \
+    --labels $F/train-labels-idx1-ubyte.gz "$OUT/fashion-$side" > /dev/null
+  if [ -z "$JPEG_GIVEN" ]; then
+    $dir/build/tools/pack/shardkit-pack imagenet "$OUT/jpeg-tree" "$OUT/jpeg-shards-$side" --force > /dev/null
+  fi
+done
 sync
 
 cores=$(nproc)
@@ -61,18 +70,18 @@ measure() {
   local side=$1 dir=.
   [ "$side" = old ] && dir=$OLD_DIR
   local bench=$dir/build/tools/bench/shardkit-bench train=$dir/build/train/shardkit-train
-  local j
-  j=$("$bench" loader "$JPEG_SHARDS" --workers 1,2 --batch 32 --batches "$BATCHES" --transform train --json 2> /dev/null)
+  local j fashion=$OUT/fashion-$side jpeg=${JPEG_GIVEN:-$OUT/jpeg-shards-$side}
+  j=$("$bench" loader "$jpeg" --workers 1,2 --batch 32 --batches "$BATCHES" --transform train --json 2> /dev/null)
   echo "$j" | $PY -c 'import json,sys; [print("jpeg-train-224-w%d" % r["workers"], sys.argv[1], r["images_per_sec"]) for r in json.load(sys.stdin)]' "$side" >> "$OUT/runs.txt"
-  j=$("$bench" loader "$OUT/fashion" --workers 1,2 --batch 256 --batches "$RAW_BATCHES" --transform none --shuffle block --cache-mb 8 --json 2> /dev/null)
+  j=$("$bench" loader "$fashion" --workers 1,2 --batch 256 --batches "$RAW_BATCHES" --transform none --shuffle block --cache-mb 8 --json 2> /dev/null)
   echo "$j" | $PY -c 'import json,sys; [print("raw-streamed-w%d" % r["workers"], sys.argv[1], r["images_per_sec"]) for r in json.load(sys.stdin)]' "$side" >> "$OUT/runs.txt"
-  j=$("$bench" loader "$OUT/fashion" --workers 1,2 --batch 256 --batches "$RAW_BATCHES" --transform none --shuffle full --json 2> /dev/null)
+  j=$("$bench" loader "$fashion" --workers 1,2 --batch 256 --batches "$RAW_BATCHES" --transform none --shuffle full --json 2> /dev/null)
   echo "$j" | $PY -c 'import json,sys; [print("raw-cached-w%d" % r["workers"], sys.argv[1], r["images_per_sec"]) for r in json.load(sys.stdin)]' "$side" >> "$OUT/runs.txt"
   for np in 1 2; do
     local extra="" m="$OUT/m-$side-$np.jsonl"
     [ $np -gt 1 ] && extra="--nproc-per-node $np"
     rm -f "$m"
-    "$train" --data "$OUT/fashion" --arch resnet20 --batch-size 64 --workers 1 --threads $((cores / np)) \
+    "$train" --data "$fashion" --arch resnet20 --batch-size 64 --workers 1 --threads $((cores / np)) \
       --max-steps "$STEPS" --lr 0.2 --quiet --metrics "$m" $extra > /dev/null 2>&1
     echo "train-resnet20-${np}rank $side $(tail -1 "$m" | $PY -c 'import json,sys; print(json.load(sys.stdin)["images_per_sec"])')" >> "$OUT/runs.txt"
   done
