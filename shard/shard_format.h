@@ -32,7 +32,7 @@ inline constexpr uint32_t kRecordEntrySize = 28;
 // kChunkRecords, each with a CRC32C of its entries followed by the key bytes
 // they span, so a reader checks only the chunks it uses; then a CRC32C of the
 // index header, the block table and the chunk CRCs, checked at open.
-inline constexpr uint32_t kChunkShift = 12;
+inline constexpr uint32_t kChunkShift = 10;
 inline constexpr uint32_t kChunkRecords = 1u << kChunkShift;
 inline uint64_t NumChunks(uint64_t records) { return (records + kChunkRecords - 1) >> kChunkShift; }
 // Bytes of the chunk table for a version's index (0 before version 2).
