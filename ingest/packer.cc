@@ -391,7 +391,9 @@ Status Packer::WriteAll(std::vector<Sample>* samples) {
       events_.progress(phase, begin + n, samples->size(), writer_->bytes_written(), false);
     }
   }
-  if (events_.progress) {
+  // Sources that write their records themselves (IDX, HDF5) list no samples:
+  // no phase to report.
+  if (events_.progress && !samples->empty()) {
     events_.progress(phase, samples->size(), samples->size(), writer_->bytes_written(), true);
   }
   return Status::OK();
