@@ -61,7 +61,11 @@ struct Loader::Impl {
   void ProducerLoop(uint64_t first) {
     const uint64_t end = part().batches;
     for (uint64_t k = first; k < end;) {
-      const uint64_t want = std::min(end - k, filler->batches_per_fill(ring->size()));
+      // The first fill is one batch, so that the first batch does not wait
+      // for the ones behind it (a full shuffle of a compressed dataset
+      // decompresses a block per sample).
+      const uint64_t want =
+          k == first ? 1 : std::min(end - k, filler->batches_per_fill(ring->size()));
       if (!ring->Claim(k, want, end, &claimed)) return;
       jobs.clear();
       for (PrefetchRing::Slot* s : claimed) {

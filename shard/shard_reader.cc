@@ -111,20 +111,21 @@ Status ShardReader::ParseBlocks(uint64_t index_offset) {
   uint32_t next_record = 0;
   for (uint64_t b = 0; b < nblocks; ++b, p += format::kBlockEntrySize) {
     BlockEntry e = format::DecodeBlock(p);
-    std::string where = "block " + std::to_string(b) + ": ";
+    // Open parses every block entry (thousands per shard): no string unless one is bad.
+    auto where = [b] { return "block " + std::to_string(b) + ": "; };
     if (e.offset != next_offset)
-      return corrupt(where + "offset " + std::to_string(e.offset) + " out of place");
-    if (e.stored_size > index_offset - e.offset) return corrupt(where + "extends past the index");
+      return corrupt(where() + "offset " + std::to_string(e.offset) + " out of place");
+    if (e.stored_size > index_offset - e.offset) return corrupt(where() + "extends past the index");
     if (e.raw_size > format::kMaxBlockRawSize)
-      return corrupt(where + "declared raw size over the limit");
+      return corrupt(where() + "declared raw size over the limit");
     if (e.codec > static_cast<uint32_t>(format::Codec::kZstd))
-      return corrupt(where + "unknown codec");
+      return corrupt(where() + "unknown codec");
     if (e.codec == static_cast<uint32_t>(format::Codec::kStored) && e.stored_size != e.raw_size) {
-      return corrupt(where + "stored block with raw size != stored size");
+      return corrupt(where() + "stored block with raw size != stored size");
     }
     if (e.first_record != next_record || e.num_records == 0 ||
         e.num_records > nrecords - e.first_record) {
-      return corrupt(where + "record range out of place");
+      return corrupt(where() + "record range out of place");
     }
     next_offset = e.offset + e.stored_size;
     next_record = e.first_record + e.num_records;

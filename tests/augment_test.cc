@@ -417,6 +417,32 @@ TEST_F(BigMnistCli, SameSeedIsByteIdenticalWithOneOrTwoThreads) {
   EXPECT_NE(a, ShardBytes(dir_ / "s2"));
 }
 
+// --block-size sets what a random read decompresses; the records are the same.
+TEST_F(BigMnistCli, BlockSizeChangesTheBlocksNotTheRecords) {
+  auto big = RunCommand(Cmd(dir_ / "big", "--shard-size 200000"));
+  ASSERT_EQ(big.exit_code, 0) << big.out;
+  auto small = RunCommand(Cmd(dir_ / "small", "--shard-size 200000 --block-size 8192"));
+  ASSERT_EQ(small.exit_code, 0) << small.out;
+  auto a = Dataset::Open(dir_ / "big"), b = Dataset::Open(dir_ / "small");
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ((*a)->num_shards(), (*b)->num_shards());
+  ReadScratch sa, sb;
+  for (size_t s = 0; s < (*a)->num_shards(); ++s) {
+    const ShardReader &ra = (*a)->shard(s), &rb = (*b)->shard(s);
+    EXPECT_GT(rb.num_blocks(), ra.num_blocks());
+    for (uint32_t b2 = 0; b2 < rb.num_blocks(); ++b2) EXPECT_LE(rb.block(b2).raw_size, 8192u + 784);
+    ASSERT_EQ(ra.num_records(), rb.num_records());
+    for (uint32_t i = 0; i < ra.num_records(); ++i) {
+      std::string_view pa, pb;
+      ASSERT_TRUE(ra.ReadRecord(i, &sa, &pa).ok());
+      ASSERT_TRUE(rb.ReadRecord(i, &sb, &pb).ok());
+      ASSERT_EQ(pa, pb) << i;
+      ASSERT_EQ(ra.label(i), rb.label(i));
+      ASSERT_EQ(ra.key(i), rb.key(i));
+    }
+  }
+}
+
 TEST_F(BigMnistCli, CountsLabelsAndSpreadOfCopies) {
   auto r = RunCommand(Cmd(dir_ / "out", "--shard-size 300000"));
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -711,6 +737,9 @@ TEST_F(BigMnistCli, BadOptionsExitTwoWithOneLineNamingThem) {
       {"--rotation 10", "--rotation"},
       {"--elastic-alpha 3", "--elastic-alpha"},
       {"--versions 5", "--versions 5"},
+      {"--block-size 100", "--block-size"},
+      {"--block-size 1e12", "--block-size"},
+      {"--block-size -4096", "--block-size"},
   };
   for (const auto& [extra, expect] : cases) {
     auto r = RunCommand(Rcc(dir_ / "bad", opts + " " + extra));

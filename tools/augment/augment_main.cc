@@ -148,7 +148,7 @@ json TransformsJson(const AugmentParams& p) {
 // compression, the format and the tool's version. Not the threads or the
 // part. json objects keep their keys sorted, so the dump is canonical.
 json Settings(const IdxDataset& src, const Plan& p, const std::string& fmt, uint64_t per_shard,
-              int level) {
+              int level, uint64_t block_size) {
   const uint32_t pixels_crc = crc32c::Value(src.images.data.data(), p.n * p.item()),
                  labels_crc = crc32c::Value(src.labels.data.data(), p.n);
   return {{"tool", "shardkit-augment bigmnist"},
@@ -167,7 +167,8 @@ json Settings(const IdxDataset& src, const Plan& p, const std::string& fmt, uint
           {"distinct_copies", p.distinct_copies},
           {"format", fmt},
           {"records_per_shard", per_shard},
-          {"zstd_level", level}};
+          {"zstd_level", level},
+          {"block_size", block_size}};
 }
 
 // An output directory made ready and locked against a second writer. resume:
@@ -284,6 +285,7 @@ struct Target {
   PartRange range;
   uint64_t per_shard = 1;
   int level = 1;
+  uint32_t block_size = 1;
   bool force = false;
 };
 
@@ -348,6 +350,7 @@ int WriteShards(const Target& t, const IdxDataset& src, const Plan& plan, const 
   if (job.inner_threads > 1) omp_set_max_active_levels(2);
   job.options.compression = CompressionMode::kZstd;
   job.options.zstd_level = t.level;
+  job.options.block_size = t.block_size;
   job.options.kind = format::RecordKind::kRawU8;
   std::vector<ShardInfo> infos(nshards);
   std::vector<Status> errors(nshards);
@@ -445,6 +448,11 @@ struct Options {
   std::string src_dir, out, png, fmt = "shards", part_text;
   int threads = 0, level = 1, samples = 8;
   uint64_t limit = 0, shard_size = 256ull << 20;
+  // A full shuffle of a compressed dataset decompresses a block per sample:
+  // smaller blocks make its batches cheaper (128 KiB: the first batch at 72M
+  // records in half the time) and streamed reading dearer (128 KiB: about
+  // 30% fewer samples/s per worker), so the default favours streaming.
+  uint32_t block_size = 1u << 20;
   bool force = false;
   PartSpec part;
   std::vector<CLI::Option*> range_flags;  // the compose recipe's, on both subcommands
@@ -523,6 +531,10 @@ CLI::App* AddBigmnist(CLI::App* app, Options* o) {
   big->add_option("--zstd-level", o->level, "zstd level of the shards")
       ->capture_default_str()
       ->check(cli::IntIn(1, 19));
+  big->add_option("--block-size", o->block_size,
+                  "target raw bytes per compressed block: what a random read decompresses")
+      ->capture_default_str()
+      ->check(cli::IntIn(4096, 64ll << 20));
   big->add_option("--limit", o->limit, "use only the first N source images (0: all)")
       ->check(cli::IntIn(0, 1ll << 40));
   big->add_option("--part", o->part_text,
@@ -620,11 +632,11 @@ json CreatedBy(const Options& o, const json& settings, int argc, char** argv) {
 int RunBigmnist(const Options& o, const IdxDataset& src, int argc, char** argv) {
   const Plan& plan = o.plan;
   const uint64_t per_shard = std::max<uint64_t>(1, o.shard_size / (plan.item() + 40));
-  Target t{o.out, o.part, {}, per_shard, o.level, o.force};
+  Target t{o.out, o.part, {}, per_shard, o.level, o.block_size, o.force};
   auto range = SplitIntoParts(o.part, plan.total(), per_shard);
   if (!range.ok()) return Fail(range.status());
   t.range = *range;
-  const json settings = Settings(src, plan, o.fmt, per_shard, o.level);
+  const json settings = Settings(src, plan, o.fmt, per_shard, o.level, o.block_size);
   std::vector<uint8_t> table;
   if (!plan.distinct_copies) table = AugmentAll(src, plan, o.threads);
   RecordMaker maker(src, plan, plan.distinct_copies ? nullptr : &table);
