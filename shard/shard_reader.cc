@@ -102,9 +102,8 @@ Status ShardReader::ParseBlocks(uint64_t index_offset) {
     chunk_shift_ = format::kChunkShift;
     num_chunks_ = static_cast<uint32_t>(format::NumChunks(nrecords));
   }
-  chunk_state_.reset(new std::atomic<int>[num_chunks_]);
+  chunk_state_.reset(new std::atomic<uint8_t>[num_chunks_]);
   for (uint32_t c = 0; c < num_chunks_; ++c) chunk_state_[c].store(kIndexUnchecked);
-  chunk_status_.resize(num_chunks_);
   p += format::kIndexHeaderSize;
   blocks_.resize(nblocks);
   uint64_t next_offset = format::kHeaderSize;
@@ -141,10 +140,11 @@ Status ShardReader::ParseBlocks(uint64_t index_offset) {
 
 bool ShardReader::CheckChunkOnce(uint32_t c) const {
   std::lock_guard<std::mutex> lock(index_mu_);
-  int state = chunk_state_[c].load(std::memory_order_relaxed);
+  uint8_t state = chunk_state_[c].load(std::memory_order_relaxed);
   if (state == kIndexUnchecked) {
-    chunk_status_[c] = VerifyChunk(c);
-    state = chunk_status_[c].ok() ? kIndexGood : kIndexBad;
+    Status s = VerifyChunk(c);
+    state = s.ok() ? kIndexGood : kIndexBad;
+    if (!s.ok()) chunk_errors_[c] = std::move(s);
     chunk_state_[c].store(state, std::memory_order_release);
   }
   return state == kIndexGood;
@@ -158,14 +158,14 @@ Status ShardReader::CheckRecord(uint32_t i) const {
   const uint32_t c = i >> chunk_shift_;
   if (ChunkChecked(c)) return Status::OK();
   std::lock_guard<std::mutex> lock(index_mu_);
-  return chunk_status_[c];
+  return chunk_errors_.at(c);
 }
 
 Status ShardReader::CheckIndex() const {
   for (uint64_t c = 0; c < num_chunks_; ++c) {
     if (!ChunkChecked(static_cast<uint32_t>(c))) {
       std::lock_guard<std::mutex> lock(index_mu_);
-      return chunk_status_[c];
+      return chunk_errors_.at(static_cast<uint32_t>(c));
     }
   }
   if (version_ < format::kFirstChunkedVersion) return Status::OK();  // its one chunk is the whole

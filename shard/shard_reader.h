@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -136,7 +137,7 @@ class ShardReader {
   // True once chunk c of the record entries has been checked and found
   // sound; the first call checks it (VerifyChunk), under a lock.
   bool ChunkChecked(uint32_t c) const {
-    const int s = chunk_state_[c].load(std::memory_order_acquire);
+    const uint8_t s = chunk_state_[c].load(std::memory_order_acquire);
     return s == kIndexGood || (s == kIndexUnchecked && CheckChunkOnce(c));
   }
   bool CheckChunkOnce(uint32_t c) const;
@@ -157,10 +158,11 @@ class ShardReader {
   const char* entries_ = nullptr;     // the record entries, in index_
   const char* chunk_crcs_ = nullptr;  // version 2: the chunk table, in index_
   std::string_view keys_;             // the keys blob, in index_
-  // Per chunk: kIndexUnchecked, kIndexGood or kIndexBad; and its error,
-  // set once, before its state leaves kIndexUnchecked.
-  std::unique_ptr<std::atomic<int>[]> chunk_state_;
-  mutable std::vector<Status> chunk_status_;
+  // Per chunk (a byte per 1024 records): kIndexUnchecked, kIndexGood or
+  // kIndexBad; a bad chunk's error, set under index_mu_ before its state
+  // leaves kIndexUnchecked.
+  std::unique_ptr<std::atomic<uint8_t>[]> chunk_state_;
+  mutable std::map<uint32_t, Status> chunk_errors_;
   mutable std::mutex index_mu_;
   mutable bool whole_checked_ = false;  // the whole index's checksum (CheckIndex), under index_mu_
   mutable Status whole_status_;
