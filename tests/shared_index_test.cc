@@ -122,6 +122,30 @@ TEST(SharedIndexTest, ThePosixIndexIsTheShardFilesOwnPages) {
   EXPECT_NE(past.status().message().find(path), std::string::npos);
 }
 
+// Reads epoch 0 of `dir` in order, untransformed, until the end or an
+// error (returned); *delivered counts the samples of the batches delivered.
+Status ReadEpochInOrder(const std::string& dir, LoaderOptions o, uint64_t* delivered) {
+  o.shuffle = ShuffleMode::kNone;
+  o.transform.kind = TransformKind::kNone;
+  SK_ASSIGN_OR_RETURN(auto loader, Loader::Open(dir, o));
+  SK_RETURN_IF_ERROR(loader->StartEpoch(0));
+  for (;;) {
+    const Batch* b = nullptr;
+    SK_RETURN_IF_ERROR(loader->Next(&b));
+    if (b == nullptr) return Status::OK();
+    *delivered += b->real_size;
+  }
+}
+
+// Where shard `path`'s record entries start in the file.
+uint64_t EntriesAt(const std::string& path) {
+  auto r = ShardReader::Open(path);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) return 0;
+  return (*r)->index_offset() +
+         format::EntriesOffset(format::kVersion, (*r)->num_blocks(), (*r)->num_records());
+}
+
 // A damaged record entry (the index checksum no longer matches) is not read
 // at open: the dataset opens, the loader delivers the shards before it, and
 // the first batch that uses the damaged shard fails naming it.
@@ -137,9 +161,7 @@ TEST(SharedIndexTest, ADamagedIndexIsFoundWhenItsShardIsFirstUsedNamingTheShard)
     ASSERT_TRUE(r.ok());
     // A label in the middle of the record entries: a plausible value, so only
     // the index checksum can tell.
-    const uint64_t entries =
-        (*r)->index_offset() +
-        format::EntriesOffset(format::kVersion, (*r)->num_blocks(), (*r)->num_records());
+    const uint64_t entries = EntriesAt(path);
     std::string bytes = testing::ReadFile(path);
     bytes[entries + ((*r)->num_records() / 2) * format::kRecordEntrySize + 12] ^= 0x01;
     testing::WriteFile(path, bytes);
@@ -151,18 +173,9 @@ TEST(SharedIndexTest, ADamagedIndexIsFoundWhenItsShardIsFirstUsedNamingTheShard)
   o.workers = 2;
   o.shuffle = ShuffleMode::kNone;
   o.transform.kind = TransformKind::kNone;
-  auto loader = Loader::Open(dir / "ds", o);
-  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
-  ASSERT_TRUE((*loader)->StartEpoch(0).ok());
   const uint64_t before = m->shards[0].records + m->shards[1].records;
   uint64_t delivered = 0;
-  Status s;
-  for (;;) {
-    const Batch* b = nullptr;
-    s = (*loader)->Next(&b);
-    if (!s.ok() || b == nullptr) break;
-    delivered += b->real_size;
-  }
+  const Status s = ReadEpochInOrder(dir / "ds", o, &delivered);
   ASSERT_FALSE(s.ok()) << "the damaged shard was read without an error";
   EXPECT_NE(s.message().find(m->shards[2].file + ": index checksum mismatch"), std::string::npos)
       << s.message();
@@ -193,12 +206,7 @@ TEST(SharedIndexTest, ADamagedChunkFailsOnlyItsOwnRecords) {
       ASSERT_TRUE((*w)->Add(std::to_string(i), i % 7, "k" + std::to_string(i)).ok());
     ASSERT_TRUE((*w)->Finish(nullptr).ok());
   }
-  const uint64_t entries = [&] {
-    auto r = ShardReader::Open(path);
-    EXPECT_TRUE(r.ok());
-    return (*r)->index_offset() +
-           format::EntriesOffset(format::kVersion, (*r)->num_blocks(), (*r)->num_records());
-  }();
+  const uint64_t entries = EntriesAt(path);
   std::string bytes = testing::ReadFile(path);
   const uint32_t damaged = format::kChunkRecords + 17;                         // in chunk 1
   bytes[entries + uint64_t{damaged} * format::kRecordEntrySize + 12] ^= 0x01;  // its label
@@ -271,9 +279,7 @@ TEST(SharedIndexTest, TheLoaderStopsAtADamagedChunkInsideADecompressedBlock) {
     ASSERT_EQ((*r)->record(format::kChunkRecords - 1).block,
               (*r)->record(format::kChunkRecords).block)
         << "the test needs a block across the chunks' boundary";
-    const uint64_t entries =
-        (*r)->index_offset() +
-        format::EntriesOffset(format::kVersion, (*r)->num_blocks(), (*r)->num_records());
+    const uint64_t entries = EntriesAt(path);
     std::string bytes = testing::ReadFile(path);
     bytes[entries + (format::kChunkRecords + 5) * uint64_t{format::kRecordEntrySize} + 12] ^= 0x01;
     testing::WriteFile(path, bytes);
@@ -281,19 +287,8 @@ TEST(SharedIndexTest, TheLoaderStopsAtADamagedChunkInsideADecompressedBlock) {
   LoaderOptions o;
   o.batch_size = 64;
   o.workers = 1;
-  o.shuffle = ShuffleMode::kNone;
-  o.transform.kind = TransformKind::kNone;
-  auto loader = Loader::Open(dir / "ds", o);
-  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
-  ASSERT_TRUE((*loader)->StartEpoch(0).ok());
   uint64_t delivered = 0;
-  Status s;
-  for (;;) {
-    const Batch* b = nullptr;
-    s = (*loader)->Next(&b);
-    if (!s.ok() || b == nullptr) break;
-    delivered += b->real_size;
-  }
+  const Status s = ReadEpochInOrder(dir / "ds", o, &delivered);
   ASSERT_FALSE(s.ok()) << "the damaged chunk was read without an error";
   EXPECT_NE(s.message().find("index checksum mismatch (" + Chunk1() + ")"), std::string::npos)
       << s.message();
