@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -85,14 +84,24 @@ def test_two_threads_on_one_loader_finish_or_get_a_clear_error(raw_ds):
 
 
 CTRL_C = r"""
-import sys, time
+import linecache, sys, threading, time
 import shardkit
 loader = shardkit.Loader(sys.argv[1], int(sys.argv[2]), workers=1, transform="resize", size=1024,
                          rank=0, world_size=1, prefetch=1, shuffle="none")
-it = iter(loader)
-print("waiting", flush=True)
+main = threading.main_thread().ident
+def announce():
+    # "waiting" once the main thread is inside the core's next(): its innermost
+    # Python frame is then the line that calls it (a C call adds no frame).
+    # Said earlier, the signal could land in the print or before the try.
+    while True:
+        f = sys._current_frames().get(main)
+        if f is not None and "_core.next()" in linecache.getline(f.f_code.co_filename, f.f_lineno):
+            break
+        time.sleep(0.001)
+    print("waiting", flush=True)
+threading.Thread(target=announce, daemon=True).start()
 try:
-    next(it)
+    next(iter(loader))
     print("batch came first", flush=True)
 except KeyboardInterrupt:
     print("interrupted; batches filled %d" % loader.stats()["batches"], flush=True)
@@ -114,14 +123,10 @@ def slow_ds(tmp_path_factory, photos):
 def test_ctrl_c_while_next_waits_raises_at_once_not_when_the_batch_is_ready(slow_ds):
     p = child(CTRL_C, slow_ds, 96)
     assert p.stdout.readline().strip() == "waiting"
-    t0 = time.monotonic()
     p.send_signal(signal.SIGINT)
     line = p.stdout.readline().strip()
-    latency = time.monotonic() - t0
     rest, _ = p.communicate(timeout=120)
     assert p.returncode == 0, line + rest
     # The mechanism: next() returned for the signal while the batch was still
     # being made (none filled yet), so it did not wait for the batch.
     assert line == "interrupted; batches filled 0", line + rest
-    # Well under a second on a quiet machine; generous for a busy one.
-    assert latency < 5, latency
