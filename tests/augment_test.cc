@@ -507,14 +507,10 @@ TEST_F(BigMnistCli, KilledRunResumesKeepingFinishedShards) {
   const std::string cmd = command(dir_ / "out");
   ASSERT_EQ(RunCommand(command(dir_ / "ref")).exit_code, 0);
   const int pid = testing::Spawn(cmd, dir_ / "log");
-  bool some_done = false;
-  for (int i = 0; i < 400 && !some_done; ++i) {
-    some_done = FileExists(dir_ / "out/shard-00005.sks");
-    if (!some_done) usleep(20000);
-  }
-  ASSERT_TRUE(some_done) << testing::ReadFile(dir_ / "log");
+  const bool some_done = testing::WaitForFile(dir_ / "out/shard-00005.sks", 600);
   kill(pid, SIGKILL);
-  testing::WaitExit(pid, 10);
+  testing::WaitExit(pid, 60);
+  ASSERT_TRUE(some_done) << testing::ReadFile(dir_ / "log");
   ASSERT_FALSE(FileExists(dir_ / "out/manifest.json"))
       << "killed before the end: must not look complete";
   EXPECT_FALSE(Dataset::Open(dir_ / "out").ok());

@@ -189,10 +189,13 @@ TEST(FaultInjection, InterruptedStagingResumesCopyingOnlyWhatIsMissing) {
             0);
   const std::string stage = "env SHARDKIT_PACK=" + testing::PackTool() + " " + kStage + " " +
                             dir / "shared" + " " + dir / "local --jobs 1";
-  const int pid = testing::Spawn(stage, dir / "log");
-  for (int i = 0; i < 200 && !FileExists(dir / "local/shard-00004.sks"); ++i) usleep(10000);
-  kill(pid, SIGKILL);
-  testing::WaitExit(pid, 10);
+  // Killed once some shards are staged, with every process it started (cp,
+  // checksum, mv), however long the machine takes to get there.
+  const int pid = testing::Spawn(stage, dir / "log", /*own_group=*/true);
+  const bool some_staged = testing::WaitForFile(dir / "local/shard-00004.sks", 600);
+  kill(-pid, SIGKILL);
+  testing::WaitExit(pid, 60);
+  ASSERT_TRUE(some_staged) << testing::ReadFile(dir / "log");
   EXPECT_FALSE(FileExists(dir / "local/manifest.json"))
       << "a half-staged dataset must not look complete";
   auto r = RunCommand(stage);

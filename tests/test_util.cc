@@ -208,9 +208,10 @@ CommandResult RunCommand(const std::string& command) {
   return r;
 }
 
-int Spawn(const std::string& cmd, const std::string& log) {
+int Spawn(const std::string& cmd, const std::string& log, bool own_group) {
   pid_t pid = fork();
   if (pid == 0) {
+    if (own_group) setpgid(0, 0);
     execl("/bin/sh", "sh", "-c", ("exec " + cmd + " > " + log + " 2>&1").c_str(), nullptr);
     _exit(127);
   }
@@ -232,6 +233,14 @@ int WaitExit(int pid, int timeout_s) {
 bool WaitForText(const std::string& file, const std::string& text, int timeout_s) {
   for (int i = 0; i < timeout_s * 20; ++i) {
     if (ReadFile(file).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+bool WaitForFile(const std::string& path, int timeout_s) {
+  for (int i = 0; i < timeout_s * 20; ++i) {
+    if (access(path.c_str(), F_OK) == 0) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;

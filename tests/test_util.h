@@ -56,12 +56,16 @@ struct CommandResult {
 CommandResult RunCommand(const std::string& command);
 
 // Starts a shell command in the background with its output in `log`; returns its pid.
-int Spawn(const std::string& command, const std::string& log);
+// With own_group, the command leads a process group of its own (pid), so that
+// kill(-pid, ...) reaches every process it started.
+int Spawn(const std::string& command, const std::string& log, bool own_group = false);
 // Waits up to timeout_s for pid to exit; its exit code, 128 + signal, or -1
 // on timeout (the process is then killed).
 int WaitExit(int pid, int timeout_s);
 // Waits up to timeout_s for `text` to appear in `file`.
 bool WaitForText(const std::string& file, const std::string& text, int timeout_s);
+// Waits up to timeout_s for `path` to exist.
+bool WaitForFile(const std::string& path, int timeout_s);
 
 // Absolute paths of the built tools (from compile definitions).
 std::string PackTool();

@@ -68,7 +68,7 @@ CONF
   /usr/sbin/slurmd -f "$SLURM_CONF" -N n1
   /usr/sbin/slurmd -f "$SLURM_CONF" -N n2
   local i
-  for i in $(seq 1 60); do
+  for i in $(seq 1 300); do
     if [ "$(sinfo -h -N -o '%t' 2>/dev/null | grep -c idle)" = 2 ]; then
       echo "cluster: slurmctld and 2 slurmd (n1, n2) up"
       return 0

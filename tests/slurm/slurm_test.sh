@@ -36,6 +36,21 @@ wait_job() {  # id, timeout seconds: waits until the job has ended (not requeued
   done
   echo "TIMEOUT_WAITING"
 }
+job_field() { scontrol show job "$1" 2>/dev/null | grep -o "\b$2=[^ ]*" | head -n1 | cut -d= -f2- || true; }
+has() { grep -q -- "$2" <<< "$1"; }  # text, pattern
+# Polls (5 times a second) until the command succeeds or the job has ended;
+# returns 1 on either of those failures, saying which.
+wait_for() {  # id, timeout seconds, description, command...
+  local id=$1 t=$2 what=$3; shift 3
+  local end=$((SECONDS + t)) s
+  until "$@"; do
+    s=$(job_state "$id")
+    case "$s" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY)
+      echo "  (job $id ended, $s, while waiting for $what)"; return 1 ;; esac
+    [ $SECONDS -lt $end ] || { echo "  (timed out after ${t}s waiting for $what)"; return 1; }
+    sleep 0.2
+  done
+}
 
 # A small dataset on "shared storage": Fashion-MNIST's test set, in several shards.
 "$BUILD/tools/pack/shardkit-pack" idx --images /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz \
@@ -62,9 +77,14 @@ rm -rf "$WORK/local"
 export EPOCHS=1 BATCH=4 EXTRA="--max-steps 1500 --print-every 25"
 id2=$(sbatch --parsable --nodes=2 --ntasks-per-node=1 --cpus-per-task=1 --job-name=case2 \
       --output="$WORK/case2.out" --chdir="$ROOT" slurm/train.sbatch)
-for _ in $(seq 1 120); do grep -q "step 100/" "$WORK/case2.out" 2>/dev/null && break; sleep 1; done
-scancel --signal=USR1 "$id2"   # what --signal=USR1@300 sends before the time limit
-state=$(wait_job "$id2" 300)
+# The signal only once training has begun (its handlers are installed by then);
+# sent earlier, during staging, it would end the job instead of checkpointing it.
+if wait_for "$id2" 600 "run 1's progress" grep -qs "step 100/" "$WORK/case2.out"; then
+  scancel --signal=USR1 "$id2"   # what --signal=USR1@300 sends before the time limit
+else
+  scancel "$id2" 2>/dev/null || true
+fi
+state=$(wait_job "$id2" 600)
 cat "$WORK/case2.out"
 check "job completed after the signal ($state)" test "$state" = COMPLETED
 check "ranks checkpointed on the signal" grep -q "checkpoint written to" "$WORK/case2.out"
@@ -94,30 +114,15 @@ export EPOCHS=2 BATCH=4 EXTRA="--print-every 50"
 id4=$(sbatch --parsable --nodes=2 --ntasks-per-node=1 --cpus-per-task=1 --job-name=case4 \
       --output="$out4" --chdir="$ROOT" slurm/train.sbatch)
 ckpt4=$ROOT/checkpoints/case4-$id4/last.pt
-job_field() { scontrol show job "$1" 2>/dev/null | grep -o "\b$2=[^ ]*" | head -n1 | cut -d= -f2- || true; }
-has() { grep -q -- "$2" <<< "$1"; }  # text, pattern
-# Polls (5 times a second) until the command succeeds or the job has ended;
-# returns 1 on either of those failures, saying which.
-wait_for() {  # id, timeout seconds, description, command...
-  local id=$1 t=$2 what=$3; shift 3
-  local end=$((SECONDS + t)) s
-  until "$@"; do
-    s=$(job_state "$id")
-    case "$s" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY)
-      echo "  (job $id ended, $s, while waiting for $what)"; return 1 ;; esac
-    [ $SECONDS -lt $end ] || { echo "  (timed out after ${t}s waiting for $what)"; return 1; }
-    sleep 0.2
-  done
-}
 requeued() { [ "$(job_state "$1")" = PENDING ] && [ "$(job_field "$1" Restarts)" -ge 1 ] 2>/dev/null; }
 ok4=1
 echo "case 4: waiting for run 1 to train mid-way through epoch 1 on 2 ranks (progress line 'step 50/')"
-wait_for "$id4" 120 "run 1's progress" grep -qs "step 50/" "$out4" || ok4=0
+wait_for "$id4" 600 "run 1's progress" grep -qs "step 50/" "$out4" || ok4=0
 if [ $ok4 = 1 ]; then
   echo "case 4: sending USR1 to every rank (as --signal=USR1@300 or a preemption notice would)"
   scancel --signal=USR1 "$id4"
   echo "case 4: waiting for the checkpoint and train.sbatch's 'scontrol requeue' (job PENDING, Restarts=1)"
-  wait_for "$id4" 120 "the requeue" requeued "$id4" || ok4=0
+  wait_for "$id4" 600 "the requeue" requeued "$id4" || ok4=0
 fi
 # Resize and start the pending job. Each step is retried until SLURM shows its
 # effect (the requeue's cleanup may still be settling when the job first reads
@@ -135,12 +140,12 @@ resize_and_start() {  # id
 }
 if [ $ok4 = 1 ]; then
   echo "case 4: pending again ($(job_field "$id4" Reason)); scontrol update JobId=$id4 NumNodes=1 NumTasks=1, StartTime=now"
-  wait_for "$id4" 120 "the resized job to start" resize_and_start "$id4" 2>&1 | sort -u || true
+  wait_for "$id4" 600 "the resized job to start" resize_and_start "$id4" 2>&1 | sort -u || true
   [ "$(job_field "$id4" NumNodes)" = 1 ] || ok4=0
 fi
 if [ $ok4 != 1 ]; then echo "case 4: not as planned; the job now:"; scontrol show job "$id4" || true; fi
 [ $ok4 = 1 ] || scancel "$id4" 2>/dev/null || true  # not as planned: end it rather than wait it out
-state4=$(wait_job "$id4" 300)
+state4=$(wait_job "$id4" 600)
 if [ "$state4" != COMPLETED ]; then echo "case 4: the job ended $state4:"; scontrol show job "$id4" || true; fi
 echo "case 4: job $id4 ended $state4 after $((SECONDS - t4)) s; its output (progress lines cut):"
 grep -v '^epoch [0-9]*/[0-9]*  step ' "$out4" || true
