@@ -281,7 +281,8 @@ TEST(TrainTest, SigtermCheckpointsAndResumeFinishes) {
 // Rank `rank` of 2 on dir/data (batch 4, progress every step, checkpoints
 // in dir/ck), rendezvousing through environment variables as torchrun's do.
 std::string RankCmd(const TempDir& dir, int rank, const std::string& extra) {
-  const std::string port = std::to_string(20000 + getpid() % 20000);
+  // Below Linux's ephemeral range (32768-60999), so no outgoing connection holds it.
+  const std::string port = std::to_string(20000 + getpid() % 12000);
   return "env RANK=" + std::to_string(rank) +
          " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " + kTrain + " --data " +
          dir / "data" +
@@ -801,7 +802,7 @@ TEST(DistEnvTest, TorchrunVariablesWinOverSlurmsAndMasterVariablesOverride) {
     EXPECT_EQ(e->world_size, 8);
     EXPECT_EQ(e->local_rank, 1);
     EXPECT_EQ(e->master_addr, "rack1-n01");
-    EXPECT_EQ(e->master_port, 20000 + 12345 % 20000);
+    EXPECT_EQ(e->master_port, 20000 + 12345 % 12000);
   }
   {  // torchrun's variables take precedence; MASTER_* override the node list
     ScopedEnv env({{"RANK", "1"},

@@ -87,7 +87,9 @@ Result<DistEnv> DistEnvFromEnvironment() {
     const char* nodes =
         EnvVar("SLURM_JOB_NODELIST") ? EnvVar("SLURM_JOB_NODELIST") : EnvVar("SLURM_NODELIST");
     if (nodes != nullptr) e.master_addr = FirstHostOfNodeList(nodes);
-    if (EnvVar("SLURM_JOB_ID")) e.master_port = 20000 + std::atoi(EnvVar("SLURM_JOB_ID")) % 20000;
+    // 20000-31999: below Linux's ephemeral ports (32768+), which an outgoing
+    // connection on the node may hold. train.sbatch uses the same formula.
+    if (EnvVar("SLURM_JOB_ID")) e.master_port = 20000 + std::atoi(EnvVar("SLURM_JOB_ID")) % 12000;
   }
   if (EnvVar("MASTER_ADDR")) e.master_addr = EnvVar("MASTER_ADDR");
   if (EnvVar("MASTER_PORT"))

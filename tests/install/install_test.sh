@@ -46,7 +46,7 @@ echo "== 3. the example script, on shards packed by the installed tool"
 PATH="$tmp/venv/bin:/usr/bin:/bin" shardkit-pack imagenet "$tmp/jpeg" "$tmp/shards" >/dev/null 2>&1 ||
   fail "shardkit-pack imagenet"
 grep -q "\"version\": *\"$version\"" "$tmp/shards/manifest.json" || fail "the manifest's created_by lacks version $version"
-MASTER_PORT=$((20000 + RANDOM % 20000)) "$tmp/venv/bin/python" "$src/examples/train_imagenet.py" --loader shardkit \
+MASTER_PORT=$((20000 + RANDOM % 12000)) "$tmp/venv/bin/python" "$src/examples/train_imagenet.py" --loader shardkit \
   --data "$tmp/shards" --arch resnet18 --batch-size 4 --image-size 32 --workers 1 --max-steps 3 \
   --epochs 1 --json "$tmp/example.json" >"$tmp/example.log" 2>&1 || { cat "$tmp/example.log"; fail "example script"; }
 grep -q '"steps": 3' "$tmp/example.json" || fail "the example did not run 3 steps: $(cat "$tmp/example.json")"
