@@ -192,8 +192,9 @@ TEST(FaultInjection, InterruptedStagingResumesCopyingOnlyWhatIsMissing) {
   // Killed once some shards are staged, with every process it started (cp,
   // checksum, mv), however long the machine takes to get there.
   const int pid = testing::Spawn(stage, dir / "log", /*own_group=*/true);
+  ASSERT_GT(pid, 0);
   const bool some_staged = testing::WaitForFile(dir / "local/shard-00004.sks", 600);
-  kill(-pid, SIGKILL);
+  EXPECT_EQ(kill(-pid, SIGKILL), 0) << std::strerror(errno);
   testing::WaitExit(pid, 60);
   ASSERT_TRUE(some_staged) << testing::ReadFile(dir / "log");
   EXPECT_FALSE(FileExists(dir / "local/manifest.json"))

@@ -10,18 +10,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
-#include <cmath>
-#include <thread>
-
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "base/random.h"
 #include "shard/dataset_writer.h"
@@ -210,11 +209,16 @@ CommandResult RunCommand(const std::string& command) {
 
 int Spawn(const std::string& cmd, const std::string& log, bool own_group) {
   pid_t pid = fork();
+  if (pid < 0) {
+    ADD_FAILURE() << "fork: " << std::strerror(errno);
+    return -1;
+  }
   if (pid == 0) {
     if (own_group) setpgid(0, 0);
     execl("/bin/sh", "sh", "-c", ("exec " + cmd + " > " + log + " 2>&1").c_str(), nullptr);
     _exit(127);
   }
+  if (own_group) setpgid(pid, pid);  // both sides, so the group exists whichever runs first
   return pid;
 }
 

@@ -310,7 +310,7 @@ TEST(TrainTest, SigtermMidEpochOnTwoRanksResumesOnOneAndOnThreeRanks) {
   // even when this process is descheduled for a long while after seeing it.
   const int kRecords = 2400;
   WriteToyDataset(dir / "data", kRecords);
-  auto cmd = [&](int rank) { return RankCmd(dir, rank, "--epochs 1 --timeout 60"); };
+  auto cmd = [&](int rank) { return RankCmd(dir, rank, "--epochs 1 --timeout 300"); };
   const int r0 = Spawn(cmd(0), dir / "log0");
   const int r1 = Spawn(cmd(1), dir / "log1");
   ASSERT_TRUE(WaitForText(dir / "log0", "step 20/", 600)) << testing::ReadFile(dir / "log0");

@@ -95,7 +95,7 @@ def announce():
     # Said earlier, the signal could land in the print or before the try.
     while True:
         f = sys._current_frames().get(main)
-        if f is not None and "_core.next()" in linecache.getline(f.f_code.co_filename, f.f_lineno):
+        if f is not None and "_core.next()" in linecache.getline(f.f_code.co_filename, f.f_lineno or 0):
             break
         time.sleep(0.001)
     print("waiting", flush=True)
