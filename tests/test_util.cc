@@ -234,20 +234,24 @@ int WaitExit(int pid, int timeout_s) {
   return -1;
 }
 
-bool WaitForText(const std::string& file, const std::string& text, int timeout_s) {
+namespace {
+// Polls `done` every 50 ms for up to timeout_s; whether it came true.
+template <typename Pred>
+bool PollFor(Pred done, int timeout_s) {
   for (int i = 0; i < timeout_s * 20; ++i) {
-    if (ReadFile(file).find(text) != std::string::npos) return true;
+    if (done()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
 }
+}  // namespace
+
+bool WaitForText(const std::string& file, const std::string& text, int timeout_s) {
+  return PollFor([&] { return ReadFile(file).find(text) != std::string::npos; }, timeout_s);
+}
 
 bool WaitForFile(const std::string& path, int timeout_s) {
-  for (int i = 0; i < timeout_s * 20; ++i) {
-    if (access(path.c_str(), F_OK) == 0) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
+  return PollFor([&] { return access(path.c_str(), F_OK) == 0; }, timeout_s);
 }
 
 std::string PackTool() { return SHARDKIT_PACK_TOOL; }
