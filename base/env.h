@@ -2,12 +2,12 @@
 // shard readers, the loader's read path) reaches storage through an Env and
 // the RandomAccessFiles it opens, never through POSIX calls of its own, as
 // leveldb's Env and DALI's FileStream do. Env::Default() is POSIX (local
-// disks, NFS, GPFS, Lustre); another backend (object storage over HTTP, a
-// test double that injects latency or faults: tests/storage_double.h)
-// implements these two classes and is passed to Dataset::Open or in
-// LoaderOptions::env; it must outlive every Dataset and Loader opened
-// through it. (VerifyDataset, the tools' integrity check of a directory,
-// reads the POSIX filesystem.)
+// disks, NFS, GPFS, Lustre); Env::ForPath picks the backend a path names:
+// object storage for s3:// and http(s):// URLs (base/object_store.h), POSIX
+// otherwise. Another backend (a test double that injects latency or faults:
+// tests/storage_double.h) implements these two classes and is passed to
+// Dataset::Open or in LoaderOptions::env; it must outlive every Dataset and
+// Loader opened through it.
 //
 // The read path (buffered pread, a read-only mapping, O_DIRECT) is the
 // implementation's choice: readers say how they will read (AccessHints) and
@@ -92,6 +92,9 @@ class RandomAccessFile {
   // The reader no longer looks at [offset, offset + n) of a view: the
   // backend may release the memory that held it (never the data).
   virtual void Release(uint64_t offset, size_t n) const {}
+  // Reads in flight and later ones end at once with an Aborted error: a
+  // reader shutting down never waits on slow storage. Thread-safe.
+  virtual void Abort() const {}
 };
 
 class Env {
@@ -99,6 +102,11 @@ class Env {
   virtual ~Env() = default;
   // The POSIX filesystem; lives for the process.
   static Env* Default();
+  // The Env that reads `path`: the process's object-storage Env for an
+  // s3://, http:// or https:// URL (configured from the environment the
+  // first time: base/object_store.h), else Default(). An error says why a
+  // URL cannot be read (no libcurl in this build, an unusable setting).
+  static Result<Env*> ForPath(const std::string& path);
 
   // Opens `path` for reads. A missing file is NotFound; something that is
   // not a regular file (a FIFO, a directory) is refused by path, without
@@ -106,9 +114,13 @@ class Env {
   virtual Result<std::unique_ptr<RandomAccessFile>> OpenForReads(const std::string& path) = 0;
   // Whether `path` exists (a dataset's manifest, a shard named by it).
   virtual bool FileExists(const std::string& path) = 0;
-  // A whole small file (a manifest), refused above max_size bytes: OpenForReads
-  // and Read, for every backend.
-  Result<std::string> ReadFile(const std::string& path, uint64_t max_size);
+  // A whole small file (a manifest), refused above max_size bytes (by
+  // default OpenForReads and Read; object storage: one GET). A missing file
+  // is NotFound.
+  virtual Result<std::string> ReadFile(const std::string& path, uint64_t max_size);
+  // Whether each read is a request over a network (milliseconds or more):
+  // readers then keep more reads in flight and open files in parallel.
+  virtual bool remote() const { return false; }
 };
 
 }  // namespace shardkit

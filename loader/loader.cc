@@ -85,7 +85,11 @@ struct Loader::Impl {
 
 Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Loader::~Loader() { impl_->StopProducer(); }
+Loader::~Loader() {
+  // Reads still waiting on storage (a slow server, retries) end at once.
+  impl_->source->dataset().AbortReads();
+  impl_->StopProducer();
+}
 
 Status ValidateLoaderOptions(const LoaderOptions& o) {
   auto bad = [](const std::string& what) { return Status::InvalidArgument(what); };
@@ -110,7 +114,7 @@ Status ValidateLoaderOptions(const LoaderOptions& o) {
                std::to_string(o.world_size) + ")");
   }
   if (o.block_window < 1) return bad("block window must be at least 1");
-  if (o.read_depth < 0 || o.read_depth > 1024)
+  if (o.read_depth < kAutoReadDepth || o.read_depth > 1024)
     return bad("read depth must be in 0..1024, not " + std::to_string(o.read_depth));
   if (o.read_ahead_bytes < (1u << 20) || o.read_ahead_bytes > (64ull << 30))
     return bad("read-ahead bytes must be in 1 MiB..64 GiB");

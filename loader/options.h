@@ -109,6 +109,9 @@ struct EpochOptions {
   bool drop_last = false;      // see Partition
 };
 
+inline constexpr int kAutoReadDepth = -1;
+inline constexpr int kFilesystemReadDepth = 32, kRemoteReadDepth = 128;
+
 // How the bytes are read: the part of the options the record source's
 // storage side takes.
 struct StorageOptions {
@@ -143,7 +146,9 @@ struct StorageOptions {
   // mode and read path: network storage's milliseconds per read are hidden
   // by depth, whatever the number of workers. 0: each worker reads what it
   // decodes (with page-cache read-ahead hints where reads are buffered).
-  int read_depth = 32;
+  // kAutoReadDepth: 32 on a filesystem, 128 on object storage (tens of
+  // milliseconds a request).
+  int read_depth = kAutoReadDepth;
   // Bytes the reads ahead may hold (read or being read, not yet decoded).
   uint64_t read_ahead_bytes = 64ull << 20;
 };

@@ -6,8 +6,8 @@
 
 namespace shardkit {
 
-ReadQueue::ReadQueue(const Dataset* ds, int depth, uint64_t max_bytes)
-    : ds_(ds), max_bytes_(max_bytes) {
+ReadQueue::ReadQueue(const Dataset* ds, int depth, uint64_t max_bytes, uint64_t max_merge_bytes)
+    : ds_(ds), max_bytes_(max_bytes), max_merge_bytes_(max_merge_bytes) {
   for (int i = 0; i < std::max(1, depth); ++i) threads_.emplace_back([this] { Run(); });
 }
 
@@ -38,8 +38,40 @@ void ReadQueue::Submit(uint32_t shard, uint32_t local) {
   work_cv_.notify_one();
 }
 
+// Under mu_: the queued requests right after q (in the order the workers
+// want them) whose records continue q's on storage, within max_merge_bytes_:
+// read with q in one request. They stay in queue_ (no longer kQueued, so
+// pick() passes over them).
+void ReadQueue::Neighbours(uint64_t first, std::deque<uint64_t>::iterator q,
+                           std::vector<uint64_t>* run) {
+  run->assign(1, first);
+  if (max_merge_bytes_ == 0) return;
+  const uint32_t shard = static_cast<uint32_t>(first >> 32);
+  const ShardReader& r = ds_->shard(shard);
+  uint64_t offset = 0, end = 0;
+  uint32_t length = 0;
+  if (!r.StoredExtent(static_cast<uint32_t>(first), &offset, &length)) return;
+  end = offset + length;
+  for (auto it = std::next(q); it != queue_.end() && run->size() < kMaxMergedRecords; ++it) {
+    auto req = requests_.find(*it);
+    if (req == requests_.end() || req->second.state != State::kQueued) continue;  // taken
+    uint64_t o = 0;
+    if (static_cast<uint32_t>(*it >> 32) != shard ||
+        !r.StoredExtent(static_cast<uint32_t>(*it), &o, &length) || o != end ||
+        end + length - offset > max_merge_bytes_) {
+      break;
+    }
+    end += length;
+    run->push_back(*it);
+  }
+}
+
 void ReadQueue::Run() {
   ReadScratch scratch;
+  std::vector<uint64_t> run;
+  std::vector<char> span;
+  std::vector<Status> statuses;
+  std::vector<std::vector<char>> bytes;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     // The next read: one a worker waits for, else the oldest queued one
@@ -63,12 +95,15 @@ void ReadQueue::Run() {
     std::deque<uint64_t>::iterator q;
     work_cv_.wait(lock, [&] { return stop_ || (q = pick()) != queue_.end(); });
     if (stop_) return;
-    const uint64_t key = *q;
+    Neighbours(*q, q, &run);
     queue_.erase(q);
-    Request& req = requests_.at(key);
-    if (req.urgent) --urgent_;
-    req.state = State::kReading;
-    const uint64_t length = req.length;
+    uint64_t length = 0;
+    for (uint64_t key : run) {
+      Request& req = requests_.at(key);
+      if (req.urgent) --urgent_;
+      req.state = State::kReading;
+      length += req.length;
+    }
     held_bytes_ += length;
     ++in_flight_;
     stats_.in_flight_sum += double(in_flight_);
@@ -78,9 +113,7 @@ void ReadQueue::Run() {
     lock.unlock();
 
     const uint64_t t0 = MonotonicNs();
-    std::string_view payload;
-    Status s = ds_->shard(static_cast<uint32_t>(key >> 32))
-                   .ReadRecord(static_cast<uint32_t>(key), &scratch, &payload);
+    ReadRun(run, &scratch, &span, &statuses, &bytes);
     const double seconds = double(MonotonicNs() - t0) * 1e-9;
 
     lock.lock();
@@ -90,14 +123,50 @@ void ReadQueue::Run() {
       done_cv_.notify_all();
       continue;
     }
-    Request& done = requests_.at(key);
-    done.state = State::kDone;
-    done.status = std::move(s);
-    done.bytes = std::move(scratch.raw);
-    scratch.raw = std::vector<char>();
-    stats_.reads++;
-    stats_.read_seconds += seconds;
+    for (size_t i = 0; i < run.size(); ++i) {
+      Request& done = requests_.at(run[i]);
+      done.state = State::kDone;
+      done.status = std::move(statuses[i]);
+      done.bytes = std::move(bytes[i]);
+    }
+    stats_.reads += run.size();
+    stats_.read_seconds += seconds * double(run.size());
     done_cv_.notify_all();
+  }
+}
+
+// Reads the records of `run` (one, or neighbours on storage in one request),
+// each checked against its checksum.
+void ReadQueue::ReadRun(const std::vector<uint64_t>& run, ReadScratch* scratch,
+                        std::vector<char>* span, std::vector<Status>* statuses,
+                        std::vector<std::vector<char>>* bytes) const {
+  statuses->assign(run.size(), Status::OK());
+  bytes->resize(run.size());
+  const uint32_t shard = static_cast<uint32_t>(run[0] >> 32);
+  const ShardReader& r = ds_->shard(shard);
+  if (run.size() == 1) {
+    std::string_view payload;
+    (*statuses)[0] = r.ReadRecord(static_cast<uint32_t>(run[0]), scratch, &payload);
+    (*bytes)[0] = std::move(scratch->raw);
+    scratch->raw = std::vector<char>();
+    return;
+  }
+  uint64_t first = 0, last = 0;
+  uint32_t length = 0;
+  r.StoredExtent(static_cast<uint32_t>(run.front()), &first, &length);
+  r.StoredExtent(static_cast<uint32_t>(run.back()), &last, &length);
+  span->resize(last + length - first);
+  const Status read = r.ReadRaw(first, span->size(), span->data());
+  for (size_t i = 0; i < run.size(); ++i) {
+    const uint32_t local = static_cast<uint32_t>(run[i]);
+    if (!read.ok()) {
+      (*statuses)[i] = read.WithContext(r.Where(local));
+      continue;
+    }
+    uint64_t offset = 0;
+    r.StoredExtent(local, &offset, &length);
+    (*bytes)[i].assign(span->data() + (offset - first), span->data() + (offset - first) + length);
+    (*statuses)[i] = r.CheckStored(local, std::string_view((*bytes)[i].data(), length));
   }
 }
 

@@ -46,8 +46,11 @@ struct ReadQueueStats {
 class ReadQueue {
  public:
   // `depth` I/O threads (reads in flight at most), `max_bytes` held at most
-  // (besides the reads workers wait for).
-  ReadQueue(const Dataset* ds, int depth, uint64_t max_bytes);
+  // (besides the reads workers wait for). Records queued one after another
+  // that are neighbours on storage are read with one request of at most
+  // `max_merge_bytes` (0: a request each): object storage answers a request
+  // in tens of milliseconds, whatever its size.
+  ReadQueue(const Dataset* ds, int depth, uint64_t max_bytes, uint64_t max_merge_bytes = 0);
   ~ReadQueue();
   ReadQueue(const ReadQueue&) = delete;
   ReadQueue& operator=(const ReadQueue&) = delete;
@@ -79,9 +82,13 @@ class ReadQueue {
     Status status;
   };
   void Run();
+  void Neighbours(uint64_t first, std::deque<uint64_t>::iterator q, std::vector<uint64_t>* run);
+  void ReadRun(const std::vector<uint64_t>& run, ReadScratch* scratch, std::vector<char>* span,
+               std::vector<Status>* statuses, std::vector<std::vector<char>>* bytes) const;
+  static constexpr size_t kMaxMergedRecords = 256;
 
   const Dataset* ds_;
-  const uint64_t max_bytes_;
+  const uint64_t max_bytes_, max_merge_bytes_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   std::deque<uint64_t> queue_;  // keys, in submission order

@@ -8,14 +8,20 @@ namespace shardkit {
 
 namespace {
 
+// Object storage: neighbouring records queued one after another are read
+// with one ranged GET of at most this.
+constexpr uint64_t kRemoteMergeBytes = 8 << 20;
+
 // The shuffle a kAuto asks for: full, unless the dataset is compressed and
 // larger than the block cache or larger than the memory available for the
-// page cache (then block-local).
+// page cache (then block-local). On object storage no page cache holds the
+// dataset: small records (not worth a request each) are read block-local.
 ShuffleMode PickMode(ShuffleMode asked, const Manifest& m, bool compressed,
-                     uint64_t block_cache_bytes, uint64_t memory_available) {
+                     uint64_t block_cache_bytes, uint64_t memory_available, bool remote,
+                     bool records_worth_a_read) {
   if (asked != ShuffleMode::kAuto) return asked;
   const bool over_cache = compressed && m.raw_bytes() > block_cache_bytes;
-  const bool over_memory = m.bytes() > memory_available;
+  const bool over_memory = remote ? !records_worth_a_read : m.bytes() > memory_available;
   return over_cache || over_memory ? ShuffleMode::kBlockLocal : ShuffleMode::kFull;
 }
 
@@ -58,24 +64,32 @@ Result<std::unique_ptr<RecordSource>> RecordSource::Open(const std::string& dir,
   p.max_warm = std::max<uint64_t>(workers, cache_blocks / 3);
   p.workers = workers;
   p.seed = e.seed;
+  // Records worth a read each (the bytes of a JPEG to decode, or of a large
+  // raw record to copy) are read ahead one by one; small raw records, whose
+  // copy costs less than a hint's system call, are not, unless each read is
+  // a request to remote storage.
+  const RecordFormat& f = m.record;
+  const bool remote = d.ds_->remote();
+  p.read_ahead_records =
+      f.kind == format::RecordKind::kJpeg || remote ||
+      (f.kind == format::RecordKind::kRawU8 && f.raw_record_size() >= kReadAheadMinRecordBytes);
   // What the page cache could hold: decides the shuffle (auto) and the read path.
   const uint64_t memory_available = AvailableMemoryBytes();
-  p.mode = PickMode(e.shuffle, m, p.layout.compressed, o.block_cache_bytes, memory_available);
+  p.mode = PickMode(
+      e.shuffle, m, p.layout.compressed, o.block_cache_bytes, memory_available, remote,
+      f.kind == format::RecordKind::kJpeg || f.raw_record_size() >= kReadAheadMinRecordBytes);
   SK_RETURN_IF_ERROR(d.ds_->SetAccess(HintsFor(p.mode, o, m, memory_available)));
   SK_ASSIGN_OR_RETURN(p.partition, Partition::Make(d.ds_->num_records(), e.rank, e.world_size,
                                                    static_cast<uint64_t>(e.batch_size), e.drop_last,
                                                    /*strided=*/p.mode != ShuffleMode::kBlockLocal));
   d.cache_ = std::make_unique<BlockCache>(d.ds_.get(), o.block_cache_bytes);
   p.cache = d.cache_.get();
-  // Records worth a read each (the bytes of a JPEG to decode, or of a large
-  // raw record to copy) are read ahead one by one; small raw records, whose
-  // copy costs less than a hint's system call, are not.
-  const RecordFormat& f = m.record;
-  p.read_ahead_records =
-      f.kind == format::RecordKind::kJpeg ||
-      (f.kind == format::RecordKind::kRawU8 && f.raw_record_size() >= kReadAheadMinRecordBytes);
-  if (p.read_ahead_records && !p.layout.compressed && o.read_depth > 0)
-    d.queue_ = std::make_unique<ReadQueue>(d.ds_.get(), o.read_depth, o.read_ahead_bytes);
+  const int depth = o.read_depth != kAutoReadDepth ? o.read_depth
+                    : remote                       ? kRemoteReadDepth
+                                                   : kFilesystemReadDepth;
+  if (p.read_ahead_records && !p.layout.compressed && depth > 0)
+    d.queue_ = std::make_unique<ReadQueue>(d.ds_.get(), depth, o.read_ahead_bytes,
+                                           remote ? kRemoteMergeBytes : 0);
   p.queue = d.queue_.get();
   d.planner_ = std::make_unique<ReadPlanner>(std::move(p));
   d.fetcher_ =

@@ -11,30 +11,65 @@
 
 namespace shardkit {
 
+namespace {
+
+// Runs fn(0) ... fn(n - 1) on up to `threads` threads; the first error (by index) is returned.
+Status ForEachShard(size_t n, int threads, const std::function<Status(size_t)>& fn) {
+  std::vector<Status> errors(n);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) errors[i] = fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::min<int>(threads, static_cast<int>(n)); ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  for (Status& e : errors) SK_RETURN_IF_ERROR(e);
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir, Env* env) {
-  if (env == nullptr) env = Env::Default();
+  if (env == nullptr) {
+    SK_ASSIGN_OR_RETURN(env, Env::ForPath(dir));
+  }
   auto ds = std::unique_ptr<Dataset>(new Dataset());
   ds->dir_ = dir;
+  ds->remote_ = env->remote();
   SK_ASSIGN_OR_RETURN(ds->manifest_, ReadManifest(dir, env));
-  ds->first_record_.push_back(0);
-  for (const ShardInfo& info : ds->manifest_.shards) {
+  const std::vector<ShardInfo>& shards = ds->manifest_.shards;
+  ds->shards_.resize(shards.size());
+  // Remote storage answers in milliseconds per request: its shards are
+  // opened side by side (a header, a trailer and an index each).
+  SK_RETURN_IF_ERROR(ForEachShard(shards.size(), env->remote() ? 32 : 1, [&](size_t i) {
+    const ShardInfo& info = shards[i];
     const std::string path = JoinPath(dir, info.file);
-    if (!env->FileExists(path)) {
+    auto reader = ShardReader::Open(path, env);
+    if (!reader.ok() && reader.status().IsNotFound()) {
       return Status::NotFound(path + ": shard named in the manifest is missing");
     }
-    SK_ASSIGN_OR_RETURN(auto reader, ShardReader::Open(path, env));
-    if (reader->file_size() != info.bytes) {
-      return Status::Corruption(path + ": file is " + std::to_string(reader->file_size()) +
+    SK_RETURN_IF_ERROR(reader.status());
+    if ((*reader)->file_size() != info.bytes) {
+      return Status::Corruption(path + ": file is " + std::to_string((*reader)->file_size()) +
                                 " bytes, the manifest says " + std::to_string(info.bytes));
     }
-    if (reader->num_records() != info.records) {
-      return Status::Corruption(path + ": holds " + std::to_string(reader->num_records()) +
+    if ((*reader)->num_records() != info.records) {
+      return Status::Corruption(path + ": holds " + std::to_string((*reader)->num_records()) +
                                 " records, the manifest says " + std::to_string(info.records));
     }
-    ds->first_record_.push_back(ds->first_record_.back() + reader->num_records());
-    ds->shards_.push_back(std::move(reader));
+    ds->shards_[i] = std::move(reader).value();
+    return Status::OK();
+  }));
+  ds->first_record_.push_back(0);
+  for (const auto& r : ds->shards_) {
+    ds->first_record_.push_back(ds->first_record_.back() + r->num_records());
   }
   return ds;
+}
+
+void Dataset::AbortReads() const {
+  for (const auto& s : shards_) s->AbortReads();
 }
 
 std::pair<uint32_t, uint32_t> Dataset::Locate(uint64_t global) const {
@@ -47,7 +82,7 @@ namespace {
 
 // Checks one shard; returns the number of bad records (all of them when the
 // shard cannot be opened) and whether the shard itself is bad.
-void VerifyShard(const std::string& dir, const Manifest& m, const ShardInfo& info,
+void VerifyShard(Env* env, const std::string& dir, const Manifest& m, const ShardInfo& info,
                  const std::function<void(const std::string&)>& report, VerifyReport* r) {
   const std::string path = JoinPath(dir, info.file);
   auto fail_shard = [&](const std::string& msg) {
@@ -55,16 +90,18 @@ void VerifyShard(const std::string& dir, const Manifest& m, const ShardInfo& inf
     r->shards_bad++;
     r->records_bad += info.records;
   };
-  if (!FileExists(path)) return fail_shard(path + ": missing (named in the manifest)");
-  if (Status regular = CheckRegularFile(path); !regular.ok()) return fail_shard(regular.message());
-  auto size = FileSize(path);
-  if (!size.ok()) return fail_shard(size.status().message());
-  r->bytes += *size;
-  if (*size != info.bytes) {
-    return fail_shard(path + ": size " + std::to_string(*size) + " bytes, manifest says " +
+  auto file = env->OpenForReads(path);
+  if (!file.ok() && file.status().IsNotFound()) {
+    return fail_shard(path + ": missing (named in the manifest)");
+  }
+  if (!file.ok()) return fail_shard(file.status().message());
+  const uint64_t size = (*file)->size();
+  r->bytes += size;
+  if (size != info.bytes) {
+    return fail_shard(path + ": size " + std::to_string(size) + " bytes, manifest says " +
                       std::to_string(info.bytes));
   }
-  auto reader = ShardReader::Open(path);
+  auto reader = ShardReader::Open(std::move(file).value());
   if (!reader.ok()) return fail_shard(reader.status().message());
   const ShardReader& sr = **reader;
   if (Status index = sr.CheckIndex(); !index.ok()) return fail_shard(index.message());
@@ -75,19 +112,22 @@ void VerifyShard(const std::string& dir, const Manifest& m, const ShardInfo& inf
   // The whole-file CRC is accumulated from the reads the checks make anyway:
   // the header, every block as stored (blocks are contiguous), the index and
   // trailer, so the file is read once.
-  auto file = Env::Default()->OpenForReads(path);
-  if (!file.ok()) return fail_shard(file.status().message());
   const uint64_t tail_offset = sr.index_offset();
-  std::string head(format::kHeaderSize, '\0'), tail(*size - tail_offset, '\0');
-  Status hs = (*file)->Read(0, head.size(), head.data());
-  if (hs.ok()) hs = (*file)->Read(tail_offset, tail.size(), tail.data());
+  std::string head(format::kHeaderSize, '\0'), tail(size - tail_offset, '\0');
+  Status hs = sr.file().Read(0, head.size(), head.data());
+  if (hs.ok()) hs = sr.file().Read(tail_offset, tail.size(), tail.data());
   if (!hs.ok()) return fail_shard(hs.message());
   uint32_t file_crc = crc32c::Value(head.data(), head.size());
   bool file_crc_known = true;
   const uint64_t raw_size = m.record.raw_record_size();
   ReadScratch scratch;
   uint64_t bad = 0;
+  // Blocks are read in order, a few ahead in the background (remote
+  // storage: ranged GETs in flight while this one is checked).
+  constexpr uint32_t kAhead = 8;
+  for (uint32_t b = 0; b < std::min(kAhead, sr.num_blocks()); ++b) sr.PrefetchBlock(b);
   for (uint32_t b = 0; b < sr.num_blocks(); ++b) {
+    if (b + kAhead < sr.num_blocks()) sr.PrefetchBlock(b + kAhead);
     const format::BlockEntry& be = sr.block(b);
     std::string_view stored;
     Status s = sr.ReadBlockInto(b, &scratch, &scratch.raw, &stored);
@@ -151,7 +191,8 @@ void VerifyShard(const std::string& dir, const Manifest& m, const ShardInfo& inf
 
 Status VerifyDataset(const std::string& dir, int threads,
                      const std::function<void(const std::string&)>& report, VerifyReport* out) {
-  SK_ASSIGN_OR_RETURN(Manifest m, ReadManifest(dir));
+  SK_ASSIGN_OR_RETURN(Env * env, Env::ForPath(dir));
+  SK_ASSIGN_OR_RETURN(Manifest m, ReadManifest(dir, env));
   *out = VerifyReport();
   out->shards = m.shards.size();
   out->records = m.records();
@@ -164,13 +205,14 @@ Status VerifyDataset(const std::string& dir, int threads,
   auto work = [&]() {
     for (size_t i; (i = next.fetch_add(1)) < m.shards.size();) {
       VerifyReport r;
-      VerifyShard(dir, m, m.shards[i], locked_report, &r);
+      VerifyShard(env, dir, m, m.shards[i], locked_report, &r);
       std::lock_guard<std::mutex> lock(mu);
       out->shards_bad += r.shards_bad;
       out->records_bad += r.records_bad;
       out->bytes += r.bytes;
     }
   };
+  if (env->remote()) threads = std::max(threads, 16);  // shards side by side hide latency
   threads = std::max(1, std::min<int>(threads, static_cast<int>(m.shards.size())));
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(work);

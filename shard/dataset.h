@@ -23,8 +23,12 @@ class Dataset {
   // trailer and index block table: O(shards) bytes, whatever the records. A
   // shard's record entries are checked when it is first used (ShardReader).
   // Does not read payloads (VerifyDataset does).
-  // Reads through `env` (null: Env::Default(), the POSIX filesystem).
+  // Reads through `env` (null: the Env `dir` names, Env::ForPath: a
+  // directory, or an s3:// or http(s):// URL).
   static Result<std::unique_ptr<Dataset>> Open(const std::string& dir, Env* env = nullptr);
+  // Reads in flight and later ones fail at once (RandomAccessFile::Abort):
+  // for a prompt shutdown of a reader of slow storage.
+  void AbortReads() const;
 
   const std::string& dir() const { return dir_; }
   const Manifest& manifest() const { return manifest_; }
@@ -37,6 +41,8 @@ class Dataset {
     for (auto& s : shards_) SK_RETURN_IF_ERROR(s->SetAccess(hints));
     return Status::OK();
   }
+  // Whether its storage is remote (Env::remote): each read a request.
+  bool remote() const { return remote_; }
   // Whether every shard's reads bypass the caches.
   bool uncached() const {
     for (const auto& s : shards_)
@@ -48,6 +54,7 @@ class Dataset {
 
  private:
   std::string dir_;
+  bool remote_ = false;
   Manifest manifest_;
   std::vector<std::unique_ptr<ShardReader>> shards_;
   std::vector<uint64_t> first_record_;  // size num_shards + 1
@@ -67,6 +74,7 @@ struct VerifyReport {
 // concerns. Returns an error only when the dataset cannot be checked at all
 // (no readable manifest); a dataset with problems returns OK and a report
 // whose ok() is false.
+// `dir` may be an s3:// or http(s):// URL (read through Env::ForPath).
 Status VerifyDataset(const std::string& dir, int threads,
                      const std::function<void(const std::string&)>& report, VerifyReport* out);
 

@@ -257,13 +257,16 @@ Result<Manifest> ParseManifest(std::string_view text, const std::string& where) 
 }
 
 Result<Manifest> ReadManifest(const std::string& dir, Env* env) {
-  if (env == nullptr) env = Env::Default();
+  if (env == nullptr) {
+    SK_ASSIGN_OR_RETURN(env, Env::ForPath(dir));
+  }
   const std::string path = JoinPath(dir, kManifestName);
-  if (!env->FileExists(path)) {
+  auto read = env->ReadFile(path, 256ull << 20);
+  if (!read.ok() && read.status().IsNotFound()) {
     return Status::NotFound(dir + ": no " + kManifestName +
                             " (not a shardkit dataset, or packing did not finish)");
   }
-  SK_ASSIGN_OR_RETURN(std::string text, env->ReadFile(path, 256ull << 20));
+  SK_ASSIGN_OR_RETURN(std::string text, std::move(read));
   SK_ASSIGN_OR_RETURN(Manifest m, ParseManifest(text, path));
   if (m.part.count > 0) {
     return Status::Corruption(path + ": describes part " + std::to_string(m.part.index) + " of " +

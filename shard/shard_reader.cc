@@ -27,6 +27,11 @@ ReadScratch::~ReadScratch() {
 
 Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, Env* env) {
   SK_ASSIGN_OR_RETURN(auto file, (env != nullptr ? env : Env::Default())->OpenForReads(path));
+  return Open(std::move(file));
+}
+
+Result<std::unique_ptr<ShardReader>> ShardReader::Open(std::unique_ptr<RandomAccessFile> file) {
+  const std::string path = file->path();
   const uint64_t size = file->size();
   auto corrupt = [&](const std::string& what) { return Status::Corruption(path + ": " + what); };
   if (size < format::kHeaderSize + format::kTrailerSize) {
@@ -318,6 +323,16 @@ Status ShardReader::RecordFromBlock(uint32_t i, std::string_view block_raw,
   return Status::OK();
 }
 
+Status ShardReader::CheckStored(uint32_t i, std::string_view bytes) const {
+  const RecordEntry r = record(i);
+  const uint32_t got = crc32c::Value(bytes.data(), bytes.size());
+  if (bytes.size() != r.length || got != r.crc32c) {
+    return Status::Corruption(Where(i) + ": checksum mismatch (expected " + Hex(r.crc32c) +
+                              ", got " + Hex(got) + ")");
+  }
+  return Status::OK();
+}
+
 Status ShardReader::ReadRecord(uint32_t i, ReadScratch* scratch, std::string_view* payload) const {
   SK_RETURN_IF_ERROR(CheckRecord(i));
   const RecordEntry r = record(i);
@@ -327,11 +342,7 @@ Status ShardReader::ReadRecord(uint32_t i, ReadScratch* scratch, std::string_vie
     SK_RETURN_IF_ERROR(
         file_->Read(b.offset + r.offset, r.length, scratch->raw.data()).WithContext(Where(i)));
     file_->Release(b.offset + r.offset, r.length);
-    const uint32_t got = crc32c::Value(scratch->raw.data(), r.length);
-    if (got != r.crc32c) {
-      return Status::Corruption(Where(i) + ": checksum mismatch (expected " + Hex(r.crc32c) +
-                                ", got " + Hex(got) + ")");
-    }
+    SK_RETURN_IF_ERROR(CheckStored(i, std::string_view(scratch->raw.data(), r.length)));
     *payload = std::string_view(scratch->raw.data(), r.length);
     return Status::OK();
   }

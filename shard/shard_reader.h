@@ -42,6 +42,8 @@ class ShardReader {
  public:
   // Opens `path` through `env` (null: Env::Default()).
   static Result<std::unique_ptr<ShardReader>> Open(const std::string& path, Env* env = nullptr);
+  // The same, of a file already open.
+  static Result<std::unique_ptr<ShardReader>> Open(std::unique_ptr<RandomAccessFile> file);
 
   uint32_t num_records() const { return num_records_; }
   uint32_t num_blocks() const { return static_cast<uint32_t>(blocks_.size()); }
@@ -105,6 +107,22 @@ class ShardReader {
   // Reads record i and checks its CRC. For a stored block only the record's
   // bytes are read; for a compressed one the whole block is decompressed.
   Status ReadRecord(uint32_t i, ReadScratch* scratch, std::string_view* payload) const;
+  // Where record i's bytes lie in the file, when its block is stored
+  // uncompressed (false otherwise, or for a damaged index chunk): a reader
+  // may read several neighbours at once (ReadRaw) and check each
+  // (CheckStored).
+  bool StoredExtent(uint32_t i, uint64_t* offset, uint32_t* length) const {
+    format::RecordEntry e;
+    if (!entry(i, &e) || blocks_[e.block].codec != static_cast<uint32_t>(format::Codec::kStored)) {
+      return false;
+    }
+    *offset = blocks_[e.block].offset + e.offset;
+    *length = e.length;
+    return true;
+  }
+  Status ReadRaw(uint64_t offset, size_t n, void* dst) const { return file_->Read(offset, n, dst); }
+  // Stored record i's bytes, as read from its StoredExtent, against its CRC.
+  Status CheckStored(uint32_t i, std::string_view bytes) const;
   // Slices record i out of its block's raw bytes (from ReadBlock) and checks its CRC.
   Status RecordFromBlock(uint32_t i, std::string_view block_raw, std::string_view* payload) const;
 
@@ -126,6 +144,11 @@ class ShardReader {
       file_->WillNeed(b.offset + r.offset, r.length);
     }
   }
+
+  // Reads in flight and later ones fail at once (RandomAccessFile::Abort).
+  void AbortReads() const { file_->Abort(); }
+  // The file, for reads of its raw bytes (verify's whole-file checksum).
+  const RandomAccessFile& file() const { return *file_; }
 
   // "shard-00001.sks: record 7 (block 0, offset 5488)", for error messages.
   std::string Where(uint32_t record) const;

@@ -230,9 +230,10 @@ class Loader:
       rank, world_size   None: torch.distributed's, else RANK/WORLD_SIZE,
                          else SLURM's, else 0 of 1 (said once, as a warning)
       seed=0, layout="NCHW", prefetch=4 (batches decoded ahead)
-      read_depth=32      reads kept in flight ahead of the decoders (network
+      read_depth=None    reads kept in flight ahead of the decoders (network
                          storage: its latency is hidden by depth, not by
-                         workers); read_ahead_bytes=64 MiB bounds their memory
+                         workers): None is 32, or 128 for s3:// and http(s)://
+                         paths; read_ahead_bytes=64 MiB bounds their memory
       on_corrupt="fail"  or "skip": a corrupt record is replaced by another of
                          the rank's records, counted, and logged (each damage
                          once, the first few), until more than skip_budget=100
@@ -247,7 +248,7 @@ class Loader:
     def __init__(self, path, batch_size=1, *, workers=None, transform="train", size=224, rank=None,
                  world_size=None, seed=0, shuffle="auto", drop_last=False, layout="NCHW",
                  prefetch=4, on_corrupt="fail", skip_budget=100, pin_memory=False, num_workers=None,
-                 prefetch_factor=None, read_depth=32, read_ahead_bytes=64 << 20, distributed=None,
+                 prefetch_factor=None, read_depth=None, read_ahead_bytes=64 << 20, distributed=None,
                  **dataloader_args):
         torch = _import_torch("shardkit.Loader")
 
@@ -297,7 +298,8 @@ class Loader:
         self._core = _Loader(_path(path), batch_size=batch_size, workers=workers, transform=plan, rank=rank,
                              world_size=world_size, seed=seed, shuffle=shuffle, drop_last=drop_last,
                              layout=layout, prefetch=prefetch, on_corrupt=on_corrupt, skip_budget=skip_budget,
-                             read_depth=read_depth, read_ahead_bytes=read_ahead_bytes)
+                             read_depth=-1 if read_depth is None else read_depth,
+                             read_ahead_bytes=read_ahead_bytes)
         core = self._core
         self.batch_size, self.seed, self.rank, self.world_size = (core.batch_size, core.seed, core.rank,
                                                                   core.world_size)

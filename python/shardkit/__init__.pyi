@@ -55,7 +55,7 @@ class Loader:
         pin_memory: bool = ...,
         num_workers: Optional[int] = ...,
         prefetch_factor: Optional[int] = ...,
-        read_depth: int = ...,
+        read_depth: Optional[int] = ...,
         read_ahead_bytes: int = ...,
         distributed: Optional[bool] = ...,
         persistent_workers: bool = ...,

@@ -1,0 +1,602 @@
+// The object-storage Envs: URL resolution, requests with retries, objects
+// opened for ranged reads with their ETag pinned, and the read-ahead that
+// WillNeed starts.
+#include "base/object_store.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <list>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "base/clock.h"
+#include "base/format.h"
+
+namespace shardkit {
+namespace {
+
+// Where a request goes, and how it is named to the user.
+struct Target {
+  std::string shown;         // the URL as the user wrote it
+  std::string url;           // what is requested
+  std::string host;          // S3: the Host header, as signed
+  std::string encoded_path;  // S3: the path, as signed
+};
+
+struct ObjectInfo {
+  uint64_t size = 0;
+  std::string etag;           // pinned at open: every GET says If-Match
+  std::string last_modified;  // servers without ETags: If-Unmodified-Since
+};
+
+std::string XmlField(const std::string& body, const std::string& tag) {
+  const std::string open = "<" + tag + ">", close = "</" + tag + ">";
+  const size_t b = body.find(open);
+  if (b == std::string::npos) return "";
+  const size_t e = body.find(close, b + open.size());
+  if (e == std::string::npos) return "";
+  return body.substr(b + open.size(), std::min<size_t>(e - b - open.size(), 300));
+}
+
+// "bytes FIRST-LAST/TOTAL" (TOTAL may be "*").
+bool ParseContentRange(const std::string& v, uint64_t* first, uint64_t* last, uint64_t* total) {
+  unsigned long long f = 0, l = 0, t = 0;
+  int used = 0;
+  if (std::sscanf(v.c_str(), "bytes %llu-%llu/%llu%n", &f, &l, &t, &used) == 3 &&
+      static_cast<size_t>(used) == v.size()) {
+    *first = f, *last = l, *total = t;
+    return true;
+  }
+  if (std::sscanf(v.c_str(), "bytes %llu-%llu/*%n", &f, &l, &used) == 2 &&
+      static_cast<size_t>(used) == v.size()) {
+    *first = f, *last = l, *total = ~uint64_t{0};
+    return true;
+  }
+  return false;
+}
+
+bool ParseSize(const std::string& v, uint64_t* out) {
+  if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos) {
+    return false;
+  }
+  *out = std::stoull(v);
+  return true;
+}
+
+// One try of a request, judged.
+struct Attempt {
+  enum Verdict { kDone, kRetry, kFail } verdict = kDone;
+  Status error;           // kFail
+  std::string why;        // kRetry: for the message when the retries run out
+  bool progress = false;  // kRetry: bytes arrived, the budget starts again
+  bool connect = false;   // kRetry: no connection could be made
+};
+
+Attempt Fail(Status s) {
+  Attempt a;
+  a.verdict = Attempt::kFail;
+  a.error = std::move(s);
+  return a;
+}
+
+Attempt Retry(std::string why, bool progress = false) {
+  Attempt a;
+  a.verdict = Attempt::kRetry;
+  a.why = std::move(why);
+  a.progress = progress;
+  return a;
+}
+
+// Statuses (and S3 error codes) worth another try: throttling and the
+// server's own trouble.
+bool Retryable(long status, const std::string& code) {
+  return status == 408 || status == 429 || status == 500 || status == 502 || status == 503 ||
+         status == 504 || code == "SlowDown" || code == "RequestTimeout" ||
+         code == "InternalError" || code == "ServiceUnavailable";
+}
+
+std::string Hint(const std::string& code, const std::string& endpoint_source) {
+  if (code == "SignatureDoesNotMatch") return " (check AWS_SECRET_ACCESS_KEY)";
+  if (code == "InvalidAccessKeyId") return " (check AWS_ACCESS_KEY_ID)";
+  if (code == "ExpiredToken" || code == "InvalidToken") return " (check AWS_SESSION_TOKEN)";
+  if (code == "RequestTimeTooSkewed") return " (this machine's clock is wrong)";
+  if (code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed") {
+    return " (the bucket is in another region: check AWS_REGION)";
+  }
+  if (code == "NoSuchBucket") return " (the endpoint is " + endpoint_source + ")";
+  return "";
+}
+
+// A request's outcome by its status alone (2xx: done; the caller checks more).
+Attempt Judge(const HttpResponse& r, const std::string& shown, const std::string& endpoint_source) {
+  if (r.aborted) return Fail(Status::Aborted(shown + ": read cancelled"));
+  if (r.tls_failed) return Fail(Status::IOError(shown + ": " + r.transport_error));
+  if (!r.transport_error.empty()) {
+    Attempt a = Retry(r.transport_error);
+    a.connect = r.connect_failed;
+    return a;
+  }
+  if (r.status >= 200 && r.status < 300) return Attempt();
+  const std::string code = XmlField(r.body, "Code"), message = XmlField(r.body, "Message");
+  std::string what = "HTTP " + std::to_string(r.status);
+  if (!code.empty()) what += " " + code;
+  if (!message.empty()) what += ": " + message;
+  if (Retryable(r.status, code)) return Retry(what);
+  what += Hint(code, endpoint_source);
+  if (r.status == 412) {
+    return Fail(Status::IOError(shown +
+                                ": the object changed since it was opened (its ETag no longer "
+                                "matches; it was replaced while being read): " +
+                                what));
+  }
+  if (r.status == 404 && code != "NoSuchBucket") {
+    return Fail(Status::NotFound(shown + ": no such object (" + what + ")"));
+  }
+  return Fail(Status::IOError(shown + ": " + what));
+}
+
+class ObjectStore;
+
+// Reads started ahead by WillNeed for every file of a store, held until
+// read or evicted (least recently touched first) within a byte budget. One
+// per process: a forked child starts with none (its parent's transfers do
+// not run in it).
+struct ReadAhead {
+  struct Entry {
+    enum State { kReading, kReady, kFailed } state = kReading;
+    std::vector<char> bytes;
+    uint64_t used = 0;  // bytes read out of it: all of them, and it goes
+    std::list<std::pair<uint64_t, uint64_t>>::iterator lru;
+  };
+  using Key = std::pair<uint64_t, uint64_t>;  // (file, offset)
+  explicit ReadAhead(pid_t p) : pid(p) {}
+  // The entry holding [offset, offset + n) of `file`, or entries.end().
+  std::map<Key, std::shared_ptr<Entry>>::iterator Find(uint64_t file, uint64_t offset, uint64_t n) {
+    auto it = entries.upper_bound({file, offset});
+    if (it == entries.begin()) return entries.end();
+    --it;
+    if (it->first.first != file || offset + n > it->first.second + it->second->bytes.size()) {
+      return entries.end();
+    }
+    return it;
+  }
+  void Touch(const std::shared_ptr<Entry>& e) { lru.splice(lru.end(), lru, e->lru); }
+  void Erase(const Key& key) {
+    auto it = entries.find(key);
+    if (it == entries.end()) return;
+    held -= it->second->bytes.size();
+    lru.erase(it->second->lru);
+    entries.erase(it);
+  }
+  // Evicts ready entries, oldest first, until n more bytes fit.
+  bool MakeRoom(uint64_t n, uint64_t budget) {
+    for (auto it = lru.begin(); held + n > budget && it != lru.end();) {
+      const Key key = *it++;
+      if (entries.at(key)->state != Entry::kReading) Erase(key);
+    }
+    return held + n <= budget;
+  }
+
+  const pid_t pid;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<Key, std::shared_ptr<Entry>> entries;
+  std::list<Key> lru;
+  uint64_t held = 0;
+  int reading = 0;
+};
+
+class ObjectFile;
+
+class ObjectStore final : public Env {
+ public:
+  ObjectStore(const ObjectStoreOptions& o, bool s3) : o_(o), s3_(s3), client_(o.http) {
+    const size_t scheme_end = o.endpoint.find("://");
+    std::string rest = o.endpoint.substr(scheme_end == std::string::npos ? 0 : scheme_end + 3);
+    const size_t slash = rest.find('/');
+    host_ = rest.substr(0, slash);
+    base_path_ = slash == std::string::npos ? "" : rest.substr(slash);
+    while (!base_path_.empty() && base_path_.back() == '/') base_path_.pop_back();
+    endpoint_ = o.endpoint.substr(0, scheme_end + 3) + host_ + base_path_;
+  }
+
+  Result<std::unique_ptr<RandomAccessFile>> OpenForReads(const std::string& path) override;
+  bool FileExists(const std::string& path) override {
+    auto t = Resolve(path);
+    if (!t.ok()) return false;
+    auto info = Head(*t, nullptr);
+    return info.ok() || !info.status().IsNotFound();
+  }
+  Result<std::string> ReadFile(const std::string& path, uint64_t max_size) override;
+  bool remote() const override { return true; }
+
+  Result<Target> Resolve(const std::string& path) const;
+  Result<ObjectInfo> Head(const Target& t, const std::atomic<bool>* abort);
+  Status GetRange(const Target& t, const ObjectInfo& info, uint64_t offset, size_t n, char* dst,
+                  const std::atomic<bool>* abort);
+  // A GET of [offset, offset + n) into dst, signed, with the object pinned.
+  HttpRequest RangeRequest(const Target& t, const ObjectInfo& info, uint64_t offset, size_t n,
+                           char* dst) const;
+  // A reply to RangeRequest that holds exactly the bytes asked for (or a
+  // first part of them: *got); else the error.
+  Attempt CheckRange(const Target& t, const ObjectInfo& info, uint64_t offset, size_t n,
+                     const HttpResponse& r, size_t* got) const;
+
+  ReadAhead* ahead();
+  HttpClient& client() { return client_; }
+  const ObjectStoreOptions& options() const { return o_; }
+  uint64_t NextFileId() { return next_file_.fetch_add(1); }
+
+ private:
+  void Sign(const Target& t, HttpRequest* q) const;
+  // Tries `once` until it is done or fails for good, or retry_seconds pass
+  // without progress; waits (backoff with full jitter) between tries.
+  Status WithRetries(const std::string& shown, const std::atomic<bool>* abort,
+                     const std::function<Attempt()>& once);
+
+  const ObjectStoreOptions o_;
+  const bool s3_;
+  std::string host_, base_path_, endpoint_;
+  HttpClient client_;
+  std::atomic<ReadAhead*> ahead_{nullptr};
+  std::atomic<uint64_t> next_file_{1};
+  std::mutex backoff_mu_;
+  std::condition_variable backoff_cv_;  // woken by an abort
+  friend class ObjectFile;
+};
+
+Result<Target> ObjectStore::Resolve(const std::string& path) const {
+  Target t;
+  t.shown = path;
+  if (!s3_) {
+    t.url = path;
+    return t;
+  }
+  if (path.rfind("s3://", 0) != 0) return Status::InvalidArgument(path + ": not an s3:// URL");
+  const std::string rest = path.substr(5);
+  const size_t slash = rest.find('/');
+  const std::string bucket = rest.substr(0, slash);
+  const std::string key = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  if (bucket.empty()) {
+    return Status::InvalidArgument(path + ": no bucket (expected s3://BUCKET/PREFIX)");
+  }
+  t.encoded_path =
+      base_path_ + "/" + sigv4::UriEncode(bucket, true) + "/" + sigv4::UriEncode(key, false);
+  t.host = host_;
+  t.url = endpoint_.substr(0, endpoint_.size() - base_path_.size()) + t.encoded_path;
+  return t;
+}
+
+void ObjectStore::Sign(const Target& t, HttpRequest* q) const {
+  if (!s3_) return;
+  q->headers.push_back("Host: " + t.host);
+  if (!o_.sign) return;
+  sigv4::Request r;
+  r.method = q->method;
+  r.host = t.host;
+  r.encoded_path = t.encoded_path;
+  const sigv4::Signed s = sigv4::Sign(r, o_.credentials, o_.region, std::time(nullptr));
+  q->headers.insert(q->headers.end(), s.headers.begin(), s.headers.end());
+}
+
+Status ObjectStore::WithRetries(const std::string& shown, const std::atomic<bool>* abort,
+                                const std::function<Attempt()>& once) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  const uint64_t start = MonotonicNs();
+  uint64_t since = start;  // the last progress
+  int tries = 0, failures = 0;
+  for (;;) {
+    if (abort != nullptr && abort->load()) return Status::Aborted(shown + ": read cancelled");
+    Attempt a = once();
+    ++tries;
+    if (a.verdict == Attempt::kDone) return Status::OK();
+    if (a.verdict == Attempt::kFail) return a.error;
+    if (a.progress) {
+      since = MonotonicNs();
+      failures = 0;
+    }
+    ++failures;
+    const double cap =
+        std::min(o_.backoff_max_s, o_.backoff_first_s * double(1u << std::min(failures, 20)));
+    const double wait = std::uniform_real_distribution<double>(0, cap)(rng);
+    const double stalled = double(MonotonicNs() - since) * 1e-9 + wait;
+    if (stalled > o_.retry_seconds || (a.connect && failures > 4)) {
+      return Status::IOError(shown + ": " + a.why + " (gave up after " + std::to_string(tries) +
+                             (tries == 1 ? " try" : " tries") + " in " +
+                             FormatDuration(double(MonotonicNs() - start) * 1e-9) +
+                             "; SHARDKIT_RETRY_SECONDS sets how long to keep trying)");
+    }
+    std::unique_lock<std::mutex> lock(backoff_mu_);
+    backoff_cv_.wait_for(lock, std::chrono::duration<double>(wait),
+                         [&] { return abort != nullptr && abort->load(); });
+  }
+}
+
+Result<ObjectInfo> ObjectStore::Head(const Target& t, const std::atomic<bool>* abort) {
+  ObjectInfo info;
+  SK_RETURN_IF_ERROR(WithRetries(t.shown, abort, [&]() -> Attempt {
+    HttpRequest q;
+    q.method = "HEAD";
+    q.url = t.url;
+    q.follow_redirects = !s3_;
+    Sign(t, &q);
+    const HttpResponse r = client_.Perform(q, abort);
+    Attempt a = Judge(r, t.shown, o_.endpoint_source);
+    if (a.verdict != Attempt::kDone) return a;
+    if (!ParseSize(r.header("content-length"), &info.size)) {
+      return Fail(Status::IOError(t.shown + ": the server gave no size (Content-Length) for it"));
+    }
+    info.etag = r.header("etag");
+    info.last_modified = r.header("last-modified");
+    return a;
+  }));
+  return info;
+}
+
+HttpRequest ObjectStore::RangeRequest(const Target& t, const ObjectInfo& info, uint64_t offset,
+                                      size_t n, char* dst) const {
+  HttpRequest q;
+  q.url = t.url;
+  q.dst = dst;
+  q.dst_capacity = n;
+  q.follow_redirects = !s3_;
+  q.headers.push_back("Range: bytes=" + std::to_string(offset) + "-" +
+                      std::to_string(offset + n - 1));
+  if (!info.etag.empty()) {
+    q.headers.push_back("If-Match: " + info.etag);
+  } else if (!info.last_modified.empty()) {
+    q.headers.push_back("If-Unmodified-Since: " + info.last_modified);
+  }
+  Sign(t, &q);
+  return q;
+}
+
+Attempt ObjectStore::CheckRange(const Target& t, const ObjectInfo& info, uint64_t offset, size_t n,
+                                const HttpResponse& r, size_t* got) const {
+  *got = 0;
+  if (r.overflow) {
+    return Fail(Status::IOError(t.shown + ": the server sent more than the " + std::to_string(n) +
+                                " bytes asked for at offset " + std::to_string(offset)));
+  }
+  if (r.status == 200 && !r.aborted) {
+    return Fail(Status::IOError(t.shown +
+                                ": the server ignores ranged reads (HTTP 200 to a Range "
+                                "request); serve the dataset from one that answers them"));
+  }
+  if (r.status != 206 || r.aborted) return Judge(r, t.shown, o_.endpoint_source);
+  uint64_t first = 0, last = 0, total = 0;
+  const std::string range = r.header("content-range");
+  if (!ParseContentRange(range, &first, &last, &total) || first != offset ||
+      last != offset + n - 1 || (total != ~uint64_t{0} && total != info.size)) {
+    return Fail(Status::IOError(t.shown + ": asked for bytes " + std::to_string(offset) + "-" +
+                                std::to_string(offset + n - 1) + "/" + std::to_string(info.size) +
+                                ", the server answered Content-Range '" + range + "'"));
+  }
+  const std::string etag = r.header("etag");
+  if (!info.etag.empty() && !etag.empty() && etag != info.etag) {
+    return Fail(Status::IOError(t.shown + ": the object changed since it was opened (ETag " +
+                                info.etag + ", now " + etag + ")"));
+  }
+  *got = r.body_bytes;
+  if (r.body_bytes == n) return Attempt();
+  return Retry("a reply cut short after " + std::to_string(r.body_bytes) + " of " +
+                   std::to_string(n) + " bytes" +
+                   (r.transport_error.empty() ? "" : " (" + r.transport_error + ")"),
+               r.body_bytes > 0);
+}
+
+Status ObjectStore::GetRange(const Target& t, const ObjectInfo& info, uint64_t offset, size_t n,
+                             char* dst, const std::atomic<bool>* abort) {
+  size_t done = 0;
+  return WithRetries(t.shown, abort, [&]() -> Attempt {
+    const HttpResponse r =
+        client_.Perform(RangeRequest(t, info, offset + done, n - done, dst + done), abort);
+    size_t got = 0;
+    Attempt a = CheckRange(t, info, offset + done, n - done, r, &got);
+    done += got;  // a short body is resumed from its first missing byte
+    return a;
+  });
+}
+
+Result<std::string> ObjectStore::ReadFile(const std::string& path, uint64_t max_size) {
+  SK_ASSIGN_OR_RETURN(const Target t, Resolve(path));
+  std::string body;
+  SK_RETURN_IF_ERROR(WithRetries(t.shown, nullptr, [&]() -> Attempt {
+    HttpRequest q;
+    q.url = t.url;
+    q.max_body = max_size;
+    q.follow_redirects = !s3_;
+    Sign(t, &q);
+    HttpResponse r = client_.Perform(q);
+    if (r.overflow) {
+      return Fail(Status::InvalidArgument(t.shown + ": more than the limit of " +
+                                          std::to_string(max_size) + " bytes"));
+    }
+    Attempt a = Judge(r, t.shown, o_.endpoint_source);
+    uint64_t length = 0;
+    if (a.verdict == Attempt::kDone && ParseSize(r.header("content-length"), &length) &&
+        length != r.body.size()) {
+      return Retry("a reply cut short after " + std::to_string(r.body.size()) + " of " +
+                   std::to_string(length) + " bytes");
+    }
+    body = std::move(r.body);
+    return a;
+  }));
+  return body;
+}
+
+ReadAhead* ObjectStore::ahead() {
+  ReadAhead* a = ahead_.load(std::memory_order_acquire);
+  if (a != nullptr && a->pid == ::getpid()) return a;
+  static std::mutex swap_mu;
+  std::lock_guard<std::mutex> lock(swap_mu);
+  a = ahead_.load();
+  if (a == nullptr || a->pid != ::getpid()) {
+    a = new ReadAhead(::getpid());  // a parent's, in a forked child, is left as it is
+    ahead_.store(a, std::memory_order_release);
+  }
+  return a;
+}
+
+// An object opened for ranged reads: its size and ETag taken once.
+class ObjectFile final : public RandomAccessFile {
+ public:
+  ObjectFile(ObjectStore* store, Target t, ObjectInfo info)
+      : store_(store), t_(std::move(t)), info_(std::move(info)), id_(store->NextFileId()) {}
+  ~ObjectFile() override {
+    aborted_->store(true);  // read-aheads still in flight: dropped
+    store_->client().Wake();
+    ReadAhead* a = store_->ahead();
+    std::lock_guard<std::mutex> lock(a->mu);
+    auto it = a->entries.lower_bound({id_, 0});
+    while (it != a->entries.end() && it->first.first == id_) {
+      const auto key = (it++)->first;
+      a->Erase(key);
+    }
+  }
+  const std::string& path() const override { return t_.shown; }
+  uint64_t size() const override { return info_.size; }
+  Status Read(uint64_t offset, size_t n, void* dst) const override;
+  void WillNeed(uint64_t offset, size_t n) const override;
+  void Abort() const override {
+    aborted_->store(true);
+    store_->client().Wake();
+    ReadAhead* a = store_->ahead();
+    { std::lock_guard<std::mutex> lock(a->mu); }
+    a->cv.notify_all();
+    store_->backoff_cv_.notify_all();
+  }
+
+ private:
+  // Reads from a read-ahead entry, if one holds the range: true if done.
+  bool ReadFromAhead(uint64_t offset, size_t n, char* dst) const;
+
+  ObjectStore* const store_;
+  const Target t_;
+  const ObjectInfo info_;
+  const uint64_t id_;
+  // Shared with read-aheads in flight, which may end after the file closes.
+  const std::shared_ptr<std::atomic<bool>> aborted_ = std::make_shared<std::atomic<bool>>(false);
+};
+
+Status ObjectFile::Read(uint64_t offset, size_t n, void* dst) const {
+  if (offset > info_.size || n > info_.size - offset) {
+    return Status::Corruption(t_.shown + ": read of " + std::to_string(n) + " bytes at offset " +
+                              std::to_string(offset) + " is past its end (" +
+                              std::to_string(info_.size) + " bytes)");
+  }
+  if (n == 0) return Status::OK();
+  if (aborted_->load()) return Status::Aborted(t_.shown + ": read cancelled");
+  if (ReadFromAhead(offset, n, static_cast<char*>(dst))) return Status::OK();
+  return store_->GetRange(t_, info_, offset, n, static_cast<char*>(dst), aborted_.get());
+}
+
+bool ObjectFile::ReadFromAhead(uint64_t offset, size_t n, char* dst) const {
+  ReadAhead* a = store_->ahead();
+  std::unique_lock<std::mutex> lock(a->mu);
+  auto it = a->Find(id_, offset, n);
+  if (it == a->entries.end()) return false;
+  const ReadAhead::Key key = it->first;
+  std::shared_ptr<ReadAhead::Entry> e = it->second;
+  a->cv.wait(lock, [&] { return e->state != ReadAhead::Entry::kReading || aborted_->load(); });
+  if (e->state != ReadAhead::Entry::kReady) return false;  // read it directly (with retries)
+  std::memcpy(dst, e->bytes.data() + (offset - key.second), n);
+  e->used += n;
+  if (e->used >= e->bytes.size()) {
+    a->Erase(key);
+  } else {
+    a->Touch(e);
+  }
+  return true;
+}
+
+void ObjectFile::WillNeed(uint64_t offset, size_t n) const {
+  const ObjectStoreOptions& o = store_->options();
+  if (n == 0 || offset > info_.size || n > info_.size - offset || n > o.read_ahead_bytes / 4 ||
+      aborted_->load()) {
+    return;
+  }
+  ReadAhead* a = store_->ahead();
+  std::lock_guard<std::mutex> lock(a->mu);
+  if (auto it = a->Find(id_, offset, n); it != a->entries.end()) return a->Touch(it->second);
+  if (a->reading >= o.read_ahead_requests || !a->MakeRoom(n, o.read_ahead_bytes)) return;
+  const ReadAhead::Key key{id_, offset};
+  if (a->entries.count(key) > 0) return;  // a shorter range at the same offset: leave it
+  auto e = std::make_shared<ReadAhead::Entry>();
+  e->bytes.resize(n);
+  e->lru = a->lru.insert(a->lru.end(), key);
+  a->entries.emplace(key, e);
+  a->held += n;
+  a->reading++;
+  auto call = std::make_shared<HttpCall>();
+  call->request = store_->RangeRequest(t_, info_, offset, n, e->bytes.data());
+  ObjectStore* store = store_;
+  // The file may be closed before the transfer ends: the callback keeps
+  // its own copy of what it checks the reply against.
+  auto target = std::make_shared<std::pair<Target, ObjectInfo>>(t_, info_);
+  store_->client().Start(
+      call,
+      [store, a, e, key, target, aborted = aborted_](HttpCall& c) {
+        (void)aborted;  // held: the transfer thread looks at it until this runs
+        size_t got = 0;
+        const Attempt v = store->CheckRange(target->first, target->second, key.second,
+                                            e->bytes.size(), c.response, &got);
+        std::lock_guard<std::mutex> lock(a->mu);
+        a->reading--;
+        e->state =
+            v.verdict == Attempt::kDone ? ReadAhead::Entry::kReady : ReadAhead::Entry::kFailed;
+        auto it = a->entries.find(key);
+        if (e->state == ReadAhead::Entry::kFailed && it != a->entries.end() && it->second == e) {
+          a->Erase(key);
+        }
+        a->cv.notify_all();
+      },
+      aborted_.get());
+}
+
+Result<std::unique_ptr<RandomAccessFile>> ObjectStore::OpenForReads(const std::string& path) {
+  SK_ASSIGN_OR_RETURN(Target t, Resolve(path));
+  SK_ASSIGN_OR_RETURN(ObjectInfo info, Head(t, nullptr));
+  return std::unique_ptr<RandomAccessFile>(new ObjectFile(this, std::move(t), std::move(info)));
+}
+
+}  // namespace
+
+bool IsObjectStoreUrl(const std::string& path) {
+  return path.rfind("s3://", 0) == 0 || path.rfind("http://", 0) == 0 ||
+         path.rfind("https://", 0) == 0;
+}
+
+Result<std::unique_ptr<Env>> NewS3Env(const ObjectStoreOptions& options) {
+  return std::unique_ptr<Env>(new ObjectStore(options, /*s3=*/true));
+}
+
+Result<std::unique_ptr<Env>> NewHttpEnv(const ObjectStoreOptions& options) {
+  return std::unique_ptr<Env>(new ObjectStore(options, /*s3=*/false));
+}
+
+Result<Env*> ObjectStoreEnvFor(const std::string& url) {
+  const bool s3 = url.rfind("s3://", 0) == 0;
+  static std::mutex mu;
+  static Env* envs[2] = {nullptr, nullptr};  // never destroyed: used until exit
+  std::lock_guard<std::mutex> lock(mu);
+  Env*& env = envs[s3 ? 1 : 0];
+  if (env == nullptr) {
+    SK_ASSIGN_OR_RETURN(ObjectStoreOptions o, ObjectStoreOptions::FromEnvironment());
+    SK_ASSIGN_OR_RETURN(auto made, s3 ? NewS3Env(o) : NewHttpEnv(o));
+    env = made.release();
+  }
+  return env;
+}
+
+Result<Env*> Env::ForPath(const std::string& path) {
+  if (IsObjectStoreUrl(path)) return ObjectStoreEnvFor(path);
+  return Env::Default();
+}
+
+}  // namespace shardkit

@@ -1,0 +1,80 @@
+// Object storage behind the storage seam (base/env.h): datasets at
+// s3://BUCKET/PREFIX (S3 or any S3-compatible server, path-style requests
+// signed with SigV4) and http(s)://HOST/PATH (any server that answers ranged
+// GETs: nginx, a CDN, a bucket's public URL), read with ranged GETs over
+// libcurl (base/http_client.h).
+//
+// What is read is what was written, or an error: each object's size and
+// ETag are taken once, at open (HEAD), never per record; every GET is sent
+// with If-Match (an object replaced while it is read is an error naming
+// it) and its status and Content-Range are checked; a body cut short is
+// resumed from its first missing byte. 429, 5xx, S3's SlowDown and
+// RequestTimeout, resets and stalled transfers are retried with exponential
+// backoff and full jitter for up to retry_seconds per request (the default
+// rides out two minutes of throttling), then fail with one line naming the
+// URL, the status and the server's message. Other replies (403, 404, 412)
+// fail at once.
+//
+// Configuration comes from what S3 users already set (FromEnvironment):
+//   endpoint   AWS_ENDPOINT_URL_S3, else S3_ENDPOINT_URL, else
+//              AWS_ENDPOINT_URL (the most specific wins, as in AWS's SDKs),
+//              else https://s3.REGION.amazonaws.com
+//   region     AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1
+//   keys       AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN;
+//              else the [AWS_PROFILE or default] section of
+//              AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials; else (or
+//              with AWS_NO_SIGN_REQUEST=1) requests go unsigned (public buckets)
+//   TLS        AWS_CA_BUNDLE or CURL_CA_BUNDLE: a CA file to trust;
+//              SHARDKIT_TLS_VERIFY=0 turns verification off (test servers)
+//   retries    SHARDKIT_RETRY_SECONDS (default 120), SHARDKIT_STALL_SECONDS
+//              (a transfer with no byte for this long is retried; default 30)
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/env.h"
+#include "base/http_client.h"
+#include "base/sigv4.h"
+#include "base/status.h"
+
+namespace shardkit {
+
+struct ObjectStoreOptions {
+  HttpClientOptions http;
+  // How long one request may be retried (backoff included) before its error
+  // is returned; 0: no retry.
+  double retry_seconds = 120;
+  double backoff_first_s = 0.05, backoff_max_s = 8;
+  // Reads started ahead by RandomAccessFile::WillNeed (the loader's
+  // read-ahead), held until read: bytes at most over all files, and
+  // requests in flight at most.
+  uint64_t read_ahead_bytes = 256ull << 20;
+  int read_ahead_requests = 64;
+
+  // S3 only.
+  std::string endpoint;         // scheme://host[:port], no path
+  std::string endpoint_source;  // the variable that set it, for messages
+  std::string region = "us-east-1";
+  sigv4::Credentials credentials;
+  bool sign = true;  // false: unsigned requests (public buckets)
+
+  // The options the environment variables above give; an error names a
+  // variable whose value is unusable.
+  static Result<ObjectStoreOptions> FromEnvironment();
+};
+
+// Whether `path` is a URL this file's Envs read: s3://, http://, https://.
+bool IsObjectStoreUrl(const std::string& path);
+
+// A new Env for s3:// URLs (or http(s):// ones) with these options. It must
+// outlive what is opened through it.
+Result<std::unique_ptr<Env>> NewS3Env(const ObjectStoreOptions& options);
+Result<std::unique_ptr<Env>> NewHttpEnv(const ObjectStoreOptions& options);
+
+// The process's Env for a URL's scheme, configured from the environment
+// the first time it is asked for (Env::ForPath calls this).
+Result<Env*> ObjectStoreEnvFor(const std::string& url);
+
+}  // namespace shardkit
