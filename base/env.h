@@ -97,6 +97,13 @@ class RandomAccessFile {
   virtual void Abort() const {}
 };
 
+// What a backend fetched from storage since it was made: requests sent,
+// bytes of their replies' bodies, tries that were retried. Zeros where a
+// backend does not count (POSIX: /proc/self/io tells).
+struct StorageCounters {
+  uint64_t requests = 0, bytes = 0, retries = 0;
+};
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -121,6 +128,7 @@ class Env {
   // Whether each read is a request over a network (milliseconds or more):
   // readers then keep more reads in flight and open files in parallel.
   virtual bool remote() const { return false; }
+  virtual StorageCounters counters() const { return StorageCounters(); }
 };
 
 }  // namespace shardkit

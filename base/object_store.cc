@@ -214,6 +214,23 @@ class ObjectStore final : public Env {
   }
   Result<std::string> ReadFile(const std::string& path, uint64_t max_size) override;
   bool remote() const override { return true; }
+  StorageCounters counters() const override {
+    StorageCounters c;
+    c.requests = requests_.load();
+    c.bytes = bytes_.load();
+    c.retries = retries_.load();
+    return c;
+  }
+  // Every request goes through these two, so that they are counted.
+  HttpResponse Perform(const HttpRequest& q, const std::atomic<bool>* abort) {
+    HttpResponse r = client_.Perform(q, abort);
+    Count(r);
+    return r;
+  }
+  void Count(const HttpResponse& r) {
+    requests_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(r.body_bytes, std::memory_order_relaxed);
+  }
 
   Result<Target> Resolve(const std::string& path) const;
   Result<ObjectInfo> Head(const Target& t, const std::atomic<bool>* abort);
@@ -245,6 +262,7 @@ class ObjectStore final : public Env {
   HttpClient client_;
   std::atomic<ReadAhead*> ahead_{nullptr};
   std::atomic<uint64_t> next_file_{1};
+  std::atomic<uint64_t> requests_{0}, bytes_{0}, retries_{0};
   std::mutex backoff_mu_;
   std::condition_variable backoff_cv_;  // woken by an abort
   friend class ObjectFile;
@@ -301,6 +319,7 @@ Status ObjectStore::WithRetries(const std::string& shown, const std::atomic<bool
       failures = 0;
     }
     ++failures;
+    retries_.fetch_add(1, std::memory_order_relaxed);
     const double cap =
         std::min(o_.backoff_max_s, o_.backoff_first_s * double(1u << std::min(failures, 20)));
     const double wait = std::uniform_real_distribution<double>(0, cap)(rng);
@@ -325,7 +344,7 @@ Result<ObjectInfo> ObjectStore::Head(const Target& t, const std::atomic<bool>* a
     q.url = t.url;
     q.follow_redirects = !s3_;
     Sign(t, &q);
-    const HttpResponse r = client_.Perform(q, abort);
+    const HttpResponse r = Perform(q, abort);
     Attempt a = Judge(r, t.shown, o_.endpoint_source);
     if (a.verdict != Attempt::kDone) return a;
     if (!ParseSize(r.header("content-length"), &info.size)) {
@@ -412,7 +431,7 @@ Result<std::string> ObjectStore::ReadFile(const std::string& path, uint64_t max_
     q.max_body = max_size;
     q.follow_redirects = !s3_;
     Sign(t, &q);
-    HttpResponse r = client_.Perform(q);
+    HttpResponse r = Perform(q, nullptr);
     if (r.overflow) {
       return Fail(Status::InvalidArgument(t.shown + ": more than the limit of " +
                                           std::to_string(max_size) + " bytes"));
@@ -543,6 +562,7 @@ void ObjectFile::WillNeed(uint64_t offset, size_t n) const {
       call,
       [store, a, e, key, target, aborted = aborted_](HttpCall& c) {
         (void)aborted;  // held: the transfer thread looks at it until this runs
+        store->Count(c.response);
         size_t got = 0;
         const Attempt v = store->CheckRange(target->first, target->second, key.second,
                                             e->bytes.size(), c.response, &got);

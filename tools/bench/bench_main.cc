@@ -10,6 +10,7 @@
 
 #include <zstd.h>
 
+#include "base/object_store.h"
 #include "base/system.h"
 #include "image/codec.h"
 #include "loader/loader.h"
@@ -78,8 +79,10 @@ uint64_t PeakRssBytes() {
 }
 void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
-// Cold: every shard out of the page cache (no root needed).
+// Cold: every shard out of the page cache (no root needed). Object storage
+// is read anew by every loader.
 Status EvictDataset(const std::string& dir) {
+  if (IsObjectStoreUrl(dir)) return Status::OK();
   SK_ASSIGN_OR_RETURN(Manifest m, ReadManifest(dir));
   for (const ShardInfo& s : m.shards) SK_RETURN_IF_ERROR(EvictFromPageCache(JoinPath(dir, s.file)));
   return Status::OK();
@@ -90,6 +93,12 @@ Status EvictDataset(const std::string& dir) {
 // the storage bytes read and the loader's own bytes of the fastest round.
 Status MeasureCold(const std::string& dir, const LoaderOptions& opt, uint64_t batches, int repeat,
                    Row* row) {
+  // Bytes storage delivered: the page cache's misses (/proc/self/io), or
+  // what object storage sent.
+  SK_ASSIGN_OR_RETURN(Env * env, Env::ForPath(dir));
+  auto StorageReadBytes = [env] {
+    return env->remote() ? env->counters().bytes : shardkit::StorageReadBytes();
+  };
   FastestRound best;
   LoaderStats st;
   uint64_t storage = 0;
