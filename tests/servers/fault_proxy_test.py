@@ -160,6 +160,9 @@ def test_next_and_match_choose_which_requests_fail(web, data):
     bad.request("GET", "/__fault__/set?nonsense=1")
     r = bad.getresponse()
     assert r.status == 400 and b"unknown knob" in r.read()
+    bad.request("GET", "/__fault__/set?p503=0&reset=0.6&cut=0.6")
+    r = bad.getresponse()
+    assert r.status == 400 and b"add up to" in r.read()
     assert proxy.control("config")["p503"] == 1  # a refused set changes nothing
 
 

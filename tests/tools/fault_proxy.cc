@@ -125,6 +125,14 @@ std::string SetKnob(Config* c, const std::string& knob, const std::string& value
   return "unknown knob '" + knob + "'";
 }
 
+// One draw picks at most one fault: the probabilities must add up to 1 at most.
+std::string CheckConfig(const Config& c) {
+  double sum = 0;
+  for (int f = k503; f < kFaultCount; ++f) sum += c.p[f];
+  if (sum > 1 + 1e-9) return "the fault probabilities add up to " + std::to_string(sum) + " > 1";
+  return "";
+}
+
 // S's characters as a JSON string's (control characters dropped).
 std::string JsonString(const std::string& s) {
   std::string out = "\"";
@@ -188,6 +196,8 @@ class FaultPlan {
       std::string err = SetKnob(&c, k, v, &seed);
       if (!err.empty()) return err;
     }
+    std::string err = CheckConfig(c);
+    if (!err.empty()) return err;
     config_ = c;
     if (seed != kAll) rng_.seed(seed);
     return "";
@@ -913,6 +923,8 @@ Args ParseArgs(int argc, char** argv) {
     }
   }
   if (a.upstream.empty()) Usage("--upstream HOST:PORT is required");
+  std::string err = CheckConfig(a.config);
+  if (!err.empty()) Usage(err);
   return a;
 }
 
