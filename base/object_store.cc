@@ -100,7 +100,9 @@ bool Retryable(long status, const std::string& code) {
          code == "InternalError" || code == "ServiceUnavailable";
 }
 
-std::string Hint(const std::string& code, const std::string& endpoint_source) {
+// What the user can check, by S3's error code; `where`: the endpoint and
+// where its setting came from, and whether requests are signed.
+std::string Hint(const std::string& code, const std::string& where) {
   if (code == "SignatureDoesNotMatch") return " (check AWS_SECRET_ACCESS_KEY)";
   if (code == "InvalidAccessKeyId") return " (check AWS_ACCESS_KEY_ID)";
   if (code == "ExpiredToken" || code == "InvalidToken") return " (check AWS_SESSION_TOKEN)";
@@ -108,12 +110,13 @@ std::string Hint(const std::string& code, const std::string& endpoint_source) {
   if (code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed") {
     return " (the bucket is in another region: check AWS_REGION)";
   }
-  if (code == "NoSuchBucket") return " (the endpoint is " + endpoint_source + ")";
+  if (code == "NoSuchBucket") return " (no such bucket at " + where + ")";
+  if (code == "AccessDenied") return " (" + where + ")";
   return "";
 }
 
 // A request's outcome by its status alone (2xx: done; the caller checks more).
-Attempt Judge(const HttpResponse& r, const std::string& shown, const std::string& endpoint_source) {
+Attempt Judge(const HttpResponse& r, const std::string& shown, const std::string& where) {
   if (r.aborted) return Fail(Status::Aborted(shown + ": read cancelled"));
   if (r.tls_failed) return Fail(Status::IOError(shown + ": " + r.transport_error));
   if (!r.transport_error.empty()) {
@@ -127,7 +130,7 @@ Attempt Judge(const HttpResponse& r, const std::string& shown, const std::string
   if (!code.empty()) what += " " + code;
   if (!message.empty()) what += ": " + message;
   if (Retryable(r.status, code)) return Retry(what);
-  what += Hint(code, endpoint_source);
+  what += Hint(code, where);
   if (r.status == 412) {
     return Fail(Status::IOError(shown +
                                 ": the object changed since it was opened (its ETag no longer "
@@ -203,6 +206,11 @@ class ObjectStore final : public Env {
     base_path_ = slash == std::string::npos ? "" : rest.substr(slash);
     while (!base_path_.empty() && base_path_.back() == '/') base_path_.pop_back();
     endpoint_ = o.endpoint.substr(0, scheme_end + 3) + host_ + base_path_;
+    where_ = s3 ? endpoint_ + ", from " + o.endpoint_source +
+                      (o.sign ? "; signed with AWS_ACCESS_KEY_ID " + o.credentials.access_key_id
+                              : "; unsigned: no AWS_ACCESS_KEY_ID or credentials file, or "
+                                "AWS_NO_SIGN_REQUEST")
+                : "the server";
   }
 
   Result<std::unique_ptr<RandomAccessFile>> OpenForReads(const std::string& path) override;
@@ -259,6 +267,7 @@ class ObjectStore final : public Env {
   const ObjectStoreOptions o_;
   const bool s3_;
   std::string host_, base_path_, endpoint_;
+  std::string where_;  // for messages: the endpoint, where it came from, how requests are signed
   HttpClient client_;
   std::atomic<ReadAhead*> ahead_{nullptr};
   std::atomic<uint64_t> next_file_{1};
@@ -345,7 +354,7 @@ Result<ObjectInfo> ObjectStore::Head(const Target& t, const std::atomic<bool>* a
     q.follow_redirects = !s3_;
     Sign(t, &q);
     const HttpResponse r = Perform(q, abort);
-    Attempt a = Judge(r, t.shown, o_.endpoint_source);
+    Attempt a = Judge(r, t.shown, where_);
     if (a.verdict != Attempt::kDone) return a;
     if (!ParseSize(r.header("content-length"), &info.size)) {
       return Fail(Status::IOError(t.shown + ": the server gave no size (Content-Length) for it"));
@@ -387,7 +396,7 @@ Attempt ObjectStore::CheckRange(const Target& t, const ObjectInfo& info, uint64_
                                 ": the server ignores ranged reads (HTTP 200 to a Range "
                                 "request); serve the dataset from one that answers them"));
   }
-  if (r.status != 206 || r.aborted) return Judge(r, t.shown, o_.endpoint_source);
+  if (r.status != 206 || r.aborted) return Judge(r, t.shown, where_);
   uint64_t first = 0, last = 0, total = 0;
   const std::string range = r.header("content-range");
   if (!ParseContentRange(range, &first, &last, &total) || first != offset ||
@@ -414,7 +423,7 @@ Status ObjectStore::GetRange(const Target& t, const ObjectInfo& info, uint64_t o
   size_t done = 0;
   return WithRetries(t.shown, abort, [&]() -> Attempt {
     const HttpResponse r =
-        client_.Perform(RangeRequest(t, info, offset + done, n - done, dst + done), abort);
+        Perform(RangeRequest(t, info, offset + done, n - done, dst + done), abort);
     size_t got = 0;
     Attempt a = CheckRange(t, info, offset + done, n - done, r, &got);
     done += got;  // a short body is resumed from its first missing byte
@@ -436,7 +445,7 @@ Result<std::string> ObjectStore::ReadFile(const std::string& path, uint64_t max_
       return Fail(Status::InvalidArgument(t.shown + ": more than the limit of " +
                                           std::to_string(max_size) + " bytes"));
     }
-    Attempt a = Judge(r, t.shown, o_.endpoint_source);
+    Attempt a = Judge(r, t.shown, where_);
     uint64_t length = 0;
     if (a.verdict == Attempt::kDone && ParseSize(r.header("content-length"), &length) &&
         length != r.body.size()) {

@@ -10,6 +10,7 @@ SHARDKIT_DEPS=(
   dataset-fashion-mnist
   slurm-wlm munge procps
   radosgw ceph-mon ceph-osd nginx-light openssl python3-boto3
+  libcurl4-openssl-dev libssl-dev
   libarchive-dev libarchive-tools zip unzip tar gzip xz-utils bzip2 util-linux
   python3 python3-dev python3-venv python3-pip python3-setuptools python3-wheel
   pybind11-dev python3-torch python3-torchvision python3-numpy python3-pil python3-pytest
