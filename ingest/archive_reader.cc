@@ -239,6 +239,46 @@ class FileInput {
 
 #undef SK_RETURN_NEG
 
+// What a zip's end-of-central-directory record says its central directory
+// holds: `entries` members (the zip64 record's count where there is one).
+// Found as libarchive's zip reader finds it (the last "PK\5\6" in the
+// file's last 16 KiB), so both read the same record.
+struct ZipEnd {
+  bool found = false, zip64 = false;
+  uint64_t entries = 0;
+};
+
+uint64_t LittleEndian(const unsigned char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+ZipEnd ReadZipEnd(int fd, uint64_t size) {
+  ZipEnd end;
+  const uint64_t tail = std::min<uint64_t>(size, 16 << 10);
+  std::vector<unsigned char> t(tail);
+  if (tail < 22 ||
+      ::pread(fd, t.data(), tail, static_cast<off_t>(size - tail)) != static_cast<ssize_t>(tail)) {
+    return end;
+  }
+  for (uint64_t i = tail - 22 + 1; i-- > 0;) {
+    if (std::memcmp(&t[i], "PK\5\6", 4) != 0) continue;
+    end.found = true;
+    end.entries = LittleEndian(&t[i + 10], 2);
+    unsigned char record[56];
+    if (i >= 20 && std::memcmp(&t[i - 20], "PK\6\7", 4) == 0 &&
+        ::pread(fd, record, sizeof(record), static_cast<off_t>(LittleEndian(&t[i - 12], 8))) ==
+            static_cast<ssize_t>(sizeof(record)) &&
+        std::memcmp(record, "PK\6\6", 4) == 0) {
+      end.zip64 = true;
+      end.entries = LittleEndian(record + 32, 8);
+    }
+    break;
+  }
+  return end;
+}
+
 la_ssize_t TarStreamRead(struct archive* a, void* data, const void** out) {
   auto* in = static_cast<FileInput*>(data);
   const ssize_t n = in->Read(out);
@@ -279,7 +319,8 @@ struct Streamer {
   std::string outer_name;
   std::set<std::string> class_tars{};
   uint64_t members = 0, entries = 0;
-  int tar_of_tars = -1;  // unknown until the first member
+  uint64_t zip_entries = 0;  // a zip's entries, each one its central directory lists
+  int tar_of_tars = -1;      // unknown until the first member
   std::set<std::string> zip_names{};
 
   // A top-level regular *.tar of a tar of class tars (a hard link is not).
@@ -338,6 +379,7 @@ struct Streamer {
                                        ? " (a corrupt or truncated zip)"
                                        : " (a corrupt or truncated tar)"));
       }
+      if (input->zip() && prefix.empty()) ++zip_entries;
       std::string raw;
       if (!NameOf(e, &raw)) {
         SK_RETURN_IF_ERROR(sink->Skip(where + ":(entry " + std::to_string(entries) + ")",
@@ -491,6 +533,25 @@ class QuietSink : public SampleSink {
   Status Interrupted() const override { return Status::OK(); }
 };
 
+// A zip read to its end gave as many entries as its end record says its
+// central directory holds; otherwise the directory is damaged. libarchive
+// looks for the directory's first entry from where the end record says it
+// starts (tolerating data prepended to the zip), so a directory overwritten
+// with zeros or garbage reads as one with no entries, and one partly
+// overwritten as one that starts later: only the count tells. An end record
+// whose own count is wrong is damage too. unzip -t reports each of these. (A
+// writer without zip64 that stored the count of 65,536 entries or more
+// modulo 65,536 is accepted, as unzip accepts it.)
+Status CheckZipEntries(const std::string& path, const FileInput& input, uint64_t read) {
+  const ZipEnd end = ReadZipEnd(input.fd(), input.size());
+  if (!end.found || read == end.entries) return Status::OK();
+  if (!end.zip64 && read > 0xFFFF && (read & 0xFFFF) == end.entries) return Status::OK();
+  return Status::Corruption(path + ": a corrupt zip: its end record lists " +
+                            std::to_string(end.entries) +
+                            " entries but its central directory gives " + std::to_string(read) +
+                            " (overwritten or truncated; unzip -t reports it too)");
+}
+
 }  // namespace
 
 Status StreamArchive(const std::string& path, const ArchiveOptions& options, SampleSink* sink,
@@ -503,7 +564,10 @@ Status StreamArchive(const std::string& path, const ArchiveOptions& options, Sam
   if (input.zip()) {
     // Through the central directory, as unzip reads a zip: a zip whose
     // directory is damaged is an error, not its local headers' guess.
+    // Every entry as one (no macOS resource forks folded into others), so
+    // that the count below is the directory's.
     archive_read_support_format_zip_seekable(a.get());
+    archive_read_set_format_option(a.get(), "zip", "mac-ext", nullptr);
     rc = archive_read_open_fd(a.get(), input.fd(), 1 << 20);
   } else {
     archive_read_support_format_tar(a.get());
@@ -519,6 +583,7 @@ Status StreamArchive(const std::string& path, const ArchiveOptions& options, Sam
   }
   Streamer st{options, sink, member, &input, a.get(), path};
   SK_RETURN_IF_ERROR(st.Entries(a.get(), path, ""));
+  if (input.zip()) SK_RETURN_IF_ERROR(CheckZipEntries(path, input, st.zip_entries));
   SK_RETURN_IF_ERROR(input.Drain());
   st.Progress();
   return Status::OK();

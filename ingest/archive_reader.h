@@ -6,7 +6,9 @@
 // error naming it, never a dataset: a gzip stream is inflated here with zlib,
 // which checks each member's CRC-32 and length to the stream's very end; tar
 // headers carry a checksum libarchive checks; a zip is read through its
-// central directory (as unzip reads it), each member's CRC-32 checked.
+// central directory (as unzip reads it), each member's CRC-32 checked, and
+// the directory must give as many entries as the zip's end record lists
+// (an overwritten or truncated directory is a corrupt zip, not a smaller one).
 //
 // Members that cannot be packed are named to the sink and skipped, never
 // followed: paths with ".." or an absolute path, symbolic links, devices and
