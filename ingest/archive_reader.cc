@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/file_io.h"
+#include "image/codec.h"     // SniffImageFormat
 #include "shard/manifest.h"  // Printable
 
 #ifdef SHARDKIT_WITH_LIBARCHIVE
@@ -323,11 +324,74 @@ struct Streamer {
   int tar_of_tars = -1;      // unknown until the first member
   std::set<std::string> zip_names{};
 
-  // A top-level regular *.tar of a tar of class tars (a hard link is not).
-  bool is_class_tar(const std::string& path, mode_t type, bool first = false) const {
-    if (!options.class_tars || input->zip() || type != AE_IFREG) return false;
-    if (!EndsWith(path, ".tar") || path.find('/') != std::string::npos) return false;
-    return first || tar_of_tars == 1;
+  // A class tar's form: a top-level regular *.tar (a hard link is not one).
+  static bool ClassTarForm(const std::string& path, mode_t type, bool hard_link) {
+    return type == AE_IFREG && !hard_link && EndsWith(path, ".tar") &&
+           path.find('/') == std::string::npos;
+  }
+
+  // Why a member that is neither a file nor a folder is not packed.
+  static std::string NotRegular(mode_t type) {
+    return std::string("not a regular file (") +
+           (type == AE_IFLNK ? "a symbolic link, not followed" : "a device or FIFO") + ")";
+  }
+
+  // Up to the first 512 bytes of the current entry's data (the rest is
+  // skipped by the next header): enough to tell an image or a tar.
+  static Result<std::string> Head(struct archive* a, const std::string& where) {
+    std::string head(512, '\0');
+    size_t got = 0;
+    while (got < head.size()) {
+      const la_ssize_t n = archive_read_data(a, &head[got], head.size() - got);
+      if (n < 0) return Status::Corruption(where + ": " + ErrorOf(a, "read error"));
+      if (n == 0) break;
+      got += static_cast<size_t>(n);
+    }
+    head.resize(got);
+    return head;
+  }
+
+  // A member of a tar of class tars outside every class tar. A class tar is
+  // read as its class. Links, devices and FIFOs are skipped by name as
+  // anywhere (a hard link too: the member it names was read as it streamed
+  // by); a folder holds nothing of its own (its files are judged one by
+  // one). A file that may hold the dataset's images (an image, an archive)
+  // is refused: the layout was told by the first member alone, and an image
+  // outside the class tars says the archive may be a tree whose first member
+  // happens to be a .tar; packed as class tars, that tree's images would be
+  // lost, packed as a tree, every class tar would be a file. Nothing tells
+  // which the archive means. Any other file (a README, a checksum list, a
+  // name that was absolute) is an unusable member: ILSVRC's layout holds
+  // class tars only, so it is skipped by name, and fails --strict.
+  Status OuterMember(struct archive* a, struct archive_entry* e, const std::string& shown,
+                     const std::string& path) {
+    const mode_t type = archive_entry_filetype(e);
+    const bool hard_link = archive_entry_hardlink(e) != nullptr;
+    if (ClassTarForm(path, type, hard_link)) {
+      return Inner(a, shown, path.substr(0, path.size() - 4));
+    }
+    if (hard_link) {
+      return sink->Skip(shown,
+                        "a hard link in a tar of class tars (not followed: the member it names "
+                        "was read as it streamed by)",
+                        Unusable::kLink);
+    }
+    if (type == AE_IFDIR) return Status::OK();
+    if (type != AE_IFREG) return sink->Skip(shown, NotRegular(type), Unusable::kLink);
+    SK_ASSIGN_OR_RETURN(const std::string head, Head(a, shown));
+    const auto* h = reinterpret_cast<const unsigned char*>(head.data());
+    const bool image = SniffImageFormat(h, head.size()) != ImageFormat::kUnknown;
+    const bool archive =
+        LooksLikeArchive(path) || (head.size() >= 262 && head.compare(257, 5, "ustar") == 0);
+    if (image || archive) {
+      return Status::InvalidArgument(
+          shown + ": " + (image ? "an image" : "an archive") +
+          " outside the class tars of a tar of class tars (ILSVRC2012_img_train.tar's layout, "
+          "told by its first member); refused: which is the dataset? (ILSVRC's layout holds "
+          "class tars only: repack it without this member, or as a tree)");
+    }
+    return sink->Skip(shown, "not a class tar, in a tar of class tars (ILSVRC's layout)",
+                      Unusable::kOutsideLayout);
   }
 
   void Progress() {
@@ -399,16 +463,18 @@ struct Streamer {
                                        ": given twice in the zip (unzip would ask which to keep); "
                                        "refused");
       }
-      if (prefix.empty()) {
-        // ILSVRC2012_img_train.tar's layout: a tar whose first member is a
-        // class tar holds class tars only. Anywhere else a .tar is a file.
+      if (prefix.empty() && !input->zip() && options.class_tars) {
+        // ILSVRC2012_img_train.tar's layout: a tar whose first file or
+        // folder (a link before it tells nothing) is a class tar holds class
+        // tars. Anywhere else a .tar is a file.
         const mode_t t = archive_entry_filetype(e);
-        if (tar_of_tars < 0) tar_of_tars = is_class_tar(path, t, /*first=*/true) ? 1 : 0;
-        if (tar_of_tars == 1 && !is_class_tar(path, t)) {
-          return Status::InvalidArgument(
-              shown +
-              ": not a class tar, in a tar of class tars (ILSVRC2012_img_train.tar's "
-              "layout); refused: which is the dataset?");
+        const bool hard_link = archive_entry_hardlink(e) != nullptr;
+        if (tar_of_tars < 0 && !hard_link && (t == AE_IFREG || t == AE_IFDIR)) {
+          tar_of_tars = ClassTarForm(path, t, hard_link) ? 1 : 0;
+        }
+        if (tar_of_tars == 1) {
+          SK_RETURN_IF_ERROR(OuterMember(a, e, shown, path));
+          continue;
         }
       }
       ArchiveMember m;
@@ -434,16 +500,7 @@ struct Streamer {
         continue;
       }
       if (type != AE_IFREG) {
-        SK_RETURN_IF_ERROR(sink->Skip(
-            shown,
-            std::string("not a regular file (") +
-                (type == AE_IFLNK ? "a symbolic link, not followed" : "a device or FIFO") + ")",
-            Unusable::kLink));
-        continue;
-      }
-      const bool class_tar = prefix.empty() && is_class_tar(path, type);
-      if (class_tar) {
-        SK_RETURN_IF_ERROR(Inner(a, shown, path.substr(0, path.size() - 4)));
+        SK_RETURN_IF_ERROR(sink->Skip(shown, NotRegular(type), Unusable::kLink));
         continue;
       }
       if (archive_entry_size_is_set(e) &&

@@ -35,6 +35,10 @@ enum class Unusable {
   kDuplicate,    // a member given twice (the last one is kept, as tar -x does)
   kOutsideList,  // a class folder that --classes-from does not list
   kEmptyClass,   // a class folder with no image
+  // Where the layout has no place for it: an image beside the class folders
+  // or below a flat val folder's; a member of a tar of class tars that is
+  // not a class tar.
+  kOutsideLayout,
   kCount
 };
 const char* UnusableName(Unusable why);
