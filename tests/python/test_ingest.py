@@ -478,6 +478,26 @@ def test_webdataset_shards(src, tmp_path):
     assert code == 0 and "nolabel.tar:b: no .cls" in out, out
     code, out = run("webdataset", "--strict", tmp_path / "nolabel.tar", tmp_path / "nls")
     assert code == 2 and not (tmp_path / "nls").exists(), out
+    # Two images (or two class numbers) for one key: neither packed, the key
+    # and both members named; a failure under --strict. Made by GNU tar from
+    # files, as a shard writer on disk makes it.
+    two = tmp_path / "two"
+    two.mkdir()
+    members = {"a.jpg": images[0], "a.cls": b"0", "b.jpg": images[1], "b.png": images[2],
+               "b.cls": b"1", "c.JPG": images[3], "c.jpg": images[4], "c.cls": b"2",
+               "d.jpg": images[5], "d.cls": b"1", "d.CLS": b"2"}
+    for name, data in members.items():
+        (two / name).write_bytes(data)
+    subprocess.run(["tar", "-cf", str(tmp_path / "two.tar")] + sorted(members), cwd=two, check=True)
+    code, out = run("webdataset", tmp_path / "two.tar", tmp_path / "two.ds", "--class-names", "x,y,z")
+    assert code == 0, out
+    assert "two.tar:b: two images for one key (b.jpg, b.png)" in out, out
+    assert "two.tar:c: two images for one key (c.JPG, c.jpg)" in out, out
+    assert "two.tar:d: two class numbers for one key (d.CLS, d.cls)" in out, out
+    assert "skipped: 3 duplicates" in out, out
+    assert [k for k, _, _ in contents(tmp_path / "two.ds")[1]] == ["a"]
+    code, out = run("webdataset", "--strict", tmp_path / "two.tar", tmp_path / "two.strict")
+    assert code == 2 and "two images for one key" in out and not (tmp_path / "two.strict").exists(), out
     # One key in two shards: refused by name.
     write_wds(tmp_path / "again.tar", [("sample0000", {"jpg": images[0], "cls": b"0"})])
     code, out = run("webdataset", tmp_path / "shards-000000.tar", tmp_path / "again.tar", tmp_path / "dup")
