@@ -310,7 +310,10 @@ class PyLoader {
     d["samples"] = s.samples;
     d["batches"] = s.batches;
     d["bytes_read"] = s.bytes_read;
-    d["corrupt_skipped"] = s.corrupt_skipped;
+    d["corrupt_records"] = s.corrupt_records;
+    d["samples_replaced"] = s.samples_replaced;
+    // The old name: the samples skipped, each replaced by another.
+    d["corrupt_skipped"] = s.samples_replaced;
     d["corrupt_units"] = s.corrupt_units;
     d["queued_reads"] = s.queued_reads;
     d["mean_reads_in_flight"] = s.mean_reads_in_flight;

@@ -440,13 +440,14 @@ class Loader:
     def _log_skips(self):
         """Skipped corrupt records reach the logs: the count, and the first ones by name."""
         stats = self._core.stats()
-        skipped = stats.get("corrupt_skipped", 0)
-        if skipped > self._skipped_logged:
+        replaced = stats["samples_replaced"]
+        if replaced > self._skipped_logged:
             first = stats.get("corrupt_messages", [])[:3]
-            _log.warning("shardkit.Loader: %d sample(s) replaced on rank %d so far (on_corrupt='skip'), "
-                         "from %d corrupt record(s) or block(s); first: %s", skipped, self.rank,
+            _log.warning("shardkit.Loader: %d sample(s) replaced on rank %d so far (on_corrupt='skip'): "
+                         "%d corrupt record(s), from %d damage(s) (a record, or a compressed block); "
+                         "first: %s", replaced, self.rank, stats["corrupt_records"],
                          stats.get("corrupt_units", 0), "; ".join(first) or "-")
-            self._skipped_logged = skipped
+            self._skipped_logged = replaced
 
     def state_dict(self):
         """Where the loader is, and what decides its batches (the C++ core's
@@ -487,7 +488,14 @@ class Loader:
 
     def stats(self):
         """Seconds per stage summed over workers (read, decompress, decode,
-        transform), the consumer's wait, counts and corrupt samples skipped."""
+        transform), the consumer's wait, and counts. Under on_corrupt='skip',
+        since the loader was made: ``corrupt_records``, the distinct records
+        found corrupt (one failing again, as another sample's replacement or
+        in a later epoch, counts once); ``samples_replaced``, the samples
+        delivered with another record in their place (``corrupt_skipped`` is
+        its old name, the same number); ``corrupt_units``, the distinct
+        damages (a record, or a compressed block however many records it
+        held); ``corrupt_messages``, the first few."""
         return self._core.stats()
 
     def reset_stats(self):

@@ -206,6 +206,41 @@ def test_corrupt_records_raise_or_are_counted(tmp_path):
     assert sum(len(y) for _, y in skipping) == 64
     stats = skipping.stats()
     assert stats["corrupt_skipped"] == 1 and "shard-00000.sks" in stats["corrupt_messages"][0]
+    assert stats["corrupt_records"] == 1 and stats["samples_replaced"] == 1
+
+
+def test_skip_counts_records_and_replacements_apart(tmp_path):
+    """One damaged zstd block fails every record it holds: stats() counts
+    those records once each (corrupt_records), the samples delivered with
+    another record in their place once each (samples_replaced; the old name
+    corrupt_skipped is the same number), and one damage (corrupt_units),
+    however many replacements land in the damaged block again."""
+    rnd = np.random.default_rng(43)
+    n = 1000
+    with sk.Writer(str(tmp_path / "ds"), kind="raw_u8", shape=(32, 32, 3), compression="zstd") as w:
+        for i in range(n):
+            a = rnd.integers(0, 256, (32, 32, 3), dtype=np.uint8)  # incompressible: 3 blocks or so
+            a[0, 0, 0], a[0, 0, 1] = i % 256, i // 256
+            w.add(a, 0)
+    shard = tmp_path / "ds" / "shard-00000.sks"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x40  # inside a middle block's compressed bytes
+    shard.write_bytes(bytes(data))
+    loader = sk.Loader(str(tmp_path / "ds"), 50, transform=None, rank=0, world_size=1, workers=2,
+                       on_corrupt="skip", skip_budget=1)
+    for epoch in (0, 1):
+        loader.set_epoch(epoch)
+        seen = set()
+        for images, _ in loader:
+            arr = np.asarray(images)
+            seen.update((arr[:, 0, 0, 0].astype(int) + 256 * arr[:, 1, 0, 0].astype(int)).tolist())
+        bad = n - len(seen)  # the records never delivered: the damaged block's
+        assert 0 < bad < n // 2, bad
+        stats = loader.stats()
+        assert stats["corrupt_units"] == 1, stats
+        assert stats["corrupt_records"] == bad, stats
+        assert stats["samples_replaced"] == (epoch + 1) * bad, stats
+        assert stats["corrupt_skipped"] == stats["samples_replaced"]
 
 
 def test_another_thread_runs_while_the_loader_works(jpeg_ds):
