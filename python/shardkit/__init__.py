@@ -557,6 +557,13 @@ class Writer:
     directory, if it made it), and a dataset it was replacing (overwrite) is
     left whole.
 
+    ``classes``: the class names, label i naming classes[i]. Without them,
+    labels are class numbers, as shardkit-pack takes them without
+    --class-names: the manifest names the classes "0", "1", ... up to the
+    largest label added (a class above it that has no record is then
+    missing: give the names), and a dataset whose labels are all -1 has no
+    classes (unlabelled).
+
         with shardkit.Writer(out, kind="jpeg", classes=names) as w:
             for path, label in samples:
                 w.add(open(path, "rb").read(), label, key=path)
@@ -578,8 +585,11 @@ class Writer:
     def add(self, data, label, key=None):
         """Appends one record: bytes-like data (for kind='jpeg' a JPEG or PNG,
         recognised by content, validated and converted as shardkit-pack does;
-        for kind='raw_u8' H*W*C bytes or a uint8 array), an integer label. An
-        error names the record by ``key``."""
+        for kind='raw_u8' H*W*C bytes in H, W, C order, or a uint8 array of
+        the declared shape (H, W, C), or (H, W) when C is 1: an array of
+        another shape, a CHW one say, is a ValueError naming both shapes, as
+        its bytes would be stored scrambled), an integer label. An error
+        names the record by ``key``."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             import numpy as np
 

@@ -369,6 +369,58 @@ def test_writer_refuses_bad_records_and_an_aborted_write_is_no_dataset(tmp_path)
     assert sk.Dataset(str(tmp_path / "e")).key(0) == "caf\udcff"
 
 
+def test_writer_takes_arrays_of_the_declared_layout_only(tmp_path):
+    """A (3, 32, 32) array (CHW, as torchvision holds SVHN) for shape=(32, 32, 3)
+    has the right byte count and the wrong layout: refused naming both
+    shapes, never stored scrambled. Bytes keep the byte-count check; (H, W)
+    is (H, W, 1)'s layout."""
+    hwc = np.arange(32 * 32 * 3, dtype=np.uint32).astype(np.uint8).reshape(32, 32, 3)
+    with sk.Writer(str(tmp_path / "rgb"), kind="raw_u8", shape=(32, 32, 3), classes=["a"]) as w:
+        with pytest.raises(ValueError, match=re.escape(
+                "an array of shape (3, 32, 32), but the writer's shape is (32, 32, 3) (H, W, C) "
+                "(a CHW array: pass a.transpose(1, 2, 0))")):
+            w.add(hwc.transpose(2, 0, 1).copy(), 0, key="chw")
+        for wrong in (hwc.reshape(32, 96), hwc.reshape(16, 64, 3), hwc[None]):
+            with pytest.raises(ValueError, match=r"record 'x'.*an array of shape .*\(32, 32, 3\)"):
+                w.add(wrong, 0, key="x")
+        w.add(hwc.transpose(2, 0, 1).transpose(1, 2, 0), 0, key="hwc")  # a view of HWC layout
+        w.add(hwc.tobytes(), 0, key="bytes")
+        w.add(hwc.reshape(-1), 0, key="flat")
+        with pytest.raises(ValueError, match="3071 bytes, the shape needs 3072"):
+            w.add(hwc.tobytes()[1:], 0)
+    ds = sk.Dataset(str(tmp_path / "rgb"))
+    assert len(ds) == 3 and all(np.array_equal(ds[i][0], hwc) for i in range(3))
+    gray = np.arange(28 * 28, dtype=np.uint32).astype(np.uint8).reshape(28, 28)
+    with sk.Writer(str(tmp_path / "gray"), kind="raw_u8", shape=(28, 28, 1), classes=["a"]) as w:
+        w.add(gray, 0)
+        w.add(gray[:, :, None], 0)
+        with pytest.raises(ValueError, match=re.escape("an array of shape (1, 28, 28)")):
+            w.add(gray[None], 0)
+    ds = sk.Dataset(str(tmp_path / "gray"))
+    assert all(np.array_equal(ds[i][0][:, :, 0], gray) for i in range(2))
+
+
+def test_a_writer_without_class_names_numbers_the_classes(tmp_path):
+    """Without classes, labels are class numbers (as shardkit-pack takes them
+    without --class-names): the manifest names "0" up to the largest label,
+    so Dataset.classes and a training run see as many classes as the labels
+    say; labels all -1 make an unlabelled dataset, with no classes."""
+    with sk.Writer(str(tmp_path / "numbered"), kind="raw_u8", shape=(1, 1, 1)) as w:
+        for label in (3, 0, 7, 7):
+            w.add(bytes([label]), label)
+    ds = sk.Dataset(str(tmp_path / "numbered"))
+    assert ds.classes == [str(c) for c in range(8)]
+    assert [ds[i][1] for i in range(len(ds))] == [3, 0, 7, 7]
+    with sk.Writer(str(tmp_path / "unlabelled"), kind="raw_u8", shape=(1, 1, 1)) as w:
+        w.add(b"x", -1)
+    assert sk.Dataset(str(tmp_path / "unlabelled")).classes == []
+    with sk.Writer(str(tmp_path / "huge"), kind="raw_u8", shape=(1, 1, 1)) as w:
+        with pytest.raises(ValueError, match=r"label 1048576 with no classes given.*classes="):
+            w.add(b"x", 1 << 20)
+        w.add(b"x", 2)
+    assert sk.Dataset(str(tmp_path / "huge")).classes == ["0", "1", "2"]
+
+
 def test_writer_kinds_are_the_manifests_names_and_its_checks_are_the_cores(tmp_path):
     for kind in ("raw_u8", "raw"):  # "raw": the Writer's first name for raw_u8, still taken
         out = str(tmp_path / kind)
