@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/file_io.h"
+#include "image/codec.h"     // SniffImageFormat
 #include "shard/manifest.h"  // Printable
 
 #ifdef SHARDKIT_WITH_LIBARCHIVE
@@ -239,6 +240,46 @@ class FileInput {
 
 #undef SK_RETURN_NEG
 
+// What a zip's end-of-central-directory record says its central directory
+// holds: `entries` members (the zip64 record's count where there is one).
+// Found as libarchive's zip reader finds it (the last "PK\5\6" in the
+// file's last 16 KiB), so both read the same record.
+struct ZipEnd {
+  bool found = false, zip64 = false;
+  uint64_t entries = 0;
+};
+
+uint64_t LittleEndian(const unsigned char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+ZipEnd ReadZipEnd(int fd, uint64_t size) {
+  ZipEnd end;
+  const uint64_t tail = std::min<uint64_t>(size, 16 << 10);
+  std::vector<unsigned char> t(tail);
+  if (tail < 22 ||
+      ::pread(fd, t.data(), tail, static_cast<off_t>(size - tail)) != static_cast<ssize_t>(tail)) {
+    return end;
+  }
+  for (uint64_t i = tail - 22 + 1; i-- > 0;) {
+    if (std::memcmp(&t[i], "PK\5\6", 4) != 0) continue;
+    end.found = true;
+    end.entries = LittleEndian(&t[i + 10], 2);
+    unsigned char record[56];
+    if (i >= 20 && std::memcmp(&t[i - 20], "PK\6\7", 4) == 0 &&
+        ::pread(fd, record, sizeof(record), static_cast<off_t>(LittleEndian(&t[i - 12], 8))) ==
+            static_cast<ssize_t>(sizeof(record)) &&
+        std::memcmp(record, "PK\6\6", 4) == 0) {
+      end.zip64 = true;
+      end.entries = LittleEndian(record + 32, 8);
+    }
+    break;
+  }
+  return end;
+}
+
 la_ssize_t TarStreamRead(struct archive* a, void* data, const void** out) {
   auto* in = static_cast<FileInput*>(data);
   const ssize_t n = in->Read(out);
@@ -279,14 +320,78 @@ struct Streamer {
   std::string outer_name;
   std::set<std::string> class_tars{};
   uint64_t members = 0, entries = 0;
-  int tar_of_tars = -1;  // unknown until the first member
+  uint64_t zip_entries = 0;  // a zip's entries, each one its central directory lists
+  int tar_of_tars = -1;      // unknown until the first member
   std::set<std::string> zip_names{};
 
-  // A top-level regular *.tar of a tar of class tars (a hard link is not).
-  bool is_class_tar(const std::string& path, mode_t type, bool first = false) const {
-    if (!options.class_tars || input->zip() || type != AE_IFREG) return false;
-    if (!EndsWith(path, ".tar") || path.find('/') != std::string::npos) return false;
-    return first || tar_of_tars == 1;
+  // A class tar's form: a top-level regular *.tar (a hard link is not one).
+  static bool ClassTarForm(const std::string& path, mode_t type, bool hard_link) {
+    return type == AE_IFREG && !hard_link && EndsWith(path, ".tar") &&
+           path.find('/') == std::string::npos;
+  }
+
+  // Why a member that is neither a file nor a folder is not packed.
+  static std::string NotRegular(mode_t type) {
+    return std::string("not a regular file (") +
+           (type == AE_IFLNK ? "a symbolic link, not followed" : "a device or FIFO") + ")";
+  }
+
+  // Up to the first 512 bytes of the current entry's data (the rest is
+  // skipped by the next header): enough to tell an image or a tar.
+  static Result<std::string> Head(struct archive* a, const std::string& where) {
+    std::string head(512, '\0');
+    size_t got = 0;
+    while (got < head.size()) {
+      const la_ssize_t n = archive_read_data(a, &head[got], head.size() - got);
+      if (n < 0) return Status::Corruption(where + ": " + ErrorOf(a, "read error"));
+      if (n == 0) break;
+      got += static_cast<size_t>(n);
+    }
+    head.resize(got);
+    return head;
+  }
+
+  // A member of a tar of class tars outside every class tar. A class tar is
+  // read as its class. Links, devices and FIFOs are skipped by name as
+  // anywhere (a hard link too: the member it names was read as it streamed
+  // by); a folder holds nothing of its own (its files are judged one by
+  // one). A file that may hold the dataset's images (an image, an archive)
+  // is refused: the layout was told by the first member alone, and an image
+  // outside the class tars says the archive may be a tree whose first member
+  // happens to be a .tar; packed as class tars, that tree's images would be
+  // lost, packed as a tree, every class tar would be a file. Nothing tells
+  // which the archive means. Any other file (a README, a checksum list, a
+  // name that was absolute) is an unusable member: ILSVRC's layout holds
+  // class tars only, so it is skipped by name, and fails --strict.
+  Status OuterMember(struct archive* a, struct archive_entry* e, const std::string& shown,
+                     const std::string& path) {
+    const mode_t type = archive_entry_filetype(e);
+    const bool hard_link = archive_entry_hardlink(e) != nullptr;
+    if (ClassTarForm(path, type, hard_link)) {
+      return Inner(a, shown, path.substr(0, path.size() - 4));
+    }
+    if (hard_link) {
+      return sink->Skip(shown,
+                        "a hard link in a tar of class tars (not followed: the member it names "
+                        "was read as it streamed by)",
+                        Unusable::kLink);
+    }
+    if (type == AE_IFDIR) return Status::OK();
+    if (type != AE_IFREG) return sink->Skip(shown, NotRegular(type), Unusable::kLink);
+    SK_ASSIGN_OR_RETURN(const std::string head, Head(a, shown));
+    const auto* h = reinterpret_cast<const unsigned char*>(head.data());
+    const bool image = SniffImageFormat(h, head.size()) != ImageFormat::kUnknown;
+    const bool archive =
+        LooksLikeArchive(path) || (head.size() >= 262 && head.compare(257, 5, "ustar") == 0);
+    if (image || archive) {
+      return Status::InvalidArgument(
+          shown + ": " + (image ? "an image" : "an archive") +
+          " outside the class tars of a tar of class tars (ILSVRC2012_img_train.tar's layout, "
+          "told by its first member); refused: which is the dataset? (ILSVRC's layout holds "
+          "class tars only: repack it without this member, or as a tree)");
+    }
+    return sink->Skip(shown, "not a class tar, in a tar of class tars (ILSVRC's layout)",
+                      Unusable::kOutsideLayout);
   }
 
   void Progress() {
@@ -338,6 +443,7 @@ struct Streamer {
                                        ? " (a corrupt or truncated zip)"
                                        : " (a corrupt or truncated tar)"));
       }
+      if (input->zip() && prefix.empty()) ++zip_entries;
       std::string raw;
       if (!NameOf(e, &raw)) {
         SK_RETURN_IF_ERROR(sink->Skip(where + ":(entry " + std::to_string(entries) + ")",
@@ -357,16 +463,18 @@ struct Streamer {
                                        ": given twice in the zip (unzip would ask which to keep); "
                                        "refused");
       }
-      if (prefix.empty()) {
-        // ILSVRC2012_img_train.tar's layout: a tar whose first member is a
-        // class tar holds class tars only. Anywhere else a .tar is a file.
+      if (prefix.empty() && !input->zip() && options.class_tars) {
+        // ILSVRC2012_img_train.tar's layout: a tar whose first file or
+        // folder (a link before it tells nothing) is a class tar holds class
+        // tars. Anywhere else a .tar is a file.
         const mode_t t = archive_entry_filetype(e);
-        if (tar_of_tars < 0) tar_of_tars = is_class_tar(path, t, /*first=*/true) ? 1 : 0;
-        if (tar_of_tars == 1 && !is_class_tar(path, t)) {
-          return Status::InvalidArgument(
-              shown +
-              ": not a class tar, in a tar of class tars (ILSVRC2012_img_train.tar's "
-              "layout); refused: which is the dataset?");
+        const bool hard_link = archive_entry_hardlink(e) != nullptr;
+        if (tar_of_tars < 0 && !hard_link && (t == AE_IFREG || t == AE_IFDIR)) {
+          tar_of_tars = ClassTarForm(path, t, hard_link) ? 1 : 0;
+        }
+        if (tar_of_tars == 1) {
+          SK_RETURN_IF_ERROR(OuterMember(a, e, shown, path));
+          continue;
         }
       }
       ArchiveMember m;
@@ -392,16 +500,7 @@ struct Streamer {
         continue;
       }
       if (type != AE_IFREG) {
-        SK_RETURN_IF_ERROR(sink->Skip(
-            shown,
-            std::string("not a regular file (") +
-                (type == AE_IFLNK ? "a symbolic link, not followed" : "a device or FIFO") + ")",
-            Unusable::kLink));
-        continue;
-      }
-      const bool class_tar = prefix.empty() && is_class_tar(path, type);
-      if (class_tar) {
-        SK_RETURN_IF_ERROR(Inner(a, shown, path.substr(0, path.size() - 4)));
+        SK_RETURN_IF_ERROR(sink->Skip(shown, NotRegular(type), Unusable::kLink));
         continue;
       }
       if (archive_entry_size_is_set(e) &&
@@ -491,6 +590,25 @@ class QuietSink : public SampleSink {
   Status Interrupted() const override { return Status::OK(); }
 };
 
+// A zip read to its end gave as many entries as its end record says its
+// central directory holds; otherwise the directory is damaged. libarchive
+// looks for the directory's first entry from where the end record says it
+// starts (tolerating data prepended to the zip), so a directory overwritten
+// with zeros or garbage reads as one with no entries, and one partly
+// overwritten as one that starts later: only the count tells. An end record
+// whose own count is wrong is damage too. unzip -t reports each of these. (A
+// writer without zip64 that stored the count of 65,536 entries or more
+// modulo 65,536 is accepted, as unzip accepts it.)
+Status CheckZipEntries(const std::string& path, const FileInput& input, uint64_t read) {
+  const ZipEnd end = ReadZipEnd(input.fd(), input.size());
+  if (!end.found || read == end.entries) return Status::OK();
+  if (!end.zip64 && read > 0xFFFF && (read & 0xFFFF) == end.entries) return Status::OK();
+  return Status::Corruption(path + ": a corrupt zip: its end record lists " +
+                            std::to_string(end.entries) +
+                            " entries but its central directory gives " + std::to_string(read) +
+                            " (overwritten or truncated; unzip -t reports it too)");
+}
+
 }  // namespace
 
 Status StreamArchive(const std::string& path, const ArchiveOptions& options, SampleSink* sink,
@@ -503,7 +621,10 @@ Status StreamArchive(const std::string& path, const ArchiveOptions& options, Sam
   if (input.zip()) {
     // Through the central directory, as unzip reads a zip: a zip whose
     // directory is damaged is an error, not its local headers' guess.
+    // Every entry as one (no macOS resource forks folded into others), so
+    // that the count below is the directory's.
     archive_read_support_format_zip_seekable(a.get());
+    archive_read_set_format_option(a.get(), "zip", "mac-ext", nullptr);
     rc = archive_read_open_fd(a.get(), input.fd(), 1 << 20);
   } else {
     archive_read_support_format_tar(a.get());
@@ -519,6 +640,7 @@ Status StreamArchive(const std::string& path, const ArchiveOptions& options, Sam
   }
   Streamer st{options, sink, member, &input, a.get(), path};
   SK_RETURN_IF_ERROR(st.Entries(a.get(), path, ""));
+  if (input.zip()) SK_RETURN_IF_ERROR(CheckZipEntries(path, input, st.zip_entries));
   SK_RETURN_IF_ERROR(input.Drain());
   st.Progress();
   return Status::OK();

@@ -6,13 +6,23 @@
 // error naming it, never a dataset: a gzip stream is inflated here with zlib,
 // which checks each member's CRC-32 and length to the stream's very end; tar
 // headers carry a checksum libarchive checks; a zip is read through its
-// central directory (as unzip reads it), each member's CRC-32 checked.
+// central directory (as unzip reads it), each member's CRC-32 checked, and
+// the directory must give as many entries as the zip's end record lists
+// (an overwritten or truncated directory is a corrupt zip, not a smaller one).
 //
 // Members that cannot be packed are named to the sink and skipped, never
-// followed: paths with ".." or an absolute path, symbolic links, devices and
-// FIFOs, members over the size limit (a decompression bomb is never held),
-// names that cannot be decoded, unreadable class tars. A hard link to an
-// earlier member is that member again (as tar -x makes it).
+// followed: paths with "..", symbolic links, devices and FIFOs, members over
+// the size limit (a decompression bomb is never held), names that cannot be
+// decoded, unreadable class tars. A leading '/' is stripped, as GNU tar and
+// bsdtar strip it. A hard link to an earlier member is that member again (as
+// tar -x makes it).
+//
+// A tar of class tars (ILSVRC2012_img_train.tar) is told by its first file
+// or folder being a top-level *.tar. Its other top-level *.tar files are
+// classes too; any other member is skipped by name (a link, a device, a
+// file: ILSVRC's layout holds class tars only), except an image or an
+// archive outside the class tars, which is refused: the archive may then be
+// a tree whose first member is a .tar, and nothing tells which it is.
 #pragma once
 
 #include <cstdint>
@@ -43,8 +53,8 @@ struct ArchiveMember {
 
 struct ArchiveOptions {
   uint64_t max_member_bytes = 64ull << 20;
-  // Top-level members named *.tar are class tars (ILSVRC2012_img_train.tar):
-  // an empty-named folder for the class, then its members below it.
+  // A tar of class tars is read as one (above): each class tar as a folder
+  // for its class, then its members below it. False: a .tar is a file.
   bool class_tars = true;
 };
 

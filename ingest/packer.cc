@@ -46,6 +46,8 @@ const char* UnusableName(Unusable why) {
       return "class folders not in the class list";
     case Unusable::kEmptyClass:
       return "empty class folders";
+    case Unusable::kOutsideLayout:
+      return "outside the layout";
     case Unusable::kCount:
       break;
   }

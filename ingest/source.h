@@ -32,9 +32,14 @@ enum class Unusable {
   kBadInnerTar,  // a class tar that cannot be read to its end
   kBadName,      // a name too long or not decodable; a class name not UTF-8
   kNoLabel,      // no label for it (val CSV, devkit, WebDataset .cls)
-  kDuplicate,    // a member given twice (the last one is kept, as tar -x does)
+  kDuplicate,    // a member given twice (the last one is kept, as tar -x does); a
+                 // WebDataset key with two images or two class numbers (neither kept)
   kOutsideList,  // a class folder that --classes-from does not list
   kEmptyClass,   // a class folder with no image
+  // Where the layout has no place for it: an image beside the class folders
+  // or below a flat val folder's; a member of a tar of class tars that is
+  // not a class tar.
+  kOutsideLayout,
   kCount
 };
 const char* UnusableName(Unusable why);

@@ -1,6 +1,8 @@
 // Line and list splitting, once for every source.
 #include "ingest/text.h"
 
+#include "shard/manifest.h"  // NumberedClasses
+
 namespace shardkit {
 
 std::vector<std::pair<int, std::string>> TextLines(const std::string& text) {
@@ -43,15 +45,7 @@ Result<std::vector<std::string>> ClassesFor(int64_t max_label,
     }
     return names;
   }
-  // Class names default to the label numbers; refuse to invent millions.
-  constexpr int64_t kMaxDefaultClasses = 1 << 20;
-  if (max_label >= kMaxDefaultClasses) {
-    return Status::InvalidArgument(where + ": labels go up to " + std::to_string(max_label) +
-                                   "; pass --class-names, or relabel to 0..classes-1");
-  }
-  std::vector<std::string> classes;
-  for (int64_t c = 0; c <= max_label; ++c) classes.push_back(std::to_string(c));
-  return classes;
+  return NumberedClasses(max_label, where, "pass --class-names, or relabel to 0..classes-1");
 }
 
 }  // namespace shardkit

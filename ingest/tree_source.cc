@@ -8,12 +8,15 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "base/env.h"
 #include "base/file_io.h"
+#include "image/codec.h"  // SniffImageFormat
 #include "ingest/archive_reader.h"
 #include "ingest/devkit.h"
 #include "ingest/packer.h"  // kMaxSourceMember
@@ -72,6 +75,17 @@ bool WalkOrder(const std::string& a, const std::string& b) {
     if (ca != cb) return ca < cb;
   }
   return a.size() < b.size();
+}
+
+// A folder's file is an image by its first bytes (a JPEG or PNG, as the
+// Packer tells one), whatever its name.
+Result<bool> IsImageFile(const std::string& path) {
+  SK_RETURN_IF_ERROR(CheckRegularFile(path));
+  SK_ASSIGN_OR_RETURN(auto file, Env::Default()->OpenForReads(path));
+  uint8_t head[8] = {};
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(sizeof(head), file->size()));
+  SK_RETURN_IF_ERROR(file->Read(0, n, head));
+  return SniffImageFormat(head, n) != ImageFormat::kUnknown;
 }
 
 bool HiddenName(const std::string& c) { return c.empty() || c[0] == '.' || c == "__MACOSX"; }
@@ -137,12 +151,19 @@ struct TreeFile {
   int64_t held = -1;
   uint64_t ref = 0;
   bool removed = false;  // replaced by a folder of its path
+  bool image = false;    // an archive member's: a JPEG or PNG by its first bytes
 };
+
+// Whether a file of the tree is an image, by its content (as the Packer
+// tells one): an archive's members are known as they stream by, a folder's
+// files are read for it.
+using IsImageFn = std::function<Result<bool>(const TreeFile&)>;
 
 // The layout both kinds of tree share: files and folders in, a Listing out.
 class TreeLayout {
  public:
-  TreeLayout(const TreeOptions& o, std::string where) : o_(o), where_(std::move(where)) {}
+  TreeLayout(const TreeOptions& o, std::string where, IsImageFn is_image)
+      : o_(o), where_(std::move(where)), is_image_(std::move(is_image)) {}
 
   // A folder; a file of that path is replaced by it, as tar -x replaces it.
   Status AddDir(const std::string& path, SampleSink* sink) {
@@ -189,9 +210,26 @@ class TreeLayout {
 
  private:
   // Below `root` (components joined with '/'; "" for the top): the folders
-  // one level down, and whether any file lies directly in it.
-  void Level(const std::string& root, std::set<std::string>* folders, bool* files) const;
+  // one level down, and the files directly in it.
+  void Level(const std::string& root, std::set<std::string>* folders,
+             std::vector<const TreeFile*>* files) const;
+  // Whether any of `files` is an image; one that cannot be read counts as
+  // one (it stays in view, and is named when it is not packed).
+  bool AnyImage(const std::vector<const TreeFile*>& files) const {
+    for (const TreeFile* f : files) {
+      Result<bool> image = is_image_(*f);
+      if (!image.ok() || *image) return true;
+    }
+    return false;
+  }
   Result<std::string> FindRoot() const;
+  Status FlatVal(const std::vector<std::pair<std::string, const TreeFile*>>& below,
+                 Listing* listing, SampleSink* sink) const;
+  Status ClassFolders(const std::string& root, const std::string& shown_root,
+                      const std::vector<std::pair<std::string, const TreeFile*>>& below,
+                      Listing* listing, SampleSink* sink) const;
+  Status SkipOrNote(const std::vector<const TreeFile*>& files, const std::string& shown_root,
+                    const std::string& where, SampleSink* sink) const;
 
   // Every folder above `path` must be one: a file there is an archive no
   // tar can extract ("x" then "x/y.jpg"). Records the folders as implied.
@@ -210,20 +248,22 @@ class TreeLayout {
 
   const TreeOptions& o_;
   const std::string where_;
+  const IsImageFn is_image_;
   std::vector<TreeFile> files_;
   std::unordered_set<std::string> implied_;  // folders above files
   std::unordered_map<std::string, size_t> index_;
   std::set<std::string> dirs_;
 };
 
-void TreeLayout::Level(const std::string& root, std::set<std::string>* folders, bool* files) const {
+void TreeLayout::Level(const std::string& root, std::set<std::string>* folders,
+                       std::vector<const TreeFile*>* files) const {
   const std::string prefix = root.empty() ? "" : root + "/";
-  auto visit = [&](const std::string& path, bool is_file) {
+  auto visit = [&](const std::string& path, const TreeFile* file) {
     if (path.compare(0, prefix.size(), prefix) != 0 || path.size() == prefix.size()) return;
     const size_t slash = path.find('/', prefix.size());
     if (slash == std::string::npos) {
-      if (is_file) {
-        *files = true;
+      if (file != nullptr) {
+        files->push_back(file);
       } else {
         folders->insert(path.substr(prefix.size()));
       }
@@ -231,11 +271,11 @@ void TreeLayout::Level(const std::string& root, std::set<std::string>* folders, 
       folders->insert(path.substr(prefix.size(), slash - prefix.size()));
     }
   };
-  *files = false;
+  files->clear();
   for (const auto& f : files_) {
-    if (!f.removed) visit(f.path, true);
+    if (!f.removed) visit(f.path, &f);
   }
-  for (const auto& d : dirs_) visit(d, false);
+  for (const auto& d : dirs_) visit(d, nullptr);
 }
 
 Result<std::string> TreeLayout::FindRoot() const {
@@ -246,26 +286,40 @@ Result<std::string> TreeLayout::FindRoot() const {
       if (!c.empty() && c != ".") root += (root.empty() ? "" : "/") + c;
     }
     std::set<std::string> folders;
-    bool files = false;
+    std::vector<const TreeFile*> files;
     Level(root, &folders, &files);
-    if (!root.empty() && folders.empty() && !files) {
+    if (!root.empty() && folders.empty() && files.empty()) {
       return Status::NotFound(where_ + ": no folder " + Printable(o_.root) + " (--root) in it");
     }
     return root;
   }
-  // Down through folders that hold nothing but one folder: a wrapper.
+  // Down through wrappers (see tree_source.h): a folder with one folder and
+  // no image, whose one folder has folders and no image of its own (a flat
+  // val folder's: whatever it holds). Descending then leaves no image
+  // beside the classes it makes; non-image files (a README) do not count.
   std::string root;
   for (int depth = 0; depth < 64; ++depth) {
     std::set<std::string> folders, below;
-    bool files = false, below_files = false;
+    std::vector<const TreeFile*> files, below_files;
     Level(root, &folders, &files);
-    if (files || folders.size() != 1) break;
+    if (folders.size() != 1 || AnyImage(files)) break;
     const std::string next = (root.empty() ? "" : root + "/") + *folders.begin();
     Level(next, &below, &below_files);
-    if (!flat && below.empty()) break;  // the one folder is the one class
+    if (!flat && (below.empty() || AnyImage(below_files))) break;  // the one folder is a class
     root = next;
   }
   return root;
+}
+
+// A listed file as a sample.
+void AddSample(const std::string& rel, const TreeFile* f, int32_t label, Listing* listing) {
+  Sample s;
+  s.key = rel;
+  s.name = f->name;
+  s.label = label;
+  s.held = f->held;
+  s.ref = f->ref;
+  listing->samples.push_back(std::move(s));
 }
 
 Result<Listing> TreeLayout::Finish(SampleSink* sink) {
@@ -274,7 +328,8 @@ Result<Listing> TreeLayout::Finish(SampleSink* sink) {
   const std::string prefix = root.empty() ? "" : root + "/";
   const std::string shown_root = where_ + (root.empty() ? "" : "/" + root);
   Listing listing;
-  uint64_t beside = 0, outside = 0;
+  uint64_t outside = 0;
+  std::vector<const TreeFile*> beside;  // under the root where the layout has no place
   // Each file: its path below the root, or why it is not a sample.
   std::vector<std::pair<std::string, const TreeFile*>> below;
   for (const auto& f : files_) {
@@ -286,102 +341,148 @@ Result<Listing> TreeLayout::Finish(SampleSink* sink) {
     std::string rel = f.path.substr(prefix.size());
     const bool direct = rel.find('/') == std::string::npos;
     if (flat ? !direct : direct) {
-      ++beside;
+      beside.push_back(&f);
       continue;
     }
     below.emplace_back(std::move(rel), &f);
   }
   std::sort(below.begin(), below.end(),
             [](const auto& a, const auto& b) { return WalkOrder(a.first, b.first); });
-  auto sample = [&](const std::string& rel, const TreeFile* f, int32_t label) {
-    Sample s;
-    s.key = rel;
-    s.name = f->name;
-    s.label = label;
-    s.held = f->held;
-    s.ref = f->ref;
-    listing.samples.push_back(std::move(s));
-  };
-
   if (flat) {
-    SK_ASSIGN_OR_RETURN(ValLabels val, ValLabels::Make(o_));
-    listing.classes = val.classes;
-    for (const auto& [rel, f] : below) {
-      auto it = val.synset_of.find(Stem(rel));
-      if (it == val.synset_of.end()) {
-        SK_RETURN_IF_ERROR(sink->Skip(f->name, "no label in " + val.source, Unusable::kNoLabel));
-        continue;
-      }
-      auto ci = val.index.find(it->second);
-      if (ci == val.index.end()) {
-        SK_RETURN_IF_ERROR(sink->Skip(f->name, "class " + it->second + " is not in the class list",
-                                      Unusable::kNoLabel));
-        continue;
-      }
-      sample(rel, f, ci->second);
-    }
-    if (beside > 0) {
-      sink->Note(shown_root + ": " + std::to_string(beside) +
-                 " file(s) in sub-folders of the flat val folder (not packed)");
-    }
+    SK_RETURN_IF_ERROR(FlatVal(below, &listing, sink));
+    SK_RETURN_IF_ERROR(
+        SkipOrNote(beside, shown_root, "in sub-folders of the flat val folder", sink));
   } else {
-    std::set<std::string> folders;
-    bool unused = false;
-    Level(root, &folders, &unused);
-    if (folders.empty()) {
-      return Status::InvalidArgument(
-          shown_root +
-          ": no class folders (for a flat validation folder pass --val-labels CSV or --devkit; "
-          "for a tree deeper in SRC, --root)");
-    }
-    std::map<std::string, int32_t> index;
-    std::vector<std::string> classes = o_.classes;
-    for (const auto& dir : folders) {
-      if (!IsValidUtf8(dir)) {
-        SK_RETURN_IF_ERROR(sink->Skip(shown_root + "/" + Printable(dir),
-                                      "a class folder name that is not valid UTF-8 (class names "
-                                      "are UTF-8 text; rename the folder)",
-                                      Unusable::kBadName));
-        continue;
-      }
-      if (o_.classes.empty()) classes.push_back(dir);
-    }
-    for (size_t i = 0; i < classes.size(); ++i) index[classes[i]] = static_cast<int32_t>(i);
-    std::map<std::string, uint64_t> count;
-    for (const auto& [rel, f] : below) {
-      const std::string cls = rel.substr(0, rel.find('/'));
-      auto ci = index.find(cls);
-      if (ci == index.end()) continue;  // a folder skipped above, or not in the class list
-      count[cls]++;
-      sample(rel, f, ci->second);
-    }
-    for (const auto& dir : folders) {
-      if (!IsValidUtf8(dir)) continue;
-      if (index.count(dir) == 0) {
-        SK_RETURN_IF_ERROR(sink->Skip(shown_root + "/" + dir,
-                                      "a class folder not in the class list",
-                                      Unusable::kOutsideList));
-      } else if (count[dir] == 0) {
-        SK_RETURN_IF_ERROR(sink->Skip(
-            shown_root + "/" + dir,
-            "an empty class folder (class " + std::to_string(index[dir]) + " has no images)",
-            Unusable::kEmptyClass));
-      }
-    }
-    listing.classes = std::move(classes);
-    if (beside > 0) {
-      sink->Note(shown_root + ": " + std::to_string(beside) +
-                 " file(s) beside the class folders (not packed)");
-    }
+    SK_RETURN_IF_ERROR(ClassFolders(root, shown_root, below, &listing, sink));
+    SK_RETURN_IF_ERROR(SkipOrNote(beside, shown_root, "beside the class folders", sink));
   }
   if (outside > 0) {
-    sink->Note(where_ + ": " + std::to_string(outside) + " file(s) outside --root " + o_.root +
-               " (not packed)");
+    sink->Note(where_ + ": " + std::to_string(outside) + " file(s) outside the root " +
+               Printable(root) + (o_.root.empty() ? "" : " (--root)") + " (not packed)");
   }
   if (listing.samples.empty()) {
     return Status::InvalidArgument(shown_root + ": no image files found");
   }
   return listing;
+}
+
+// A flat val folder: each file labelled by its stem in the CSV or devkit.
+Status TreeLayout::FlatVal(const std::vector<std::pair<std::string, const TreeFile*>>& below,
+                           Listing* listing, SampleSink* sink) const {
+  SK_ASSIGN_OR_RETURN(ValLabels val, ValLabels::Make(o_));
+  listing->classes = val.classes;
+  for (const auto& [rel, f] : below) {
+    auto it = val.synset_of.find(Stem(rel));
+    if (it == val.synset_of.end()) {
+      SK_RETURN_IF_ERROR(sink->Skip(f->name, "no label in " + val.source, Unusable::kNoLabel));
+      continue;
+    }
+    auto ci = val.index.find(it->second);
+    if (ci == val.index.end()) {
+      SK_RETURN_IF_ERROR(sink->Skip(f->name, "class " + it->second + " is not in the class list",
+                                    Unusable::kNoLabel));
+      continue;
+    }
+    AddSample(rel, f, ci->second, listing);
+  }
+  return Status::OK();
+}
+
+// A class-folder tree: each folder at the root is a class (or the fixed
+// list's), each file below one labelled by it.
+Status TreeLayout::ClassFolders(const std::string& root, const std::string& shown_root,
+                                const std::vector<std::pair<std::string, const TreeFile*>>& below,
+                                Listing* listing, SampleSink* sink) const {
+  std::set<std::string> folders;
+  std::vector<const TreeFile*> unused;
+  Level(root, &folders, &unused);
+  if (folders.empty()) {
+    return Status::InvalidArgument(
+        shown_root +
+        ": no class folders (for a flat validation folder pass --val-labels CSV or --devkit; "
+        "for a tree deeper in SRC, --root)");
+  }
+  std::map<std::string, int32_t> index;
+  std::vector<std::string> classes = o_.classes;
+  for (const auto& dir : folders) {
+    if (!IsValidUtf8(dir)) {
+      SK_RETURN_IF_ERROR(sink->Skip(shown_root + "/" + Printable(dir),
+                                    "a class folder name that is not valid UTF-8 (class names "
+                                    "are UTF-8 text; rename the folder)",
+                                    Unusable::kBadName));
+      continue;
+    }
+    if (o_.classes.empty()) classes.push_back(dir);
+  }
+  for (size_t i = 0; i < classes.size(); ++i) index[classes[i]] = static_cast<int32_t>(i);
+  std::map<std::string, uint64_t> count;
+  for (const auto& [rel, f] : below) {
+    const std::string cls = rel.substr(0, rel.find('/'));
+    auto ci = index.find(cls);
+    if (ci == index.end()) continue;  // a folder skipped above, or not in the class list
+    count[cls]++;
+    AddSample(rel, f, ci->second, listing);
+  }
+  for (const auto& dir : folders) {
+    if (!IsValidUtf8(dir)) continue;
+    if (index.count(dir) == 0) {
+      SK_RETURN_IF_ERROR(sink->Skip(shown_root + "/" + dir, "a class folder not in the class list",
+                                    Unusable::kOutsideList));
+    } else if (count[dir] == 0) {
+      SK_RETURN_IF_ERROR(sink->Skip(
+          shown_root + "/" + dir,
+          "an empty class folder (class " + std::to_string(index[dir]) + " has no images)",
+          Unusable::kEmptyClass));
+    }
+  }
+  // One class with folders of its own: as ImageFolder makes it, and said,
+  // for the tree whose classes are those folders (a wrapper with an image
+  // beside its classes, which the root rule does not descend through).
+  if (folders.size() == 1 && o_.root.empty()) {
+    const std::string only = (root.empty() ? "" : root + "/") + *folders.begin();
+    std::set<std::string> sub;
+    Level(only, &sub, &unused);
+    if (!sub.empty()) {
+      sink->Note(shown_root + ": one class, " + Printable(*folders.begin()) + ", with " +
+                 std::to_string(sub.size()) +
+                 " folder(s) in it (as ImageFolder makes it); if those are the classes, pass "
+                 "--root " +
+                 Printable(only));
+    }
+  }
+  listing->classes = std::move(classes);
+  return Status::OK();
+}
+
+// Files under the root where the layout has no place for them: an image
+// among them is an unusable member (named, counted, fatal under --strict);
+// the others (a README, a synset list) are noted together and not packed,
+// as ImageFolder ignores them.
+Status TreeLayout::SkipOrNote(const std::vector<const TreeFile*>& files,
+                              const std::string& shown_root, const std::string& where,
+                              SampleSink* sink) const {
+  uint64_t others = 0;
+  for (const TreeFile* f : files) {
+    Result<bool> image = is_image_(*f);
+    if (!image.ok()) {
+      SK_RETURN_IF_ERROR(sink->Skip(f->name,
+                                    "a file " + where +
+                                        " that cannot be read to tell whether "
+                                        "it is an image: " +
+                                        image.status().message(),
+                                    Unusable::kOutsideLayout));
+    } else if (*image) {
+      SK_RETURN_IF_ERROR(sink->Skip(f->name, "an image " + where + ", in no class (not packed)",
+                                    Unusable::kOutsideLayout));
+    } else {
+      ++others;
+    }
+  }
+  if (others > 0) {
+    sink->Note(shown_root + ": " + std::to_string(others) + " file(s) " + where +
+               " that are not images (not packed)");
+  }
+  return Status::OK();
 }
 
 // ---- a folder
@@ -392,7 +493,7 @@ class FolderTree : public SampleSource {
   std::string name() const override { return o_.src; }
   RecordSpec spec() const override { return RecordSpec(); }
   Result<Listing> Scan(SampleSink* sink) override {
-    TreeLayout layout(o_, o_.src);
+    TreeLayout layout(o_, o_.src, [this](const TreeFile& f) { return IsImageFile(paths_[f.ref]); });
     std::set<std::pair<uint64_t, uint64_t>> visited;
     SK_RETURN_IF_ERROR(Walk(o_.src, "", 0, &visited, &layout, sink));
     return layout.Finish(sink);
@@ -495,7 +596,7 @@ class ArchiveTree : public SampleSource {
   std::string name() const override { return o_.src; }
   RecordSpec spec() const override { return RecordSpec(); }
   Result<Listing> Scan(SampleSink* sink) override {
-    TreeLayout layout(o_, o_.src);
+    TreeLayout layout(o_, o_.src, [](const TreeFile& f) -> Result<bool> { return f.image; });
     ArchiveOptions options;
     options.max_member_bytes = kMaxSourceMember;
     SK_RETURN_IF_ERROR(StreamArchive(o_.src, options, sink, [&](ArchiveMember&& m) -> Status {
@@ -514,11 +615,14 @@ class ArchiveTree : public SampleSource {
                 Unusable::kLink);
           }
           f.held = target->held;
+          f.image = target->image;
           return layout.AddFile(std::move(f), sink);
         }
         case ArchiveMember::Kind::kFile:
           break;
       }
+      f.image = SniffImageFormat(reinterpret_cast<const uint8_t*>(m.bytes.data()),
+                                 m.bytes.size()) != ImageFormat::kUnknown;
       SK_ASSIGN_OR_RETURN(f.held, sink->Hold(m.name, std::move(m.bytes)));
       return layout.AddFile(std::move(f), sink);
     }));

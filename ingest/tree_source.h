@@ -10,11 +10,24 @@
 //    symbolic links are unusable members (a folder's: unless follow_links).
 //  - A file and a folder of one path: the later wins, as tar -x makes it; a
 //    member below a file is an error, as it is for tar -x.
-//  - The root is the folder whose subfolders are the classes: SRC itself, or
-//    below it while a folder holds nothing but one folder that has folders
-//    of its own (an archive of "train/CLASS/..." packs like "train/"), or
-//    --root. Files beside the class folders (a README, a synset list) are
-//    noted and not packed.
+//  - The root is the folder whose subfolders are the classes, as
+//    torchvision's ImageFolder takes the folder it is given: SRC itself
+//    (an archive: the top of its extraction), or --root. One exception, the
+//    wrapper rule: while the root holds exactly one folder and no image,
+//    and that folder holds folders but no image of its own, the root moves
+//    down into it (so an archive of "train/CLASS/..." packs like "train/",
+//    through as many such levels as there are). Images are told by content
+//    (a JPEG or PNG); other files (a README) count for nothing here. So the
+//    classes are ImageFolder's on the folder named, except where ImageFolder
+//    would make a single class whose images all lie in its sub-folders
+//    (and no image lies beside it): that cannot be told from a wrapper, and
+//    the rule takes it for one; --root . keeps SRC as the root. A class
+//    folder holding images and sub-folders (n01/a.JPEG, n01/2019/b.JPEG)
+//    is a class, never a wrapper.
+//  - Files under the root outside every class folder (beside the class
+//    folders; in a flat val folder's sub-folders) are not packed: an image
+//    among them is an unusable member (named, counted, fatal under
+//    --strict), other files (a README, a synset list) are noted.
 //  - A class's images are every file below its folder, walked in sorted
 //    order, keyed by their path from the root ("n01440764/x.JPEG").
 //  - The same path twice in an archive keeps the last one, as tar -x does,

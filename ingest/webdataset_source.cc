@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <vector>
 
 #include "base/file_io.h"
 #include "ingest/archive_reader.h"
@@ -100,8 +101,7 @@ class WebDataset : public SampleSource {
           return Status::OK();
         }
         const std::string key = m.path.substr(0, dot);
-        std::string ext = m.path.substr(dot + 1);
-        std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+        const std::string ext = m.path.substr(dot + 1);  // as stored: x.JPG and x.jpg are two
         if (key != key_) SK_RETURN_IF_ERROR(Emit(sink));
         key_ = key;
         where_ = shard + ":" + Printable(key);
@@ -128,21 +128,35 @@ class WebDataset : public SampleSource {
     parts_.clear();
     const std::string key = std::move(key_);
     key_.clear();
-    std::string* image = nullptr;
-    for (const char* ext : {"jpg", "jpeg", "png"}) {
-      auto it = parts.find(ext);
-      if (it != parts.end()) {
-        image = &it->second;
-        break;
-      }
+    // The sample's image and class number, by extension in any case.
+    std::vector<std::map<std::string, std::string>::iterator> images, labels;
+    for (auto it = parts.begin(); it != parts.end(); ++it) {
+      std::string lower = it->first;
+      std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+      if (lower == "jpg" || lower == "jpeg" || lower == "png") images.push_back(it);
+      if (lower == "cls") labels.push_back(it);
     }
-    if (image == nullptr) {
+    // Two images (or two class numbers) for one key: WebDataset hands its
+    // user whichever the user's decoder names first, so the source does not
+    // say which is the sample. Neither is packed; the key is named with
+    // both members, as an unusable member (fatal under --strict).
+    for (const auto* role : {&images, &labels}) {
+      if (role->size() < 2) continue;
+      std::string members;
+      for (const auto& it : *role) members += (members.empty() ? "" : ", ") + key + "." + it->first;
+      return sink->Skip(where_,
+                        std::string("two ") + (role == &images ? "images" : "class numbers") +
+                            " for one key (" + Printable(members) +
+                            "): which is the sample? Neither is packed",
+                        Unusable::kDuplicate);
+    }
+    if (images.empty()) {
       return sink->Skip(where_, "no image (.jpg, .jpeg or .png) in this sample",
                         Unusable::kBadImage);
     }
-    auto cls = parts.find("cls");
-    if (cls == parts.end()) return sink->Skip(where_, "no .cls in this sample", Unusable::kNoLabel);
-    std::string text = cls->second;
+    if (labels.empty()) return sink->Skip(where_, "no .cls in this sample", Unusable::kNoLabel);
+    std::string* image = &images.front()->second;
+    std::string text = labels.front()->second;
     while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
     size_t b = 0;
     while (b < text.size() && std::isspace(static_cast<unsigned char>(text[b]))) ++b;

@@ -212,18 +212,22 @@ void BatchFiller::Settle(const Job& job) {
   PrefetchRing::Slot* slot = job.slot;
   for (int i = 0; i < job.n; ++i) {
     Status s = slot->sample_status[i];
+    uint64_t loaded = job.base + i;  // the rank's sample whose record failed
     for (uint64_t attempt = 0; !s.ok(); ++attempt) {
       if (stopping() || s.IsAborted()) {
         slot->status = Status::Aborted("loader stopped");
         return;
       }
       uint64_t replacement = 0;
-      Status verdict = corrupt_->Replace(job.base + i, s, attempt, &replacement);
+      Status verdict =
+          corrupt_->Replace(job.base + i, source_->Locate(loaded).record, s, attempt, &replacement);
       if (!verdict.ok()) {
         slot->status = std::move(verdict);
         return;
       }
       s = LoadSample(0, replacement, slot, i);
+      loaded = replacement;
+      if (s.ok()) corrupt_->Replaced();
     }
   }
   slot->batch.epoch = epoch_;

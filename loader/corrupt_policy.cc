@@ -10,7 +10,7 @@ bool CorruptPolicyFromName(std::string_view name, CorruptPolicy* policy) {
   return ValueOf(kCorruptPolicyNames, name, policy);
 }
 
-Status CorruptSamples::Replace(uint64_t i, const Status& failure, uint64_t attempt,
+Status CorruptSamples::Replace(uint64_t i, uint64_t record, const Status& failure, uint64_t attempt,
                                uint64_t* replacement) {
   if (failure.ok()) return Status::InvalidArgument("CorruptSamples::Replace: no failure");
   if (policy_ == CorruptPolicy::kFail || !failure.IsCorruption() || rank_samples_ < 2)
@@ -22,10 +22,10 @@ Status CorruptSamples::Replace(uint64_t i, const Status& failure, uint64_t attem
                               " of the rank's epoch in " + std::to_string(kMaxAttempts) +
                               " tries; last: " + failure.message());
   }
-  skipped_.fetch_add(1, std::memory_order_relaxed);
   uint64_t units = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    records_.insert(record);
     if (seen_.insert(failure.message()).second && messages_.size() < kMaxMessages)
       messages_.push_back(failure.message());
     units = seen_.size();
@@ -40,6 +40,11 @@ Status CorruptSamples::Replace(uint64_t i, const Status& failure, uint64_t attem
   // the rank's sample count.
   *replacement = (i + 1 + Mix64(Mix64(i) ^ (attempt + 1)) % (rank_samples_ - 1)) % rank_samples_;
   return Status::OK();
+}
+
+uint64_t CorruptSamples::corrupt_records() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return records_.size();
 }
 
 uint64_t CorruptSamples::units() const {

@@ -12,7 +12,15 @@
 // Errors that are not corruption (I/O) always fail: a replacement would hide
 // a failing disk.
 //
-// Threading: Replace from the producer thread; skipped() and messages() from any.
+// What is counted, under names that say which: the distinct records that
+// failed (a record failing again, as another sample's replacement or in a
+// later epoch, counts once), the samples delivered with a replacement's
+// record in their place (one per sample, however many replacements it
+// took), and the units. A replacement that lands on a corrupt record again
+// is tried anew and counts for neither sample.
+//
+// Threading: Replace and Replaced from the producer thread; the counts and
+// messages() from any.
 #pragma once
 
 #include <atomic>
@@ -40,23 +48,30 @@ class CorruptSamples {
       : policy_(policy), budget_(skip_budget), rank_samples_(rank_samples) {}
 
   // Sample `i` of the rank's epoch failed with `failure` on its `attempt`-th
-  // replacement (0: the sample itself). Returns OK with *replacement, the
-  // rank's sample to load in its place, or the status that fails its batch.
-  // Replacements are deterministic: sample i's k-th is the same every time.
-  Status Replace(uint64_t i, const Status& failure, uint64_t attempt, uint64_t* replacement);
+  // replacement (0: the sample itself), loading the dataset's record
+  // `record`. Returns OK with *replacement, the rank's sample to load in its
+  // place, or the status that fails its batch. Replacements are
+  // deterministic: sample i's k-th is the same every time.
+  Status Replace(uint64_t i, uint64_t record, const Status& failure, uint64_t attempt,
+                 uint64_t* replacement);
+  // A sample that failed was delivered with a replacement's record.
+  void Replaced() { samples_replaced_.fetch_add(1, std::memory_order_relaxed); }
 
-  // Samples replaced, and the distinct corrupt units they came from.
-  uint64_t skipped() const { return skipped_.load(std::memory_order_relaxed); }
+  // Distinct records found corrupt; samples delivered with another record in
+  // their place; distinct damages (units) the corrupt records came from.
+  uint64_t corrupt_records() const;
+  uint64_t samples_replaced() const { return samples_replaced_.load(std::memory_order_relaxed); }
   uint64_t units() const;
   std::vector<std::string> messages() const;  // one per unit, the first kMaxMessages
 
  private:
   const CorruptPolicy policy_;
   const uint64_t budget_, rank_samples_;
-  std::atomic<uint64_t> skipped_{0};
+  std::atomic<uint64_t> samples_replaced_{0};
   mutable std::mutex mu_;
   std::vector<std::string> messages_;
   std::unordered_set<std::string> seen_;  // the units' messages (at most budget + 1)
+  std::unordered_set<uint64_t> records_;  // the corrupt records' indices in the dataset
 };
 
 }  // namespace shardkit

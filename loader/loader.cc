@@ -367,7 +367,8 @@ LoaderStats Loader::stats() const {
   s.samples = f.samples;
   s.batches = f.batches;
   s.wait_s = d.wait_ns.load() * 1e-9;
-  s.corrupt_skipped = d.corrupt->skipped();
+  s.corrupt_records = d.corrupt->corrupt_records();
+  s.samples_replaced = d.corrupt->samples_replaced();
   s.corrupt_units = d.corrupt->units();
   s.corrupt_messages = d.corrupt->messages();
   if (r.queued) {

@@ -173,8 +173,11 @@ struct LoaderStats {
   double read_s = 0, decompress_s = 0, decode_s = 0, transform_s = 0;
   double wait_s = 0;  // time Next() spent waiting for a batch
   uint64_t samples = 0, batches = 0, bytes_read = 0;
-  uint64_t corrupt_skipped = 0;  // samples replaced (on_corrupt skip)
-  uint64_t corrupt_units = 0;    // distinct damages: records, or compressed blocks (CorruptSamples)
+  // on_corrupt skip, since the loader opened (CorruptSamples): the distinct
+  // records found corrupt, the samples delivered with another record in
+  // their place, and the distinct damages (records, or compressed blocks).
+  uint64_t corrupt_records = 0, samples_replaced = 0;
+  uint64_t corrupt_units = 0;
   std::vector<std::string> corrupt_messages;  // one per unit, the first few
   // The read-ahead queue (read_depth > 0): reads it made, reads in flight
   // (mean at each read's start, peak), the mean latency of a read, and the

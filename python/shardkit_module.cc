@@ -310,7 +310,10 @@ class PyLoader {
     d["samples"] = s.samples;
     d["batches"] = s.batches;
     d["bytes_read"] = s.bytes_read;
-    d["corrupt_skipped"] = s.corrupt_skipped;
+    d["corrupt_records"] = s.corrupt_records;
+    d["samples_replaced"] = s.samples_replaced;
+    // The old name: the samples skipped, each replaced by another.
+    d["corrupt_skipped"] = s.samples_replaced;
     d["corrupt_units"] = s.corrupt_units;
     d["queued_reads"] = s.queued_reads;
     d["mean_reads_in_flight"] = s.mean_reads_in_flight;
@@ -456,9 +459,17 @@ class PyWriter {
     const std::string where = path_ + ": record '" + Printable(k) + "' (number " +
                               std::to_string(writer_->records()) + ")";
     // Only what int32 cannot hold is refused here; the writer checks the
-    // label against the classes and the size against the shape.
+    // label against the classes and the size against the shape. Without
+    // class names, labels are class numbers, named at close().
     if (label < INT32_MIN || label > INT32_MAX)
       throw py::value_error(where + ": label " + std::to_string(label) + " out of range");
+    if (manifest_.classes.empty() && label >= kMaxNumberedClasses) {
+      throw py::value_error(where + ": label " + std::to_string(label) +
+                            " with no classes given (labels are then class numbers, below " +
+                            std::to_string(kMaxNumberedClasses) +
+                            "); pass classes=[...], or relabel to 0..classes-1");
+    }
+    CheckShape(view, where);
     PreparedImage prepared;
     if (manifest_.record.kind == format::RecordKind::kJpeg) {
       // What shardkit-pack does to each file: recognised by content,
@@ -482,14 +493,19 @@ class PyWriter {
       s = writer_->Add(payload, static_cast<int32_t>(label), k);
     }
     Check(s);
+    max_label_ = std::max<int64_t>(max_label_, label);
   }
 
   void Close() {
     if (!writer_) return;
+    Manifest m = manifest_;
+    if (m.classes.empty()) {  // labels are class numbers: "0" up to the largest (none: unlabelled)
+      m.classes = Take(NumberedClasses(max_label_, path_, "pass classes=[...]"));
+    }
     Status s;
     {
       py::gil_scoped_release release;
-      s = writer_->Finish(manifest_);
+      s = writer_->Finish(m);
       writer_.reset();
     }
     Check(s);
@@ -506,9 +522,36 @@ class PyWriter {
   uint64_t converted() const { return converted_; }
 
  private:
+  // An array (a buffer of more than one dimension) has a layout: for raw_u8
+  // records its shape must be the declared (H, W, C), or (H, W) when C is 1,
+  // or its bytes would be stored in another order than the loader reads
+  // them (a CHW array for an HWC shape: the same byte count, scrambled
+  // pixels). A flat buffer (bytes) is taken as H*W*C bytes in H, W, C order.
+  void CheckShape(const Py_buffer& view, const std::string& where) const {
+    if (manifest_.record.kind != format::RecordKind::kRawU8 || view.ndim < 2) return;
+    const std::vector<int64_t>& want = manifest_.record.shape;
+    std::vector<int64_t> got(view.shape, view.shape + view.ndim);
+    const bool same = got == want || (want.size() == 3 && want[2] == 1 && got.size() == 2 &&
+                                      got[0] == want[0] && got[1] == want[1]);
+    if (same) return;
+    auto text = [](const std::vector<int64_t>& v) {
+      std::string t = "(";
+      for (size_t i = 0; i < v.size(); ++i) t += (i ? ", " : "") + std::to_string(v[i]);
+      return t + (v.size() == 1 ? ",)" : ")");
+    };
+    std::string hint;
+    if (want.size() == 3 && got.size() == 3 && got[0] == want[2] && got[1] == want[0] &&
+        got[2] == want[1]) {
+      hint = " (a CHW array: pass a.transpose(1, 2, 0))";
+    }
+    throw py::value_error(where + ": an array of shape " + text(got) +
+                          ", but the writer's shape is " + text(want) + " (H, W, C)" + hint);
+  }
+
   std::string path_;
   Manifest manifest_;
   uint64_t converted_ = 0;  // PNG or CMYK records stored as RGB JPEG
+  int64_t max_label_ = -1;  // the largest label added
   std::unique_ptr<DatasetWriter> writer_;
 };
 

@@ -83,6 +83,17 @@ Status CheckClassNames(const std::vector<std::string>& classes) {
   return Status::OK();
 }
 
+Result<std::vector<std::string>> NumberedClasses(int64_t max_label, const std::string& where,
+                                                 const std::string& hint) {
+  if (max_label >= kMaxNumberedClasses) {
+    return Status::InvalidArgument(where + ": labels go up to " + std::to_string(max_label) + "; " +
+                                   hint);
+  }
+  std::vector<std::string> classes;
+  for (int64_t c = 0; c <= max_label; ++c) classes.push_back(std::to_string(c));
+  return classes;
+}
+
 std::string Crc32cHex(uint32_t crc) {
   char buf[16];
   std::snprintf(buf, sizeof(buf), "%08x", crc);

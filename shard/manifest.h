@@ -66,6 +66,14 @@ const char* RecordKindName(format::RecordKind kind);
 // shape. Class names are valid UTF-8 (IsValidUtf8).
 Status CheckRecordFormat(const RecordFormat& f);
 Status CheckClassNames(const std::vector<std::string>& classes);
+// The class list of labels given as numbers without names: "0", "1", ...,
+// up to max_label (none for max_label < 0: no record is labelled). Labels
+// of kMaxNumberedClasses and more are refused (an unnormalised label, not a
+// class count): InvalidArgument naming `where`, with `hint` (how to name the
+// classes or relabel).
+inline constexpr int64_t kMaxNumberedClasses = 1 << 20;
+Result<std::vector<std::string>> NumberedClasses(int64_t max_label, const std::string& where,
+                                                 const std::string& hint);
 std::string ManifestToJson(const Manifest& m);
 // `where` names the source in error messages.
 Result<Manifest> ParseManifest(std::string_view json, const std::string& where);

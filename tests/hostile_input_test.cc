@@ -226,7 +226,9 @@ TEST(HostileInput, BenchSkipsCorruptRecordsWhenAskedAndFailsNamingThemOtherwise)
   EXPECT_NE(r.out.find("shard-00000.sks"), std::string::npos) << r.out;
   r = RunCommand(bench + " --on-corrupt skip --skip-budget 50 2>&1");
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("corrupt record(s) skipped"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 corrupt record(s) found"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"corrupt_records\": 1,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"samples_replaced\""), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"corrupt_skipped\""), std::string::npos) << r.out;
 }
 

@@ -191,6 +191,51 @@ TEST_F(ImageNetTree, SeededOrderSpreadsClassesAndIsReproducible) {
   EXPECT_NE(a, c);
 }
 
+// The root rule and what lies beside the classes: a class folder holding
+// images and a sub-folder is a class (not a wrapper to descend through); an
+// image beside the class folders is an unusable member, a README a note.
+TEST(ImageNetRoot, OneClassWithASubFolderKeepsBothImagesAndAnImageBesideIsUnusable) {
+  TempDir dir;
+  testing::MakeDirs(dir / "train/n01/2019");
+  WriteFile(dir / "train/n01/a.JPEG", MakeJpeg(SyntheticImage(40, 30, 3, 1), JpegFlavor::kRgb));
+  WriteFile(dir / "train/n01/2019/b.JPEG",
+            MakeJpeg(SyntheticImage(40, 30, 3, 2), JpegFlavor::kRgb));
+  ImageNetPackOptions o;
+  o.src = dir / "train";
+  o.out = dir / "one";
+  o.strict = true;
+  PackSummary sum;
+  std::vector<std::string> lines;
+  auto report = [&](const std::string& m) { lines.push_back(m); };
+  Status s = PackImageNet(o, report, &sum);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(sum.packed, 2u);
+  EXPECT_EQ(ReadManifest(o.out)->classes, std::vector<std::string>{"n01"});
+  EXPECT_NE(testing::JoinLines(lines).find("one class, n01, with 1 folder(s)"), std::string::npos)
+      << testing::JoinLines(lines);
+
+  testing::MakeDirs(dir / "train/n02");
+  WriteFile(dir / "train/n02/c.JPEG", MakeJpeg(SyntheticImage(40, 30, 3, 3), JpegFlavor::kRgb));
+  WriteFile(dir / "train/cover.jpg", MakeJpeg(SyntheticImage(40, 30, 3, 4), JpegFlavor::kRgb));
+  WriteFile(dir / "train/README.txt", "two classes\n");
+  o.out = dir / "strict";
+  s = PackImageNet(o, report, &sum);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("cover.jpg: an image beside the class folders"), std::string::npos)
+      << s.ToString();
+  EXPECT_FALSE(FileExists(o.out));
+  o.strict = false;
+  o.out = dir / "two";
+  lines.clear();
+  s = PackImageNet(o, report, &sum);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(sum.packed, 3u);
+  EXPECT_EQ(Count(sum, Unusable::kOutsideLayout), 1u);
+  const std::string all = testing::JoinLines(lines);
+  EXPECT_NE(all.find("1 file(s) beside the class folders that are not images"), std::string::npos)
+      << all;
+}
+
 TEST(ImageNetVal, FlatFolderWithCsvLabels) {
   TempDir dir;
   testing::MakeDirs(dir / "val");

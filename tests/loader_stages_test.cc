@@ -284,47 +284,64 @@ TEST(CorruptSamplesTest, FailPassesTheErrorOnSkipReplacesWithinTheBudget) {
   uint64_t r = 0;
   CorruptSamples fail(CorruptPolicy::kFail, 100, 50);
   Status bad = Status::Corruption("shard-00000.sks: record 3: bad");
-  EXPECT_EQ(fail.Replace(3, bad, 0, &r).message(), bad.message());
-  EXPECT_EQ(fail.skipped(), 0u);
+  EXPECT_EQ(fail.Replace(3, 3, bad, 0, &r).message(), bad.message());
+  EXPECT_EQ(fail.samples_replaced(), 0u);
+  EXPECT_EQ(fail.corrupt_records(), 0u);
 
   CorruptSamples skip(CorruptPolicy::kSkip, 2, 50);
-  ASSERT_TRUE(skip.Replace(3, bad, 0, &r).ok());
+  ASSERT_TRUE(skip.Replace(3, 3, bad, 0, &r).ok());
   EXPECT_LT(r, 50u);
   EXPECT_NE(r, 3u);
   uint64_t again = 0;
   CorruptSamples other(CorruptPolicy::kSkip, 2, 50);
-  ASSERT_TRUE(other.Replace(3, bad, 0, &again).ok());
+  ASSERT_TRUE(other.Replace(3, 3, bad, 0, &again).ok());
   EXPECT_EQ(again, r);  // deterministic
+  const uint64_t first = r;
   uint64_t second = 0;
-  ASSERT_TRUE(skip.Replace(3, bad, 1, &second).ok());
-  EXPECT_NE(second, r);  // the next attempt, another sample
+  ASSERT_TRUE(skip.Replace(3, first, bad, 1, &second).ok());  // the first replacement failed
+  EXPECT_NE(second, r);                                       // the next attempt, another sample
   // An I/O error is never hidden by a replacement.
-  EXPECT_TRUE(skip.Replace(4, Status::IOError("EIO"), 0, &r).IsIOError());
+  EXPECT_TRUE(skip.Replace(4, 4, Status::IOError("EIO"), 0, &r).IsIOError());
   // The budget counts damages, not samples: the same message is one unit.
-  ASSERT_TRUE(skip.Replace(5, bad, 0, &r).ok());
-  ASSERT_TRUE(skip.Replace(6, Status::Corruption("shard-00000.sks: record 9: bad"), 0, &r).ok());
-  Status over = skip.Replace(7, Status::Corruption("shard-00001.sks: record 1: bad"), 0, &r);
+  ASSERT_TRUE(skip.Replace(5, 5, bad, 0, &r).ok());
+  ASSERT_TRUE(skip.Replace(6, 6, Status::Corruption("shard-00000.sks: record 9: bad"), 0, &r).ok());
+  Status over = skip.Replace(7, 7, Status::Corruption("shard-00001.sks: record 1: bad"), 0, &r);
   EXPECT_TRUE(over.IsCorruption());
   EXPECT_NE(over.message().find("more than 2 corrupt records or blocks skipped"), std::string::npos)
       << over.message();
-  EXPECT_EQ(skip.skipped(), 5u);
+  // The records that failed: 3, its first replacement, 5, 6 and 7; no
+  // sample was delivered yet (Replaced()).
+  EXPECT_EQ(skip.corrupt_records(), (std::set<uint64_t>{3, first, 5, 6, 7}.size()));
+  EXPECT_EQ(skip.samples_replaced(), 0u);
+  // A record is counted once, however often it fails: as a sample's
+  // replacement, then as its own sample; each sample delivered counts once.
+  CorruptSamples twice(CorruptPolicy::kSkip, 10, 50);
+  ASSERT_TRUE(twice.Replace(1, 40, bad, 0, &r).ok());
+  ASSERT_TRUE(twice.Replace(1, 41, bad, 1, &r).ok());
+  twice.Replaced();
+  ASSERT_TRUE(twice.Replace(2, 41, bad, 0, &r).ok());
+  twice.Replaced();
+  EXPECT_EQ(twice.corrupt_records(), 2u);
+  EXPECT_EQ(twice.samples_replaced(), 2u);
+  EXPECT_EQ(twice.units(), 1u);
   EXPECT_EQ(skip.units(), 3u);
   EXPECT_EQ(skip.messages().size(), 3u);
   CorruptSamples many(CorruptPolicy::kSkip, 1000, 50);
   for (int i = 0; i < 30; ++i) {
     ASSERT_TRUE(
-        many.Replace(i, Status::Corruption("record " + std::to_string(i) + ": bad"), 0, &r).ok());
+        many.Replace(i, i, Status::Corruption("record " + std::to_string(i) + ": bad"), 0, &r)
+            .ok());
   }
   EXPECT_EQ(many.messages().size(), CorruptSamples::kMaxMessages);
   CorruptSamples block(CorruptPolicy::kSkip, 1000, 50);
-  for (int i = 0; i < 30; ++i) ASSERT_TRUE(block.Replace(i, bad, 0, &r).ok());
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(block.Replace(i, i, bad, 0, &r).ok());
   EXPECT_EQ(block.messages().size(), 1u) << "one damage, reported once";
   // Replacements failing within a damage already counted do not grow the
   // budget: the attempts for one sample are bounded, never an endless loop.
   uint64_t attempt = 0;
   Status last;
   for (; attempt < 1000; ++attempt) {
-    last = block.Replace(7, bad, attempt, &r);
+    last = block.Replace(7, 7, bad, attempt, &r);
     if (!last.ok()) break;
   }
   EXPECT_EQ(attempt, CorruptSamples::kMaxAttempts);
@@ -335,7 +352,7 @@ TEST(CorruptSamplesTest, FailPassesTheErrorOnSkipReplacesWithinTheBudget) {
     CorruptSamples any(CorruptPolicy::kSkip, 1000, n);
     for (uint64_t i = 0; i < std::min<uint64_t>(n, 50); ++i) {
       for (uint64_t a = 0; a < 4; ++a) {
-        ASSERT_TRUE(any.Replace(i, bad, a, &r).ok());
+        ASSERT_TRUE(any.Replace(i, i, bad, a, &r).ok());
         EXPECT_NE(r, i);
         EXPECT_LT(r, n);
       }
@@ -412,7 +429,8 @@ TEST(BatchFillerTest, SettlesACorruptSampleAsThePolicySays) {
       EXPECT_EQ(filler.stats().batches, 0u);
     } else {
       ASSERT_TRUE(slot.status.ok()) << slot.status.ToString();
-      EXPECT_EQ(corrupt.skipped(), 1u);
+      EXPECT_EQ(corrupt.samples_replaced(), 1u);
+      EXPECT_EQ(corrupt.corrupt_records(), 1u);
       EXPECT_NE(slot.batch.sample_ids[5], 5u);
       EXPECT_EQ(slot.batch.sample_ids[6], 6u);
       EXPECT_EQ(filler.stats().samples, 40u);
@@ -574,11 +592,25 @@ TEST(CorruptSamplesTest, ACorruptCompressedBlockCostsOneUnitOfTheBudget) {
     samples += b->size;
   }
   EXPECT_EQ(samples, 400u);
-  const LoaderStats st = (*l)->stats();
+  LoaderStats st = (*l)->stats();
   EXPECT_EQ(st.corrupt_units, 1u);
-  EXPECT_GE(st.corrupt_skipped, in_block);
+  // Exactly the block's records were bad, and each of their samples was
+  // replaced once, however many replacements landed in the block again.
+  EXPECT_EQ(st.corrupt_records, in_block);
+  EXPECT_EQ(st.samples_replaced, in_block);
   ASSERT_EQ(st.corrupt_messages.size(), 1u);
   EXPECT_NE(st.corrupt_messages[0].find("block 1"), std::string::npos) << st.corrupt_messages[0];
+  // A second epoch meets the same records: more samples replaced, no more records.
+  ASSERT_TRUE((*l)->StartEpoch(1).ok());
+  for (;;) {
+    const Batch* b = nullptr;
+    ASSERT_TRUE((*l)->Next(&b).ok());
+    if (b == nullptr) break;
+  }
+  st = (*l)->stats();
+  EXPECT_EQ(st.corrupt_records, in_block);
+  EXPECT_EQ(st.samples_replaced, 2 * in_block);
+  EXPECT_EQ(st.corrupt_units, 1u);
 }
 
 }  // namespace

@@ -283,7 +283,8 @@ TEST(LoaderTest, CorruptRecordsAreSkippedCountedAndReplaced) {
   EXPECT_EQ(ids.count(42), 0u);
   EXPECT_EQ(ids.count(7), 0u);
   LoaderStats st = l->stats();
-  EXPECT_EQ(st.corrupt_skipped, 2u);
+  EXPECT_EQ(st.corrupt_records, 2u);
+  EXPECT_EQ(st.samples_replaced, 2u);
   ASSERT_EQ(st.corrupt_messages.size(), 2u);
 }
 

@@ -92,7 +92,7 @@ class LoaderSteps : public StepSource {
   }
   std::pair<torch::Tensor, torch::Tensor> Take() override { return feeder_.Take(); }
   uint64_t batches_per_epoch() const override { return loader_.batches_per_epoch(); }
-  uint64_t corrupt_skipped() const override { return loader_.stats().corrupt_skipped; }
+  uint64_t corrupt_skipped() const override { return loader_.stats().samples_replaced; }
 
  private:
   Loader& loader_;

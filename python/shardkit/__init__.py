@@ -442,13 +442,14 @@ class Loader:
     def _log_skips(self):
         """Skipped corrupt records reach the logs: the count, and the first ones by name."""
         stats = self._core.stats()
-        skipped = stats.get("corrupt_skipped", 0)
-        if skipped > self._skipped_logged:
+        replaced = stats["samples_replaced"]
+        if replaced > self._skipped_logged:
             first = stats.get("corrupt_messages", [])[:3]
-            _log.warning("shardkit.Loader: %d sample(s) replaced on rank %d so far (on_corrupt='skip'), "
-                         "from %d corrupt record(s) or block(s); first: %s", skipped, self.rank,
+            _log.warning("shardkit.Loader: %d sample(s) replaced on rank %d so far (on_corrupt='skip'): "
+                         "%d corrupt record(s), from %d damage(s) (a record, or a compressed block); "
+                         "first: %s", replaced, self.rank, stats["corrupt_records"],
                          stats.get("corrupt_units", 0), "; ".join(first) or "-")
-            self._skipped_logged = skipped
+            self._skipped_logged = replaced
 
     def state_dict(self):
         """Where the loader is, and what decides its batches (the C++ core's
@@ -489,7 +490,14 @@ class Loader:
 
     def stats(self):
         """Seconds per stage summed over workers (read, decompress, decode,
-        transform), the consumer's wait, counts and corrupt samples skipped."""
+        transform), the consumer's wait, and counts. Under on_corrupt='skip',
+        since the loader was made: ``corrupt_records``, the distinct records
+        found corrupt (one failing again, as another sample's replacement or
+        in a later epoch, counts once); ``samples_replaced``, the samples
+        delivered with another record in their place (``corrupt_skipped`` is
+        its old name, the same number); ``corrupt_units``, the distinct
+        damages (a record, or a compressed block however many records it
+        held); ``corrupt_messages``, the first few."""
         return self._core.stats()
 
     def reset_stats(self):
@@ -551,6 +559,13 @@ class Writer:
     directory, if it made it), and a dataset it was replacing (overwrite) is
     left whole.
 
+    ``classes``: the class names, label i naming classes[i]. Without them,
+    labels are class numbers, as shardkit-pack takes them without
+    --class-names: the manifest names the classes "0", "1", ... up to the
+    largest label added (a class above it that has no record is then
+    missing: give the names), and a dataset whose labels are all -1 has no
+    classes (unlabelled).
+
         with shardkit.Writer(out, kind="jpeg", classes=names) as w:
             for path, label in samples:
                 w.add(open(path, "rb").read(), label, key=path)
@@ -572,8 +587,11 @@ class Writer:
     def add(self, data, label, key=None):
         """Appends one record: bytes-like data (for kind='jpeg' a JPEG or PNG,
         recognised by content, validated and converted as shardkit-pack does;
-        for kind='raw_u8' H*W*C bytes or a uint8 array), an integer label. An
-        error names the record by ``key``."""
+        for kind='raw_u8' H*W*C bytes in H, W, C order, or a uint8 array of
+        the declared shape (H, W, C), or (H, W) when C is 1: an array of
+        another shape, a CHW one say, is a ValueError naming both shapes, as
+        its bytes would be stored scrambled), an integer label. An error
+        names the record by ``key``."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             import numpy as np
 

@@ -222,6 +222,66 @@ def test_hostile_members_are_named_and_counted_and_nothing_leaves_out(tree, tmp_
         assert not os.path.exists(work / (name + ".out") / ".shardkit-pack-spill")
 
 
+def test_hostile_members_of_a_tar_of_class_tars_are_skipped_by_name(tree, tmp_path):
+    """A symbolic link, a hard link, an absolute path and a README among the
+    class tars of a train tar (made by GNU tar, bsdtar and Python): each is
+    skipped by name and the class tars packed, as the same member inside a
+    class tar is; --strict fails on the first and leaves nothing. An image or
+    an archive outside the class tars is refused: the layout is told by the
+    first member alone, and such a member says the archive may be a tree."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for cls in ("n00000000", "n00000001"):
+        with tarfile.open(work / (cls + ".tar"), "w") as t:
+            for name in sorted(os.listdir(tree / cls)):
+                t.add(tree / cls / name, arcname=name)
+    subprocess.run(["tar", "-cf", str(tmp_path / "clean.tar"), "n00000000.tar", "n00000001.tar"],
+                   cwd=work, check=True)
+    code, out = pack(tmp_path / "clean.tar", tmp_path / "clean")
+    assert code == 0, out
+    os.symlink("/etc/passwd", work / "evil.tar")
+    os.link(work / "n00000000.tar", work / "n00000009.tar")
+    (work / "README.txt").write_text("ILSVRC2012 train, one tar per class\n")
+    secret = tmp_path / "passwd"
+    secret.write_text("root:x:0:0\n")
+    members = ["n00000000.tar", "evil.tar", "n00000009.tar", "README.txt", str(secret), "n00000001.tar"]
+    made = {"gnu.tar": ["tar", "-cPf"], "bsd.tar": ["bsdtar", "-cPf"]}
+    for name, cmd in made.items():
+        subprocess.run(cmd + [str(tmp_path / name)] + members, cwd=work, check=True, capture_output=True)
+    with tarfile.open(tmp_path / "python.tar", "w") as t:
+        t.add(work / "n00000000.tar", arcname="n00000000.tar")
+        add_bytes(t, "evil.tar", b"", type=tarfile.SYMTYPE, linkname="/etc/passwd")
+        add_bytes(t, "n00000009.tar", b"", type=tarfile.LNKTYPE, linkname="n00000000.tar")
+        add_bytes(t, "README.txt", b"ILSVRC2012 train\n")
+        add_bytes(t, "/etc/passwd", b"root:x:0:0\n")
+        add_bytes(t, "dev", b"", type=tarfile.CHRTYPE)
+        t.add(work / "n00000001.tar", arcname="n00000001.tar")
+    for name in ("gnu.tar", "bsd.tar", "python.tar"):
+        listing = subprocess.run(["tar", "-tvf", str(tmp_path / name)], capture_output=True, text=True).stdout
+        assert "evil.tar -> /etc/passwd" in listing and "link to n00000000.tar" in listing, listing
+        code, out = pack(tmp_path / name, tmp_path / (name + ".ds"))
+        assert code == 0, (name, out)
+        for member in ("evil.tar: not a regular file (a symbolic link", "n00000009.tar: a hard link",
+                       "README.txt: not a class tar", "passwd: not a class tar"):
+            assert member in out and "(skipped)" in out, (name, member, out)
+        same_dataset(tmp_path / "clean", tmp_path / (name + ".ds"))
+        code, out = pack(tmp_path / name, tmp_path / (name + ".strict"), "--strict")
+        assert code == 2 and "--strict" in out and "evil.tar" in out, (name, out)
+        assert not (tmp_path / (name + ".strict")).exists(), name
+    # Refused whatever the flags: an image, or an archive, outside the class tars.
+    photo = Image.open(tree / "n00000000" / "n00000000_0.JPEG").convert("RGB")
+    (work / "cover.JPEG").write_bytes(jpeg(photo, 50, 40))
+    (work / "more").mkdir()
+    shutil.copy(work / "n00000001.tar", work / "more" / "n00000002.tar")
+    for name, stray in (("image.tar", "cover.JPEG"), ("deeper.tar", "more/n00000002.tar")):
+        subprocess.run(["tar", "-cf", str(tmp_path / name), "n00000000.tar", stray, "n00000001.tar"],
+                       cwd=work, check=True)
+        for flags in ([], ["--strict"]):
+            code, out = pack(tmp_path / name, tmp_path / (name + ".ds"), *flags)
+            assert code == 2 and stray in out and "which is the dataset?" in out, (name, out)
+            assert not (tmp_path / (name + ".ds")).exists(), name
+
+
 def test_the_folder_walker_visits_each_directory_once(tree, tmp_path):
     root = tmp_path / "loopy"
     shutil.copytree(tree, root)

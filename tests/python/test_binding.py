@@ -206,6 +206,41 @@ def test_corrupt_records_raise_or_are_counted(tmp_path):
     assert sum(len(y) for _, y in skipping) == 64
     stats = skipping.stats()
     assert stats["corrupt_skipped"] == 1 and "shard-00000.sks" in stats["corrupt_messages"][0]
+    assert stats["corrupt_records"] == 1 and stats["samples_replaced"] == 1
+
+
+def test_skip_counts_records_and_replacements_apart(tmp_path):
+    """One damaged zstd block fails every record it holds: stats() counts
+    those records once each (corrupt_records), the samples delivered with
+    another record in their place once each (samples_replaced; the old name
+    corrupt_skipped is the same number), and one damage (corrupt_units),
+    however many replacements land in the damaged block again."""
+    rnd = np.random.default_rng(43)
+    n = 1000
+    with sk.Writer(str(tmp_path / "ds"), kind="raw_u8", shape=(32, 32, 3), compression="zstd") as w:
+        for i in range(n):
+            a = rnd.integers(0, 256, (32, 32, 3), dtype=np.uint8)  # incompressible: 3 blocks or so
+            a[0, 0, 0], a[0, 0, 1] = i % 256, i // 256
+            w.add(a, 0)
+    shard = tmp_path / "ds" / "shard-00000.sks"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x40  # inside a middle block's compressed bytes
+    shard.write_bytes(bytes(data))
+    loader = sk.Loader(str(tmp_path / "ds"), 50, transform=None, rank=0, world_size=1, workers=2,
+                       on_corrupt="skip", skip_budget=1)
+    for epoch in (0, 1):
+        loader.set_epoch(epoch)
+        seen = set()
+        for images, _ in loader:
+            arr = np.asarray(images)
+            seen.update((arr[:, 0, 0, 0].astype(int) + 256 * arr[:, 1, 0, 0].astype(int)).tolist())
+        bad = n - len(seen)  # the records never delivered: the damaged block's
+        assert 0 < bad < n // 2, bad
+        stats = loader.stats()
+        assert stats["corrupt_units"] == 1, stats
+        assert stats["corrupt_records"] == bad, stats
+        assert stats["samples_replaced"] == (epoch + 1) * bad, stats
+        assert stats["corrupt_skipped"] == stats["samples_replaced"]
 
 
 def test_another_thread_runs_while_the_loader_works(jpeg_ds):
@@ -332,6 +367,58 @@ def test_writer_refuses_bad_records_and_an_aborted_write_is_no_dataset(tmp_path)
         with pytest.raises(ValueError, match="label"):
             w.add(b"x", 10**12)
     assert sk.Dataset(str(tmp_path / "e")).key(0) == "caf\udcff"
+
+
+def test_writer_takes_arrays_of_the_declared_layout_only(tmp_path):
+    """A (3, 32, 32) array (CHW, as torchvision holds SVHN) for shape=(32, 32, 3)
+    has the right byte count and the wrong layout: refused naming both
+    shapes, never stored scrambled. Bytes keep the byte-count check; (H, W)
+    is (H, W, 1)'s layout."""
+    hwc = np.arange(32 * 32 * 3, dtype=np.uint32).astype(np.uint8).reshape(32, 32, 3)
+    with sk.Writer(str(tmp_path / "rgb"), kind="raw_u8", shape=(32, 32, 3), classes=["a"]) as w:
+        with pytest.raises(ValueError, match=re.escape(
+                "an array of shape (3, 32, 32), but the writer's shape is (32, 32, 3) (H, W, C) "
+                "(a CHW array: pass a.transpose(1, 2, 0))")):
+            w.add(hwc.transpose(2, 0, 1).copy(), 0, key="chw")
+        for wrong in (hwc.reshape(32, 96), hwc.reshape(16, 64, 3), hwc[None]):
+            with pytest.raises(ValueError, match=r"record 'x'.*an array of shape .*\(32, 32, 3\)"):
+                w.add(wrong, 0, key="x")
+        w.add(hwc.transpose(2, 0, 1).transpose(1, 2, 0), 0, key="hwc")  # a view of HWC layout
+        w.add(hwc.tobytes(), 0, key="bytes")
+        w.add(hwc.reshape(-1), 0, key="flat")
+        with pytest.raises(ValueError, match="3071 bytes, the shape needs 3072"):
+            w.add(hwc.tobytes()[1:], 0)
+    ds = sk.Dataset(str(tmp_path / "rgb"))
+    assert len(ds) == 3 and all(np.array_equal(ds[i][0], hwc) for i in range(3))
+    gray = np.arange(28 * 28, dtype=np.uint32).astype(np.uint8).reshape(28, 28)
+    with sk.Writer(str(tmp_path / "gray"), kind="raw_u8", shape=(28, 28, 1), classes=["a"]) as w:
+        w.add(gray, 0)
+        w.add(gray[:, :, None], 0)
+        with pytest.raises(ValueError, match=re.escape("an array of shape (1, 28, 28)")):
+            w.add(gray[None], 0)
+    ds = sk.Dataset(str(tmp_path / "gray"))
+    assert all(np.array_equal(ds[i][0][:, :, 0], gray) for i in range(2))
+
+
+def test_a_writer_without_class_names_numbers_the_classes(tmp_path):
+    """Without classes, labels are class numbers (as shardkit-pack takes them
+    without --class-names): the manifest names "0" up to the largest label,
+    so Dataset.classes and a training run see as many classes as the labels
+    say; labels all -1 make an unlabelled dataset, with no classes."""
+    with sk.Writer(str(tmp_path / "numbered"), kind="raw_u8", shape=(1, 1, 1)) as w:
+        for label in (3, 0, 7, 7):
+            w.add(bytes([label]), label)
+    ds = sk.Dataset(str(tmp_path / "numbered"))
+    assert ds.classes == [str(c) for c in range(8)]
+    assert [ds[i][1] for i in range(len(ds))] == [3, 0, 7, 7]
+    with sk.Writer(str(tmp_path / "unlabelled"), kind="raw_u8", shape=(1, 1, 1)) as w:
+        w.add(b"x", -1)
+    assert sk.Dataset(str(tmp_path / "unlabelled")).classes == []
+    with sk.Writer(str(tmp_path / "huge"), kind="raw_u8", shape=(1, 1, 1)) as w:
+        with pytest.raises(ValueError, match=r"label 1048576 with no classes given.*classes="):
+            w.add(b"x", 1 << 20)
+        w.add(b"x", 2)
+    assert sk.Dataset(str(tmp_path / "huge")).classes == ["0", "1", "2"]
 
 
 def test_writer_kinds_are_the_manifests_names_and_its_checks_are_the_cores(tmp_path):

@@ -194,7 +194,42 @@ def corrupt_variants(tmp_path, src):
     cd = zp.rfind(b"PK\x01\x02")
     out.append(("directory.zip", zp[:cd] + b"XX" + zp[cd + 2:]))
     out.append(("cut.zip", zp[: len(zp) - 30]))
+    out += damaged_zip_directories(zp)
     return out
+
+
+def zip_end(zp):
+    """(offset of the end-of-central-directory record, entries, directory size, directory offset)."""
+    import struct
+    end = zp.rfind(b"PK\x05\x06")
+    entries, size, offset = struct.unpack("<HII", zp[end + 10:end + 20])
+    return end, entries, size, offset
+
+
+def damaged_zip_directories(zp):
+    """A zip whose local headers are intact and whose central directory or
+    end record is not: each makes unzip -t fail, each must be named corrupt
+    (not taken for a zip with fewer members, nor for a layout problem)."""
+    import random
+    import struct
+    end, entries, size, offset = zip_end(zp)
+    rnd = random.Random(43)
+
+    def put(at, data, base=zp):
+        return base[:at] + data + base[at + len(data):]
+
+    first = zp.find(b"PK\x01\x02", offset + 4)  # the directory's second entry
+    return [
+        ("cd-zeros.zip", put(offset, bytes(size))),
+        ("cd-garbage.zip", put(offset, bytes(rnd.randrange(256) for _ in range(size)))),
+        ("cd-first-entry.zip", put(offset, bytes(first - offset))),
+        ("cd-truncated.zip", zp[:offset + size // 2] + zp[end:]),
+        ("eocd-count.zip", put(end + 8, struct.pack("<HH", entries + 3, entries + 3))),
+        ("eocd-count-low.zip", put(end + 8, struct.pack("<HH", entries - 1, entries - 1))),
+        ("eocd-offset.zip", put(end + 16, struct.pack("<I", offset + 7))),
+        ("eocd-signature.zip", put(end, b"PK\x00\x00")),
+        ("eocd-truncated.zip", zp[:end + 12]),
+    ]
 
 
 def test_corrupt_archives_fail_naming_them_and_leave_nothing(src, tmp_path):
@@ -215,6 +250,41 @@ def test_corrupt_archives_fail_naming_them_and_leave_nothing(src, tmp_path):
     assert "corrupt" in out and "zip" in out, out
     code, out = run("imagenet", tmp_path / "crc.zip", tmp_path / "o3")
     assert "CRC" in out, out
+    # A damaged directory or end record is named as damage, never as a layout
+    # problem ("no class folders") or a zip with fewer members.
+    for name, _ in damaged_zip_directories((tmp_path / "ok.zip").read_bytes()):
+        code, out = run("imagenet", tmp_path / name, tmp_path / (name + ".again"))
+        assert code == 2 and "corrupt" in out and "zip" in out, (name, out)
+        assert "class folders" not in out, (name, out)
+
+
+def test_zip_end_records_as_writers_make_them(src, tmp_path):
+    """Valid zips whose end differs from zip's own: a comment, and the zip64
+    end record and locator (with the classic record's counts at 0xFFFF, as
+    writers of 65,536 members and more leave them): each packs as its
+    extraction does, the count in its zip64 record checked."""
+    import struct
+    subprocess.run("zip -qr %s train" % (tmp_path / "plain.zip"), cwd=src, check=True, shell=True)
+    zp = (tmp_path / "plain.zip").read_bytes()
+    end, entries, size, offset = zip_end(zp)
+    shutil.copy(tmp_path / "plain.zip", tmp_path / "comment.zip")
+    subprocess.run(["zip", "-qz", str(tmp_path / "comment.zip")], input=b"packed by hand\n", check=True)
+    record = b"PK\x06\x06" + struct.pack("<QHHIIQQQQ", 44, 45, 45, 0, 0, entries, entries, size, offset)
+    locator = b"PK\x06\x07" + struct.pack("<IQI", 0, end, 1)
+    classic = zp[end:end + 8] + b"\xff\xff\xff\xff" + zp[end + 12:]
+    (tmp_path / "zip64.zip").write_bytes(zp[:end] + record + locator + classic)
+    wrong = record[:32] + struct.pack("<Q", entries + 1) + record[40:]
+    (tmp_path / "zip64-count.zip").write_bytes(zp[:end] + wrong + locator + classic)
+    for name in ("comment.zip", "zip64.zip"):
+        assert extract(tmp_path / name, "unzip", tmp_path / (name + ".x")) == 0, name
+        assert run("imagenet", tmp_path / (name + ".x"), tmp_path / (name + ".want"))[0] == 0
+        code, out = run("imagenet", tmp_path / name, tmp_path / (name + ".ds"))
+        assert code == 0, (name, out)
+        assert contents(tmp_path / (name + ".ds")) == contents(tmp_path / (name + ".want")), name
+    assert extract(tmp_path / "zip64-count.zip", "unzip", tmp_path / "zip64-count.x") != 0
+    code, out = run("imagenet", tmp_path / "zip64-count.zip", tmp_path / "zip64-count.ds")
+    assert code == 2 and "zip64-count.zip" in out and "orrupt" in out, out
+    assert not (tmp_path / "zip64-count.ds").exists()
 
 
 def tar_with(path, members, fmt=tarfile.GNU_FORMAT):
@@ -408,6 +478,26 @@ def test_webdataset_shards(src, tmp_path):
     assert code == 0 and "nolabel.tar:b: no .cls" in out, out
     code, out = run("webdataset", "--strict", tmp_path / "nolabel.tar", tmp_path / "nls")
     assert code == 2 and not (tmp_path / "nls").exists(), out
+    # Two images (or two class numbers) for one key: neither packed, the key
+    # and both members named; a failure under --strict. Made by GNU tar from
+    # files, as a shard writer on disk makes it.
+    two = tmp_path / "two"
+    two.mkdir()
+    members = {"a.jpg": images[0], "a.cls": b"0", "b.jpg": images[1], "b.png": images[2],
+               "b.cls": b"1", "c.JPG": images[3], "c.jpg": images[4], "c.cls": b"2",
+               "d.jpg": images[5], "d.cls": b"1", "d.CLS": b"2"}
+    for name, data in members.items():
+        (two / name).write_bytes(data)
+    subprocess.run(["tar", "-cf", str(tmp_path / "two.tar")] + sorted(members), cwd=two, check=True)
+    code, out = run("webdataset", tmp_path / "two.tar", tmp_path / "two.ds", "--class-names", "x,y,z")
+    assert code == 0, out
+    assert "two.tar:b: two images for one key (b.jpg, b.png)" in out, out
+    assert "two.tar:c: two images for one key (c.JPG, c.jpg)" in out, out
+    assert "two.tar:d: two class numbers for one key (d.CLS, d.cls)" in out, out
+    assert "skipped: 3 duplicates" in out, out
+    assert [k for k, _, _ in contents(tmp_path / "two.ds")[1]] == ["a"]
+    code, out = run("webdataset", "--strict", tmp_path / "two.tar", tmp_path / "two.strict")
+    assert code == 2 and "two images for one key" in out and not (tmp_path / "two.strict").exists(), out
     # One key in two shards: refused by name.
     write_wds(tmp_path / "again.tar", [("sample0000", {"jpg": images[0], "cls": b"0"})])
     code, out = run("webdataset", tmp_path / "shards-000000.tar", tmp_path / "again.tar", tmp_path / "dup")

@@ -30,7 +30,9 @@ struct Row {
   double read_us = 0, decompress_us = 0, decode_us = 0,
          transform_us = 0;  // per image, summed over workers
   double wait_fraction = 0;
-  uint64_t corrupt_skipped = 0;  // over every round (--on-corrupt skip)
+  // --on-corrupt skip: the distinct records found corrupt, and the samples
+  // delivered with another record in their place, over every round.
+  uint64_t corrupt_records = 0, samples_replaced = 0;
   // --cold: bytes storage read (/proc/self/io) while batches were read, after
   // the loader was open, and the records' stored bytes the loader asked for,
   // in the fastest round; peak resident memory.
@@ -123,6 +125,11 @@ Status MeasureCold(const std::string& dir, const LoaderOptions& opt, uint64_t ba
     }
     const double t = SecondsSince(t0);
     const uint64_t io = StorageReadBytes() - io_open;
+    // Each round reads the same batches with a fresh loader: the records it
+    // finds are the same ones, the samples it replaces are more.
+    const LoaderStats round_stats = loader->stats();
+    row->corrupt_records = std::max(row->corrupt_records, round_stats.corrupt_records);
+    row->samples_replaced += round_stats.samples_replaced;
     if (best.Offer(n, nb, t)) {
       st = loader->stats();
       storage = io;
@@ -160,8 +167,6 @@ Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint6
   for (uint64_t i = 0; i < warmup; ++i) SK_RETURN_IF_ERROR(next(&b));
   FastestRound best;
   LoaderStats st;
-  const uint64_t skipped_in_warmup = loader->stats().corrupt_skipped;
-  uint64_t skipped = skipped_in_warmup;
   for (int round = 0; round < std::max(1, repeat); ++round) {
     loader->ResetStats();
     const auto t0 = std::chrono::steady_clock::now();
@@ -172,10 +177,12 @@ Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint6
       nb += b->sample_bytes() * b->size;
     }
     const LoaderStats round_stats = loader->stats();
-    skipped += round_stats.corrupt_skipped;
     if (best.Offer(n, nb, SecondsSince(t0))) st = round_stats;
   }
-  row->corrupt_skipped = skipped;
+  // The loader's counts since it opened (ResetStats leaves them): warm-up and rounds.
+  const LoaderStats total = loader->stats();
+  row->corrupt_records = total.corrupt_records;
+  row->samples_replaced = total.samples_replaced;
   FillRow(opt, best, st, row);
   return Status::OK();
 }
@@ -491,11 +498,12 @@ Status MeasureWorkers(const LoaderFlags& f, const LoaderOptions& opt, Row* r) {
                     : Measure(f.dir, opt, f.warmup, f.batches, f.repeat, r);
   r->peak_rss = PeakRssBytes();
   if (!s.ok()) return s;
-  if (r->corrupt_skipped > 0) {
-    std::fprintf(
-        stderr,
-        "shardkit-bench: %llu corrupt record(s) skipped with %d worker(s) (--on-corrupt skip)\n",
-        (unsigned long long)r->corrupt_skipped, opt.workers);
+  if (r->samples_replaced > 0) {
+    std::fprintf(stderr,
+                 "shardkit-bench: %llu corrupt record(s) found, %llu sample(s) replaced by others "
+                 "with %d worker(s) (--on-corrupt skip)\n",
+                 (unsigned long long)r->corrupt_records, (unsigned long long)r->samples_replaced,
+                 opt.workers);
   }
   return Status::OK();
 }
@@ -553,7 +561,9 @@ void PrintJson(const std::vector<Row>& rows, bool cold) {
                  {"wait_fraction", r.wait_fraction},
                  {"images", r.images},
                  {"seconds", r.seconds},
-                 {"corrupt_skipped", r.corrupt_skipped},
+                 {"corrupt_records", r.corrupt_records},
+                 {"samples_replaced", r.samples_replaced},
+                 {"corrupt_skipped", r.samples_replaced},  // samples_replaced's old name
                  {"peak_rss_bytes", r.peak_rss},
                  {"open_seconds", r.open_seconds}});
     if (cold) {
