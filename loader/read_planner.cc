@@ -14,6 +14,10 @@ constexpr uint64_t kReadAheadBatches = 2;
 // again to notice when storage turns slow.
 constexpr double kFastReadSeconds = 250e-6;
 constexpr uint64_t kProbeEvery = 8;
+// Remote storage: segments (blocks, or block-local windows) beyond the ones
+// being read whose blocks are fetched in the background, so that a window's
+// blocks arrive while the one before it is read.
+constexpr int kRemoteAheadSegments = 2;
 
 BlockLayout BlockLayout::Of(const Dataset& ds) {
   BlockLayout l;
@@ -30,7 +34,10 @@ BlockLayout BlockLayout::Of(const Dataset& ds) {
 }
 
 ReadPlanner::ReadPlanner(Setup setup)
-    : s_(std::move(setup)), uncached_(s_.dataset->uncached()), part_(s_.partition) {}
+    : s_(std::move(setup)),
+      uncached_(s_.dataset->uncached()),
+      remote_(s_.dataset->remote()),
+      part_(s_.partition) {}
 
 void ReadPlanner::StartEpoch(uint64_t epoch, uint64_t start_batch,
                              std::shared_ptr<const EpochPositions> rest) {
@@ -41,6 +48,7 @@ void ReadPlanner::StartEpoch(uint64_t epoch, uint64_t start_batch,
   sampler_ = std::make_unique<EpochSampler>(s_.layout.sizes, s_.mode, s_.seed, epoch, s_.window);
   scan_next_ = start_batch * part_.batch_size;
   read_ahead_next_ = start_batch;
+  fetched_ahead_ = start_batch;
   read_ahead_pos_ = start_batch * part_.batch_size;
   scheduled_.clear();
   ahead_.clear();
@@ -52,6 +60,67 @@ void ReadPlanner::Prepare(const std::vector<BatchSpan>& spans) {
   for (const BatchSpan& s : spans) ScheduleBlocks(s.k);
   PrepareWindows(spans);
   ReadAhead(spans);
+  if (remote_ && s_.layout.compressed) FetchBlocksAhead(spans);
+}
+
+// Remote storage: starts fetching `blocks` in the background, neighbours in
+// a shard with one ranged GET of at most kRemoteMergeBytes (a request costs
+// tens of milliseconds however large it is, and radosgw or S3 serve one large
+// GET far faster than many small ones). Sorts and clears `blocks`.
+void ReadPlanner::FetchBlocks(std::vector<BlockRef>* blocks) const {
+  constexpr uint64_t kRemoteMergeBytes = 8 << 20;
+  std::sort(blocks->begin(), blocks->end(), [](const BlockRef& a, const BlockRef& b) {
+    return a.shard != b.shard ? a.shard < b.shard : a.block < b.block;
+  });
+  for (size_t i = 0; i < blocks->size();) {
+    const BlockRef first = (*blocks)[i];
+    const ShardReader& r = s_.dataset->shard(first.shard);
+    uint32_t last = first.block;
+    size_t j = i + 1;
+    for (; j < blocks->size() && (*blocks)[j].shard == first.shard; ++j) {
+      const uint32_t b = (*blocks)[j].block;
+      if (b == last) continue;  // the same block twice
+      if (b != last + 1 ||
+          r.block(b).offset + r.block(b).stored_size - r.block(first.block).offset >
+              kRemoteMergeBytes) {
+        break;
+      }
+      last = b;
+    }
+    r.PrefetchBlocks(first.block, last);
+    i = j;
+  }
+  blocks->clear();
+}
+
+// Remote storage, compressed blocks: starts the fetch of the blocks that the
+// next batches (a full shuffle) or segments (in order, block-local) need and
+// are not cached, ahead of their scheduling, in the background.
+void ReadPlanner::FetchBlocksAhead(const std::vector<BatchSpan>& spans) {
+  std::vector<BlockRef> blocks;
+  auto fetch = [&](const BlockRef& b) {
+    if (!s_.cache->Contains(BlockCache::MakeKey(b.shard, b.block))) blocks.push_back(b);
+  };
+  if (s_.mode == ShuffleMode::kFull) {
+    const uint64_t last = std::min<uint64_t>(spans.back().k + kReadAheadBatches, part_.batches - 1);
+    for (uint64_t k = std::max(spans.front().k, fetched_ahead_); k <= last; ++k) {
+      const uint64_t base = k * part_.batch_size, n = part_.BatchLength(k);
+      for (uint64_t i = 0; i < n; ++i) {
+        const SampleLocation l = Locate(base + i);
+        fetch(BlockRef{l.shard, s_.dataset->shard(l.shard).record(l.local).block});
+      }
+    }
+    fetched_ahead_ = std::max(fetched_ahead_, last + 1);
+    return FetchBlocks(&blocks);
+  }
+  uint64_t i = scan_next_;
+  for (int seg = 0; seg < kRemoteAheadSegments && i < part_.per_rank; ++seg) {
+    uint64_t end = 0;
+    sampler_->Segment(part_.Position(i), &end, &segment_);
+    for (uint32_t g : segment_) fetch(s_.layout.blocks[g]);
+    i += part_.Steps(i, end);
+  }
+  FetchBlocks(&blocks);
 }
 
 // Block-local: materialises the windows the spans read (reusing those
@@ -133,6 +202,12 @@ void ReadPlanner::ScheduleBlocks(uint64_t k) {
 // are scheduled (ScheduleBlocks).
 void ReadPlanner::ReadAhead(const std::vector<BatchSpan>& spans) {
   if (s_.layout.compressed || spans.empty()) return;
+  // Remote storage read in order or block-local (and not strided over
+  // ranks): every record of a block is read, so a block is fetched with one
+  // request and its records are copied out of it.
+  if (remote_ && s_.mode != ShuffleMode::kFull && (!part_.strided || part_.world_size == 1)) {
+    return HintBlocks(spans);
+  }
   if (s_.queue != nullptr && s_.read_ahead_records) return QueueRecords(spans);
   if (uncached_) return;  // no cache to read ahead into
   if (s_.mode != ShuffleMode::kFull) return HintBlocks(spans);
@@ -176,10 +251,15 @@ void ReadPlanner::HintBlocks(const std::vector<BatchSpan>& spans) {
     sampler_->Segment(pos, &end, &segment_);
     for (uint32_t g : segment_) {
       const BlockRef b = s_.layout.blocks[g];
-      s_.dataset->shard(b.shard).PrefetchBlock(b.block);
+      if (remote_) {
+        remote_blocks_.push_back(b);
+      } else {
+        s_.dataset->shard(b.shard).PrefetchBlock(b.block);
+      }
     }
     i += part.Steps(i, end);
   }
+  if (remote_) FetchBlocks(&remote_blocks_);
   read_ahead_pos_ = std::max(read_ahead_pos_, i);
 }
 

@@ -114,9 +114,12 @@ class ReadPlanner {
   void HintBlocks(const std::vector<BatchSpan>& spans);
   void HintRecords(uint64_t k);
   bool WorkersReadBatch(uint64_t k);
+  void FetchBlocksAhead(const std::vector<BatchSpan>& spans);
+  void FetchBlocks(std::vector<BlockRef>* blocks) const;
 
   const Setup s_;
   const bool uncached_;  // reads bypass every cache: nothing to read ahead into
+  const bool remote_;    // each read is a request to remote storage (Env::remote)
   // The queue's figures at the last probe (WorkersReadBatch).
   bool queue_fast_ = false;  // recent queued reads were faster than its hand-off
   uint64_t probe_reads_ = 0;
@@ -128,10 +131,12 @@ class ReadPlanner {
   uint64_t scan_next_ = 0;        // samples before it have had their blocks scheduled
   uint64_t read_ahead_next_ = 0;  // records read ahead one by one: first batch not yet
   uint64_t read_ahead_pos_ = 0;   // otherwise: first sample whose blocks are not read ahead
+  uint64_t fetched_ahead_ = 0;    // remote, full shuffle: first batch whose blocks are not fetched
   std::unordered_set<uint64_t> scheduled_;
   std::deque<uint64_t> ahead_;  // first positions of scheduled blocks past the current batch
   std::vector<BlockRef> warm_;  // to decompress now
   std::vector<uint32_t> segment_;
+  std::vector<BlockRef> remote_blocks_;
   // Block-local: the materialised windows the batches being filled read.
   struct LiveWindow {
     size_t w = 0;

@@ -136,6 +136,12 @@ class ShardReader {
   void PrefetchBlock(uint32_t b) const {
     file_->WillNeed(blocks_[b].offset, blocks_[b].stored_size);
   }
+  // The same for blocks [first, last], which lie one after another in the
+  // file: one read (a request, on remote storage) for all of them.
+  void PrefetchBlocks(uint32_t first, uint32_t last) const {
+    file_->WillNeed(blocks_[first].offset,
+                    blocks_[last].offset + blocks_[last].stored_size - blocks_[first].offset);
+  }
   // The same for record i's bytes alone, when its block is stored uncompressed.
   void PrefetchRecord(uint32_t i) const {
     const format::RecordEntry r = record(i);

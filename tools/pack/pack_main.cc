@@ -574,12 +574,16 @@ struct DatasetCommands {
 
     verify = app.add_subcommand(
         "verify", "check every shard and record checksum (exit 0 only if all is well)");
-    verify->add_option("DIR", dir, "dataset directory")->required();
+    verify
+        ->add_option("DIR", dir, "dataset directory, or s3://BUCKET/PREFIX or http(s)://HOST/PATH")
+        ->required();
     verify->add_option("--threads", threads, "threads (0: all cores)")->check(kThreads);
 
     inspect = app.add_subcommand("inspect",
                                  "summarise a dataset: records, classes, shards, sizes, histogram");
-    inspect->add_option("DIR", dir, "dataset directory")->required();
+    inspect
+        ->add_option("DIR", dir, "dataset directory, or s3://BUCKET/PREFIX or http(s)://HOST/PATH")
+        ->required();
     inspect->add_flag("--json", json, "print JSON");
     inspect->add_flag("--shards", list_shards,
                       "print one line per shard: file, bytes, crc32c (tab-separated)");
@@ -589,7 +593,9 @@ struct DatasetCommands {
     checksum->add_option("FILE", files, "files")->required();
 
     extract = app.add_subcommand("extract", "write one record's payload to FILE ('-' for stdout)");
-    extract->add_option("DIR", dir, "dataset directory")->required();
+    extract
+        ->add_option("DIR", dir, "dataset directory, or s3://BUCKET/PREFIX or http(s)://HOST/PATH")
+        ->required();
     extract->add_option("INDEX", index, "record number (0-based, over the whole dataset)")
         ->required()
         ->check(cli::Unsigned());

@@ -10,8 +10,11 @@
 namespace shardkit {
 
 void AddTrainFlags(CLI::App& app, TrainOptions* o, int* nproc, bool* no_mmap) {
-  app.add_option("--data", o->data, "training dataset directory (required unless --synthetic)");
-  app.add_option("--val", o->val, "validation dataset directory (top-1/top-5 every epoch)");
+  app.add_option("--data", o->data,
+                 "training dataset: a directory, or s3://BUCKET/PREFIX or http(s)://HOST/PATH "
+                 "(required unless --synthetic)");
+  app.add_option("--val", o->val,
+                 "validation dataset (a directory or URL, as --data; top-1/top-5 every epoch)");
   std::vector<std::string> archs;  // the models' one name table (train/models/model_spec.h)
   std::string arch_help;
   for (const auto& a : kModelArchNames) {

@@ -1,0 +1,337 @@
+#!/usr/bin/python3
+"""Datasets in object storage, side by side in one run (issue 45's targets):
+
+  shardkit, local disk  the dataset read cold (evicted from the page cache)
+  shardkit, s3://       the same shards read from radosgw through fault_proxy,
+                        which adds LATENCY_MS to every request (default options)
+  download, then read   the MosaicML/LitData way: every shard downloaded first
+                        (8 at a time, through the same proxy), then read locally:
+                        time to the first batch and to the end of the epoch
+  DataLoader + boto3    one object per JPEG, a get_object per image in the
+                        DataLoader's workers (bench/pytorch_loader.py s3objects)
+
+for raw records (Fashion-MNIST's 60,000 training images, zstd blocks) and JPEG
+records (real photographs, the train transform at 224 px), 1 and 2 workers,
+full and block-local shuffles; then ten epochs of one loader from s3:// with
+its resident memory and open connections after each. Starts its own radosgw
+(tests/servers/rgw.sh) and fault_proxy, stops them by PID at the end.
+
+usage: bench/object_store_compare.py [OUT] [--latency-ms 10] [--per-class 100]
+         [--workers 1,2] [--repeat 2] [--epochs 10]
+Writes OUT/object_store.md, .csv and .svg (default OUT: out/object_store).
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import pathlib
+import re
+import selectors
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BUILD = pathlib.Path(os.environ.get("SHARDKIT_BUILD", ROOT / "build"))
+PACK = BUILD / "tools" / "pack" / "shardkit-pack"
+BENCH = BUILD / "tools" / "bench" / "shardkit-bench"
+PROXY = BUILD / "tests" / "fault_proxy"
+PY = "/usr/bin/python3"
+FASHION = pathlib.Path("/usr/share/datasets/fashion-mnist")
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def parse_env(path):
+    env = {}
+    for line in pathlib.Path(path).read_text().splitlines():
+        name, _, value = line.removeprefix("export ").partition("=")
+        env[name] = value.strip('"')
+    return env
+
+
+class Servers:
+    """radosgw and a fault_proxy with LATENCY_MS in front of it."""
+
+    def __init__(self, state, latency_ms):
+        self.state = state
+        subprocess.run([str(ROOT / "tests" / "servers" / "rgw.sh"), "start", str(state)], check=True,
+                       stdout=subprocess.DEVNULL)
+        self.rgw = parse_env(state / "env")
+        up = self.rgw["AWS_ENDPOINT_URL"].removeprefix("http://")
+        self.proxy = subprocess.Popen([str(PROXY), "--upstream", up, "--latency_ms", str(latency_ms)],
+                                      stdout=subprocess.PIPE, text=True)
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proxy.stdout, selectors.EVENT_READ)
+            line = self.proxy.stdout.readline() if sel.select(timeout=60) else ""
+        if not line.startswith("listening "):
+            self.stop()
+            sys.exit("object_store_compare: fault_proxy did not start")
+        self.proxy_url = "http://127.0.0.1:" + line.split()[1]
+
+    def env(self, through_proxy=True):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update({k: v for k, v in self.rgw.items() if k.startswith("AWS_")})
+        if through_proxy:
+            env["AWS_ENDPOINT_URL"] = self.proxy_url
+        env["PYTHONPATH"] = str(BUILD / "python")
+        return env
+
+    def stop(self):
+        self.proxy.terminate()
+        self.proxy.wait(timeout=60)
+        subprocess.run([str(ROOT / "tests" / "servers" / "rgw.sh"), "stop", str(self.state)],
+                       stdout=subprocess.DEVNULL)
+
+
+def s3_client(env):
+    import boto3
+    from botocore.config import Config
+    return boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"],
+                        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+                        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+                        region_name=env["AWS_REGION"],
+                        config=Config(s3={"addressing_style": "path"}, max_pool_connections=32))
+
+
+def upload(client, bucket, local, prefix):
+    files = sorted(p for p in pathlib.Path(local).rglob("*") if p.is_file())
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda f: client.upload_file(str(f), bucket,
+                                                   f"{prefix}/{f.relative_to(local)}"), files))
+
+
+def make_data(out, per_class):
+    data = out / "data"
+    raw, tree, jpeg = data / "raw", data / "tree", data / "jpeg"
+    if not (raw / "manifest.json").exists():
+        subprocess.run([str(PACK), "idx", "--images", str(FASHION / "train-images-idx3-ubyte.gz"),
+                        "--labels", str(FASHION / "train-labels-idx1-ubyte.gz"), str(raw)],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if not (jpeg / "manifest.json").exists():
+        subprocess.run([PY, str(ROOT / "bench" / "make_jpeg_set.py"), str(tree), "--per-class",
+                        str(per_class)], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([str(PACK), "imagenet", str(tree), str(jpeg), "--shard-size", str(32 << 20)],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return {"raw": raw, "jpeg": jpeg}, tree
+
+
+def bench(path, env, kind, workers, shuffle, batches, repeat):
+    """shardkit-bench loader --cold: one JSON row per worker count."""
+    transform = ["--transform", "train", "--size", "224", "--batch", "64"] if kind == "jpeg" else \
+        ["--transform", "none", "--batch", "256"]
+    cmd = [str(BENCH), "loader", str(path), "--workers", workers, "--shuffle", shuffle, "--cold",
+           "--batches", str(batches), "--repeat", str(repeat), "--json", *transform]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"object_store_compare: {' '.join(cmd)}: {r.stderr}")
+    return json.loads(r.stdout)
+
+
+def download_then_read(client, bucket, prefix, dest, env, kind, workers, batches):
+    """Every shard downloaded (8 at a time), then the epoch read locally."""
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    t0 = time.perf_counter()
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=prefix + "/")["Contents"]]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda k: client.download_file(bucket, k, str(dest / k.split("/")[-1])), keys))
+    download = time.perf_counter() - t0
+    row = bench(dest, env, kind, workers, "full", batches, 1)[0]
+    return download, row
+
+
+def dataloader_boto3(url, env, workers, batches, repeat):
+    cmd = [PY, str(ROOT / "bench" / "pytorch_loader.py"), "s3objects", url, "--workers", workers,
+           "--batch", "64", "--batches", str(batches), "--repeat", str(repeat)]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"object_store_compare: {' '.join(cmd)}: {r.stderr}")
+    return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+GROWTH = r"""
+import os, sys, shardkit
+url, epochs = sys.argv[1], int(sys.argv[2])
+loader = shardkit.Loader(url, batch_size=256, transform="none", workers=2, rank=0, world_size=1)
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+def sockets():
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink("/proc/self/fd/" + fd).startswith("socket:")
+        except OSError:
+            pass
+    return n
+for e in range(epochs):
+    loader.set_epoch(e)
+    for x, y in loader:
+        pass
+    print(e, rss(), sockets(), flush=True)
+"""
+
+
+def growth(url, env, epochs):
+    r = subprocess.run([PY, "-c", GROWTH, url, str(epochs)], env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("object_store_compare: growth run failed: " + r.stderr)
+    return [tuple(int(v) for v in line.split()) for line in r.stdout.splitlines()]
+
+
+def svg(rows, path):
+    """Bars: images/s of each way of reading, per configuration."""
+    groups = [r for r in rows if r["what"] != "growth"]
+    labels = sorted({r["config"] for r in groups}, key=lambda c: [r["config"] for r in groups].index(c))
+    ways = ["local", "s3", "download", "boto3"]
+    colors = {"local": "#4c72b0", "s3": "#dd8452", "download": "#55a868", "boto3": "#c44e52"}
+    top = max(r["images_per_sec"] for r in groups) * 1.1
+    w, h, left, bottom = 60 + 90 * len(labels), 360, 60, 300
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w + 140}" height="{h + 60}" '
+           'font-family="sans-serif" font-size="11">']
+    out.append(f'<text x="{left}" y="16" font-size="13">images/s, cold, per way of reading '
+               '(higher is better)</text>')
+    for i, c in enumerate(labels):
+        x0 = left + 90 * i
+        for j, way in enumerate(ways):
+            v = next((r["images_per_sec"] for r in groups if r["config"] == c and r["what"] == way), None)
+            if v is None:
+                continue
+            bh = (bottom - 30) * v / top
+            out.append(f'<rect x="{x0 + 18 * j}" y="{bottom - bh:.1f}" width="16" height="{bh:.1f}" '
+                       f'fill="{colors[way]}"/>')
+        out.append(f'<text x="{x0}" y="{bottom + 14}" transform="rotate(30 {x0} {bottom + 14})">{c}</text>')
+    for j, way in enumerate(ways):
+        out.append(f'<rect x="{w}" y="{40 + 18 * j}" width="12" height="12" fill="{colors[way]}"/>'
+                   f'<text x="{w + 16}" y="{50 + 18 * j}">{way}</text>')
+    out.append(f'<line x1="{left}" y1="{bottom}" x2="{w}" y2="{bottom}" stroke="black"/>')
+    out.append("</svg>")
+    path.write_text("\n".join(out))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", nargs="?", default=str(ROOT / "out" / "object_store"))
+    ap.add_argument("--latency-ms", type=float, default=10)
+    ap.add_argument("--per-class", type=int, default=100)
+    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=10)
+    args = ap.parse_args()
+    out = pathlib.Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    for tool in (PACK, BENCH, PROXY):
+        if not tool.exists():
+            sys.exit(f"object_store_compare: build first: {tool} is missing")
+    sets, tree = make_data(out, args.per_class)
+    servers = Servers(out / "rgw-state", args.latency_ms)
+    rows = []
+    try:
+        direct = servers.env(through_proxy=False)
+        client = s3_client(direct)
+        bucket = "bench"
+        client.create_bucket(Bucket=bucket)
+        log("uploading")
+        for kind, d in sets.items():
+            upload(client, bucket, d, kind)
+        upload(client, bucket, tree, "objects")
+        env = servers.env()
+        for kind, d in sets.items():
+            records = json.loads(subprocess.run([str(PACK), "inspect", str(d), "--json"], capture_output=True,
+                                                text=True, check=True).stdout)["records"]
+            batch = 64 if kind == "jpeg" else 256
+            batches = records // batch  # an epoch
+            for shuffle in ("full", "block"):
+                config = f"{kind} {shuffle}"
+                log("measuring", config)
+                local = bench(d, env, kind, args.workers, shuffle, batches, args.repeat)
+                remote = bench(f"s3://{bucket}/{kind}", env, kind, args.workers, shuffle, batches,
+                               args.repeat)
+                for lr, rr in zip(local, remote):
+                    c = f"{config} w{lr['workers']}"
+                    rows.append(dict(what="local", config=c, **pick(lr)))
+                    rows.append(dict(what="s3", config=c, **pick(rr), ratio=rr["images_per_sec"] /
+                                     lr["images_per_sec"]))
+            log("download, then read", kind)
+            secs, row = download_then_read(servers_client(servers), bucket, kind, out / "downloaded",
+                                           env, kind, args.workers.split(",")[-1], batches)
+            rows.append(dict(what="download", config=f"{kind} full w{row['workers']}", **pick(row),
+                             download_seconds=secs))
+        log("DataLoader + boto3")
+        n = sum(1 for _ in tree.rglob("*.jpg"))
+        for r in dataloader_boto3(f"s3://{bucket}/objects", env, args.workers, n // 64, 1):
+            rows.append(dict(what="boto3", config=f"jpeg full w{r['workers']}",
+                             images_per_sec=r["images_per_sec"], seconds=r["seconds"]))
+        log("ten epochs")
+        for e, rss, sockets in growth(f"s3://{bucket}/jpeg", env, args.epochs):
+            rows.append(dict(what="growth", config=f"epoch {e}", rss=rss, sockets=sockets))
+    finally:
+        servers.stop()
+    report(rows, out, args)
+
+
+def servers_client(servers):
+    return s3_client(servers.env())
+
+
+def pick(r):
+    keys = ("workers", "images_per_sec", "seconds", "open_seconds", "first_batch_seconds",
+            "storage_per_record_byte", "reads_in_flight_mean", "read_latency_ms", "peak_rss_bytes")
+    return {k: r.get(k, 0) for k in keys}
+
+
+def report(rows, out, args):
+    import csv
+    with open(out / "object_store.csv", "w", newline="") as f:
+        fields = sorted({k for r in rows for k in r})
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    svg(rows, out / "object_store.svg")
+    md = [f"Cold reads; s3:// is radosgw behind fault_proxy adding {args.latency_ms:g} ms to every "
+          "request; default options. images/s; in brackets s3:// as a fraction of local disk.", "",
+          "| records, shuffle, workers | local disk | s3:// | s3:// / local | open s | first batch s "
+          "| fetched / used bytes | reads in flight | ms per read |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if r["what"] != "s3":
+            continue
+        lo = next(x for x in rows if x["what"] == "local" and x["config"] == r["config"])
+        md.append(f"| {r['config']} | {lo['images_per_sec']:.0f} | {r['images_per_sec']:.0f} | "
+                  f"{r['ratio']:.2f}x | {r['open_seconds']:.2f} | {r['first_batch_seconds']:.2f} | "
+                  f"{r['storage_per_record_byte']:.2f} | {r['reads_in_flight_mean']:.0f} | "
+                  f"{r['read_latency_ms']:.1f} |")
+    md += ["", "The ways people read object storage today, the same epoch:", "",
+           "| way | records | workers | images/s | first batch s | epoch s |", "|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        if r["what"] == "s3" and "full" in r["config"]:
+            md.append(f"| shardkit from s3:// | {r['config'].split()[0]} | {r['workers']} | "
+                      f"{r['images_per_sec']:.0f} | {r['open_seconds'] + r['first_batch_seconds']:.2f} | "
+                      f"{r['open_seconds'] + r['seconds']:.1f} |")
+        if r["what"] == "download":
+            md.append(f"| download every shard, then read | {r['config'].split()[0]} | {r['workers']} | "
+                      f"{r['images_per_sec']:.0f} | "
+                      f"{r['download_seconds'] + r['open_seconds'] + r['first_batch_seconds']:.2f} | "
+                      f"{r['download_seconds'] + r['open_seconds'] + r['seconds']:.1f} |")
+        if r["what"] == "boto3":
+            md.append(f"| DataLoader, a get_object per JPEG | jpeg | {r['config'].split()[-1][1:]} | "
+                      f"{r['images_per_sec']:.0f} | - | {r['seconds']:.1f} |")
+    growth_rows = [r for r in rows if r["what"] == "growth"]
+    if growth_rows:
+        md += ["", "One loader reading s3:// for ten epochs (JPEG records, 2 workers): resident memory "
+               "and open sockets after each epoch.", "",
+               "| epoch | " + " | ".join(r["config"].split()[1] for r in growth_rows) + " |",
+               "|---|" + "---:|" * len(growth_rows),
+               "| RSS MB | " + " | ".join(f"{r['rss'] / 1e6:.0f}" for r in growth_rows) + " |",
+               "| sockets | " + " | ".join(str(r["sockets"]) for r in growth_rows) + " |"]
+    (out / "object_store.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
