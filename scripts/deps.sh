@@ -5,7 +5,7 @@
 SHARDKIT_DEPS=(
   build-essential cmake pkg-config
   libzstd-dev zstd libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
-  libhdf5-dev libcli11-dev libgtest-dev nlohmann-json3-dev
+  libhdf5-dev libmatio-dev libcli11-dev libgtest-dev nlohmann-json3-dev
   libtorch-dev libgloo-dev
   dataset-fashion-mnist
   slurm-wlm munge procps
