@@ -487,6 +487,70 @@ TEST(TrainTest, ExportedWeightsLoadIntoTorchvisionAndGiveTheSameOutputs) {
   EXPECT_EQ(check.exit_code, 0) << check.out;
 }
 
+// The SVHN study's model: torchvision's resnet50() as it is (7x7 stem,
+// max-pool, 1000 outputs) on 32x32 inputs that are not normalised (ToTensor
+// only), batch 512 per rank in the study; here 4, for one step.
+TEST(TrainTest, TheSvhnStudysResNet50IsTorchvisionsOn32PixelInputsWithItsThousandWayHead) {
+  if (!PythonHasTorchvision()) GTEST_SKIP() << "python3-torch/python3-torchvision not installed";
+  TempDir dir;
+  {
+    DatasetWriterOptions o;
+    o.shard.kind = format::RecordKind::kRawU8;
+    auto w = DatasetWriter::Create(dir / "svhn", o);
+    ASSERT_TRUE(w.ok());
+    KeyedRng rng(3);
+    for (int i = 0; i < 16; ++i) {
+      std::string px(32 * 32 * 3, '\0');
+      for (auto& c : px) c = static_cast<char>(rng.Below(256));
+      ASSERT_TRUE((*w)->Add(px, i % 10, std::to_string(i)).ok());
+    }
+    Manifest m;
+    m.record.kind = format::RecordKind::kRawU8;
+    m.record.shape = {32, 32, 3};
+    for (int c = 0; c < 10; ++c) m.classes.push_back(std::to_string(c));
+    ASSERT_TRUE((*w)->Finish(m).ok());
+  }
+  auto r = RunCommand(kTrain + " --data " + dir / "svhn" +
+                      " --arch resnet50 --stem torchvision --num-classes 1000 --normalize none"
+                      " --batch-size 4 --workers 1 --max-steps 1 --export " +
+                      dir / "resnet50.pt");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("resnet50 (25557032 parameters, 1000 outputs, torchvision stem)"),
+            std::string::npos)
+      << r.out;
+  ModelSpec spec;
+  spec.arch = "resnet50";
+  auto m = MakeModel(spec).value();
+  ASSERT_TRUE(LoadStateDict(AsModule(m), LoadExport(dir / "resnet50.pt")).ok());
+  AsModule(m).eval();
+  torch::Tensor x =
+      torch::cos(torch::arange(2 * 3 * 32 * 32, torch::kFloat32) * 0.01).view({2, 3, 32, 32});
+  torch::Tensor y = m.forward(x);
+  ASSERT_EQ(y.sizes(), (std::vector<int64_t>{2, 1000}));
+  c10::Dict<std::string, torch::Tensor> io;
+  io.insert("x", x);
+  io.insert("y", y.detach());
+  auto bytes = torch::pickle_save(io);
+  testing::WriteFile(dir / "io.pt", std::string(bytes.begin(), bytes.end()));
+  const std::string py =
+      "import torch, torchvision\n"
+      "m = torchvision.models.resnet50()\n"
+      "m.load_state_dict(torch.load('" +
+      dir / "resnet50.pt" +
+      "'), strict=True)\n"
+      "m.eval()\n"
+      "io = torch.load('" +
+      dir / "io.pt" +
+      "')\n"
+      "with torch.no_grad(): y = m(io['x'])\n"
+      "d = (y - io['y']).abs().max().item()\n"
+      "print('max diff', d)\n"
+      "assert d < 1e-4, d\n";
+  testing::WriteFile(dir / "check.py", py);
+  auto check = RunCommand(std::string(kPython) + " " + dir / "check.py");
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+}
+
 TEST(TrainTest, ClearErrors) {
   TempDir dir;
   WriteToyDataset(dir / "data", 64);
