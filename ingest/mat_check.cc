@@ -158,7 +158,8 @@ class ArrayWalk {
       SK_RETURN_IF_ERROR(Data(p, have, total, off, numel, cls, &nm));
       return complex ? Data(p, have, total, nm.next, numel, cls, &nm) : Status::OK();
     }
-    if (cls == mxSPARSE || cls == mxFUNCTION || cls == mxOPAQUE) return Status::OK();  // not read
+    if (cls == mxSPARSE) return Sparse(p, have, total, off, complex);
+    if (cls == mxFUNCTION || cls == mxOPAQUE) return Status::OK();  // libmatio skips them
     return Bad("an array of unknown class " + std::to_string(cls));
   }
 
@@ -175,6 +176,20 @@ class ArrayWalk {
     if (utf8 ? (e->size < numel || e->size > 4 * numel) : e->size != numel * size) {
       return Bad("array data of " + std::to_string(e->size) + " bytes for " +
                  std::to_string(numel) + " elements of " + std::to_string(size) + " bytes");
+    }
+    return Status::OK();
+  }
+
+  // A sparse array's row indices, column starts and values (libmatio
+  // allocates each element's declared bytes): each within the array.
+  Status Sparse(const uint8_t* p, uint64_t have, uint64_t total, uint64_t off, bool complex) const {
+    if (have < total) return Bad("a sparse array not read whole");
+    for (int part = 0; part < (complex ? 4 : 3); ++part) {
+      Element e;
+      SK_RETURN_IF_ERROR(Next(p, have, total, off, "sparse data", &e));
+      if (TypeSize(e.type) == 0)
+        return Bad("sparse data of unknown type " + std::to_string(e.type));
+      off = e.next;
     }
     return Status::OK();
   }
@@ -236,11 +251,13 @@ class ArrayWalk {
   uint64_t contained_ = 0;
 };
 
+// Whether a variable is read whole (a struct, cell or sparse array: what
+// libmatio reads as it lists the file). The class is the first byte of the
+// flags' data: tag (8) + flags' tag (8).
 bool IsContainer(const std::string& head) {
-  // The class is the first byte of the flags' data: tag (8) + flags' tag (8).
   if (head.size() < 17) return false;
   const uint8_t cls = static_cast<uint8_t>(head[16]);
-  return cls == mxCELL || cls == mxSTRUCT || cls == mxOBJECT;
+  return cls == mxCELL || cls == mxSTRUCT || cls == mxOBJECT || cls == mxSPARSE;
 }
 
 // Reads exactly n bytes at off.

@@ -290,6 +290,36 @@ std::string RankCmd(const TempDir& dir, int rank, const std::string& extra) {
          dir / "ck" + " " + extra;
 }
 
+// Ranks as a bare `srun` starts them: SLURM_PROCID, SLURM_NTASKS,
+// SLURM_LOCALID, the job's node list and id, no torchrun variables.
+std::string SrunRankCmd(const TempDir& dir, int rank, const std::string& nodes) {
+  const std::string job = std::to_string(getpid() % 12000 + 1);  // port 20000 + job % 12000
+  return "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT SLURM_PROCID=" +
+         std::to_string(rank) + " SLURM_NTASKS=2 SLURM_LOCALID=" + std::to_string(rank) +
+         " SLURM_JOB_NODELIST=" + nodes + " SLURM_JOB_ID=" + job + " " + kTrain + " --data " +
+         dir / "data" +
+         " --arch tiny --workers 1 --threads 1 --batch-size 4 --epochs 1 --backend gloo";
+}
+
+TEST(TrainTest, RanksStartedByABareSrunTrainOverGlooAndAnUnknownHostFailsAtOnce) {
+  TempDir dir;
+  WriteToyDataset(dir / "data", 64);
+  const int r0 = Spawn(SrunRankCmd(dir, 0, "localhost"), dir / "log0");
+  const int r1 = Spawn(SrunRankCmd(dir, 1, "localhost"), dir / "log1");
+  EXPECT_EQ(WaitExit(r0, 600), 0) << testing::ReadFile(dir / "log0");
+  EXPECT_EQ(WaitExit(r1, 600), 0) << testing::ReadFile(dir / "log1");
+  EXPECT_NE(testing::ReadFile(dir / "log0").find("DDP over gloo: 2 ranks (SLURM variables)"),
+            std::string::npos)
+      << testing::ReadFile(dir / "log0");
+  // A node list whose first host does not resolve: a clear error before any wait.
+  auto r = RunCommand(SrunRankCmd(dir, 1, "no-such-host-shardkit[1-2]"));
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("cannot resolve the rendezvous host 'no-such-host-shardkit1'"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("MASTER_ADDR"), std::string::npos) << r.out;
+}
+
 // The last JSON line of a metrics file.
 nlohmann::json LastMetrics(const std::string& path) {
   std::string last;
