@@ -173,6 +173,7 @@ TEST_F(CliRobustness, AugmentRefusesEveryBadValueWithOneLine) {
       {kAugment, "--help", 0, "bigmnist"},
       {kAugment, "bigmnist " + dir_ / "big", 2, "--src"},
       {kAugment, b + " --versions 0", 2, "--versions"},
+      {kAugment, b + " --interpolation bicubic", 2, "--interpolation"},
       {kAugment, b + " --versions -1", 2, "--versions"},
       {kAugment, b + " --copies 99999999999", 2, "--copies"},
       {kAugment, b + " --flip-prob 1.5", 2, "--flip-prob"},
