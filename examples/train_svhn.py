@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""The SVHN study's DDP script, and its port to shardkit: torchvision's ResNet-50
+(its 1000-way head, on 32x32 images) trained on SVHN's train_32x32.mat with
+DistributedDataParallel, batch 512 per rank, ToTensor() only, a
+DistributedSampler without set_epoch and num_workers=0. --loader pytorch is
+the study's data path (torchvision.datasets.SVHN + DataLoader); --loader
+shardkit is the port, which changes only the loader lines.
+
+    # the study's: SVHN's folder (train_32x32.mat), one task per GPU
+    srun python3 examples/train_svhn.py --loader pytorch --data /data/svhn
+    # the port: shards in DistributedSampler's order (made once, on one node)
+    shardkit-pack svhn /data/svhn/train_32x32.mat /gpfs/ds/svhn-train
+    python3 examples/train_svhn.py --reorder /gpfs/ds/svhn-train /gpfs/ds/svhn-train-ds0
+    srun python3 examples/train_svhn.py --loader shardkit --data /gpfs/ds/svhn-train-ds0
+
+Ranks come from torchrun (RANK, WORLD_SIZE, LOCAL_RANK) or from a bare srun
+(SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; the rendezvous at the job's first
+node, port 20000 + job id % 12000, unless MASTER_ADDR/MASTER_PORT say
+otherwise), over NCCL on GPUs and Gloo on CPUs: what the study ran over MPI
+(init_process_group("mpi")) and Horovod, which Debian's PyTorch has neither
+of. --reorder writes a dataset's records in the order DistributedSampler
+(seed 0, epoch 0) visits them, so that the port, reading unshuffled, gets
+every rank the study's batches in every epoch, as the study's script (no
+set_epoch) did. --record FILE saves every step's (epoch, labels, images)
+per rank, for the tests that compare the two.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torchvision
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--loader", choices=["shardkit", "pytorch"])
+    p.add_argument("--data", help="SVHN's folder (pytorch) or shards (shardkit)")
+    p.add_argument("--reorder", nargs=2, metavar=("SHARDS", "OUT"),
+                   help="write SHARDS' records into OUT in DistributedSampler's order, and exit")
+    p.add_argument("--seed", type=int, default=0, help="DistributedSampler's seed")
+    p.add_argument("--arch", default="resnet50", help="a torchvision model")
+    p.add_argument("--num-classes", type=int, default=1000, help="torchvision's default head")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=512, help="per rank")
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: none)")
+    p.add_argument("--trust-files", action="store_true",
+                   help="skip torchvision's MD5 check of the .mat files (files made by tests)")
+    p.add_argument("--record", help="save every step's (epoch, labels, images) to FILE.rankN")
+    args = p.parse_args(argv)
+    if args.reorder is None and (args.loader is None or args.data is None):
+        p.error("give --loader and --data, or --reorder SHARDS OUT")
+    return args
+
+
+def reorder(src_path, out, seed):
+    """The records of src_path in the order DistributedSampler(shuffle=True,
+    seed) visits them in epoch 0 (torch.randperm), written to out: read
+    unshuffled, each rank then gets DistributedSampler's share, padding and
+    all, in its order."""
+    import shardkit
+
+    src = shardkit.Dataset(src_path)
+    g = torch.Generator()
+    g.manual_seed(seed)
+    order = torch.randperm(len(src), generator=g).tolist()
+    with shardkit.Writer(out, kind=src.kind, shape=src.shape, classes=src.classes) as w:
+        for i in order:
+            w.add(*src[i], key=src.key(i))
+
+
+def setup_distributed():
+    """(rank, world, device): torchrun's variables, else a bare srun's."""
+    env = os.environ
+    if "RANK" not in env and "SLURM_PROCID" in env:
+        env["RANK"], env["WORLD_SIZE"] = env["SLURM_PROCID"], env["SLURM_NTASKS"]
+        env["LOCAL_RANK"] = env.get("SLURM_LOCALID", "0")
+        nodes = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+        if "MASTER_ADDR" not in env and nodes:
+            hosts = subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True, text=True)
+            env["MASTER_ADDR"] = (hosts.stdout.split() or ["127.0.0.1"])[0]
+        if "MASTER_PORT" not in env and "SLURM_JOB_ID" in env:
+            env["MASTER_PORT"] = str(20000 + int(env["SLURM_JOB_ID"]) % 12000)
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "127.0.0.1"),
+                        ("MASTER_PORT", "29500")):
+        env.setdefault(name, value)
+    local_rank = int(env["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+        device, backend = torch.device("cuda", local_rank), "nccl"
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+    dist.init_process_group(backend, init_method="env://")
+    return dist.get_rank(), dist.get_world_size(), device
+
+
+def study_loader(args):
+    """The study's: SVHN, ToTensor only, DistributedSampler (no set_epoch), num_workers=0."""
+    from torch.utils.data import DataLoader, DistributedSampler
+    from torchvision import transforms
+
+    svhn = torchvision.datasets.SVHN
+    if args.trust_files:
+        svhn = type("SVHN", (svhn,), {"_check_integrity": lambda self: True})
+    dataset = svhn(args.data, split="train", transform=transforms.ToTensor())
+    sampler = DistributedSampler(dataset, seed=args.seed)
+    return DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=0)
+
+
+def shardkit_loader(args):
+    """The port: the same batches, from shards in DistributedSampler's order."""
+    import shardkit
+    from torchvision import transforms
+
+    return shardkit.Loader(args.data, args.batch_size, transform=transforms.ToTensor(), shuffle=False)
+
+
+def main():
+    args = parse_args()
+    if args.reorder:
+        reorder(*args.reorder, seed=args.seed)
+        return
+    rank, world, device = setup_distributed()
+    torch.manual_seed(args.seed)
+    loader = study_loader(args) if args.loader == "pytorch" else shardkit_loader(args)
+    model = torchvision.models.__dict__[args.arch](num_classes=args.num_classes).to(device)
+    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.index is not None
+                                                      else None)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    steps, images, start, record = 0, 0, time.perf_counter(), []
+    for epoch in range(args.epochs):  # no set_epoch: the study's script had none
+        for x, y in loader:
+            if args.record:
+                record.append((epoch, y.clone(), x.clone()))
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+            steps, images = steps + 1, images + x.shape[0]
+            if steps == args.max_steps:
+                break
+        if steps == args.max_steps:
+            break
+    seconds = time.perf_counter() - start
+    if args.record:
+        torch.save(record, "%s.rank%d" % (args.record, rank))
+    if rank == 0:
+        print(json.dumps({"loader": args.loader, "ranks": world, "steps": steps,
+                          "images_per_s_per_rank": images / seconds if seconds > 0 else 0.0}), flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+    # As examples/train_imagenet.py: PyTorch 1.13's gloo can deadlock tearing down a DDP model.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
