@@ -27,13 +27,15 @@ per rank, for the tests that compare the two.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
 import torch
-import torch.distributed as dist
 import torchvision
+
+# The ranks' set-up and end, shared with the ImageNet script beside this one.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train_imagenet import finish, setup_distributed  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -83,31 +85,6 @@ def reorder(src_path, out, seed):
             w.add(images[i], labels[i], key="%08d" % i)
 
 
-def setup_distributed():
-    """(rank, world, device): torchrun's variables, else a bare srun's."""
-    env = os.environ
-    if "RANK" not in env and "SLURM_PROCID" in env:
-        env["RANK"], env["WORLD_SIZE"] = env["SLURM_PROCID"], env["SLURM_NTASKS"]
-        env["LOCAL_RANK"] = env.get("SLURM_LOCALID", "0")
-        nodes = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
-        if "MASTER_ADDR" not in env and nodes:
-            hosts = subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True, text=True)
-            env["MASTER_ADDR"] = (hosts.stdout.split() or ["127.0.0.1"])[0]
-        if "MASTER_PORT" not in env and "SLURM_JOB_ID" in env:
-            env["MASTER_PORT"] = str(20000 + int(env["SLURM_JOB_ID"]) % 12000)
-    for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "127.0.0.1"),
-                        ("MASTER_PORT", "29500")):
-        env.setdefault(name, value)
-    local_rank = int(env["LOCAL_RANK"])
-    if torch.cuda.is_available():
-        torch.cuda.set_device(local_rank)
-        device, backend = torch.device("cuda", local_rank), "nccl"
-    else:
-        device, backend = torch.device("cpu"), "gloo"
-    dist.init_process_group(backend, init_method="env://")
-    return dist.get_rank(), dist.get_world_size(), device
-
-
 def study_loader(args):
     """The study's: SVHN, ToTensor only, DistributedSampler (no set_epoch), num_workers=0."""
     from torch.utils.data import DataLoader, DistributedSampler
@@ -134,7 +111,7 @@ def main():
     if args.reorder:
         reorder(*args.reorder, seed=args.seed)
         return
-    rank, world, device = setup_distributed()
+    rank, world, _, device = setup_distributed()
     torch.manual_seed(args.seed)
     loader = study_loader(args) if args.loader == "pytorch" else shardkit_loader(args)
     model = torchvision.models.__dict__[args.arch](num_classes=args.num_classes).to(device)
@@ -162,12 +139,7 @@ def main():
     if rank == 0:
         print(json.dumps({"loader": args.loader, "ranks": world, "steps": steps,
                           "images_per_s_per_rank": images / seconds if seconds > 0 else 0.0}), flush=True)
-    dist.barrier()
-    dist.destroy_process_group()
-    # As examples/train_imagenet.py: PyTorch 1.13's gloo can deadlock tearing down a DDP model.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    finish()
 
 
 if __name__ == "__main__":

@@ -458,6 +458,43 @@ TEST(TrainTest, OneRankFailingEndsTheOthersWithAnErrorAndResumeCompletes) {
       << r.out;
 }
 
+// Loads an export of shardkit-train into our model of `spec` and into
+// torchvision's (`constructor`, Python), runs both on x, and checks that
+// torchvision takes the state dict strictly and gives our outputs.
+void ExpectTorchvisionGivesOurOutputs(const TempDir& dir, const std::string& exported,
+                                      const ModelSpec& spec, const std::string& constructor,
+                                      const torch::Tensor& x) {
+  auto m = MakeModel(spec).value();
+  ASSERT_TRUE(LoadStateDict(AsModule(m), LoadExport(exported)).ok());
+  AsModule(m).eval();
+  torch::Tensor y = m.forward(x);
+  ASSERT_EQ(y.size(1), spec.num_classes);
+  c10::Dict<std::string, torch::Tensor> io;
+  io.insert("x", x);
+  io.insert("y", y.detach());
+  auto bytes = torch::pickle_save(io);
+  testing::WriteFile(dir / "io.pt", std::string(bytes.begin(), bytes.end()));
+  const std::string py =
+      "import torch, torchvision\n"
+      "m = torchvision.models." +
+      constructor +
+      "\n"
+      "m.load_state_dict(torch.load('" +
+      exported +
+      "'), strict=True)\n"
+      "m.eval()\n"
+      "io = torch.load('" +
+      dir / "io.pt" +
+      "')\n"
+      "with torch.no_grad(): y = m(io['x'])\n"
+      "d = (y - io['y']).abs().max().item()\n"
+      "print('max diff', d)\n"
+      "assert d < 1e-4, d\n";
+  testing::WriteFile(dir / "check.py", py);
+  auto check = RunCommand(std::string(kPython) + " " + dir / "check.py");
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+}
+
 TEST(TrainTest, ExportedWeightsLoadIntoTorchvisionAndGiveTheSameOutputs) {
   if (!PythonHasTorchvision()) GTEST_SKIP() << "python3-torch/python3-torchvision not installed";
   TempDir dir;
@@ -483,38 +520,13 @@ TEST(TrainTest, ExportedWeightsLoadIntoTorchvisionAndGiveTheSameOutputs) {
                       " --max-steps 2 --quiet --export " +
                       dir / "resnet18.pt");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  // Our output on a fixed input, for Python to compare against.
+  // Our output on a fixed input, and torchvision's.
   ModelSpec spec;
   spec.arch = "resnet18";
   spec.num_classes = 2;
-  auto m = MakeModel(spec).value();
-  ASSERT_TRUE(LoadStateDict(AsModule(m), LoadExport(dir / "resnet18.pt")).ok());
-  AsModule(m).eval();
-  torch::Tensor x =
-      torch::sin(torch::arange(2 * 3 * 64 * 64, torch::kFloat32) * 0.001).view({2, 3, 64, 64});
-  torch::Tensor y = m.forward(x);
-  c10::Dict<std::string, torch::Tensor> io;
-  io.insert("x", x);
-  io.insert("y", y.detach());
-  auto bytes = torch::pickle_save(io);
-  testing::WriteFile(dir / "io.pt", std::string(bytes.begin(), bytes.end()));
-  const std::string py =
-      "import torch, torchvision\n"
-      "m = torchvision.models.resnet18(num_classes=2)\n"
-      "m.load_state_dict(torch.load('" +
-      dir / "resnet18.pt" +
-      "'), strict=True)\n"
-      "m.eval()\n"
-      "io = torch.load('" +
-      dir / "io.pt" +
-      "')\n"
-      "with torch.no_grad(): y = m(io['x'])\n"
-      "d = (y - io['y']).abs().max().item()\n"
-      "print('max diff', d)\n"
-      "assert d < 1e-4, d\n";
-  testing::WriteFile(dir / "check.py", py);
-  auto check = RunCommand(std::string(kPython) + " " + dir / "check.py");
-  EXPECT_EQ(check.exit_code, 0) << check.out;
+  ExpectTorchvisionGivesOurOutputs(
+      dir, dir / "resnet18.pt", spec, "resnet18(num_classes=2)",
+      torch::sin(torch::arange(2 * 3 * 64 * 64, torch::kFloat32) * 0.001).view({2, 3, 64, 64}));
 }
 
 // The SVHN study's model: torchvision's resnet50() as it is (7x7 stem,
@@ -549,36 +561,10 @@ TEST(TrainTest, TheSvhnStudysResNet50IsTorchvisionsOn32PixelInputsWithItsThousan
             std::string::npos)
       << r.out;
   ModelSpec spec;
-  spec.arch = "resnet50";
-  auto m = MakeModel(spec).value();
-  ASSERT_TRUE(LoadStateDict(AsModule(m), LoadExport(dir / "resnet50.pt")).ok());
-  AsModule(m).eval();
-  torch::Tensor x =
-      torch::cos(torch::arange(2 * 3 * 32 * 32, torch::kFloat32) * 0.01).view({2, 3, 32, 32});
-  torch::Tensor y = m.forward(x);
-  ASSERT_EQ(y.sizes(), (std::vector<int64_t>{2, 1000}));
-  c10::Dict<std::string, torch::Tensor> io;
-  io.insert("x", x);
-  io.insert("y", y.detach());
-  auto bytes = torch::pickle_save(io);
-  testing::WriteFile(dir / "io.pt", std::string(bytes.begin(), bytes.end()));
-  const std::string py =
-      "import torch, torchvision\n"
-      "m = torchvision.models.resnet50()\n"
-      "m.load_state_dict(torch.load('" +
-      dir / "resnet50.pt" +
-      "'), strict=True)\n"
-      "m.eval()\n"
-      "io = torch.load('" +
-      dir / "io.pt" +
-      "')\n"
-      "with torch.no_grad(): y = m(io['x'])\n"
-      "d = (y - io['y']).abs().max().item()\n"
-      "print('max diff', d)\n"
-      "assert d < 1e-4, d\n";
-  testing::WriteFile(dir / "check.py", py);
-  auto check = RunCommand(std::string(kPython) + " " + dir / "check.py");
-  EXPECT_EQ(check.exit_code, 0) << check.out;
+  spec.arch = "resnet50";  // 1000 classes, torchvision's stem: ModelSpec's defaults
+  ExpectTorchvisionGivesOurOutputs(
+      dir, dir / "resnet50.pt", spec, "resnet50()",
+      torch::cos(torch::arange(2 * 3 * 32 * 32, torch::kFloat32) * 0.01).view({2, 3, 32, 32}));
 }
 
 TEST(TrainTest, ClearErrors) {
