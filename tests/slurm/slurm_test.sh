@@ -99,9 +99,9 @@ slurm/sweep.sh --nodes 1,2 --ranks-per-node 1 --workers 1 --batch 16 --global-ba
 check "three runs, the 1-node one shared by both tables" test "$(grep -c '^submitted ' "$WORK/sweep.txt")" = 3
 check "report table has every run" bash -c "grep -c '^| n[12]_r1_w1_b\(16\|8\) ' '$WORK/sweep/report.md' | grep -qx 3"
 check "a weak-scaling table: 1 and 2 ranks at 16 per rank" bash -c \
-  "grep -A4 '^### Weak scaling: batch per rank 16' '$WORK/sweep/report.md' | grep -c '^| [12] | [12] | 16 |' | grep -qx 2"
+  "grep -A6 '^### Weak scaling: batch per rank 16' '$WORK/sweep/report.md' | grep -c '^| [12] | [12] | 16 |' | grep -qx 2"
 check "a strong-scaling table: 16 in all over 1 and 2 ranks" bash -c \
-  "grep -A4 '^### Strong scaling: global batch 16' '$WORK/sweep/report.md' | grep -c '^| [12] | [12] | \(16\|8\) | 16 |' | grep -qx 2"
+  "grep -A6 '^### Strong scaling: global batch 16' '$WORK/sweep/report.md' | grep -c '^| [12] | [12] | \(16\|8\) | 16 |' | grep -qx 2"
 check "speedup plot against GPUs" test -s "$WORK/sweep/speedup_vs_ranks.svg"
 check "epoch time plot against nodes" test -s "$WORK/sweep/epoch_time_vs_nodes.svg"
 if [ -n "${SHARDKIT_SLURM_KEEP:-}" ]; then mkdir -p "$SHARDKIT_SLURM_KEEP"; cp "$WORK/sweep"/report.* "$WORK/sweep"/*.svg "$SHARDKIT_SLURM_KEEP"/; fi
