@@ -78,12 +78,23 @@ def parse_args(argv=None):
 
 def setup_distributed():
     """torchrun sets RANK/WORLD_SIZE/LOCAL_RANK; srun sets SLURM_PROCID/
-    SLURM_NTASKS/SLURM_LOCALID (MASTER_ADDR/MASTER_PORT come from the batch
-    script). Returns (rank, world, local_rank, device)."""
+    SLURM_NTASKS/SLURM_LOCALID, and without MASTER_ADDR/MASTER_PORT (which a
+    batch script may export) the rendezvous is at the job's first node, port
+    20000 + job id % 12000, as shardkit-train's. NCCL on GPUs, Gloo on CPUs:
+    what replaces init_process_group("mpi") and Horovod. Returns (rank,
+    world, local_rank, device)."""
     env = os.environ
     if "RANK" not in env and "SLURM_PROCID" in env:
         env["RANK"], env["WORLD_SIZE"] = env["SLURM_PROCID"], env["SLURM_NTASKS"]
         env["LOCAL_RANK"] = env.get("SLURM_LOCALID", "0")
+        nodes = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+        if "MASTER_ADDR" not in env and nodes:
+            import subprocess
+
+            hosts = subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True, text=True)
+            env["MASTER_ADDR"] = (hosts.stdout.split() or ["127.0.0.1"])[0]
+        if "MASTER_PORT" not in env and env.get("SLURM_JOB_ID", "").isdigit():
+            env["MASTER_PORT"] = str(20000 + int(env["SLURM_JOB_ID"]) % 12000)
     env.setdefault("RANK", "0")
     env.setdefault("WORLD_SIZE", "1")
     env.setdefault("LOCAL_RANK", "0")
@@ -297,12 +308,17 @@ def main(argv=None):
         if args.json:
             with open(args.json, "w") as f:
                 f.write(line + "\n")
+    finish()
+
+
+def finish():
+    """Ends the process group and the process. Exits without tearing down the
+    DDP model: with PyTorch 1.13's gloo, its destructor joins the process
+    group's worker threads while holding the GIL, and a worker freeing a
+    tensor that has a Python object waits for the GIL forever (seen at the
+    end of runs with a collective just done)."""
     dist.barrier()
     dist.destroy_process_group()
-    # Exit without tearing down the DDP model: with PyTorch 1.13's gloo, its
-    # destructor joins the process group's worker threads while holding the
-    # GIL, and a worker freeing a tensor that has a Python object waits for
-    # the GIL forever (seen at the end of runs with a collective just done).
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

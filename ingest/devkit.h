@@ -1,8 +1,8 @@
 // ImageNet's official devkit (ILSVRC2012_devkit_t12.tar.gz): the validation
 // ground truth (data/ILSVRC2012_validation_ground_truth.txt, one ILSVRC class
 // id per val image, in image order) and the map from those ids to WordNet ids
-// (data/meta.mat, a MATLAB v5 file whose struct array `synsets` has the
-// fields ILSVRC2012_ID and WNID), read without MATLAB or SciPy.
+// (data/meta.mat, a MATLAB file whose struct array `synsets` has the
+// fields ILSVRC2012_ID and WNID), read through libmatio.
 #pragma once
 
 #include <map>
@@ -13,7 +13,7 @@
 
 namespace shardkit {
 
-// The `synsets` of a MATLAB v5 meta.mat: ILSVRC2012_ID -> WNID.
+// The `synsets` of a meta.mat's bytes: ILSVRC2012_ID -> WNID.
 Result<std::map<int, std::string>> ParseMetaMat(const std::string& bytes, const std::string& where);
 
 // Val image file name ("ILSVRC2012_val_00000001.JPEG" -> stem) -> WNID, from a devkit archive.

@@ -211,7 +211,7 @@ class Packer : public SampleSink {
   }
   void Note(const std::string& message) override { Report(message); }
   void Read(uint64_t done, uint64_t total) override {
-    if (events_.progress) events_.progress(read_phase_, done >> 20, total >> 20, done, false);
+    if (events_.progress) events_.progress(read_phase_, done, total, done, false);
   }
   Status Interrupted() const override {
     if (o_.interrupt != nullptr && o_.interrupt->load(std::memory_order_relaxed)) {
@@ -495,6 +495,7 @@ Status Packer::Run() {
   SK_ASSIGN_OR_RETURN(writer_, DatasetWriter::Create(o_.out, wo));
   SK_RETURN_IF_ERROR(spill_.Open(o_.out));
   read_phase_ = "read " + source_->name().substr(source_->name().rfind('/') + 1);
+  if (events_.progress) events_.progress(read_phase_, 0, 0, 0, false);  // its clock starts
   SK_ASSIGN_OR_RETURN(Listing listing, source_->Scan(this));
   SK_RETURN_IF_ERROR(Flush());
   SK_RETURN_IF_ERROR(Interrupted());

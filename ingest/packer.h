@@ -59,7 +59,8 @@ struct PackEvents {
   // One line per unusable member and per note, as they are found.
   std::function<void(const std::string&)> report;
   // A phase ("read SRC", "write shards") with items done of total (0:
-  // unknown) and bytes done; `final` once when the phase ends.
+  // unknown) and bytes done; `final` once when the phase ends. A "read"
+  // phase's items are the source's bytes.
   std::function<void(const std::string& phase, uint64_t done, uint64_t total, uint64_t bytes,
                      bool final)>
       progress;

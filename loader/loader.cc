@@ -282,6 +282,10 @@ int Loader::height() const { return impl_->decoder.height(); }
 int Loader::width() const { return impl_->decoder.width(); }
 const Manifest& Loader::manifest() const { return impl_->source->dataset().manifest(); }
 ShuffleMode Loader::shuffle_mode() const { return impl_->source->mode(); }
+const std::string& Loader::shuffle_reason() const { return impl_->source->shuffle_reason(); }
+std::vector<uint64_t> Loader::EpochRecords(uint64_t epoch) const {
+  return impl_->source->EpochRecords(epoch);
+}
 
 LoaderState Loader::state() const {
   const Impl& d = *impl_;

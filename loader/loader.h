@@ -86,6 +86,12 @@ class Loader {
   int width() const;
   const Manifest& manifest() const;
   ShuffleMode shuffle_mode() const;
+  // The global record numbers this rank reads in the whole epoch `epoch`,
+  // in order, padding included (the batches' sample ids, from batch 0),
+  // computed without reading: what a DistributedSampler's indices are.
+  std::vector<uint64_t> EpochRecords(uint64_t epoch) const;
+  // Why ShuffleMode::kAuto resolved to shuffle_mode() ("" if a mode was asked for).
+  const std::string& shuffle_reason() const;
   LoaderStats stats() const;
   void ResetStats();
 

@@ -55,6 +55,14 @@ void ReadPlanner::StartEpoch(uint64_t epoch, uint64_t start_batch,
   live_.clear();
 }
 
+std::vector<uint64_t> ReadPlanner::EpochRecords(uint64_t epoch) const {
+  const Partition& p = s_.partition;
+  const EpochSampler sampler(s_.layout.sizes, s_.mode, s_.seed, epoch, s_.window);
+  std::vector<uint64_t> records(p.drop_last ? p.batches * p.batch_size : p.per_rank);
+  for (uint64_t i = 0; i < records.size(); ++i) records[i] = sampler.RecordAt(p.Position(i));
+  return records;
+}
+
 void ReadPlanner::Prepare(const std::vector<BatchSpan>& spans) {
   warm_.clear();
   for (const BatchSpan& s : spans) ScheduleBlocks(s.k);

@@ -89,6 +89,10 @@ class ReadPlanner {
   void Prepare(const std::vector<BatchSpan>& spans);
   const std::vector<BlockRef>& blocks_to_warm() const { return warm_; }
 
+  // The records the rank reads in a whole epoch `epoch` (its partition,
+  // padding included: the batches' sample ids), in order, located without
+  // reading anything. Thread-safe; independent of the epoch in progress.
+  std::vector<uint64_t> EpochRecords(uint64_t epoch) const;
   // The rank's i-th sample of the epoch: the one place a record is located.
   SampleLocation Locate(uint64_t i) const {
     SampleLocation l;

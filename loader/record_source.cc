@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/format.h"
 #include "base/system.h"
 
 namespace shardkit {
@@ -16,12 +17,25 @@ constexpr uint64_t kRemoteMergeBytes = 8 << 20;
 // larger than the block cache or larger than the memory available for the
 // page cache (then block-local). On object storage no page cache holds the
 // dataset: small records (not worth a request each) are read block-local.
+// *why says which (for kAuto only).
 ShuffleMode PickMode(ShuffleMode asked, const Manifest& m, bool compressed,
                      uint64_t block_cache_bytes, uint64_t memory_available, bool remote,
-                     bool records_worth_a_read) {
+                     bool records_worth_a_read, std::string* why) {
   if (asked != ShuffleMode::kAuto) return asked;
   const bool over_cache = compressed && m.raw_bytes() > block_cache_bytes;
   const bool over_memory = remote ? !records_worth_a_read : m.bytes() > memory_available;
+  if (over_cache) {
+    *why = "its " + FormatBytes(m.raw_bytes()) + " of compressed records are more than the " +
+           FormatBytes(block_cache_bytes) + " block cache";
+  } else if (over_memory && remote) {
+    *why = "it is on object storage and its records are too small to be worth a request each";
+  } else if (over_memory) {
+    *why = "its " + FormatBytes(m.bytes()) + " are more than the " + FormatBytes(memory_available) +
+           " of memory available to cache it";
+  } else {
+    *why = remote ? "its records are worth a request each on object storage"
+                  : "it fits the block cache and memory (" + FormatBytes(m.bytes()) + ")";
+  }
   return over_cache || over_memory ? ShuffleMode::kBlockLocal : ShuffleMode::kFull;
 }
 
@@ -77,7 +91,8 @@ Result<std::unique_ptr<RecordSource>> RecordSource::Open(const std::string& dir,
   const uint64_t memory_available = AvailableMemoryBytes();
   p.mode = PickMode(
       e.shuffle, m, p.layout.compressed, o.block_cache_bytes, memory_available, remote,
-      f.kind == format::RecordKind::kJpeg || f.raw_record_size() >= kReadAheadMinRecordBytes);
+      f.kind == format::RecordKind::kJpeg || f.raw_record_size() >= kReadAheadMinRecordBytes,
+      &d.shuffle_reason_);
   SK_RETURN_IF_ERROR(d.ds_->SetAccess(HintsFor(p.mode, o, m, memory_available)));
   SK_ASSIGN_OR_RETURN(p.partition, Partition::Make(d.ds_->num_records(), e.rank, e.world_size,
                                                    static_cast<uint64_t>(e.batch_size), e.drop_last,

@@ -49,6 +49,8 @@ class RecordSource {
   const Dataset& dataset() const { return *ds_; }
   const Partition& partition() const { return planner_->partition(); }
   ShuffleMode mode() const { return planner_->mode(); }
+  // Why ShuffleMode::kAuto became mode() ("" when a mode was asked for).
+  const std::string& shuffle_reason() const { return shuffle_reason_; }
   bool compressed() const { return planner_->compressed(); }
   uint32_t window() const { return planner_->window(); }  // block-local: blocks per window
   Cursor& cursor(int worker) { return fetcher_->cursor(worker); }
@@ -72,6 +74,7 @@ class RecordSource {
 
   // The rank's i-th sample of the epoch.
   SampleLocation Locate(uint64_t i) const { return planner_->Locate(i); }
+  std::vector<uint64_t> EpochRecords(uint64_t epoch) const { return planner_->EpochRecords(epoch); }
   int32_t label(const SampleLocation& l) const { return ds_->shard(l.shard).label(l.local); }
   // "shard-00001.sks: record 7 (block 0, offset 5488)", for error messages.
   std::string Where(const SampleLocation& l) const { return ds_->shard(l.shard).Where(l.local); }
@@ -86,6 +89,7 @@ class RecordSource {
   RecordSource() = default;
 
   std::unique_ptr<Dataset> ds_;
+  std::string shuffle_reason_;
   std::unique_ptr<BlockCache> cache_;
   // Declared after ds_: destroyed (its threads joined) before the dataset.
   std::unique_ptr<ReadQueue> queue_;

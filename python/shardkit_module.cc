@@ -578,6 +578,14 @@ PYBIND11_MODULE(_shardkit, m) {
       .def("state", &PyLoader::State)
       .def("restore", &PyLoader::Restore, py::arg("state_json"))
       .def("reset_stats", [](PyLoader& l) { l.loader().ResetStats(); })
+      .def(
+          "epoch_records",
+          [](PyLoader& l, uint64_t epoch) {
+            std::vector<uint64_t> ids = l.loader().EpochRecords(epoch);
+            return py::array_t<int64_t>(static_cast<py::ssize_t>(ids.size()),
+                                        reinterpret_cast<const int64_t*>(ids.data()));
+          },
+          py::arg("epoch"))
       .def_property_readonly("batch_size", [](PyLoader& l) { return l.options().batch_size; })
       .def_property_readonly("seed", [](PyLoader& l) { return l.options().seed; })
       .def_property_readonly("rank", [](PyLoader& l) { return l.options().rank; })
@@ -595,8 +603,10 @@ PYBIND11_MODULE(_shardkit, m) {
                                return py::make_tuple(l.loader().channels(), l.loader().height(),
                                                      l.loader().width());
                              })
-      .def_property_readonly(
-          "shuffle_mode", [](PyLoader& l) { return ShuffleModeName(l.loader().shuffle_mode()); });
+      .def_property_readonly("shuffle_mode",
+                             [](PyLoader& l) { return ShuffleModeName(l.loader().shuffle_mode()); })
+      .def_property_readonly("shuffle_reason",
+                             [](PyLoader& l) { return l.loader().shuffle_reason(); });
 
   py::class_<PyDataset>(m, "_Dataset")
       .def(py::init<const std::string&>(), py::arg("path"))

@@ -5,7 +5,7 @@
 SHARDKIT_DEPS=(
   build-essential cmake pkg-config
   libzstd-dev zstd libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
-  libhdf5-dev libcli11-dev libgtest-dev nlohmann-json3-dev
+  libhdf5-dev libmatio-dev libcli11-dev libgtest-dev nlohmann-json3-dev
   libtorch-dev libgloo-dev
   dataset-fashion-mnist
   slurm-wlm munge procps
@@ -14,7 +14,7 @@ SHARDKIT_DEPS=(
   libarchive-dev libarchive-tools zip unzip tar gzip xz-utils bzip2 util-linux
   python3 python3-dev python3-venv python3-pip python3-setuptools python3-wheel
   pybind11-dev python3-torch python3-torchvision python3-numpy python3-pil python3-pytest
-  mate-backgrounds python3-skimage python3-scipy
+  mate-backgrounds python3-skimage python3-scipy python3-h5py
 )
 
 shardkit_install_deps() {

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-60}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(shard_reader manifest idx jpeg_transform hdf5_import meta_mat archive val_labels cli)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(shard_reader manifest idx jpeg_transform hdf5_import meta_mat mat archive val_labels cli)
 source scripts/deps.sh
 shardkit_install_deps clang libclang-rt-14-dev
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \

@@ -32,7 +32,7 @@ DEPS=$ROOT/.deps
 KIT_PACKAGES=(
   libzstd-dev libzstd1 libturbojpeg0-dev libturbojpeg0 libjpeg62-turbo-dev libjpeg62-turbo
   libpng-dev libpng16-16 zlib1g-dev
-  libhdf5-dev libhdf5-103-1 libhdf5-hl-100 libsz2 libaec0 libaec-dev libcurl4
+  libhdf5-dev libhdf5-103-1 libhdf5-hl-100 libsz2 libaec0 libaec-dev libcurl4 libmatio-dev libmatio11
   libcli11-dev nlohmann-json3-dev libgtest-dev pybind11-dev
 )
 

@@ -315,6 +315,41 @@ TEST(RccRecipe, ViewsChangeTheImageOnlyAsTheirTransformDoes) {
   }
 }
 
+// --interpolation nearest (torchvision's RandomAffine default): a rotated or
+// scaled view takes only pixels of the source (or the zero outside it), where
+// bilinear sampling blends them; shifts, flips and rcc's elastic view (whose
+// torchvision default is bilinear) are the same either way.
+TEST(RccRecipe, NearestSamplesSourcePixelsInTheAffineViewsOnly) {
+  auto img = Digit(9);
+  for (auto& px : img) px = px < 128 ? 0 : 200;  // two values: any other is a blend
+  const std::set<uint8_t> values(img.begin(), img.end());
+  AugmentParams bilinear, nearest;
+  bilinear.recipe = nearest.recipe = Recipe::kRcc;
+  nearest.interpolation = Interpolation::kNearest;
+  int blended = 0;
+  for (uint64_t copy = 0; copy < 20; ++copy) {
+    for (uint64_t v = 0; v < kRccVersions; ++v) {
+      const SampleTransform tb = DrawTransform(bilinear, {5, 3, v, copy}, 28, 28);
+      const SampleTransform tn = DrawTransform(nearest, {5, 3, v, copy}, 28, 28);
+      const auto b = Apply(img, tb), n = Apply(img, tn);
+      if (v == 1 || v == 3) {  // rotation, scale
+        EXPECT_TRUE(tn.nearest);
+        for (uint8_t px : n) ASSERT_TRUE(px == 0 || values.count(px)) << ViewName(v);
+        for (uint8_t px : b) blended += px != 0 && !values.count(px);
+        EXPECT_NE(n, b) << ViewName(v) << " copy " << copy;
+      } else {
+        EXPECT_EQ(n, b) << ViewName(v) << " copy " << copy << ": not resampled, or bilinear";
+      }
+    }
+  }
+  EXPECT_GT(blended, 1000) << "bilinear blends pixels into new values";
+  AugmentParams compose;
+  compose.interpolation = Interpolation::kNearest;
+  compose.elastic_alpha = 0;
+  const auto n = Apply(img, DrawTransform(compose, {1, 2, 3, 0}, 28, 28));
+  for (uint8_t px : n) ASSERT_TRUE(px == 0 || values.count(px)) << "compose";
+}
+
 // --- Parts and settings ---------------------------------------------------------
 
 TEST(BigMnistPlan, ParsePartTakesIOfNAndRefusesTheRest) {

@@ -36,6 +36,7 @@ TEST(FuzzRegression, Idx) { Replay("idx", fuzz::Idx); }
 TEST(FuzzRegression, JpegTransform) { Replay("jpeg_transform", fuzz::JpegTransform); }
 TEST(FuzzRegression, Hdf5Import) { Replay("hdf5_import", fuzz::Hdf5Import); }
 TEST(FuzzRegression, MetaMat) { Replay("meta_mat", fuzz::MetaMat); }
+TEST(FuzzRegression, Mat) { Replay("mat", fuzz::Mat); }
 TEST(FuzzRegression, Archive) { Replay("archive", fuzz::Archive); }
 TEST(FuzzRegression, ValLabels) { Replay("val_labels", fuzz::ValLabels); }
 TEST(FuzzRegression, CommandLine) { Replay("cli", fuzz::CommandLine); }

@@ -104,6 +104,49 @@ TEST(LoaderTest, RanksAreDisjointAndCoverTheDataset) {
   EXPECT_EQ(ids.size(), 1002u);  // ceil(1000 / 3) * 3: two padded samples
 }
 
+// shuffle auto says which mode it chose and why; the records an epoch will
+// read (a DistributedSampler's indices, for Python's loader.sampler) are
+// the batches' sample ids, in every mode, without reading anything.
+TEST(LoaderTest, AutoShuffleSaysWhyAndEpochRecordsAreTheBatchesIds) {
+  TempDir dir;
+  WriteRawDataset(dir.path(), 3000, 16384);
+  LoaderOptions o;
+  o.batch_size = 64;
+  o.world_size = 3;
+  o.rank = 1;
+  {
+    auto l = Loader::Open(dir.path(), o);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    EXPECT_EQ((*l)->shuffle_mode(), ShuffleMode::kFull);
+    EXPECT_NE((*l)->shuffle_reason().find("fits the block cache"), std::string::npos)
+        << (*l)->shuffle_reason();
+  }
+  o.block_cache_bytes = 4096;
+  {
+    auto l = Loader::Open(dir.path(), o);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    EXPECT_EQ((*l)->shuffle_mode(), ShuffleMode::kBlockLocal);
+    EXPECT_NE((*l)->shuffle_reason().find("more than the 4.1 KB block cache"), std::string::npos)
+        << (*l)->shuffle_reason();
+  }
+  for (ShuffleMode mode : {ShuffleMode::kFull, ShuffleMode::kBlockLocal, ShuffleMode::kNone}) {
+    o.shuffle = mode;
+    for (bool drop_last : {false, true}) {
+      o.drop_last = drop_last;
+      auto l = Loader::Open(dir.path(), o);
+      ASSERT_TRUE(l.ok()) << l.status().ToString();
+      EXPECT_EQ((*l)->shuffle_reason(), "") << "asked for, not chosen";
+      for (uint64_t epoch : {0, 3}) {
+        std::vector<uint64_t> read;
+        for (const auto& b : ReadEpoch(dir.path(), o, epoch).ids)
+          read.insert(read.end(), b.begin(), b.end());
+        EXPECT_EQ((*l)->EpochRecords(epoch), read)
+            << ShuffleModeName(mode) << " epoch " << epoch << " drop_last " << drop_last;
+      }
+    }
+  }
+}
+
 TEST(LoaderTest, StridedRanksTogetherEqualOneRankWithTheWholeBatch) {
   TempDir dir;
   WriteRawDataset(dir.path(), 100, 4096);

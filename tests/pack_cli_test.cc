@@ -95,6 +95,7 @@ TEST(PackCli, ClearErrorsForBadInput) {
       {"inspect " + dir / "nope", "no manifest.json", 2},
       {"imagenet " + dir / "nope" + " " + dir / "o", "nope: No such file or directory", 2},
       {"hdf5 " + dir / "junk" + " " + dir / "o --images /x --labels /y", "not an HDF5 file", 2},
+      {"svhn " + dir / "junk" + " " + dir / "o", "junk: not a MATLAB file", 2},
       {"frobnicate", "frobnicate", 2},
   };
   for (const auto& c : cases) {

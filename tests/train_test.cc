@@ -290,6 +290,36 @@ std::string RankCmd(const TempDir& dir, int rank, const std::string& extra) {
          dir / "ck" + " " + extra;
 }
 
+// Ranks as a bare `srun` starts them: SLURM_PROCID, SLURM_NTASKS,
+// SLURM_LOCALID, the job's node list and id, no torchrun variables.
+std::string SrunRankCmd(const TempDir& dir, int rank, const std::string& nodes) {
+  const std::string job = std::to_string(getpid() % 12000 + 1);  // port 20000 + job % 12000
+  return "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT SLURM_PROCID=" +
+         std::to_string(rank) + " SLURM_NTASKS=2 SLURM_LOCALID=" + std::to_string(rank) +
+         " SLURM_JOB_NODELIST=" + nodes + " SLURM_JOB_ID=" + job + " " + kTrain + " --data " +
+         dir / "data" +
+         " --arch tiny --workers 1 --threads 1 --batch-size 4 --epochs 1 --backend gloo";
+}
+
+TEST(TrainTest, RanksStartedByABareSrunTrainOverGlooAndAnUnknownHostFailsAtOnce) {
+  TempDir dir;
+  WriteToyDataset(dir / "data", 64);
+  const int r0 = Spawn(SrunRankCmd(dir, 0, "localhost"), dir / "log0");
+  const int r1 = Spawn(SrunRankCmd(dir, 1, "localhost"), dir / "log1");
+  EXPECT_EQ(WaitExit(r0, 600), 0) << testing::ReadFile(dir / "log0");
+  EXPECT_EQ(WaitExit(r1, 600), 0) << testing::ReadFile(dir / "log1");
+  EXPECT_NE(testing::ReadFile(dir / "log0").find("DDP over gloo: 2 ranks (SLURM variables)"),
+            std::string::npos)
+      << testing::ReadFile(dir / "log0");
+  // A node list whose first host does not resolve: a clear error before any wait.
+  auto r = RunCommand(SrunRankCmd(dir, 1, "no-such-host-shardkit[1-2]"));
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("cannot resolve the rendezvous host 'no-such-host-shardkit1'"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("MASTER_ADDR"), std::string::npos) << r.out;
+}
+
 // The last JSON line of a metrics file.
 nlohmann::json LastMetrics(const std::string& path) {
   std::string last;
@@ -428,6 +458,43 @@ TEST(TrainTest, OneRankFailingEndsTheOthersWithAnErrorAndResumeCompletes) {
       << r.out;
 }
 
+// Loads an export of shardkit-train into our model of `spec` and into
+// torchvision's (`constructor`, Python), runs both on x, and checks that
+// torchvision takes the state dict strictly and gives our outputs.
+void ExpectTorchvisionGivesOurOutputs(const TempDir& dir, const std::string& exported,
+                                      const ModelSpec& spec, const std::string& constructor,
+                                      const torch::Tensor& x) {
+  auto m = MakeModel(spec).value();
+  ASSERT_TRUE(LoadStateDict(AsModule(m), LoadExport(exported)).ok());
+  AsModule(m).eval();
+  torch::Tensor y = m.forward(x);
+  ASSERT_EQ(y.size(1), spec.num_classes);
+  c10::Dict<std::string, torch::Tensor> io;
+  io.insert("x", x);
+  io.insert("y", y.detach());
+  auto bytes = torch::pickle_save(io);
+  testing::WriteFile(dir / "io.pt", std::string(bytes.begin(), bytes.end()));
+  const std::string py =
+      "import torch, torchvision\n"
+      "m = torchvision.models." +
+      constructor +
+      "\n"
+      "m.load_state_dict(torch.load('" +
+      exported +
+      "'), strict=True)\n"
+      "m.eval()\n"
+      "io = torch.load('" +
+      dir / "io.pt" +
+      "')\n"
+      "with torch.no_grad(): y = m(io['x'])\n"
+      "d = (y - io['y']).abs().max().item()\n"
+      "print('max diff', d)\n"
+      "assert d < 1e-4, d\n";
+  testing::WriteFile(dir / "check.py", py);
+  auto check = RunCommand(std::string(kPython) + " " + dir / "check.py");
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+}
+
 TEST(TrainTest, ExportedWeightsLoadIntoTorchvisionAndGiveTheSameOutputs) {
   if (!PythonHasTorchvision()) GTEST_SKIP() << "python3-torch/python3-torchvision not installed";
   TempDir dir;
@@ -453,38 +520,51 @@ TEST(TrainTest, ExportedWeightsLoadIntoTorchvisionAndGiveTheSameOutputs) {
                       " --max-steps 2 --quiet --export " +
                       dir / "resnet18.pt");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  // Our output on a fixed input, for Python to compare against.
+  // Our output on a fixed input, and torchvision's.
   ModelSpec spec;
   spec.arch = "resnet18";
   spec.num_classes = 2;
-  auto m = MakeModel(spec).value();
-  ASSERT_TRUE(LoadStateDict(AsModule(m), LoadExport(dir / "resnet18.pt")).ok());
-  AsModule(m).eval();
-  torch::Tensor x =
-      torch::sin(torch::arange(2 * 3 * 64 * 64, torch::kFloat32) * 0.001).view({2, 3, 64, 64});
-  torch::Tensor y = m.forward(x);
-  c10::Dict<std::string, torch::Tensor> io;
-  io.insert("x", x);
-  io.insert("y", y.detach());
-  auto bytes = torch::pickle_save(io);
-  testing::WriteFile(dir / "io.pt", std::string(bytes.begin(), bytes.end()));
-  const std::string py =
-      "import torch, torchvision\n"
-      "m = torchvision.models.resnet18(num_classes=2)\n"
-      "m.load_state_dict(torch.load('" +
-      dir / "resnet18.pt" +
-      "'), strict=True)\n"
-      "m.eval()\n"
-      "io = torch.load('" +
-      dir / "io.pt" +
-      "')\n"
-      "with torch.no_grad(): y = m(io['x'])\n"
-      "d = (y - io['y']).abs().max().item()\n"
-      "print('max diff', d)\n"
-      "assert d < 1e-4, d\n";
-  testing::WriteFile(dir / "check.py", py);
-  auto check = RunCommand(std::string(kPython) + " " + dir / "check.py");
-  EXPECT_EQ(check.exit_code, 0) << check.out;
+  ExpectTorchvisionGivesOurOutputs(
+      dir, dir / "resnet18.pt", spec, "resnet18(num_classes=2)",
+      torch::sin(torch::arange(2 * 3 * 64 * 64, torch::kFloat32) * 0.001).view({2, 3, 64, 64}));
+}
+
+// The SVHN study's model: torchvision's resnet50() as it is (7x7 stem,
+// max-pool, 1000 outputs) on 32x32 inputs that are not normalised (ToTensor
+// only), batch 512 per rank in the study; here 4, for one step.
+TEST(TrainTest, TheSvhnStudysResNet50IsTorchvisionsOn32PixelInputsWithItsThousandWayHead) {
+  if (!PythonHasTorchvision()) GTEST_SKIP() << "python3-torch/python3-torchvision not installed";
+  TempDir dir;
+  {
+    DatasetWriterOptions o;
+    o.shard.kind = format::RecordKind::kRawU8;
+    auto w = DatasetWriter::Create(dir / "svhn", o);
+    ASSERT_TRUE(w.ok());
+    KeyedRng rng(3);
+    for (int i = 0; i < 16; ++i) {
+      std::string px(32 * 32 * 3, '\0');
+      for (auto& c : px) c = static_cast<char>(rng.Below(256));
+      ASSERT_TRUE((*w)->Add(px, i % 10, std::to_string(i)).ok());
+    }
+    Manifest m;
+    m.record.kind = format::RecordKind::kRawU8;
+    m.record.shape = {32, 32, 3};
+    for (int c = 0; c < 10; ++c) m.classes.push_back(std::to_string(c));
+    ASSERT_TRUE((*w)->Finish(m).ok());
+  }
+  auto r = RunCommand(kTrain + " --data " + dir / "svhn" +
+                      " --arch resnet50 --stem torchvision --num-classes 1000 --normalize none"
+                      " --batch-size 4 --workers 1 --max-steps 1 --export " +
+                      dir / "resnet50.pt");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("resnet50 (25557032 parameters, 1000 outputs, torchvision stem)"),
+            std::string::npos)
+      << r.out;
+  ModelSpec spec;
+  spec.arch = "resnet50";  // 1000 classes, torchvision's stem: ModelSpec's defaults
+  ExpectTorchvisionGivesOurOutputs(
+      dir, dir / "resnet50.pt", spec, "resnet50()",
+      torch::cos(torch::arange(2 * 3 * 32 * 32, torch::kFloat32) * 0.01).view({2, 3, 32, 32}));
 }
 
 TEST(TrainTest, ClearErrors) {

@@ -1,6 +1,9 @@
 // Rendezvous, process groups, broadcasts and the bucketed gradient reducer.
 #include "train/dist.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -222,6 +225,18 @@ Result<ProcessGroup> CreateProcessGroup(const DistEnv& env, DistBackend backend,
   // c10d's TCPStore client blocks without a deadline on a peer that accepts
   // the connection but never answers; so the rendezvous runs on its own
   // thread, and this one keeps the deadline and watches for a stop signal.
+  // A host that does not resolve fails at once, not after the timeout.
+  if (env.world_size > 1 && env.rank != 0) {
+    addrinfo hints = {}, *found = nullptr;
+    hints.ai_socktype = SOCK_STREAM;
+    const int rc = ::getaddrinfo(env.master_addr.c_str(), nullptr, &hints, &found);
+    if (found != nullptr) ::freeaddrinfo(found);
+    if (rc != 0) {
+      return Status::InvalidArgument("cannot resolve the rendezvous host '" + env.master_addr +
+                                     "' (from " + env.source + "): " + ::gai_strerror(rc) +
+                                     "; export MASTER_ADDR as rank 0's address");
+    }
+  }
   struct Pending {
     std::mutex mu;
     std::condition_variable cv;

@@ -29,6 +29,18 @@ enum class DistBackend { kAuto, kGloo, kNccl };
 inline constexpr EnumName<DistBackend> kDistBackendNames[] = {
     {DistBackend::kAuto, "auto"}, {DistBackend::kGloo, "gloo"}, {DistBackend::kNccl, "nccl"}};
 
+// The ResNets' first layers: torchvision's 7x7 stride-2 convolution and
+// max-pool at every input size, or the small-input stem (3x3 stride 1, no
+// max-pool); auto takes the small one under 64 pixels.
+enum class Stem { kAuto, kTorchvision, kSmall };
+inline constexpr EnumName<Stem> kStemNames[] = {
+    {Stem::kAuto, "auto"}, {Stem::kTorchvision, "torchvision"}, {Stem::kSmall, "small"}};
+// What the device does to uint8 pixels: ImageNet's mean and std after /255,
+// or /255 alone (ToTensor's values, as scripts that normalise nothing see).
+enum class Normalize { kImageNet, kNone };
+inline constexpr EnumName<Normalize> kNormalizeNames[] = {{Normalize::kImageNet, "imagenet"},
+                                                          {Normalize::kNone, "none"}};
+
 struct TrainOptions {
   std::string data, val;
   std::string arch = NameOf(kModelArchNames, ModelArch::kResNet18);  // train/models/model_spec.h
@@ -48,6 +60,9 @@ struct TrainOptions {
   AmpDtype amp_dtype = AmpDtype::kFp16;
   bool channels_last = true;  // faster on CPU (oneDNN) and with AMP on CUDA
   int size = 224;             // JPEG input side
+  int num_classes = 0;        // the classifier's outputs; 0: the dataset's classes
+  Stem stem = Stem::kAuto;
+  Normalize normalize = Normalize::kImageNet;
   std::string checkpoint_dir;
   bool resume = false;
   std::string export_path;

@@ -388,10 +388,13 @@ Status Trainer::SetUpData() {
     num_classes_ = train_loader_->manifest().classes.size();
   }
   channels_ = channels;
-  const std::vector<float> mean = channels == 3 ? std::vector<float>{0.485f, 0.456f, 0.406f}
-                                                : std::vector<float>(channels, 0.5f);
-  const std::vector<float> stdv = channels == 3 ? std::vector<float>{0.229f, 0.224f, 0.225f}
-                                                : std::vector<float>(channels, 0.25f);
+  const bool none = o_.normalize == Normalize::kNone;
+  const std::vector<float> mean = none            ? std::vector<float>(channels, 0.0f)
+                                  : channels == 3 ? std::vector<float>{0.485f, 0.456f, 0.406f}
+                                                  : std::vector<float>(channels, 0.5f);
+  const std::vector<float> stdv = none            ? std::vector<float>(channels, 1.0f)
+                                  : channels == 3 ? std::vector<float>{0.229f, 0.224f, 0.225f}
+                                                  : std::vector<float>(channels, 0.25f);
   feeder_ = MakeBatchFeeder(device_, mean, stdv, o_.channels_last);
   if (o_.synthetic) {
     steps_ = std::make_unique<SyntheticSteps>(o_, device_, channels);
@@ -422,9 +425,15 @@ Status Trainer::OpenLoaders() {
 Status Trainer::SetUpModel() {
   torch::manual_seed(static_cast<uint64_t>(o_.seed));
   spec_.arch = o_.arch;
-  spec_.num_classes = static_cast<int>(std::max<size_t>(num_classes_, 2));
+  if (o_.num_classes > 0 && static_cast<size_t>(o_.num_classes) < num_classes_) {
+    return Status::InvalidArgument("--num-classes " + std::to_string(o_.num_classes) +
+                                   " is fewer than the data's " + std::to_string(num_classes_) +
+                                   " classes");
+  }
+  spec_.num_classes =
+      o_.num_classes > 0 ? o_.num_classes : static_cast<int>(std::max<size_t>(num_classes_, 2));
   spec_.in_channels = channels_;
-  spec_.small_input_stem = height_ < 64;
+  spec_.small_input_stem = o_.stem == Stem::kSmall || (o_.stem == Stem::kAuto && height_ < 64);
   SK_ASSIGN_OR_RETURN(model_, MakeModel(spec_));
   net().to(device_);
   if (o_.channels_last) {
@@ -524,7 +533,9 @@ Status Trainer::SetUpGroup() {
 }
 
 void Trainer::LogStart() {
-  Log("training " + o_.arch + " (" + std::to_string(ParameterCount(net())) + " parameters) on " +
+  Log("training " + o_.arch + " (" + std::to_string(ParameterCount(net())) + " parameters, " +
+      std::to_string(spec_.num_classes) + " outputs, " +
+      (spec_.small_input_stem ? "small" : "torchvision") + " stem) on " +
       (o_.synthetic
            ? std::string("synthetic data (random batches made once on the device)")
            : o_.data + ": " + std::to_string(train_loader_->dataset_records()) + " records") +

@@ -138,6 +138,9 @@ def normalize(images, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), dty
 
     dtype = dtype or torch.float32
     c = images.shape[1]
+    # A number for every channel, as torchvision's Normalize(0.1307, 0.3081) takes it.
+    mean = (mean,) if isinstance(mean, (int, float)) else mean
+    std = (std,) if isinstance(std, (int, float)) else std
     # The constants go to the device once, not with every batch (a small
     # host-to-device copy per step would wait for the host).
     key = (images.device, dtype, tuple(float(v) for v in mean), tuple(float(v) for v in std))
@@ -189,8 +192,11 @@ class _Sampler:
         return self._loader.samples_per_epoch
 
     def __iter__(self):
-        raise TypeError("shardkit.Loader's sampler has no indices to iterate: the loader reads and "
-                        "batches the records itself; iterate the loader")
+        """The record numbers this rank reads in the epoch the loader's next
+        iteration reads, in order, padding included (as a DistributedSampler
+        yields its indices): the ids ``loader.batches()`` gives with each
+        batch, here without reading anything."""
+        return iter(self._loader._core.epoch_records(self._loader.epoch).tolist())
 
 
 class Loader:
@@ -294,6 +300,14 @@ class Loader:
             prefetch = min(prefetch_factor * max(1, _int("workers", workers)), _MAX_PREFETCH)
         self.path = os.fspath(path)
         plan = transforms.plan(transform, _int("size", size))
+        # ToTensor() and the like: float batches, made here after the core's uint8 ones.
+        self._to_float = plan.pop("to_float", None)
+        if self._to_float is not None:
+            _once("to_float", _log.info,
+                  "shardkit.Loader: the transform converts to %s%s, as torchvision's does: batches are "
+                  "converted on the host; for speed leave ToTensor out and convert (or "
+                  "shardkit.normalize) the uint8 batch on the GPU"
+                  % (self._to_float[0], " in 0-1" if self._to_float[1] else ""))
         # The core's keyword table converts each option; Loader::Open checks them.
         self._core = _Loader(_path(path), batch_size=batch_size, workers=workers, transform=plan, rank=rank,
                              world_size=world_size, seed=seed, shuffle=shuffle, drop_last=drop_last,
@@ -303,6 +317,16 @@ class Loader:
         core = self._core
         self.batch_size, self.seed, self.rank, self.world_size = (core.batch_size, core.seed, core.rank,
                                                                   core.world_size)
+        if core.shuffle_reason:  # shuffle="auto" (or True): which shuffle, and why, said once
+            block = core.shuffle_mode == "block"
+            _once(("shuffle", self.path, core.shuffle_mode), (lambda m: warnings.warn(m, stacklevel=3))
+                  if block else _log.info,
+                  "shardkit.Loader: shuffle='auto' chose %s for %s: %s%s" % (
+                      "block-local shuffling (blocks in random order, records shuffled within windows "
+                      "of blocks: not a uniform permutation)" if block else "a full shuffle (a uniform "
+                      "permutation each epoch)", self.path, core.shuffle_reason,
+                      "; shuffle='full' asks for a full shuffle anyway (each sample then decompresses "
+                      "its block)" if block else ""))
         self.transform = plan["kind"]
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
         if pin_memory and not self.pin_memory:
@@ -412,6 +436,10 @@ class Loader:
                     break
                 images, labels, ids, real = batch
                 images = torch.from_numpy(images)
+                if self._to_float is not None:  # torchvision's values: x.to(dtype) / 255
+                    images = images.to(self._to_float[0])
+                    if self._to_float[1]:
+                        images.div_(255)
                 if self.pin_memory:
                     images = images.pin_memory()
                 yield images, torch.from_numpy(labels), torch.from_numpy(ids), real

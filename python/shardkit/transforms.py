@@ -22,7 +22,10 @@ What the loader runs: one geometry, then an optional horizontal flip:
   Resize(int or (h, w)) + CenterCrop(size)         resize, then the centre
   Resize((h, w))                                   the whole image, squashed
   RandomHorizontalFlip(p)                          after any of those
-The batch is then uint8 [B, C, H, W]. Everything else runs after the loader,
+The batch is then uint8 [B, C, H, W]; with ToTensor() (or ConvertImageDtype /
+ToDtype to a float type) in the Compose it is float in 0-1, torchvision's
+values exactly (x.to(float32) / 255, made on the host: for speed leave it
+out and convert or normalise the uint8 batch on the GPU). Everything else runs after the loader,
 on the batch tensor, on whatever device it is on: torchvision's transforms
 (0.14's included) take tensors, e.g. ColorJitter, RandomRotation,
 ElasticTransform, RandomErasing, AutoAugment (one random draw per call: for a
@@ -146,9 +149,42 @@ class Compose:
 
 
 # torchvision transforms that do nothing to a uint8 batch's geometry: the
-# loader's output already is what they would make (a uint8 CHW tensor).
+# loader's output already is what they would make (a uint8 CHW tensor), or
+# its floats (ToFloat).
 _NO_OPS = {"ToTensor", "PILToTensor", "ToImage", "ToImageTensor", "ToPureTensor", "ConvertImageDtype",
            "ToDtype", "Identity"}
+
+
+class ToFloat:
+    """The uint8 batch as floats of ``dtype``, divided by 255 when ``scale``:
+    what torchvision's ToTensor (float32 in 0-1), ConvertImageDtype(float) and
+    ToDtype(float, scale=True) give, value for value (x.to(dtype) / 255). The
+    loader does it on the host, after the batch is made."""
+
+    def __init__(self, dtype=None, scale=True):
+        self.dtype, self.scale = dtype, scale
+
+    def __repr__(self):
+        return "ToFloat(dtype=%r, scale=%r)" % (self.dtype, self.scale)
+
+
+def _to_float(t, name):
+    """ToFloat for a torchvision dtype conversion, or None where it keeps uint8."""
+    import torch
+
+    if name == "ToTensor":
+        return ToFloat(torch.get_default_dtype(), True)
+    dtype = getattr(t, "dtype", None)
+    if isinstance(dtype, dict):  # v2's ToDtype({tv_tensors.Image: torch.float32, ...})
+        dtype = next(iter(dtype.values()), None)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        return None
+    return ToFloat(dtype, bool(getattr(t, "scale", True)) if name == "ToDtype" else True)
+
+
+def _values(v):
+    """Normalize's mean or std as a list (torchvision takes a number too)."""
+    return list(v) if isinstance(v, (list, tuple)) else [float(v)]
 _ON_GPU = {"ColorJitter", "RandomGrayscale", "Grayscale", "GaussianBlur", "RandomErasing", "AutoAugment",
            "RandAugment", "TrivialAugmentWide", "AugMix", "RandomAdjustSharpness", "RandomAutocontrast",
            "RandomEqualize", "RandomInvert", "RandomPosterize", "RandomSolarize", "MixUp", "CutMix",
@@ -176,16 +212,14 @@ def _translate(t):
     if name == "RandomHorizontalFlip":
         return RandomHorizontalFlip(t.p)
     if name in _NO_OPS:
-        if name in ("ToTensor", "ConvertImageDtype", "ToDtype"):
-            _once_warn("transform: %s leaves the loader's images uint8 (0-255), where torchvision gives "
-                       "floats in 0-1: use images.float().div_(255), or shardkit.normalize(images, mean, "
-                       "std), after the loader" % name)
-        return None
+        return _to_float(t, name) if name in ("ToTensor", "ConvertImageDtype", "ToDtype") else None
     if name == "Normalize":
-        raise ValueError("transform: Normalize runs after the loader, on the batch: images = "
-                         "shardkit.normalize(images, mean=%s, std=%s) (on the GPU after "
+        raise ValueError("transform: Normalize runs after the loader, on the batch: take it out of the "
+                         "transform and add, in the training loop, images = shardkit.normalize(images, "
+                         "mean=%s, std=%s) (on the uint8 batch, on the GPU after "
                          "images.cuda(non_blocking=True) where there is one: uint8 is 4x fewer bytes to "
-                         "copy)" % (list(t.mean), list(t.std)))
+                         "copy); leaving it out trains on unnormalised inputs" % (_values(t.mean),
+                                                                                   _values(t.std)))
     if name in _ON_GPU:
         raise ValueError("transform: %s does not run in shardkit's loader; apply it after the loader to "
                          "the uint8 images tensor [B, C, H, W], on its device: torchvision's %s takes "
@@ -226,6 +260,15 @@ def plan(transform, size=224):
     if not isinstance(transform, (list, tuple)):
         transform = _translate(transform)
     ops = _flatten(transform, [])
+    floats = [op for op in ops if isinstance(op, ToFloat)]
+    ops = [op for op in ops if not isinstance(op, ToFloat)]
+    p = _plan(ops, size)
+    if floats:
+        p["to_float"] = (floats[-1].dtype, floats[-1].scale)  # the Loader's, not the core's
+    return p
+
+
+def _plan(ops, size):
     flips = [op for op in ops if isinstance(op, RandomHorizontalFlip)]
     geometry = [op for op in ops if not isinstance(op, RandomHorizontalFlip)]
     if len(flips) > 1:

@@ -16,6 +16,7 @@
 #include "image/codec.h"
 #include "ingest/hdf5.h"
 #include "ingest/idx_file.h"
+#include "ingest/mat_file.h"
 #include "ingest/packer.h"
 #include "ingest/tree_source.h"
 #include "ingest/webdataset_source.h"
@@ -84,6 +85,22 @@ int ShardReader(const uint8_t* data, size_t size) {
 
 int MetaMat(const uint8_t* data, size_t size) {
   (void)ParseMetaMat(std::string(reinterpret_cast<const char*>(data), size), "fuzz");
+  return 0;
+}
+
+// The bytes as a .mat file packed as `pack mat FILE --images X --labels y`
+// would. Level 5 only: a 7.3 file is HDF5, whose parser is fuzzed through
+// its API (Hdf5Import), not with raw bytes.
+int Mat(const uint8_t* data, size_t size) {
+  if (size >= 128 && data[124] == 0x00 && data[125] == 0x02) return 0;
+  const std::string path = ScratchPath("file.mat");
+  WriteBytes(path, data, size);
+  MatOptions o;
+  o.file = path;
+  o.images = "X";
+  o.labels = "y";
+  PackAndRemove(OpenMat(o), ScratchPath("mat-out"));
+  unlink(path.c_str());
   return 0;
 }
 

@@ -17,7 +17,8 @@ int JpegTransform(const uint8_t* data,
                   size_t size);  // the loader's JPEG decode + crop + resample path, and PNG
 int Hdf5Import(const uint8_t* data,
                size_t size);  // structure-aware: bytes shape an HDF5 file, then import it
-int MetaMat(const uint8_t* data, size_t size);    // parse a devkit's MATLAB v5 meta.mat
+int MetaMat(const uint8_t* data, size_t size);    // read a devkit's meta.mat (libmatio)
+int Mat(const uint8_t* data, size_t size);        // pack a level 5 .mat file's X and y (libmatio)
 int Archive(const uint8_t* data, size_t size);    // pack an archive as a tree and as WebDataset
 int ValLabels(const uint8_t* data, size_t size);  // a val CSV; a shard brace pattern
 

@@ -94,14 +94,23 @@ def test_train_tar_of_class_tars_tar_gz_and_zip_give_the_trees_dataset(tree, tmp
 
 
 def write_meta_mat(path, wnids, compress):
-    """A devkit meta.mat as MATLAB writes it: a struct array `synsets` whose
-    ILSVRC2012_ID order is not the WNIDs' sorted order."""
+    """A devkit meta.mat in the devkit's structure, as scipy.io.savemat writes
+    it: a struct array `synsets` (ILSVRC2012_ID, WNID, words, gloss,
+    num_children, children, wordnet_height, num_train_images) whose
+    ILSVRC2012_ID order is not the WNIDs' sorted order, the leaves first, then
+    an inner synset whose children are the leaves (a leaf's are empty)."""
     scipy_io = pytest.importorskip("scipy.io")
-    dtype = [("ILSVRC2012_ID", "O"), ("WNID", "O"), ("words", "O"), ("num_children", "O")]
-    synsets = np.zeros((len(wnids), 1), dtype=dtype)
+    fields = ("ILSVRC2012_ID", "WNID", "words", "gloss", "num_children", "children", "wordnet_height",
+              "num_train_images")
+    synsets = np.zeros((len(wnids) + 1, 1), dtype=[(f, "O") for f in fields])
     for i, w in enumerate(wnids):
         synsets[i, 0] = (np.array([[i + 1]], dtype=np.uint8 if compress else np.float64), np.array([w]),
-                         np.array(["words of " + w]), np.array([[0.0]]))
+                         np.array(["words of " + w]), np.array(["a gloss, with 'quotes'"]), np.array([[0.0]]),
+                         np.zeros((1, 0)), np.array([[0.0]]), np.array([[1300.0]]))
+    n = len(wnids)
+    synsets[n, 0] = (np.array([[n + 1]], dtype=np.float64), np.array(["n00000001"]), np.array(["entity"]),
+                     np.array(["everything"]), np.array([[float(n)]]),
+                     np.arange(1, n + 1, dtype=np.float64).reshape(1, n), np.array([[1.0]]), np.array([[0.0]]))
     scipy_io.savemat(path, {"synsets": synsets}, do_compression=compress)
 
 

@@ -180,7 +180,8 @@ def test_imagenet_port_trains_on_every_file_once_per_epoch_with_imagefolders_lab
         loader.sampler.set_epoch(0)
         assert len(loader.dataset) == len(original)
         for images, labels, ids, real in loader.batches():
-            assert images.shape[1:] == (3, 32, 32) and images.dtype == torch.uint8
+            assert images.shape[1:] == (3, 32, 32) and images.dtype == torch.float32  # ToTensor's
+            assert 0 <= float(images.min()) and float(images.max()) <= 1
             for i in range(real):
                 key = names.key(int(ids[i]))
                 seen.append(key)
@@ -206,7 +207,8 @@ def test_imagenet_port_validates_on_the_whole_set_on_every_rank_with_torchvision
             key = names.key(int(ids[i]))
             keys.append(key)
             ref = reference(Image.open(os.path.join(folder, key)).convert("RGB")).numpy()
-            diffs.append(np.abs(ref.astype(np.int16) - images[i].numpy().astype(np.int16)).mean())
+            assert images.dtype == torch.float32  # ToTensor(): torchvision's 0-1 floats
+            diffs.append(np.abs(ref.astype(np.float64) - images[i].numpy() * 255.0).mean())
     assert len(keys) == 48 and len(set(keys)) == 48
     assert np.mean(diffs) < 0.5, np.mean(diffs)
 
@@ -219,9 +221,22 @@ def test_what_cannot_apply_is_an_error_that_names_what_works(views, tree):
             sk.Loader(raw, 8, transform=transform, rank=0, world_size=1)
     with pytest.raises(ValueError, match="the default"):
         sk.Loader(raw, 8, rank=0, world_size=1)
-    # No geometry: raw records as stored; JPEGs need one size.
-    x, _ = next(iter(sk.Loader(raw, 8, transform=TV.Compose([TV.ToTensor()]), rank=0, world_size=1)))
-    assert x.shape == (8, 1, 28, 28)
+    # No geometry: raw records as stored (ToTensor: as torchvision's floats,
+    # PILToTensor: uint8, value for value); JPEGs need one size.
+    as_stored = sk.Loader(raw, 8, transform=None, shuffle=False, rank=0, world_size=1)
+    u, _ = next(iter(as_stored))
+    u = u.clone()
+    x, _ = next(iter(sk.Loader(raw, 8, transform=TV.Compose([TV.ToTensor()]), shuffle=False, rank=0,
+                               world_size=1)))
+    assert x.shape == (8, 1, 28, 28) and x.dtype == torch.float32
+    assert torch.equal(x, u.to(torch.float32).div(255)), "ToTensor's values, bit for bit"
+    p, _ = next(iter(sk.Loader(raw, 8, transform=TV.Compose([TV.PILToTensor()]), shuffle=False, rank=0,
+                               world_size=1)))
+    assert p.dtype == torch.uint8 and torch.equal(p, u)
+    if hasattr(TV, "ConvertImageDtype"):
+        c, _ = next(iter(sk.Loader(raw, 8, transform=TV.Compose([TV.ConvertImageDtype(torch.float64)]),
+                                   shuffle=False, rank=0, world_size=1)))
+        assert c.dtype == torch.float64 and torch.equal(c, TV.ConvertImageDtype(torch.float64)(u))
     with pytest.raises(ValueError, match="RandomResizedCrop"):
         sk.Loader(jpeg, 8, transform=TV.Compose([TV.ToTensor()]), rank=0, world_size=1)
     # Refusals say what to do with the torchvision that is installed, on any device.
@@ -262,3 +277,54 @@ def test_a_superseded_iteration_raises_without_taking_the_newer_ones_batch(views
         next(old)
     rest = [ids.tolist() for _, _, ids, _ in new]
     assert [first] + rest == whole
+
+
+def test_normalize_takes_torchvisions_scalars_and_refusing_normalize_gives_its_replacement(views):
+    """An MNIST script's Normalize((0.1307,), (0.3081,)) moves into the loop,
+    scalar or not, with the message saying the line that replaces it."""
+    _, path = views
+    x, _ = next(iter(sk.Loader(path, 8, transform=None, shuffle=False, rank=0, world_size=1)))
+    theirs = TV.Normalize(0.1307, 0.3081)(TV.ConvertImageDtype(torch.float32)(x))
+    for mean, std in ((0.1307, 0.3081), ((0.1307,), (0.3081,)), ([0.1307], [0.3081])):
+        assert torch.allclose(sk.normalize(x, mean, std), theirs, atol=1e-5)
+    for t in (TV.Normalize(0.1307, 0.3081), TV.Normalize((0.1307,), (0.3081,))):
+        with pytest.raises(ValueError) as e:
+            sk.Loader(path, 8, transform=TV.Compose([TV.ToTensor(), t]), rank=0, world_size=1)
+        assert "shardkit.normalize(images, mean=[0.1307], std=[0.3081])" in str(e.value), str(e.value)
+        assert "leaving it out" in str(e.value)
+
+
+def test_auto_shuffle_says_once_which_mode_it_chose_and_why(views, caplog, tmp_path):
+    import shutil
+
+    path = str(tmp_path / "copy")  # not yet opened in this process: the message is due
+    shutil.copytree(views[1], path)
+    caplog.set_level("INFO", logger="shardkit")
+    for _ in range(2):
+        loader = sk.Loader(path, 8, transform=None, rank=0, world_size=1)  # shuffle="auto"
+    said = [r.getMessage() for r in caplog.records if "shuffle='auto'" in r.getMessage()]
+    assert len(said) == 1, said
+    assert "chose a full shuffle" in said[0] and "fits the block cache" in said[0], said[0]
+    assert loader.shuffle_mode == "full"
+    caplog.clear()
+    sk.Loader(path, 8, transform=None, shuffle="full", rank=0, world_size=1)
+    assert not [r for r in caplog.records if "shuffle=" in r.getMessage()], "asked for: nothing to say"
+
+
+def test_the_sampler_iterates_as_a_distributed_samplers_indices(views):
+    """list(loader.sampler): this rank's record ids of the epoch the next
+    iteration reads, in order, padding included, as DistributedSampler's
+    indices; the same ids the batches carry, read or not."""
+    concat, path = views
+    for shuffle in (False, True):
+        for rank in range(WORLD):
+            loader = sk.Loader(path, 16, transform=None, shuffle=shuffle, rank=rank, world_size=WORLD, seed=0)
+            for epoch in (0, 1):
+                loader.set_epoch(epoch)
+                indices = list(loader.sampler)
+                assert len(indices) == len(loader.sampler) and all(isinstance(i, int) for i in indices)
+                ids = [i for _, _, batch_ids, _ in loader.batches() for i in batch_ids.tolist()]
+                assert indices == ids, (shuffle, rank, epoch)
+            if not shuffle:
+                sampler = DistributedSampler(concat, num_replicas=WORLD, rank=rank, shuffle=False)
+                assert indices == list(sampler), "unshuffled: DistributedSampler's order"

@@ -2,9 +2,9 @@
 # The SLURM integration test: a real slurmctld and two slurmd on this host as
 # two nodes; slurm/train.sbatch across both (stage, verify, Gloo DDP), the
 # time-limit signal (checkpoint, requeue, resume), a 2-point sweep with its
-# report, a job preempted on 2 nodes and requeued onto 1 that resumes
-# mid-epoch (issue 35), and a dataset prepared by a job array and merged by a
-# dependent job (issue 34). Daemons are stopped at the end whatever happened.
+# weak- and strong-scaling report, a job preempted on 2 nodes and requeued
+# onto 1 that resumes mid-epoch (issue 35), a dataset prepared by a job array
+# and merged by a dependent job (issue 34), and ranks started by a bare srun. Daemons are stopped at the end whatever happened.
 #   tests/slurm/slurm_test.sh BUILD_DIR
 # Exit 77 (skipped) when not root or SLURM is not installed.
 set -euo pipefail
@@ -92,10 +92,16 @@ check "the job requeued itself" grep -q "requeueing job $id2" "$WORK/case2.out"
 check "the requeued run resumed from the checkpoint" grep -q "resumed from .*last.pt" "$WORK/case2.out"
 check "and finished" grep -q "finished; metrics in" "$WORK/case2.out"
 
-echo "== case 3: a 2-point sweep (1 and 2 nodes) and its report"
+echo "== case 3: a sweep over 1 and 2 nodes, weak (16 per rank) and strong (16 in all), and its report"
 export EPOCHS=1 EXTRA="--max-steps 40"
-slurm/sweep.sh --nodes 1,2 --ranks-per-node 1 --workers 1 --batch 16 --out "$WORK/sweep" --wait | tee "$WORK/sweep.txt"
-check "report table has both runs" bash -c "grep -c '^| n[12]_r1_w1_b16 ' '$WORK/sweep/report.md' | grep -qx 2"
+slurm/sweep.sh --nodes 1,2 --ranks-per-node 1 --workers 1 --batch 16 --global-batch 16 --out "$WORK/sweep" --wait \
+  | tee "$WORK/sweep.txt"
+check "three runs, the 1-node one shared by both tables" test "$(grep -c '^submitted ' "$WORK/sweep.txt")" = 3
+check "report table has every run" bash -c "grep -c '^| n[12]_r1_w1_b\(16\|8\) ' '$WORK/sweep/report.md' | grep -qx 3"
+check "a weak-scaling table: 1 and 2 ranks at 16 per rank" bash -c \
+  "grep -A6 '^### Weak scaling: batch per rank 16' '$WORK/sweep/report.md' | grep -c '^| [12] | [12] | 16 |' | grep -qx 2"
+check "a strong-scaling table: 16 in all over 1 and 2 ranks" bash -c \
+  "grep -A6 '^### Strong scaling: global batch 16' '$WORK/sweep/report.md' | grep -c '^| [12] | [12] | \(16\|8\) | 16 |' | grep -qx 2"
 check "speedup plot against GPUs" test -s "$WORK/sweep/speedup_vs_ranks.svg"
 check "epoch time plot against nodes" test -s "$WORK/sweep/epoch_time_vs_nodes.svg"
 if [ -n "${SHARDKIT_SLURM_KEEP:-}" ]; then mkdir -p "$SHARDKIT_SLURM_KEEP"; cp "$WORK/sweep"/report.* "$WORK/sweep"/*.svg "$SHARDKIT_SLURM_KEEP"/; fi
@@ -238,6 +244,22 @@ sys.exit(a != b)' "$dir/one" "$dir/merged"
   echo "case 5: took $((SECONDS - t5)) s"
 }
 case_prepare_array
+
+# Case 6: ranks started by a bare srun, no batch script and no torchrun:
+# rank, world and local rank from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID, the
+# port from the job id. (The emulated nodes' names n1, n2 do not resolve, so
+# MASTER_ADDR names the first node's address, as on a cluster whose node names
+# are not host names; where they are, nothing else is needed.)
+echo "== case 6: shardkit-train ranks started by a bare srun over 2 nodes (Gloo)"
+rc6=0
+salloc --nodes=2 --ntasks-per-node=1 --cpus-per-task=1 \
+  srun --export=ALL,MASTER_ADDR=127.0.0.1 "$BUILD/train/shardkit-train" --data "$DATA" --arch tiny \
+    --epochs 1 --max-steps 20 --batch-size 16 --workers 1 --threads 1 --backend gloo \
+  > "$WORK/case6.out" 2>&1 || rc6=$?
+cat "$WORK/case6.out"
+check "both ranks exited 0 (exit $rc6)" test "$rc6" = 0
+check "2 ranks trained together over Gloo, rank and world from srun's variables" \
+  grep -q "DDP over gloo: 2 ranks (SLURM variables)" "$WORK/case6.out"
 
 rm -rf "$ROOT/metrics/case1-$id1.jsonl" "$ROOT/metrics/case2-$id2.jsonl" "$ROOT/metrics/case4-$id4.jsonl" \
   "$ROOT/checkpoints/case1-$id1" "$ROOT/checkpoints/case2-$id2" "$ROOT/checkpoints/case4-$id4"

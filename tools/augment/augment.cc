@@ -62,11 +62,16 @@ SampleTransform DrawTransform(const AugmentParams& p, const SampleKey& key, int 
   // Copy 0's stream is the one every copy used before copies could differ, so
   // identical-copies output keeps its bytes (copies < 2^52 stay distinct).
   KeyedRng rng(key.seed, key.index, key.version, 0xB16 | (key.copy << 12));
+  const bool nearest = p.interpolation == Interpolation::kNearest;
   if (p.recipe == Recipe::kRcc) {
     assert(key.version < kRccVersions);
-    return DrawRcc(static_cast<RccView>(key.version), &rng, w, h);
+    SampleTransform t = DrawRcc(static_cast<RccView>(key.version), &rng, w, h);
+    t.nearest = nearest && t.elastic_alpha == 0;  // ElasticTransform's default is bilinear
+    return t;
   }
-  return DrawCompose(p, &rng);
+  SampleTransform t = DrawCompose(p, &rng);
+  t.nearest = nearest;
+  return t;
 }
 
 namespace {
@@ -258,6 +263,11 @@ void ApplyTransform(const uint8_t* src, int w, int h, const SampleTransform& t, 
       // Points this far out sample only zeros wherever they are.
       sx = std::clamp(sx, -1e9, 1e9);
       sy = std::clamp(sy, -1e9, 1e9);
+      if (t.nearest) {  // the pixel whose centre is nearest (ties to the higher index)
+        dst[y * w + x] = static_cast<uint8_t>(
+            Pixel(src, w, h, static_cast<int>(Floor(sx + 0.5)), static_cast<int>(Floor(sy + 0.5))));
+        continue;
+      }
       const double fx = Floor(sx), fy = Floor(sy);
       const int x0 = static_cast<int>(fx), y0 = static_cast<int>(fy);
       const float ax = static_cast<float>(sx - fx), ay = static_cast<float>(sy - fy);

@@ -1,6 +1,6 @@
 // bigMNIST augmentation: per-sample random transforms (rotation, shear,
 // translation, scaling, horizontal flip, elastic deformation) with bilinear
-// resampling. A sample's parameters depend only on its key (seed, source
+// or nearest-neighbour resampling. A sample's parameters depend only on its key (seed, source
 // index, version, copy), so output is byte-identical whatever the threads.
 #pragma once
 
@@ -20,11 +20,21 @@ enum class Recipe { kCompose, kRcc };
 inline constexpr EnumName<Recipe> kRecipeNames[] = {{Recipe::kCompose, "compose"},
                                                     {Recipe::kRcc, "rcc"}};
 
+// How an output pixel is sampled from the source: bilinearly from the four
+// pixels around where it maps, or the nearest one (torchvision's
+// InterpolationMode.NEAREST, RandomAffine's default). Under rcc, nearest
+// applies to the affine views (rotation, scale); the elastic view stays
+// bilinear, as ElasticTransform's default is.
+enum class Interpolation { kBilinear, kNearest };
+inline constexpr EnumName<Interpolation> kInterpolationNames[] = {
+    {Interpolation::kBilinear, "bilinear"}, {Interpolation::kNearest, "nearest"}};
+
 // Ranges each transform of the compose recipe draws from (uniformly unless
 // stated). Defaults follow the usual MNIST augmentation and Simard et al.
 // (2003) for the elastic part.
 struct AugmentParams {
   Recipe recipe = Recipe::kCompose;
+  Interpolation interpolation = Interpolation::kBilinear;
   double rotation_deg = 15;  // angle in [-r, r]
   double shear = 0.15;       // x-shear factor in [-s, s]
   double translate_px = 2;   // shift in [-t, t] on each axis
@@ -65,6 +75,7 @@ struct SampleTransform {
   uint64_t elastic_key = 0;                     // keys the displacement field
   double elastic_alpha = 0, elastic_sigma = 4;  // alpha 0: no elastic deformation
   ElasticStyle elastic_style = ElasticStyle::kSimard;
+  bool nearest = false;  // nearest-neighbour sampling, else bilinear
 };
 
 // Which sample a transform is drawn for. With identical copies every copy is

@@ -134,12 +134,18 @@ json TransformsJson(const AugmentParams& p) {
             {"elastic_alpha", kRcc.elastic_alpha},
             {"elastic_sigma", kRcc.elastic_sigma},
             {"elastic", "torchvision"},
-            {"resampling", "bilinear"}};
+            {"resampling", p.interpolation == Interpolation::kNearest
+                               ? "nearest (rotation, scale), bilinear (elastic)"
+                               : "bilinear"}};
   }
-  return {{"rotation_deg", p.rotation_deg},   {"shear", p.shear},
-          {"translate_px", p.translate_px},   {"scale", {p.scale_min, p.scale_max}},
-          {"flip_prob", p.flip_prob},         {"elastic_alpha", p.elastic_alpha},
-          {"elastic_sigma", p.elastic_sigma}, {"resampling", "bilinear"}};
+  return {{"rotation_deg", p.rotation_deg},
+          {"shear", p.shear},
+          {"translate_px", p.translate_px},
+          {"scale", {p.scale_min, p.scale_max}},
+          {"flip_prob", p.flip_prob},
+          {"elastic_alpha", p.elastic_alpha},
+          {"elastic_sigma", p.elastic_sigma},
+          {"resampling", NameOf(kInterpolationNames, p.interpolation)}};
 }
 
 // Every setting that decides the output's bytes: the source's content (the
@@ -466,10 +472,15 @@ constexpr char kRecipeHelp[] =
     "(RandomAffine(0, translate=(0.2, 0.2))); 3 scale uniform in [0.8, 1.2]; 4 horizontal flip, "
     "always (RandomHorizontalFlip(p=1): the view is the mirrored image); 5 elastic "
     "(ElasticTransform(alpha=30), sigma 5, both in pixels as torchvision means them). "
-    "rcc's ranges are fixed: the range flags are refused with it. Resampling is bilinear";
+    "rcc's ranges are fixed: the range flags are refused with it. Resampling: --interpolation";
 
 void AddRecipeFlags(CLI::App* cmd, Options* o) {
   cli::AddEnum(cmd, "--recipe", &o->plan.params.recipe, kRecipeNames, kRecipeHelp);
+  cli::AddEnum(cmd, "--interpolation", &o->plan.params.interpolation, kInterpolationNames,
+               "how rotated, sheared and scaled pixels are sampled: bilinear (the default, as "
+               "before), or nearest, torchvision's default for RandomAffine (the study's); under "
+               "rcc the elastic view is bilinear either way, as ElasticTransform's default is; "
+               "whole-pixel shifts and flips are exact either way");
   AugmentParams* p = &o->plan.params;
   auto add = [&](CLI::Option* opt) { o->range_flags.push_back(opt->capture_default_str()); };
   add(cmd->add_option("--rotation", p->rotation_deg, "max rotation, degrees (uniform in [-r, r])")

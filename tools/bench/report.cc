@@ -71,6 +71,46 @@ Result<std::vector<Run>> ReadRuns(const std::string& metrics_dir) {
   return runs;
 }
 
+// The study's two tables: weak scaling (runs of one batch per rank) and
+// strong scaling (runs of one global batch), each over the rank counts it
+// has, with images/s, speedup and efficiency against its fewest ranks. A
+// sweep gives both from --batch and --global-batch (slurm/sweep.sh).
+std::string ScalingTables(const std::vector<Run>& runs, std::string* csv) {
+  std::string md;
+  for (const bool weak : {true, false}) {
+    std::map<std::pair<int, int>, std::vector<const Run*>> groups;  // (workers, batch) -> runs
+    for (const Run& r : runs) groups[{r.workers, weak ? r.batch : r.batch * r.ranks}].push_back(&r);
+    for (const auto& [key, group] : groups) {
+      std::vector<const Run*> g = group;  // runs are sorted: fewest ranks first
+      if (g.size() < 2 || g.front()->ranks == g.back()->ranks) continue;
+      const Run& base = *g.front();
+      char head[256];
+      std::snprintf(
+          head, sizeof(head),
+          "\n### %s scaling: %s %d, %d loader worker(s) per rank\n\n"
+          "| nodes | ranks | batch/rank | global batch | images/s | speedup | efficiency |\n"
+          "|---:|---:|---:|---:|---:|---:|---:|\n",
+          weak ? "Weak" : "Strong", weak ? "batch per rank" : "global batch", key.second,
+          key.first);
+      md += head;
+      for (const Run* r : g) {
+        const double speedup = r->images_per_sec / base.images_per_sec;
+        const double eff = speedup / (static_cast<double>(r->ranks) / base.ranks);
+        char line[256];
+        std::snprintf(line, sizeof(line), "| %d | %d | %d | %d | %.0f | %.2fx | %.0f%% |\n",
+                      r->nodes, r->ranks, r->batch, r->batch * r->ranks, r->images_per_sec, speedup,
+                      100 * eff);
+        md += line;
+        std::snprintf(line, sizeof(line), "%s,%d,%d,%d,%d,%d,%.2f,%.4f,%.4f\n",
+                      weak ? "weak" : "strong", r->nodes, r->ranks, r->workers, r->batch,
+                      r->batch * r->ranks, r->images_per_sec, speedup, eff);
+        *csv += line;
+      }
+    }
+  }
+  return md;
+}
+
 // report.md and report.csv, speedup and efficiency against the first run; prints the table.
 Status WriteTables(const std::vector<Run>& runs, const std::string& out_dir) {
   const Run& base = runs.front();
@@ -94,6 +134,10 @@ Status WriteTables(const std::vector<Run>& runs, const std::string& out_dir) {
                   r.images_per_sec, speedup, eff, r.data_wait, r.comm);
     csv << line;
   }
+  std::string scaling_csv =
+      "scaling,nodes,ranks,workers,batch,global_batch,images_per_sec,speedup,efficiency\n";
+  md << ScalingTables(runs, &scaling_csv);
+  SK_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(out_dir, "scaling.csv"), scaling_csv));
   SK_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(out_dir, "report.md"), md.str()));
   SK_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(out_dir, "report.csv"), csv.str()));
   std::printf("%s", md.str().c_str());

@@ -10,8 +10,10 @@
 
 namespace shardkit {
 
-// Reads every *.jsonl under `metrics_dir`, writes report.md, report.csv and
-// the plots into `out_dir`, and prints the table. Fails if no run has metrics.
+// Reads every *.jsonl under `metrics_dir`, writes report.md (every run, then
+// the weak- and strong-scaling tables the runs make: one batch per rank, one
+// global batch), report.csv, scaling.csv and the plots into `out_dir`, and
+// prints the tables. Fails if no run has metrics.
 Status WriteScalingReport(const std::string& metrics_dir, const std::string& out_dir);
 
 }  // namespace shardkit

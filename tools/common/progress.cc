@@ -30,6 +30,11 @@ void Progress::Update(uint64_t items_done, uint64_t bytes_done) {
   Draw(false);
 }
 
+void Progress::SetTotal(uint64_t total) {
+  std::lock_guard<std::mutex> lock(mu_);
+  total_ = total;
+}
+
 void Progress::Finish() {
   std::lock_guard<std::mutex> lock(mu_);
   Draw(true);
@@ -38,13 +43,17 @@ void Progress::Finish() {
 void Progress::Draw(bool final) {
   const double t = elapsed_seconds();
   const double rate = t > 0 ? items_ / t : 0;
-  std::string line = label_ + ": " + FormatCount(items_);
-  if (total_ > 0) line += "/" + FormatCount(total_);
-  line += " " + unit_;
-  char buf[160];
-  std::snprintf(buf, sizeof(buf), "  %s %s/s  %s/s", FormatCount(rate).c_str(), unit_.c_str(),
-                FormatBytes(t > 0 ? bytes_ / t : 0).c_str());
-  line += buf;
+  std::string line = label_ + ": ";
+  if (unit_ == "bytes") {  // one figure, one rate
+    line += FormatBytes(items_) + (total_ > 0 ? " of " + FormatBytes(total_) : "") + "  " +
+            FormatBytes(rate) + "/s";
+  } else {
+    line += FormatCount(items_) + (total_ > 0 ? "/" + FormatCount(total_) : "") + " " + unit_;
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "  %s %s/s  %s/s", FormatCount(rate).c_str(), unit_.c_str(),
+                  FormatBytes(t > 0 ? bytes_ / t : 0).c_str());
+    line += buf;
+  }
   if (final) {
     line += "  done in " + FormatDuration(t);
   } else if (total_ > 0 && rate > 0 && items_ <= total_) {

@@ -12,10 +12,12 @@ namespace shardkit {
 
 class Progress {
  public:
-  // `total` items (0 if unknown), counted as `unit` ("files", "samples").
+  // `total` items (0 if unknown), counted as `unit` ("files", "samples");
+  // the unit "bytes" shows them, and their one rate, as sizes ("1.2 GB/s").
   Progress(std::string label, uint64_t total, std::string unit);
   // Thread-safe; cheap when called often (draws at most a few times a second).
   void Update(uint64_t items_done, uint64_t bytes_done);
+  void SetTotal(uint64_t total);  // once known (0: unknown)
   // Draws the final state and ends the line.
   void Finish();
   double elapsed_seconds() const;

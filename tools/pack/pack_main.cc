@@ -1,5 +1,5 @@
-// shardkit-pack: pack image trees and archives, WebDataset shards, IDX files
-// and HDF5 arrays into shard datasets (ingest/ does it; this parses flags and
+// shardkit-pack: pack image trees and archives, WebDataset shards, IDX files,
+// HDF5 arrays and MATLAB files into shard datasets (ingest/ does it; this parses flags and
 // prints); verify, inspect and extract from them.
 #include "base/openmp.h"
 
@@ -20,6 +20,7 @@
 #include "base/version.h"
 #include "ingest/hdf5.h"
 #include "ingest/idx_file.h"
+#include "ingest/mat_file.h"
 #include "ingest/merge.h"
 #include "ingest/packer.h"
 #include "ingest/text.h"
@@ -75,8 +76,8 @@ class PhaseProgress {
     if (phase != phase_ || bar_ == nullptr) {
       if (bar_ != nullptr) bar_->Finish();
       phase_ = phase;
-      bar_ =
-          std::make_unique<Progress>(phase, total, phase.rfind("read", 0) == 0 ? "MB" : "records");
+      bar_ = std::make_unique<Progress>(phase, total,
+                                        phase.rfind("read", 0) == 0 ? "bytes" : "records");
     }
     if (final) {
       bar_->Finish();
@@ -84,6 +85,7 @@ class PhaseProgress {
       phase_.clear();
       return;
     }
+    if (total > 0) bar_->SetTotal(total);
     bar_->Update(done, bytes);
   }
 
@@ -347,14 +349,17 @@ std::string AbsolutePath(const std::string& path) {
   return ec ? path : abs.lexically_normal().string();
 }
 
-// The four pack commands: their flags, and the source each opens.
+// The pack commands: their flags, and the source each opens.
 struct PackCommands {
   PackOptions po;
   std::string class_names, classes_from, images, labels, part;
   TreeOptions tree;
   std::vector<std::string> wds;
   Hdf5Options h5;
-  CLI::App *imagenet = nullptr, *webdataset = nullptr, *idx = nullptr, *hdf5 = nullptr;
+  MatOptions mat_o;
+  std::string mat_layout = "auto", label_map;
+  CLI::App *imagenet = nullptr, *webdataset = nullptr, *idx = nullptr, *hdf5 = nullptr,
+           *mat = nullptr, *svhn = nullptr;
 
   // What every pack command shares: OUT, shards, order, strictness.
   void Common(CLI::App* sub, bool images, bool seeded, bool out = true) {
@@ -389,7 +394,7 @@ struct PackCommands {
     sub->add_option("--part", part,
                     "write only part I of N (0-based) into OUT: its shards, named as the whole "
                     "dataset's, and part.json; join the N parts with 'shardkit-pack merge'. "
-                    "Sources whose records are known up front only (idx, hdf5)")
+                    "Sources whose records are known up front only (idx, hdf5, mat, svhn)")
         ->check(kPart);
   }
   void ClassNames(CLI::App* sub) {
@@ -442,6 +447,43 @@ struct PackCommands {
         ->required();
     hdf5->add_option("--labels", h5.labels, "dataset of integer labels, N")->required();
     ClassNames(hdf5);
+    AddMat(app);
+  }
+
+  void AddMat(CLI::App& app) {
+    mat = app.add_subcommand(
+        "mat",
+        "pack a uint8 image array and integer labels from a MATLAB .mat file through libmatio: "
+        "level 5 (plain or compressed variables, as MATLAB -v6/-v7 and scipy.io.savemat save "
+        "them) or 7.3 (HDF5); record i is image i, its pixel (h, w, c) MATLAB's X(h,w,c,i) "
+        "(scipy's X[h,w,c,i]), read in slabs");
+    mat->add_option("FILE", mat_o.file, ".mat file")->required();
+    Common(mat, false, false);
+    mat->add_option("--images", mat_o.images,
+                    "variable of images, uint8: H x W x C x N or H x W x N (SVHN's X), or "
+                    "N x H x W x C or N x H x W")
+        ->required();
+    mat->add_option("--labels", mat_o.labels,
+                    "variable of labels: a vector of N integers (any numeric class; "
+                    "floating-point values must be whole)")
+        ->required();
+    mat->add_option("--layout", mat_layout,
+                    "which dimension counts the images: auto (the last or the first, whichever "
+                    "the labels' length matches), HWCN (the last) or NHWC (the first)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "HWCN", "NHWC"}));
+    mat->add_option("--label-map", label_map,
+                    "replace label values before anything else: FROM:TO,... (SVHN: 10:0); the "
+                    "classes are then --class-names, label i naming class i, else 0..max label");
+    ClassNames(mat);
+    svhn = app.add_subcommand(
+        "svhn",
+        "pack an SVHN file (train_32x32.mat, test_32x32.mat, extra_32x32.mat) as "
+        "torchvision.datasets.SVHN reads it: X (32 x 32 x 3 x N), y with label 10 as 0, classes "
+        "0..9; the same as 'mat FILE OUT --images X --labels y --layout HWCN --label-map 10:0 "
+        "--class-names 0,1,2,3,4,5,6,7,8,9'");
+    svhn->add_option("FILE", mat_o.file, "an SVHN .mat file")->required();
+    Common(svhn, false, false);
   }
 
   // An input as a part's settings name it (parts are merged only when their
@@ -525,6 +567,7 @@ struct PackCommands {
       Settings("idx", {{"images", images_id}, {"labels", labels_id}});
       return OpenIdx(images, labels, names);
     }
+    if (*mat || *svhn) return OpenMatCommand(names, argv_json);
     h5.class_names = names;
     po.created_by = CreatedBy("shardkit-pack hdf5", argv_json,
                               {{"file", h5.file}, {"images", h5.images}, {"labels", h5.labels}});
@@ -533,7 +576,37 @@ struct PackCommands {
     return OpenHdf5(h5);
   }
 
-  bool chosen() const { return *imagenet || *webdataset || *idx || *hdf5; }
+  static const char* LayoutName(MatLayout l) {
+    return l == MatLayout::kHWCN ? "HWCN" : l == MatLayout::kNHWC ? "NHWC" : "auto";
+  }
+
+  Result<std::unique_ptr<SampleSource>> OpenMatCommand(const std::vector<std::string>& names,
+                                                       const std::string& argv_json) {
+    MatOptions o = mat_o;
+    if (*svhn) {
+      o = SvhnOptions(mat_o.file);
+    } else {
+      SK_ASSIGN_OR_RETURN(o.layout, ParseMatLayout(mat_layout));
+      if (!label_map.empty()) {
+        SK_ASSIGN_OR_RETURN(o.label_map, ParseLabelMap(label_map));
+      }
+      o.class_names = names;
+    }
+    nlohmann::json map = nlohmann::json::array();
+    for (const auto& [from, to] : o.label_map) map.push_back({from, to});
+    const nlohmann::json options = {{"file", o.file},     {"images", o.images},
+                                    {"labels", o.labels}, {"layout", LayoutName(o.layout)},
+                                    {"label_map", map},   {"classes", o.class_names}};
+    const char* command = *svhn ? "svhn" : "mat";
+    po.created_by = CreatedBy(std::string("shardkit-pack ") + command, argv_json, options);
+    SK_ASSIGN_OR_RETURN(nlohmann::json file_id, InputId(o.file, /*content=*/false));
+    nlohmann::json settings = options;
+    settings["file"] = file_id;
+    Settings(command, settings);
+    return OpenMat(o);
+  }
+
+  bool chosen() const { return *imagenet || *webdataset || *idx || *hdf5 || *mat || *svhn; }
 
   int Run(const std::string& argv_json) {
     auto source = Open(argv_json);
@@ -637,7 +710,7 @@ int PackMain(int argc, char** argv, bool parse_only) {
     std::fprintf(
         stderr,
         "shardkit-pack: error: unknown command '%s'\nhint: commands are imagenet, webdataset, idx, "
-        "hdf5, merge, verify, inspect, extract, checksum; see shardkit-pack --help\n",
+        "hdf5, mat, svhn, merge, verify, inspect, extract, checksum; see shardkit-pack --help\n",
         argv[1]);
     return kExitError;
   }

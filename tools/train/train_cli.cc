@@ -59,6 +59,17 @@ void AddTrainFlags(CLI::App& app, TrainOptions* o, int* nproc, bool* no_mmap) {
   app.add_option("--size", o->size, "input side for JPEG datasets")
       ->capture_default_str()
       ->check(cli::IntIn(8, 4096));
+  app.add_option("--num-classes", o->num_classes,
+                 "classifier outputs (0: the dataset's classes; torchvision's resnet50() has 1000, "
+                 "whatever the data)")
+      ->capture_default_str()
+      ->check(cli::IntIn(0, 1 << 20));
+  cli::AddEnum(&app, "--stem", &o->stem, kStemNames,
+               "ResNet stem: torchvision's 7x7/2 conv + max-pool at every size, the small one "
+               "(3x3/1, no max-pool), or auto (small under 64 px)");
+  cli::AddEnum(
+      &app, "--normalize", &o->normalize, kNormalizeNames,
+      "on the device: ImageNet mean/std after /255, or none (/255 only: ToTensor's values)");
   app.add_option("--checkpoint-dir", o->checkpoint_dir,
                  "rank 0 writes last.pt here every epoch and on SIGTERM/SIGUSR1");
   app.add_flag("--resume", o->resume, "continue from CHECKPOINT_DIR/last.pt if it exists");
