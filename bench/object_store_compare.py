@@ -4,6 +4,8 @@
   shardkit, local disk  the dataset read cold (evicted from the page cache)
   shardkit, s3://       the same shards read from radosgw through fault_proxy,
                         which adds LATENCY_MS to every request (default options)
+  shardkit, http://     the same shards from nginx through a second fault_proxy
+                        with the same latency: a server that costs little CPU
   download, then read   the MosaicML/LitData way: every shard downloaded first
                         (8 at a time, through the same proxy), then read locally:
                         time to the first batch and to the end of the epoch
@@ -13,11 +15,16 @@
 for raw records (Fashion-MNIST's 60,000 training images, zstd blocks) and JPEG
 records (real photographs, the train transform at 224 px), 1 and 2 workers,
 full and block-local shuffles; then ten epochs of one loader from s3:// with
-its resident memory and open connections after each. Starts its own radosgw
-(tests/servers/rgw.sh) and fault_proxy, stops them by PID at the end.
+its resident memory and open connections after each. Starts its own radosgw,
+nginx (tests/servers/) and fault_proxies, stops them by PID at the end.
+
+On one machine the servers share the CPU with the loader (radosgw spends about
+a core per 200 MB/s here). --pin puts the servers and proxies on the last
+core and every loader (local and remote alike) on the others, as if the
+storage were another machine.
 
 usage: bench/object_store_compare.py [OUT] [--latency-ms 10] [--per-class 100]
-         [--workers 1,2] [--repeat 2] [--epochs 10]
+         [--workers 1,2] [--repeat 2] [--epochs 10] [--pin]
 Writes OUT/object_store.md, .csv and .svg (default OUT: out/object_store).
 """
 import argparse
@@ -25,7 +32,6 @@ import concurrent.futures
 import json
 import os
 import pathlib
-import re
 import selectors
 import shutil
 import subprocess
@@ -53,24 +59,45 @@ def parse_env(path):
     return env
 
 
-class Servers:
-    """radosgw and a fault_proxy with LATENCY_MS in front of it."""
+def start_proxy(upstream, latency_ms):
+    proxy = subprocess.Popen([str(PROXY), "--upstream", upstream, "--latency_ms", str(latency_ms)],
+                             stdout=subprocess.PIPE, text=True)
+    with selectors.DefaultSelector() as sel:
+        sel.register(proxy.stdout, selectors.EVENT_READ)
+        line = proxy.stdout.readline() if sel.select(timeout=60) else ""
+    if not line.startswith("listening "):
+        proxy.kill()
+        sys.exit("object_store_compare: fault_proxy did not start")
+    return proxy, "http://127.0.0.1:" + line.split()[1]
 
-    def __init__(self, state, latency_ms):
+
+class Servers:
+    """radosgw and nginx (serving WWW), each with a fault_proxy adding
+    LATENCY_MS in front of it."""
+
+    def __init__(self, state, www, latency_ms):
         self.state = state
-        subprocess.run([str(ROOT / "tests" / "servers" / "rgw.sh"), "start", str(state)], check=True,
+        servers = ROOT / "tests" / "servers"
+        subprocess.run([str(servers / "rgw.sh"), "start", str(state / "rgw")], check=True,
                        stdout=subprocess.DEVNULL)
-        self.rgw = parse_env(state / "env")
-        up = self.rgw["AWS_ENDPOINT_URL"].removeprefix("http://")
-        self.proxy = subprocess.Popen([str(PROXY), "--upstream", up, "--latency_ms", str(latency_ms)],
-                                      stdout=subprocess.PIPE, text=True)
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proxy.stdout, selectors.EVENT_READ)
-            line = self.proxy.stdout.readline() if sel.select(timeout=60) else ""
-        if not line.startswith("listening "):
-            self.stop()
-            sys.exit("object_store_compare: fault_proxy did not start")
-        self.proxy_url = "http://127.0.0.1:" + line.split()[1]
+        subprocess.run([str(servers / "nginx.sh"), "start", str(state / "nginx"), str(www)], check=True,
+                       stdout=subprocess.DEVNULL)
+        self.rgw = parse_env(state / "rgw" / "env")
+        nginx = parse_env(state / "nginx" / "env")
+        self.proxies = []
+        for upstream in (self.rgw["AWS_ENDPOINT_URL"], nginx["SHARDKIT_TEST_HTTP_URL"]):
+            self.proxies.append(start_proxy(upstream.removeprefix("http://"), latency_ms))
+        self.proxy_url, self.http_url = self.proxies[0][1], self.proxies[1][1]
+        self.pids = [int(p) for p in self.rgw["SHARDKIT_RGW_PIDS"].split()] + \
+            [int(nginx["SHARDKIT_NGINX_PID"])] + [p.pid for p, _ in self.proxies]
+
+    def pin(self, cpu):
+        """The servers' and proxies' threads (and nginx's workers) on CPU."""
+        for pid in self.pids:
+            subprocess.run(["taskset", "-a", "-p", "-c", str(cpu), str(pid)], stdout=subprocess.DEVNULL)
+            for child in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True,
+                                        text=True).stdout.split():
+                subprocess.run(["taskset", "-a", "-p", "-c", str(cpu), child], stdout=subprocess.DEVNULL)
 
     def env(self, through_proxy=True):
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
@@ -81,9 +108,12 @@ class Servers:
         return env
 
     def stop(self):
-        self.proxy.terminate()
-        self.proxy.wait(timeout=60)
-        subprocess.run([str(ROOT / "tests" / "servers" / "rgw.sh"), "stop", str(self.state)],
+        for proxy, _ in self.proxies:
+            proxy.terminate()
+            proxy.wait(timeout=60)
+        servers = ROOT / "tests" / "servers"
+        subprocess.run([str(servers / "rgw.sh"), "stop", str(self.state / "rgw")], stdout=subprocess.DEVNULL)
+        subprocess.run([str(servers / "nginx.sh"), "stop", str(self.state / "nginx")],
                        stdout=subprocess.DEVNULL)
 
 
@@ -119,12 +149,16 @@ def make_data(out, per_class):
     return {"raw": raw, "jpeg": jpeg}, tree
 
 
+# Where loaders run: all cores, or (--pin) all but the servers' last one.
+LOADER_CPUS = []
+
+
 def bench(path, env, kind, workers, shuffle, batches, repeat):
     """shardkit-bench loader --cold: one JSON row per worker count."""
     transform = ["--transform", "train", "--size", "224", "--batch", "64"] if kind == "jpeg" else \
         ["--transform", "none", "--batch", "256"]
-    cmd = [str(BENCH), "loader", str(path), "--workers", workers, "--shuffle", shuffle, "--cold",
-           "--batches", str(batches), "--repeat", str(repeat), "--json", *transform]
+    cmd = [*LOADER_CPUS, str(BENCH), "loader", str(path), "--workers", workers, "--shuffle", shuffle,
+           "--cold", "--batches", str(batches), "--repeat", str(repeat), "--json", *transform]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"object_store_compare: {' '.join(cmd)}: {r.stderr}")
@@ -145,7 +179,7 @@ def download_then_read(client, bucket, prefix, dest, env, kind, workers, batches
 
 
 def dataloader_boto3(url, env, workers, batches, repeat):
-    cmd = [PY, str(ROOT / "bench" / "pytorch_loader.py"), "s3objects", url, "--workers", workers,
+    cmd = [*LOADER_CPUS, PY, str(ROOT / "bench" / "pytorch_loader.py"), "s3objects", url, "--workers", workers,
            "--batch", "64", "--batches", str(batches), "--repeat", str(repeat)]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if r.returncode != 0:
@@ -178,7 +212,8 @@ for e in range(epochs):
 
 
 def growth(url, env, epochs):
-    r = subprocess.run([PY, "-c", GROWTH, url, str(epochs)], env=env, capture_output=True, text=True)
+    r = subprocess.run([*LOADER_CPUS, PY, "-c", GROWTH, url, str(epochs)], env=env, capture_output=True,
+                       text=True)
     if r.returncode != 0:
         sys.exit("object_store_compare: growth run failed: " + r.stderr)
     return [tuple(int(v) for v in line.split()) for line in r.stdout.splitlines()]
@@ -188,8 +223,9 @@ def svg(rows, path):
     """Bars: images/s of each way of reading, per configuration."""
     groups = [r for r in rows if r["what"] != "growth"]
     labels = sorted({r["config"] for r in groups}, key=lambda c: [r["config"] for r in groups].index(c))
-    ways = ["local", "s3", "download", "boto3"]
-    colors = {"local": "#4c72b0", "s3": "#dd8452", "download": "#55a868", "boto3": "#c44e52"}
+    ways = ["local", "s3", "http", "download", "boto3"]
+    colors = {"local": "#4c72b0", "s3": "#dd8452", "http": "#8172b3", "download": "#55a868",
+              "boto3": "#c44e52"}
     top = max(r["images_per_sec"] for r in groups) * 1.1
     w, h, left, bottom = 60 + 90 * len(labels), 360, 60, 300
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w + 140}" height="{h + 60}" '
@@ -222,6 +258,8 @@ def main():
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--pin", action="store_true",
+                    help="servers on the last core, loaders on the others (as if storage were remote)")
     args = ap.parse_args()
     out = pathlib.Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -229,7 +267,11 @@ def main():
         if not tool.exists():
             sys.exit(f"object_store_compare: build first: {tool} is missing")
     sets, tree = make_data(out, args.per_class)
-    servers = Servers(out / "rgw-state", args.latency_ms)
+    servers = Servers(out / "servers", out / "data", args.latency_ms)
+    if args.pin:
+        cpus = os.cpu_count()
+        servers.pin(cpus - 1)
+        LOADER_CPUS[:] = ["taskset", "-c", "0" if cpus == 2 else f"0-{cpus - 2}"]
     rows = []
     try:
         direct = servers.env(through_proxy=False)
@@ -241,9 +283,11 @@ def main():
             upload(client, bucket, d, kind)
         upload(client, bucket, tree, "objects")
         env = servers.env()
+        size = {}
         for kind, d in sets.items():
-            records = json.loads(subprocess.run([str(PACK), "inspect", str(d), "--json"], capture_output=True,
-                                                text=True, check=True).stdout)["records"]
+            info = json.loads(subprocess.run([str(PACK), "inspect", str(d), "--json"], capture_output=True,
+                                             text=True, check=True).stdout)
+            records, size[kind] = info["records"], info["bytes"]
             batch = 64 if kind == "jpeg" else 256
             batches = records // batch  # an epoch
             for shuffle in ("full", "block"):
@@ -252,11 +296,14 @@ def main():
                 local = bench(d, env, kind, args.workers, shuffle, batches, args.repeat)
                 remote = bench(f"s3://{bucket}/{kind}", env, kind, args.workers, shuffle, batches,
                                args.repeat)
-                for lr, rr in zip(local, remote):
+                web = bench(f"{servers.http_url}/{kind}", env, kind, args.workers, shuffle, batches,
+                            args.repeat)
+                for lr, rr, hr in zip(local, remote, web):
                     c = f"{config} w{lr['workers']}"
                     rows.append(dict(what="local", config=c, **pick(lr)))
-                    rows.append(dict(what="s3", config=c, **pick(rr), ratio=rr["images_per_sec"] /
-                                     lr["images_per_sec"]))
+                    for what, r in (("s3", rr), ("http", hr)):
+                        rows.append(dict(what=what, config=c, **pick(r), ratio=r["images_per_sec"] /
+                                         lr["images_per_sec"], fetched=r["storage_bytes"] / size[kind]))
             log("download, then read", kind)
             secs, row = download_then_read(servers_client(servers), bucket, kind, out / "downloaded",
                                            env, kind, args.workers.split(",")[-1], batches)
@@ -281,7 +328,7 @@ def servers_client(servers):
 
 def pick(r):
     keys = ("workers", "images_per_sec", "seconds", "open_seconds", "first_batch_seconds",
-            "storage_per_record_byte", "reads_in_flight_mean", "read_latency_ms", "peak_rss_bytes")
+            "reads_in_flight_mean", "read_latency_ms", "peak_rss_bytes")
     return {k: r.get(k, 0) for k in keys}
 
 
@@ -293,19 +340,24 @@ def report(rows, out, args):
         w.writeheader()
         w.writerows(rows)
     svg(rows, out / "object_store.svg")
-    md = [f"Cold reads; s3:// is radosgw behind fault_proxy adding {args.latency_ms:g} ms to every "
-          "request; default options. images/s; in brackets s3:// as a fraction of local disk.", "",
-          "| records, shuffle, workers | local disk | s3:// | s3:// / local | open s | first batch s "
-          "| fetched / used bytes | reads in flight | ms per read |",
-          "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    where = ("servers and proxies on the last core, loaders on the others" if args.pin else
+             "servers, proxies and loaders sharing every core")
+    md = [f"Cold reads of a whole epoch; s3:// is radosgw, http:// is nginx, each behind fault_proxy "
+          f"adding {args.latency_ms:g} ms to every request; default options; {where}. images/s, and "
+          "each remote rate as a fraction of local disk's. Fetched: bytes received per byte of the "
+          "dataset (one epoch reads each record once).", "",
+          "| records, shuffle, workers | local disk | s3:// | s3 / local | http:// | http / local "
+          "| s3 open + first batch s | s3 fetched | s3 reads in flight | s3 ms per read |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if r["what"] != "s3":
             continue
         lo = next(x for x in rows if x["what"] == "local" and x["config"] == r["config"])
+        web = next(x for x in rows if x["what"] == "http" and x["config"] == r["config"])
         md.append(f"| {r['config']} | {lo['images_per_sec']:.0f} | {r['images_per_sec']:.0f} | "
-                  f"{r['ratio']:.2f}x | {r['open_seconds']:.2f} | {r['first_batch_seconds']:.2f} | "
-                  f"{r['storage_per_record_byte']:.2f} | {r['reads_in_flight_mean']:.0f} | "
-                  f"{r['read_latency_ms']:.1f} |")
+                  f"{r['ratio']:.2f}x | {web['images_per_sec']:.0f} | {web['ratio']:.2f}x | "
+                  f"{r['open_seconds']:.2f} + {r['first_batch_seconds']:.2f} | {r['fetched']:.2f} | "
+                  f"{r['reads_in_flight_mean']:.0f} | {r['read_latency_ms']:.1f} |")
     md += ["", "The ways people read object storage today, the same epoch:", "",
            "| way | records | workers | images/s | first batch s | epoch s |", "|---|---|---:|---:|---:|---:|"]
     for r in rows:

@@ -134,6 +134,40 @@ def test_verify_finds_a_flipped_byte_in_a_remote_shard(datasets, rgw, nginx, s3,
     assert f"s3://{bucket}/flipped/shard-00002.sks" in r.stdout + r.stderr
 
 
+SKIP = textwrap.dedent("""
+    import sys, hashlib, shardkit
+    out = []
+    for path in sys.argv[1:]:
+        loader = shardkit.Loader(path, batch_size=8, transform="none", size=32, rank=0, world_size=1,
+                                 seed=1, shuffle="full", workers=2, on_corrupt="skip")
+        h = hashlib.sha256()
+        for x, y in loader:
+            h.update(x.numpy().tobytes() + y.numpy().tobytes())
+        st = loader.stats()
+        out.append((h.hexdigest(), st["corrupt_records"], st["samples_replaced"]))
+    assert out[0] == out[1], out
+    print("same", out[0][1], out[0][2])
+""")
+
+
+def test_the_skip_policy_on_a_damaged_remote_shard_is_the_local_one(datasets, rgw, nginx, s3,
+                                                                     tmp_path):
+    sets, bucket = datasets
+    src, damaged = pathlib.Path(sets["jpeg"]["local"]), tmp_path / "damaged"
+    shutil.copytree(src, damaged)
+    shard = damaged / "shard-00001.sks"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 4] ^= 0x40  # inside a record: its CRC fails
+    shard.write_bytes(bytes(data))
+    client = s3(rgw)
+    for f in sorted(damaged.iterdir()):
+        client.upload_file(str(f), bucket, f"damaged/{f.name}")
+    r = run(["/usr/bin/python3", "-c", SKIP, str(damaged), f"s3://{bucket}/damaged"],
+            child_env(rgw, nginx))
+    words = r.stdout.split()
+    assert words[0] == "same" and int(words[1]) >= 1 and int(words[2]) >= 1, r.stdout
+
+
 RESUME = textwrap.dedent("""
     import sys, hashlib, shardkit
     url, local, stop = sys.argv[1], sys.argv[2], int(sys.argv[3])
