@@ -11,14 +11,21 @@
 //
 // The read path (buffered pread, a read-only mapping, O_DIRECT) is the
 // implementation's choice: readers say how they will read (AccessHints) and
-// the file picks. Writing (base/file_io.h) stays POSIX: shards are written
-// to a local or shared filesystem and published by rename.
+// the file picks.
+//
+// Writing a dataset goes through the same seam: a WritableFile per file,
+// and the directory operations publishing needs (rename, remove, list, sync,
+// a writer's lock). POSIX has them all (base/posix_env.cc); object storage
+// writes whole objects, each visible only once closed, and has no renames
+// or locks (its datasets are published by writing the manifest last: see
+// shardkit-pack push). base/file_io.h keeps the POSIX helpers' names.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 
@@ -97,6 +104,52 @@ class RandomAccessFile {
   virtual void Abort() const {}
 };
 
+// A file being written: appended to, then closed. Not thread-safe. Keeps a
+// CRC32C of every byte appended. What was appended is the file's once Close
+// returns OK; a file destroyed without Close (an error on the way) may be
+// left partly written (POSIX) or not at all (object storage: an upload that
+// is not completed leaves no object).
+class WritableFile {
+ public:
+  WritableFile() = default;
+  WritableFile(const WritableFile&) = delete;
+  WritableFile& operator=(const WritableFile&) = delete;
+  virtual ~WritableFile() = default;
+  // Opens `path` for writing through the POSIX filesystem (Env::Default()),
+  // created or truncated.
+  static Result<std::unique_ptr<WritableFile>> Create(const std::string& path);
+
+  Status Append(const void* data, size_t n);
+  Status Append(std::string_view s) { return Append(s.data(), s.size()); }
+  // What was appended so far is durable (POSIX: written and fsynced; object
+  // storage: nothing until Close).
+  virtual Status Sync() = 0;
+  // Writes what is left and ends the file; idempotent.
+  virtual Status Close() = 0;
+  virtual const std::string& path() const = 0;
+  uint64_t size() const { return size_; }
+  uint32_t crc32c() const { return crc_; }
+
+ protected:
+  virtual Status AppendBytes(const char* data, size_t n) = 0;
+
+ private:
+  uint64_t size_ = 0;
+  uint32_t crc_ = 0;
+};
+
+// An exclusive writer's lock on a dataset directory, held until destroyed.
+class DirLock {
+ public:
+  DirLock() = default;
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+  virtual ~DirLock() = default;
+  // Env::Default()->LockDir(dir).
+  static Result<std::unique_ptr<DirLock>> Acquire(const std::string& dir);
+};
+inline constexpr char kLockFileName[] = ".shardkit.lock";
+
 // What a backend fetched from storage since it was made: requests sent,
 // bytes of their replies' bodies, tries that were retried. Zeros where a
 // backend does not count (POSIX: /proc/self/io tells).
@@ -129,6 +182,31 @@ class Env {
   // readers then keep more reads in flight and open files in parallel.
   virtual bool remote() const { return false; }
   virtual StorageCounters counters() const { return StorageCounters(); }
+
+  // Writing. A backend that cannot do one of these says so (Unsupported,
+  // naming the path and what it cannot do).
+  //
+  // `path` created, or truncated if it exists (something else than a file
+  // there is refused by path).
+  virtual Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path);
+  // Atomically replaces `to` by `from` (POSIX rename).
+  virtual Status RenameFile(const std::string& from, const std::string& to);
+  // Removes a file; one that does not exist is no error.
+  virtual Status RemoveFile(const std::string& path);
+  // Makes `dir` and its parents exist (object storage: nothing to do).
+  virtual Status CreateDirs(const std::string& dir);
+  // Makes the directory's entries (renames, new files) durable.
+  virtual Status SyncDir(const std::string& dir);
+  // The names (not paths) of the entries of `dir`, sorted.
+  virtual Result<std::vector<std::string>> ListDir(const std::string& dir);
+  // An exclusive writer's lock on `dir`: a second writer is refused at
+  // once, naming the directory.
+  virtual Result<std::unique_ptr<DirLock>> LockDir(const std::string& dir);
 };
+
+// Writes `data` to `path` so that it is either whole or absent: POSIX writes
+// path.tmp, syncs it, renames it over `path` and syncs the directory; object
+// storage puts the object whole (it appears only once complete).
+Status WriteFileAtomic(Env* env, const std::string& path, std::string_view data);
 
 }  // namespace shardkit

@@ -1,0 +1,98 @@
+// The storage seam's parts that no backend owns: the defaults of Env and
+// RandomAccessFile, WritableFile's checksum, WriteFileAtomic.
+#include "base/env.h"
+
+#include "base/crc32c.h"
+#include "base/file_io.h"
+
+namespace shardkit {
+
+Status RandomAccessFile::View(uint64_t offset, size_t n, std::string_view* out) const {
+  return Status::Unsupported(path() + ": no views of this file (not mapped)");
+}
+
+namespace {
+class CopiedRegion final : public FileRegion {
+ public:
+  explicit CopiedRegion(std::string data) : data_(std::move(data)) { bytes_ = data_; }
+
+ private:
+  std::string data_;
+};
+
+Status Cannot(const std::string& path, const char* what) {
+  return Status::Unsupported(path + ": this storage cannot " + what);
+}
+}  // namespace
+
+Result<std::unique_ptr<FileRegion>> RandomAccessFile::MapRegion(uint64_t offset, size_t n) const {
+  std::string data(n, '\0');
+  SK_RETURN_IF_ERROR(Read(offset, n, data.data()));
+  return std::unique_ptr<FileRegion>(new CopiedRegion(std::move(data)));
+}
+
+Result<std::string> Env::ReadFile(const std::string& path, uint64_t max_size) {
+  SK_ASSIGN_OR_RETURN(auto file, OpenForReads(path));
+  if (file->size() > max_size) {
+    return Status::InvalidArgument(path + ": file is " + std::to_string(file->size()) +
+                                   " bytes, more than the limit of " + std::to_string(max_size));
+  }
+  std::string data(file->size(), '\0');
+  SK_RETURN_IF_ERROR(file->Read(0, data.size(), data.data()));
+  return data;
+}
+
+Result<std::unique_ptr<WritableFile>> Env::NewWritableFile(const std::string& path) {
+  return Cannot(path, "write files");
+}
+Status Env::RenameFile(const std::string& from, const std::string& to) {
+  return Cannot(from, "rename files");
+}
+Status Env::RemoveFile(const std::string& path) { return Cannot(path, "remove files"); }
+Status Env::CreateDirs(const std::string& dir) { return Cannot(dir, "create directories"); }
+Status Env::SyncDir(const std::string& dir) { return Cannot(dir, "sync directories"); }
+Result<std::vector<std::string>> Env::ListDir(const std::string& dir) {
+  return Cannot(dir, "list directories");
+}
+Result<std::unique_ptr<DirLock>> Env::LockDir(const std::string& dir) {
+  return Cannot(dir, "lock a directory against other writers");
+}
+
+Status WritableFile::Append(const void* data, size_t n) {
+  crc_ = crc32c::Extend(crc_, data, n);
+  size_ += n;
+  return AppendBytes(static_cast<const char*>(data), n);
+}
+
+Result<std::unique_ptr<WritableFile>> WritableFile::Create(const std::string& path) {
+  return Env::Default()->NewWritableFile(path);
+}
+
+Result<std::unique_ptr<DirLock>> DirLock::Acquire(const std::string& dir) {
+  return Env::Default()->LockDir(dir);
+}
+
+Status WriteFileAtomic(Env* env, const std::string& path, std::string_view data) {
+  if (env->remote()) {  // an object appears only once whole
+    SK_ASSIGN_OR_RETURN(auto f, env->NewWritableFile(path));
+    SK_RETURN_IF_ERROR(f->Append(data));
+    return f->Close();
+  }
+  const std::string tmp = path + ".tmp";
+  {
+    SK_ASSIGN_OR_RETURN(auto f, env->NewWritableFile(tmp));
+    Status s = f->Append(data);
+    if (s.ok()) s = f->Sync();
+    if (s.ok()) s = f->Close();
+    if (!s.ok()) {
+      env->RemoveFile(tmp).IgnoreError();
+      return s;
+    }
+  }
+  SK_RETURN_IF_ERROR(env->RenameFile(tmp, path));
+  std::string dir = ".";
+  if (auto slash = path.rfind('/'); slash != std::string::npos) dir = path.substr(0, slash + 1);
+  return env->SyncDir(dir);
+}
+
+}  // namespace shardkit
