@@ -72,6 +72,9 @@ class RandomAccessFile {
   virtual ~RandomAccessFile() = default;
   virtual const std::string& path() const = 0;
   virtual uint64_t size() const = 0;
+  // What the storage calls this version of the file's bytes, where it names
+  // them (object storage: the ETag, taken at open); empty otherwise.
+  virtual std::string version() const { return ""; }
   // Reads exactly n bytes at offset into dst. A range past the end, or a
   // short read, is a Corruption error naming the path and offset; a failed
   // read an IOError.

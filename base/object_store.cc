@@ -198,6 +198,7 @@ class ObjectFile;
 
 class ObjectStore final : public Env {
  public:
+  using Query = std::vector<std::pair<std::string, std::string>>;
   ObjectStore(const ObjectStoreOptions& o, bool s3) : o_(o), s3_(s3), client_(o.http) {
     const size_t scheme_end = o.endpoint.find("://");
     std::string rest = o.endpoint.substr(scheme_end == std::string::npos ? 0 : scheme_end + 3);
@@ -222,6 +223,15 @@ class ObjectStore final : public Env {
   }
   Result<std::string> ReadFile(const std::string& path, uint64_t max_size) override;
   bool remote() const override { return true; }
+  // Writing (S3 only; a web server is read here, never written).
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
+  Status RemoveFile(const std::string& path) override;
+  Status CreateDirs(const std::string& dir) override { return WritableStore(dir); }
+  Status SyncDir(const std::string& dir) override { return WritableStore(dir); }
+  Result<std::vector<std::string>> ListDir(const std::string& dir) override;
+  // One request with retries; a 2xx reply (S3's "200 with an error" refused).
+  Result<HttpResponse> Call(const Target& t, const std::string& method, const Query& query,
+                            std::string_view body, const std::vector<std::string>& headers);
   StorageCounters counters() const override {
     StorageCounters c;
     c.requests = requests_.load();
@@ -241,6 +251,10 @@ class ObjectStore final : public Env {
   }
 
   Result<Target> Resolve(const std::string& path) const;
+  Status WritableStore(const std::string& path) const {
+    return s3_ ? Status::OK()
+               : Status::Unsupported(path + ": a web server is read-only here (write to s3://)");
+  }
   Result<ObjectInfo> Head(const Target& t, const std::atomic<bool>* abort);
   Status GetRange(const Target& t, const ObjectInfo& info, uint64_t offset, size_t n, char* dst,
                   const std::atomic<bool>* abort);
@@ -258,7 +272,10 @@ class ObjectStore final : public Env {
   uint64_t NextFileId() { return next_file_.fetch_add(1); }
 
  private:
-  void Sign(const Target& t, HttpRequest* q) const;
+  // Sets q->url (with `query`) and, for S3, the Host header and the
+  // signature (over `query` and the body's SHA-256).
+  void Sign(const Target& t, HttpRequest* q, const Query& query = {},
+            const std::string& payload_sha256 = sigv4::kEmptyPayloadSha256) const;
   // Tries `once` until it is done or fails for good, or retry_seconds pass
   // without progress; waits (backoff with full jitter) between tries.
   Status WithRetries(const std::string& shown, const std::atomic<bool>* abort,
@@ -299,7 +316,9 @@ Result<Target> ObjectStore::Resolve(const std::string& path) const {
   return t;
 }
 
-void ObjectStore::Sign(const Target& t, HttpRequest* q) const {
+void ObjectStore::Sign(const Target& t, HttpRequest* q, const Query& query,
+                       const std::string& payload_sha256) const {
+  q->url = query.empty() ? t.url : t.url + "?" + sigv4::CanonicalQuery(query);
   if (!s3_) return;
   q->headers.push_back("Host: " + t.host);
   if (!o_.sign) return;
@@ -307,6 +326,8 @@ void ObjectStore::Sign(const Target& t, HttpRequest* q) const {
   r.method = q->method;
   r.host = t.host;
   r.encoded_path = t.encoded_path;
+  r.query = query;
+  r.payload_sha256 = payload_sha256;
   const sigv4::Signed s = sigv4::Sign(r, o_.credentials, o_.region, std::time(nullptr));
   q->headers.insert(q->headers.end(), s.headers.begin(), s.headers.end());
 }
@@ -489,6 +510,7 @@ class ObjectFile final : public RandomAccessFile {
   }
   const std::string& path() const override { return t_.shown; }
   uint64_t size() const override { return info_.size; }
+  std::string version() const override { return info_.etag; }
   Status Read(uint64_t offset, size_t n, void* dst) const override;
   void WillNeed(uint64_t offset, size_t n) const override;
   void Abort() const override {
@@ -594,7 +616,214 @@ Result<std::unique_ptr<RandomAccessFile>> ObjectStore::OpenForReads(const std::s
   return std::unique_ptr<RandomAccessFile>(new ObjectFile(this, std::move(t), std::move(info)));
 }
 
+Result<HttpResponse> ObjectStore::Call(const Target& t, const std::string& method,
+                                       const Query& query, std::string_view body,
+                                       const std::vector<std::string>& headers) {
+  HttpResponse out;
+  const std::string sha = sigv4::Sha256Hex(body);
+  SK_RETURN_IF_ERROR(WithRetries(t.shown, nullptr, [&]() -> Attempt {
+    HttpRequest q;
+    q.method = method;
+    q.body = body;
+    q.max_body = 16 << 20;
+    q.headers = headers;
+    Sign(t, &q, query, sha);
+    HttpResponse r = Perform(q, nullptr);
+    Attempt a = Judge(r, t.shown, where_);
+    if (a.verdict != Attempt::kDone) return a;
+    if (r.body.find("<Error>") != std::string::npos) {  // S3 may say 200, then fail
+      const std::string code = XmlField(r.body, "Code");
+      if (Retryable(500, code)) return Retry("HTTP 200 with error " + code);
+      return Fail(Status::IOError(t.shown + ": " + code + ": " + XmlField(r.body, "Message")));
+    }
+    out = std::move(r);
+    return a;
+  }));
+  return out;
+}
+
+Status ObjectStore::RemoveFile(const std::string& path) {
+  SK_RETURN_IF_ERROR(WritableStore(path));
+  SK_ASSIGN_OR_RETURN(const Target t, Resolve(path));
+  auto r = Call(t, "DELETE", {}, {}, {});
+  if (!r.ok() && r.status().IsNotFound()) return Status::OK();
+  return r.status();
+}
+
+// The XML entities S3 escapes in keys.
+std::string XmlText(std::string s) {
+  const std::pair<const char*, const char*> entities[] = {
+      {"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&apos;", "'"}, {"&amp;", "&"}};
+  for (const auto& [from, to] : entities) {
+    for (size_t i = 0; (i = s.find(from, i)) != std::string::npos; i += std::strlen(to)) {
+      s.replace(i, std::strlen(from), to);
+    }
+  }
+  return s;
+}
+
+Result<std::vector<std::string>> ObjectStore::ListDir(const std::string& dir) {
+  SK_RETURN_IF_ERROR(WritableStore(dir));
+  std::string path = dir;
+  while (!path.empty() && path.back() == '/') path.pop_back();
+  SK_ASSIGN_OR_RETURN(Target t, Resolve(path + "/"));
+  const std::string prefix = t.encoded_path.substr(t.encoded_path.find('/', 1) + 1);
+  std::string key_prefix;  // the prefix as S3 names keys: unencoded
+  if (const size_t slash = path.find('/', 5); slash != std::string::npos) {
+    key_prefix = path.substr(slash + 1) + "/";
+  }
+  // The bucket itself: the listing is a GET of the bucket with a prefix.
+  t.encoded_path = t.encoded_path.substr(0, t.encoded_path.size() - prefix.size());
+  t.url = t.url.substr(0, t.url.size() - prefix.size());
+  std::vector<std::string> names;
+  std::string token;
+  for (;;) {
+    Query q = {{"list-type", "2"}, {"prefix", key_prefix}, {"delimiter", "/"}};
+    if (!token.empty()) q.push_back({"continuation-token", token});
+    SK_ASSIGN_OR_RETURN(HttpResponse r, Call(t, "GET", q, {}, {}));
+    for (const char* tag : {"Key", "Prefix"}) {
+      const std::string open = std::string("<") + tag + ">", close = std::string("</") + tag + ">";
+      for (size_t i = 0; (i = r.body.find(open, i)) != std::string::npos;) {
+        const size_t e = r.body.find(close, i);
+        if (e == std::string::npos) break;
+        std::string name = XmlText(r.body.substr(i + open.size(), e - i - open.size()));
+        i = e;
+        if (name.size() <= key_prefix.size() ||
+            name.compare(0, key_prefix.size(), key_prefix) != 0) {
+          continue;  // the listing's own <Prefix>
+        }
+        name = name.substr(key_prefix.size());
+        if (!name.empty() && name.back() == '/') name.pop_back();
+        names.push_back(std::move(name));
+      }
+    }
+    if (XmlField(r.body, "IsTruncated") != "true") break;
+    token = XmlText(XmlField(r.body, "NextContinuationToken"));
+    if (token.empty()) break;
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+// An object written through a buffer: one PUT when it is closed at
+// kObjectPartBytes or less, else a multipart upload of kObjectPartBytes
+// parts, each sent with its Content-MD5 and its ETag checked; the object
+// exists only once Close completes it (an upload abandoned is aborted).
+class ObjectWritableFile final : public WritableFile {
+ public:
+  ObjectWritableFile(ObjectStore* store, Target t) : store_(store), t_(std::move(t)) {}
+  ~ObjectWritableFile() override {
+    if (!upload_id_.empty() && !closed_) {
+      store_->Call(t_, "DELETE", {{"uploadId", upload_id_}}, {}, {}).status().IgnoreError();
+    }
+  }
+  const std::string& path() const override { return t_.shown; }
+  Status Sync() override { return Status::OK(); }
+  Status Close() override {
+    if (closed_) return status_;
+    closed_ = true;
+    status_ = Finish();
+    buffer_ = std::string();
+    return status_;
+  }
+
+ protected:
+  Status AppendBytes(const char* data, size_t n) override {
+    if (closed_) return Status::IOError(t_.shown + ": append after close");
+    buffer_.append(data, n);
+    etag_.Update(std::string_view(data, n));
+    while (buffer_.size() > kObjectPartBytes) {
+      SK_RETURN_IF_ERROR(UploadPart(std::string_view(buffer_).substr(0, kObjectPartBytes)));
+      buffer_.erase(0, kObjectPartBytes);
+    }
+    return Status::OK();
+  }
+
+ private:
+  // Sends `body` with its MD5 and checks the ETag S3 answers with.
+  Status Put(const ObjectStore::Query& query, std::string_view body, std::string* etag) {
+    const std::string md5 = sigv4::Md5(body);
+    SK_ASSIGN_OR_RETURN(HttpResponse r, store_->Call(t_, "PUT", query, body,
+                                                     {"Content-MD5: " + sigv4::Base64(md5)}));
+    *etag = r.header("etag");
+    if (*etag != "\"" + sigv4::Hex(md5) + "\"") {
+      return Status::IOError(t_.shown + ": the server stored " + std::to_string(body.size()) +
+                             " bytes as ETag " + *etag + ", not the MD5 sent (" + sigv4::Hex(md5) +
+                             ")");
+    }
+    return Status::OK();
+  }
+  Status UploadPart(std::string_view part) {
+    if (upload_id_.empty()) {
+      SK_ASSIGN_OR_RETURN(HttpResponse r, store_->Call(t_, "POST", {{"uploads", ""}}, {}, {}));
+      upload_id_ = XmlText(XmlField(r.body, "UploadId"));
+      if (upload_id_.empty())
+        return Status::IOError(t_.shown + ": no UploadId in the server's reply");
+    }
+    std::string etag;
+    const int number = static_cast<int>(parts_.size()) + 1;
+    SK_RETURN_IF_ERROR(
+        Put({{"partNumber", std::to_string(number)}, {"uploadId", upload_id_}}, part, &etag));
+    parts_.push_back(etag);
+    return Status::OK();
+  }
+  Status Finish() {
+    std::string etag;
+    if (upload_id_.empty()) return Put({}, buffer_, &etag);
+    if (!buffer_.empty()) SK_RETURN_IF_ERROR(UploadPart(buffer_));
+    std::string xml = "<CompleteMultipartUpload>";
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + parts_[i] +
+             "</ETag></Part>";
+    }
+    xml += "</CompleteMultipartUpload>";
+    SK_ASSIGN_OR_RETURN(HttpResponse r,
+                        store_->Call(t_, "POST", {{"uploadId", upload_id_}}, xml, {}));
+    upload_id_.clear();  // complete: nothing to abort
+    const std::string got = XmlText(XmlField(r.body, "ETag")), want = etag_.Finish();
+    if (!got.empty() && got != want) {
+      return Status::IOError(t_.shown + ": the completed upload's ETag is " + got + ", not " +
+                             want);
+    }
+    return Status::OK();
+  }
+
+  ObjectStore* const store_;
+  const Target t_;
+  std::string buffer_, upload_id_;
+  std::vector<std::string> parts_;  // their ETags, as S3 answered
+  ObjectETag etag_;
+  bool closed_ = false;
+  Status status_;
+};
+
+Result<std::unique_ptr<WritableFile>> ObjectStore::NewWritableFile(const std::string& path) {
+  SK_RETURN_IF_ERROR(WritableStore(path));
+  SK_ASSIGN_OR_RETURN(Target t, Resolve(path));
+  return std::unique_ptr<WritableFile>(new ObjectWritableFile(this, std::move(t)));
+}
+
 }  // namespace
+
+void ObjectETag::Update(std::string_view data) {
+  size_ += data.size();
+  while (!data.empty()) {
+    const size_t take = std::min(data.size(), kObjectPartBytes - part_.size());
+    part_.append(data.substr(0, take));
+    data.remove_prefix(take);
+    if (part_.size() == kObjectPartBytes && !data.empty()) {
+      md5s_ += sigv4::Md5(part_);
+      part_.clear();
+    }
+  }
+}
+
+std::string ObjectETag::Finish() const {
+  if (md5s_.empty()) return "\"" + sigv4::Hex(sigv4::Md5(part_)) + "\"";
+  const std::string all = md5s_ + sigv4::Md5(part_);
+  return "\"" + sigv4::Hex(sigv4::Md5(all)) + "-" + std::to_string(all.size() / 16) + "\"";
+}
 
 bool IsObjectStoreUrl(const std::string& path) {
   return path.rfind("s3://", 0) == 0 || path.rfind("http://", 0) == 0 ||

@@ -65,6 +65,25 @@ struct ObjectStoreOptions {
   static Result<ObjectStoreOptions> FromEnvironment();
 };
 
+// Objects of S3 are written in parts of this size (one PUT up to it, a
+// multipart upload above it).
+inline constexpr size_t kObjectPartBytes = 16 << 20;
+
+// The ETag S3 gives an object written by this file's Env: the MD5 of its
+// bytes, or of its parts' MD5s and "-N" for N parts of kObjectPartBytes; a
+// publisher compares it with the one a HEAD answers to tell whether an
+// object holds a file's bytes. (Holds a part in memory.)
+class ObjectETag {
+ public:
+  void Update(std::string_view data);
+  std::string Finish() const;  // quoted, as S3 answers it
+  uint64_t size() const { return size_; }
+
+ private:
+  std::string part_, md5s_;
+  uint64_t size_ = 0;
+};
+
 // Whether `path` is a URL this file's Envs read: s3://, http://, https://.
 bool IsObjectStoreUrl(const std::string& path);
 

@@ -12,7 +12,7 @@ namespace shardkit {
 namespace sigv4 {
 namespace {
 
-std::string Hex(const unsigned char* p, size_t n) {
+std::string HexOf(const unsigned char* p, size_t n) {
   static const char kDigits[] = "0123456789abcdef";
   std::string out(2 * n, '\0');
   for (size_t i = 0; i < n; ++i) {
@@ -53,11 +53,31 @@ std::string Trim(std::string_view v) {
 
 }  // namespace
 
+std::string Md5(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(data.data(), data.size(), md, &n, EVP_md5(), nullptr);
+  return std::string(reinterpret_cast<const char*>(md), n);
+}
+
+std::string Hex(std::string_view bytes) {
+  return HexOf(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+}
+
+std::string Base64(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(bytes.data()),
+                                static_cast<int>(bytes.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
 std::string Sha256Hex(std::string_view data) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
   EVP_Digest(data.data(), data.size(), md, &n, EVP_sha256(), nullptr);
-  return Hex(md, n);
+  return HexOf(md, n);
 }
 
 std::string UriEncode(std::string_view s, bool encode_slash) {
@@ -121,7 +141,7 @@ Signed Sign(const Request& r, const Credentials& c, const std::string& region, s
   key = Hmac(key, service);
   key = Hmac(key, "aws4_request");
   const std::string sig = Hmac(key, out.string_to_sign);
-  out.signature = Hex(reinterpret_cast<const unsigned char*>(sig.data()), sig.size());
+  out.signature = HexOf(reinterpret_cast<const unsigned char*>(sig.data()), sig.size());
 
   out.headers.push_back(std::string("x-amz-date: ") + amz_date);
   out.headers.push_back("x-amz-content-sha256: " + r.payload_sha256);

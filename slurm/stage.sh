@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Stage a shardkit dataset from the shared filesystem (GPFS, EBS, NFS) to
-# node-local disk. Run it once per node (in a job: srun --ntasks-per-node=1).
+# Stage a shardkit dataset from the shared filesystem (GPFS, EBS, NFS) or
+# from object storage (s3://BUCKET/PREFIX, http(s)://HOST/PATH, read as
+# docs/object_storage.md says) to node-local disk. Run it once per node (in a
+# job: srun --ntasks-per-node=1); stagers of one DEST at once take turns (a
+# lock in DEST), so the node downloads once whoever calls it.
 #
 #   slurm/stage.sh SRC_DATASET [DEST] [--jobs N]
 #
@@ -29,26 +32,45 @@ case "$JOBS" in ''|*[!0-9]*) echo "stage: --jobs '$JOBS' is not an integer in 1.
 [ "$JOBS" -ge 1 ] && [ "$JOBS" -le 64 ] || { echo "stage: --jobs $JOBS is not in 1..64" >&2; exit 2; }
 PACK=${SHARDKIT_PACK:-$(command -v shardkit-pack || echo "$(dirname "$0")/../build/tools/pack/shardkit-pack")}
 [ -x "$PACK" ] || { echo "stage: shardkit-pack not found (set SHARDKIT_PACK)" >&2; exit 2; }
-[ -f "$SRC/manifest.json" ] || { echo "stage: $SRC is not a shardkit dataset (no manifest.json)" >&2; exit 2; }
+case "$SRC" in s3://*|http://*|https://*) REMOTE=1 ;; *) REMOTE=0 ;; esac
+if [ "$REMOTE" = 0 ] && [ ! -f "$SRC/manifest.json" ]; then
+  echo "stage: $SRC is not a shardkit dataset (no manifest.json)" >&2; exit 2
+fi
 if [ -z "$DEST" ]; then
-  DEST=${SLURM_TMPDIR:-${TMPDIR:-/tmp}}/$(basename "$(realpath "$SRC")")
+  name=$([ "$REMOTE" = 1 ] && basename "${SRC%/}" || basename "$(realpath "$SRC")")
+  DEST=${SLURM_TMPDIR:-${TMPDIR:-/tmp}}/$name
 fi
 NODE=${SLURMD_NODENAME:-$(hostname)}
 # Staging onto the source: same resolved path, or (through a bind mount or a
 # symlinked parent) the same directory inode. Nothing to copy, nothing to touch.
 same_dir() { [ -d "$2" ] && [ "$(stat -L -c %d:%i "$1")" = "$(stat -L -c %d:%i "$2")" ]; }
-if [ "$(realpath -m "$DEST")" = "$(realpath -m "$SRC")" ] || same_dir "$SRC" "$DEST"; then
+if [ "$REMOTE" = 0 ] && { [ "$(realpath -m "$DEST")" = "$(realpath -m "$SRC")" ] || same_dir "$SRC" "$DEST"; }; then
   echo "stage[$NODE]: $DEST is the source dataset itself; nothing to stage (source left untouched)"
   exit 0
 fi
 mkdir -p "$DEST"
+# One stager of DEST at a time: the node's ranks (or jobs) that stage the same
+# dataset there wait for the first, then find every shard intact.
+exec 9>"$DEST/.stage.lock"
+flock 9
+# What a killed stager left half-copied (never renamed into place) goes.
+rm -f "$DEST"/.*.staging.* 2>/dev/null || true
+
+# One file of the source to a local file: cp, or a download.
+fetch() {  # SRC_FILE DST_FILE
+  if [ "$REMOTE" = 1 ]; then "$PACK" get "$1" "$2" >/dev/null; else cp "$1" "$2"; fi
+}
+export -f fetch
+export REMOTE
 
 # file<TAB>bytes<TAB>crc32c, from the source manifest.
-LIST=$("$PACK" inspect --shards "$SRC")
+LIST=$("$PACK" inspect --shards "$SRC") || exit 2
 need=0
 while IFS=$'\t' read -r file bytes crc; do
   # Never open a FIFO or device for reading: cp would block on it.
-  [ -f "$SRC/$file" ] || { echo "stage[$NODE]: $SRC/$file: missing or not a regular file" >&2; exit 2; }
+  if [ "$REMOTE" = 0 ] && [ ! -f "$SRC/$file" ]; then
+    echo "stage[$NODE]: $SRC/$file: missing or not a regular file" >&2; exit 2
+  fi
   if [ -f "$DEST/$file" ] && [ "$(stat -c %s "$DEST/$file")" = "$bytes" ]; then continue; fi
   need=$((need + bytes))
 done <<< "$LIST"
@@ -69,7 +91,7 @@ stage_one() {  # file bytes crc
     return 0
   fi
   tmp="$DEST/.$file.staging.$$.$RANDOM"
-  cp "$SRC/$file" "$tmp"
+  fetch "$SRC/$file" "$tmp" || { rm -f "$tmp"; return 1; }
   local got
   got=$("$PACK" checksum "$tmp" | cut -f1)
   if [ "$got" != "$crc" ]; then
@@ -93,7 +115,7 @@ end=$(date +%s.%N)
 copied=$(grep -c copied <<< "$results" || true)
 copied_bytes=$(awk '/^copied/ {s += $2} END {print s + 0}' <<< "$results")
 skipped=$(grep -c skipped <<< "$results" || true)
-cp "$SRC/manifest.json" "$DEST/.manifest.json.staging"
+fetch "$SRC/manifest.json" "$DEST/.manifest.json.staging"
 mv -f "$DEST/.manifest.json.staging" "$DEST/manifest.json"
 awk -v b="$copied_bytes" -v s="$start" -v e="$end" -v c="$copied" -v k="$skipped" -v n="$NODE" -v d="$DEST" 'BEGIN {
   t = e - s; if (t <= 0) t = 1e-9

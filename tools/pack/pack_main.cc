@@ -26,6 +26,7 @@
 #include "ingest/text.h"
 #include "ingest/tree_source.h"
 #include "ingest/webdataset_source.h"
+#include "shard/publish.h"
 #include "shard/shard.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
@@ -231,6 +232,41 @@ int RunChecksum(const std::vector<std::string>& files) {
     std::printf("%s\t%llu\t%s\n", Crc32cHex(*crc).c_str(), (unsigned long long)*size, f.c_str());
   }
   return rc;
+}
+
+// push: the dataset to s3://, shards first, the manifest last.
+int RunPush(const std::string& dir, const std::string& url, const PushOptions& o) {
+  Progress bar("push", 0, "bytes");
+  PushReport r;
+  Status s = PushDataset(
+      dir, url, o,
+      [&](uint64_t done, uint64_t total) {
+        bar.SetTotal(total);
+        bar.Update(done, done);
+      },
+      &r);
+  bar.Finish();
+  if (!s.ok()) {
+    return Fail(s,
+                "rerun to resume: shards already there whole are not sent again; no manifest "
+                "was published");
+  }
+  std::printf("pushed %s to %s: %llu shards uploaded (%s), %llu already there (%s)%s%s\n",
+              dir.c_str(), url.c_str(), (unsigned long long)r.uploaded,
+              FormatBytes(double(r.bytes_uploaded)).c_str(), (unsigned long long)r.kept,
+              FormatBytes(double(r.bytes_kept)).c_str(),
+              r.manifest_written ? ", manifest written last" : ", manifest already the same",
+              r.stale_removed > 0
+                  ? (", " + std::to_string(r.stale_removed) + " stale shards removed").c_str()
+                  : "");
+  return cli::kExitOk;
+}
+
+// get: one file of a dataset (a path or a URL) to a local file.
+int RunGet(const std::string& from, const std::string& to) {
+  auto crc = CopyToLocalFile(from, to);
+  if (!crc.ok()) return Fail(crc.status());
+  return cli::kExitOk;
 }
 
 int RunInspect(const std::string& dir, bool json) {
@@ -630,8 +666,10 @@ struct DatasetCommands {
   std::vector<std::string> files;
   uint64_t index = 0;
   MergeOptions mo;
+  std::string url;
+  PushOptions push_options;
   CLI::App *verify = nullptr, *inspect = nullptr, *checksum = nullptr, *extract = nullptr,
-           *merge = nullptr;
+           *merge = nullptr, *push = nullptr, *get = nullptr;
 
   void Add(CLI::App& app) {
     merge = app.add_subcommand(
@@ -673,6 +711,25 @@ struct DatasetCommands {
         ->required()
         ->check(cli::Unsigned());
     extract->add_option("FILE", file, "output file")->required();
+
+    push = app.add_subcommand(
+        "push",
+        "publish a dataset to S3: every shard (a multipart upload above 16 MiB, each part's MD5 "
+        "sent and checked), then the manifest, so readers never see a manifest before its "
+        "shards; a rerun sends only shards not there whole (size and ETag)");
+    push->add_option("DIR", dir, "dataset directory")->required();
+    push->add_option("URL", url, "s3://BUCKET/PREFIX")->required();
+    push->add_flag("--force", push_options.force,
+                   "replace a different dataset there (its manifest is removed first)");
+    push->add_option("--jobs", push_options.jobs, "shards uploaded at once")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 64));
+
+    get = app.add_subcommand("get",
+                             "copy one file of a dataset (a path, or an s3:// or http(s):// URL) "
+                             "to a local file (slurm/stage.sh's copy from object storage)");
+    get->add_option("FROM", url, "file or URL")->required();
+    get->add_option("TO", file, "local file")->required();
   }
 
   int Run(const std::string& argv_json) {
@@ -681,6 +738,8 @@ struct DatasetCommands {
     if (*inspect) return list_shards ? RunListShards(dir) : RunInspect(dir, json);
     if (*checksum) return RunChecksum(files);
     if (*extract) return RunExtract(dir, index, file);
+    if (*push) return RunPush(dir, url, push_options);
+    if (*get) return RunGet(url, file);
     return kExitError;
   }
 };
@@ -692,8 +751,7 @@ struct DatasetCommands {
 int PackMain(int argc, char** argv, bool parse_only) {
   CLI::App app{
       "shardkit-pack: pack image datasets into checksummed zstd shards; merge parts; verify, "
-      "inspect, "
-      "extract"};
+      "inspect, extract; publish to S3 (push) and copy out (get)"};
   app.require_subcommand(1);
   const std::string argv_json = ArgvJson(argc, argv);
   PackCommands pack;
@@ -710,7 +768,8 @@ int PackMain(int argc, char** argv, bool parse_only) {
     std::fprintf(
         stderr,
         "shardkit-pack: error: unknown command '%s'\nhint: commands are imagenet, webdataset, idx, "
-        "hdf5, mat, svhn, merge, verify, inspect, extract, checksum; see shardkit-pack --help\n",
+        "hdf5, mat, svhn, merge, verify, inspect, extract, checksum, push, get; see shardkit-pack "
+        "--help\n",
         argv[1]);
     return kExitError;
   }
