@@ -1,4 +1,5 @@
 // A build without libcurl: object-storage URLs are refused by name.
+#include "base/node_cache.h"
 #include "base/object_store.h"
 
 namespace shardkit {
@@ -17,5 +18,13 @@ Result<Env*> Env::ForPath(const std::string& path) {
   }
   return Env::Default();
 }
+
+Result<std::unique_ptr<Env>> NewCachingEnv(Env*, const NodeCacheOptions& options) {
+  return Status::Unsupported(options.dir +
+                             ": a node cache is for object storage, which this build (without "
+                             "libcurl) does not read");
+}
+
+Result<uint64_t> NodeCacheBytes(const std::string&) { return uint64_t{0}; }
 
 }  // namespace shardkit

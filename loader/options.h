@@ -151,6 +151,12 @@ struct StorageOptions {
   int read_depth = kAutoReadDepth;
   // Bytes the reads ahead may hold (read or being read, not yet decoded).
   uint64_t read_ahead_bytes = 64ull << 20;
+  // Object storage only: a node cache (base/node_cache.h) in this local
+  // directory keeps what is read, shared by the node's ranks and by later
+  // jobs naming the same directory, at most cache_limit bytes (0: no
+  // limit). Empty: every epoch reads from storage.
+  std::string cache_dir;
+  uint64_t cache_limit = 0;
 };
 
 // Everything a Loader is told. Each layer takes its part (the Loader passes

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/format.h"
+#include "base/node_cache.h"
 #include "base/system.h"
 
 namespace shardkit {
@@ -66,7 +67,16 @@ Result<std::unique_ptr<RecordSource>> RecordSource::Open(const std::string& dir,
                                                          const StorageOptions& o, int workers) {
   std::unique_ptr<RecordSource> src(new RecordSource());
   RecordSource& d = *src;
-  SK_ASSIGN_OR_RETURN(d.ds_, Dataset::Open(dir, o.env));
+  Env* env = o.env;
+  if (env == nullptr) {
+    SK_ASSIGN_OR_RETURN(env, Env::ForPath(dir));
+  }
+  if (!o.cache_dir.empty() && env->remote()) {  // object storage through the node cache
+    SK_ASSIGN_OR_RETURN(d.cache_env_,
+                        NewCachingEnv(env, NodeCacheOptions{o.cache_dir, o.cache_limit}));
+    env = d.cache_env_.get();
+  }
+  SK_ASSIGN_OR_RETURN(d.ds_, Dataset::Open(dir, env));
   const Manifest& m = d.ds_->manifest();
   ReadPlanner::Setup p;
   p.dataset = d.ds_.get();

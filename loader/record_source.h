@@ -88,7 +88,8 @@ class RecordSource {
  private:
   RecordSource() = default;
 
-  std::unique_ptr<Dataset> ds_;
+  std::unique_ptr<Env> cache_env_;  // the node cache over object storage, if asked for
+  std::unique_ptr<Dataset> ds_;     // (read through cache_env_: declared after it)
   std::string shuffle_reason_;
   std::unique_ptr<BlockCache> cache_;
   // Declared after ds_: destroyed (its threads joined) before the dataset.

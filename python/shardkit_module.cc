@@ -191,6 +191,8 @@ constexpr LoaderKeyword kLoaderKeywords[] = {
        o.skip_budget = static_cast<uint64_t>(n);
      }},
     {"read_depth", [](const Keyword& v, LoaderOptions& o) { o.read_depth = v.Int(); }},
+    {"cache_dir", [](const Keyword& v, LoaderOptions& o) { o.cache_dir = v.Str(); }},
+    {"cache_limit", [](const Keyword& v, LoaderOptions& o) { o.cache_limit = v.UInt64(); }},
     {"read_ahead_bytes",
      [](const Keyword& v, LoaderOptions& o) {  // below 0: 0, which the loader refuses
        o.read_ahead_bytes = static_cast<uint64_t>(std::max<int64_t>(0, v.Int64()));

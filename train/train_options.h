@@ -48,6 +48,9 @@ struct TrainOptions {
   int batch_size = 32;  // per rank
   int workers = 2;      // loader threads per rank
   bool mmap = true;     // loader reads shards through read-only mappings
+  // Object storage (--data s3://...): a node cache (LoaderOptions::cache_dir).
+  std::string cache_dir;
+  uint64_t cache_limit = 0;
   int prefetch = 4;
   double lr = 0.1;  // for a global batch of 256; scaled linearly with the global batch
   double momentum = 0.9;

@@ -215,6 +215,8 @@ LoaderOptions TrainLoaderOptions(const TrainOptions& o, const DistEnv& env, torc
   lo.workers = o.workers;
   lo.prefetch = o.prefetch;
   lo.mmap = o.mmap;
+  lo.cache_dir = o.cache_dir;
+  lo.cache_limit = o.cache_limit;
   lo.seed = o.seed;
   lo.transform.kind = TransformKind::kTrain;
   lo.transform.size = o.size;

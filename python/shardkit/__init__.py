@@ -240,6 +240,10 @@ class Loader:
                          storage: its latency is hidden by depth, not by
                          workers): None is 32, or 128 for s3:// and http(s)://
                          paths; read_ahead_bytes=64 MiB bounds their memory
+      cache_dir=None     s3:// and http(s):// paths: keep what is read in this
+                         node-local directory (shared by the node's ranks and
+                         by later jobs), so later epochs read it from there;
+                         cache_limit=0 (bytes; 0: no limit) bounds it
       on_corrupt="fail"  or "skip": a corrupt record is replaced by another of
                          the rank's records, counted, and logged (each damage
                          once, the first few), until more than skip_budget=100
@@ -254,7 +258,8 @@ class Loader:
     def __init__(self, path, batch_size=1, *, workers=None, transform="train", size=224, rank=None,
                  world_size=None, seed=0, shuffle="auto", drop_last=False, layout="NCHW",
                  prefetch=4, on_corrupt="fail", skip_budget=100, pin_memory=False, num_workers=None,
-                 prefetch_factor=None, read_depth=None, read_ahead_bytes=64 << 20, distributed=None,
+                 prefetch_factor=None, read_depth=None, read_ahead_bytes=64 << 20, cache_dir=None,
+                 cache_limit=0, distributed=None,
                  **dataloader_args):
         torch = _import_torch("shardkit.Loader")
 
@@ -313,7 +318,9 @@ class Loader:
                              world_size=world_size, seed=seed, shuffle=shuffle, drop_last=drop_last,
                              layout=layout, prefetch=prefetch, on_corrupt=on_corrupt, skip_budget=skip_budget,
                              read_depth=-1 if read_depth is None else read_depth,
-                             read_ahead_bytes=read_ahead_bytes)
+                             read_ahead_bytes=read_ahead_bytes,
+                             cache_dir="" if cache_dir is None else os.fspath(cache_dir),
+                             cache_limit=cache_limit)
         core = self._core
         self.batch_size, self.seed, self.rank, self.world_size = (core.batch_size, core.seed, core.rank,
                                                                   core.world_size)

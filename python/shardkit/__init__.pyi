@@ -57,6 +57,8 @@ class Loader:
         num_workers: Optional[int] = ...,
         prefetch_factor: Optional[int] = ...,
         read_depth: Optional[int] = ...,
+        cache_dir: Optional[Union[str, os.PathLike]] = ...,
+        cache_limit: int = ...,
         read_ahead_bytes: int = ...,
         distributed: Optional[bool] = ...,
         persistent_workers: bool = ...,

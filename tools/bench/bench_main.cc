@@ -336,6 +336,8 @@ struct LoaderFlags {
   int read_depth = LoaderOptions().read_depth;
   int read_ahead_mb = static_cast<int>(LoaderOptions().read_ahead_bytes >> 20);
   uint64_t skip_budget = 100;
+  std::string cache_dir;
+  uint64_t cache_limit = 0;
   LoaderOptions opt;  // the enum flags write here directly; ToOptions() the rest
 };
 
@@ -389,6 +391,11 @@ CLI::App* AddLoaderCommand(CLI::App& app, LoaderFlags* f) {
   cmd->add_option("--read-ahead-mb", f->read_ahead_mb, "memory the reads ahead may hold")
       ->capture_default_str()
       ->check(cli::IntIn(1, 65536));
+  cmd->add_option("--cache-dir", f->cache_dir,
+                  "object storage: read through a node cache in this directory (the first round "
+                  "fills it; with --cold the page cache is not dropped for it)");
+  cli::AddBytes(cmd, "--cache-limit", &f->cache_limit,
+                "the node cache's size at most (default: none)");
   cmd->add_flag("--cold", f->cold,
                 "evict the shards from the page cache before each round (posix_fadvise); report "
                 "bytes read from "
@@ -452,6 +459,8 @@ LoaderOptions ToOptions(const LoaderFlags& f) {
   opt.mmap = !f.no_mmap;
   opt.read_depth = f.read_depth;
   opt.read_ahead_bytes = static_cast<uint64_t>(f.read_ahead_mb) << 20;
+  opt.cache_dir = f.cache_dir;
+  opt.cache_limit = f.cache_limit;
   opt.transform.size = f.size;
   opt.skip_budget = f.skip_budget;
   return opt;

@@ -68,6 +68,11 @@ CLI::Option* AddEnum(CLI::App* app, const std::string& flag, E* value,
   return o;
 }
 
+// A size in bytes: a number, or one with a binary suffix (K, M, G, T: 1024^n;
+// "50G", "512M"), into *value; refused otherwise (or above 2^62).
+CLI::Option* AddBytes(CLI::App* app, const std::string& flag, uint64_t* value,
+                      const std::string& help);
+
 // "1,2,4" -> {1, 2, 4}, each in [lo, hi]; an error naming `flag` otherwise.
 Result<std::vector<int>> ParseIntList(const std::string& text, int lo, int hi,
                                       const std::string& flag);

@@ -13,6 +13,12 @@ void AddTrainFlags(CLI::App& app, TrainOptions* o, int* nproc, bool* no_mmap) {
   app.add_option("--data", o->data,
                  "training dataset: a directory, or s3://BUCKET/PREFIX or http(s)://HOST/PATH "
                  "(required unless --synthetic)");
+  app.add_option("--cache-dir", o->cache_dir,
+                 "a --data or --val on object storage is kept in this node-local directory as it "
+                 "is read (shared by the node's ranks and by later jobs): epochs after the first "
+                 "read it from there");
+  cli::AddBytes(&app, "--cache-limit", &o->cache_limit,
+                "the node cache's size at most (50G, 512M; default: no limit)");
   app.add_option("--val", o->val,
                  "validation dataset (a directory or URL, as --data; top-1/top-5 every epoch)");
   std::vector<std::string> archs;  // the models' one name table (train/models/model_spec.h)

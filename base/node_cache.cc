@@ -1,0 +1,390 @@
+// The node cache: CachingEnv, its files (CachedFile), the chunk protocol
+// between processes (OFD locks), and the limit (Budget: usage and eviction).
+#include "base/node_cache.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "base/crc32c.h"
+#include "base/file_io.h"
+#include "base/posix_errors.h"
+#include "base/sigv4.h"
+
+namespace shardkit {
+namespace {
+
+constexpr char kMagic[8] = {'S', 'K', 'C', 'A', 'C', 'H', 'E', '1'};
+constexpr uint64_t kHeaderBytes = 4096;    // then 8 bytes per chunk
+constexpr uint32_t kPresent = 0x314b4843;  // "CHK1"
+// Lock bytes of a map file's header: readers hold a shared lock on kInUse
+// while they have the object open (an evictor's exclusive try fails then);
+// kInit serialises the header's writing.
+constexpr off_t kInUse = 0, kInit = 1;
+// The directory is measured again after this many bytes were added.
+constexpr uint64_t kRescanBytes = 16 * kCacheChunkBytes;
+
+// An OFD lock (per open file description: released by the kernel when the
+// process dies; threads of one process sharing a descriptor do not exclude
+// each other, which the callers do themselves).
+bool Lock(int fd, short type, off_t start, off_t len, bool wait) {
+  struct flock fl {};
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = start;
+  fl.l_len = len;
+  for (;;) {
+    if (::fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0) return true;
+    if (errno != EINTR) return false;
+  }
+}
+
+bool IsCacheName(const std::string& name, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  if (name.size() != 32 + n || name.compare(32, n, suffix) != 0) return false;
+  return std::all_of(name.begin(), name.begin() + 32,
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+uint64_t DiskBytes(const std::string& path, struct timespec* mtime = nullptr) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  if (mtime != nullptr) *mtime = st.st_mtim;
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+// The directory's limit, shared by the files of one CachingEnv.
+class Budget {
+ public:
+  Budget(std::string dir, uint64_t limit) : dir_(std::move(dir)), limit_(limit) {}
+  // Room for `bytes` more: true if they fit (after evicting what no process
+  // has open, least recently used first); false: read uncached.
+  bool Reserve(uint64_t bytes);
+  const std::string& dir() const { return dir_; }
+
+ private:
+  uint64_t Scan(std::vector<std::pair<struct timespec, std::string>>* objects);
+  uint64_t EvictOne(const std::string& name);
+  const std::string dir_;
+  const uint64_t limit_;
+  std::mutex mu_;
+  uint64_t estimate_ = 0, since_scan_ = kRescanBytes;
+};
+
+uint64_t Budget::Scan(std::vector<std::pair<struct timespec, std::string>>* objects) {
+  uint64_t total = 0;
+  DIR* d = ::opendir(dir_.c_str());
+  if (d == nullptr) return 0;
+  while (struct dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (!IsCacheName(name, ".map")) continue;
+    struct timespec mtime {};
+    const std::string base = name.substr(0, 32);
+    total += DiskBytes(JoinPath(dir_, name), &mtime) + DiskBytes(JoinPath(dir_, base + ".data"));
+    objects->emplace_back(mtime, base);
+  }
+  ::closedir(d);
+  std::sort(objects->begin(), objects->end(), [](const auto& a, const auto& b) {
+    return a.first.tv_sec != b.first.tv_sec ? a.first.tv_sec < b.first.tv_sec
+                                            : a.first.tv_nsec < b.first.tv_nsec;
+  });
+  return total;
+}
+
+// Removes an object nobody has open (its in-use lock taken); its bytes.
+uint64_t Budget::EvictOne(const std::string& name) {
+  const std::string map = JoinPath(dir_, name + ".map"), data = JoinPath(dir_, name + ".data");
+  const int fd = ::open(map.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return 0;
+  uint64_t freed = 0;
+  if (Lock(fd, F_WRLCK, kInUse, 1, /*wait=*/false)) {
+    freed = DiskBytes(map) + DiskBytes(data);
+    ::unlink(data.c_str());
+    ::unlink(map.c_str());
+  }
+  ::close(fd);  // releases the lock
+  return freed;
+}
+
+bool Budget::Reserve(uint64_t bytes) {
+  if (limit_ == 0) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (since_scan_ < kRescanBytes && estimate_ + bytes <= limit_) {
+    estimate_ += bytes;
+    since_scan_ += bytes;
+    return true;
+  }
+  std::vector<std::pair<struct timespec, std::string>> objects;
+  uint64_t used = Scan(&objects);
+  for (size_t i = 0; i < objects.size() && used + bytes > limit_; ++i) {
+    used -= std::min(used, EvictOne(objects[i].second));
+  }
+  since_scan_ = 0;
+  estimate_ = used;
+  if (used + bytes > limit_) return false;
+  estimate_ += bytes;
+  since_scan_ += bytes;
+  return true;
+}
+
+// A remote file read through the cache.
+class CachedFile final : public RandomAccessFile {
+ public:
+  CachedFile(std::unique_ptr<RandomAccessFile> remote, Budget* budget)
+      : remote_(std::move(remote)), budget_(budget) {}
+  ~CachedFile() override;
+  Status Open();  // the cache's files for it; on failure it reads uncached
+
+  const std::string& path() const override { return remote_->path(); }
+  uint64_t size() const override { return remote_->size(); }
+  std::string version() const override { return remote_->version(); }
+  Status Read(uint64_t offset, size_t n, void* dst) const override;
+  void WillNeed(uint64_t offset, size_t n) const override;
+  void Abort() const override { remote_->Abort(); }
+
+ private:
+  uint64_t chunks() const { return (size() + kCacheChunkBytes - 1) / kCacheChunkBytes; }
+  uint64_t ChunkLength(uint64_t c) const {
+    return std::min<uint64_t>(kCacheChunkBytes, size() - c * kCacheChunkBytes);
+  }
+  bool InitHeader();
+  // Chunk c on disk and checked by this process (*cached), or not
+  // cacheable now (the limit): read it from storage.
+  Status Ensure(uint64_t c, bool* cached) const;
+  bool Verify(uint64_t c, std::vector<char>* buf) const;  // the entry's CRC over the chunk
+  Status Fill(uint64_t c, std::vector<char>* buf, bool* cached) const;
+  uint64_t Entry(uint64_t c) const {  // tag and CRC, as the shared mapping shows them
+    uint64_t e;
+    std::memcpy(&e, map_ + kHeaderBytes + 8 * c, 8);
+    return e;
+  }
+  off_t EntryOffset(uint64_t c) const { return static_cast<off_t>(kHeaderBytes + 8 * c); }
+
+  std::unique_ptr<RandomAccessFile> remote_;
+  Budget* budget_;
+  std::string name_;
+  int map_fd_ = -1, data_fd_ = -1;
+  const char* map_ = nullptr;
+  uint64_t map_bytes_ = 0;
+  bool usable_ = false;
+  mutable std::unique_ptr<std::atomic<uint8_t>[]> checked_;  // per chunk: verified by this process
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable std::set<uint64_t> filling_;  // chunks a thread of this process is filling
+};
+
+CachedFile::~CachedFile() {
+  if (map_ != nullptr) ::munmap(const_cast<char*>(map_), map_bytes_);
+  if (data_fd_ >= 0) ::close(data_fd_);
+  if (map_fd_ >= 0) ::close(map_fd_);  // releases the in-use lock
+}
+
+// Writes the header of a new (or unreadable) map file, under the init lock.
+bool CachedFile::InitHeader() {
+  char header[kHeaderBytes] = {0};
+  std::memcpy(header, kMagic, 8);
+  const uint64_t size = this->size(), chunk = kCacheChunkBytes;
+  std::memcpy(header + 8, &size, 8);
+  std::memcpy(header + 16, &chunk, 8);
+  const std::string about = path() + "\n" + version();  // for a person looking
+  std::memcpy(header + 24, about.data(), std::min<size_t>(about.size(), kHeaderBytes - 25));
+  char current[24] = {0};
+  const ssize_t got = ::pread(map_fd_, current, sizeof(current), 0);
+  if (got == static_cast<ssize_t>(sizeof(current)) && std::memcmp(current, header, 24) == 0) {
+    return true;  // written before (by another process, or an earlier job)
+  }
+  // A header half-written by a killed process: rewritten, but only when
+  // nobody else has it open (rewriting it would pull their mapping away).
+  if (got > 0 && !Lock(map_fd_, F_WRLCK, kInUse, 1, /*wait=*/false)) return false;
+  const bool ok = ::ftruncate(map_fd_, 0) == 0 &&
+                  ::ftruncate(map_fd_, static_cast<off_t>(kHeaderBytes + 8 * chunks())) == 0 &&
+                  ::pwrite(map_fd_, header, kHeaderBytes, 0) == static_cast<ssize_t>(kHeaderBytes);
+  if (got > 0) Lock(map_fd_, F_RDLCK, kInUse, 1, /*wait=*/false);
+  return ok;
+}
+
+Status CachedFile::Open() {
+  const std::string id = path() + "\n" + version() + "\n" + std::to_string(size());
+  name_ = sigv4::Sha256Hex(id).substr(0, 32);
+  const std::string map = JoinPath(budget_->dir(), name_ + ".map");
+  const std::string data = JoinPath(budget_->dir(), name_ + ".data");
+  map_fd_ = ::open(map.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (map_fd_ < 0) return Errno("cannot open the cache file", map, errno);
+  // In use from now on; then the header, once, by whoever comes first.
+  if (!Lock(map_fd_, F_RDLCK, kInUse, 1, /*wait=*/true) ||
+      !Lock(map_fd_, F_WRLCK, kInit, 1, /*wait=*/true)) {
+    return Errno("cannot lock the cache file", map, errno);
+  }
+  const bool header = InitHeader();
+  Lock(map_fd_, F_UNLCK, kInit, 1, /*wait=*/false);
+  if (!header) return Status::IOError(map + ": an unreadable cache file in use by another process");
+  struct stat st;
+  if (::fstat(map_fd_, &st) != 0) return Errno("cannot stat", map, errno);
+  map_bytes_ = kHeaderBytes + 8 * chunks();
+  if (static_cast<uint64_t>(st.st_size) < map_bytes_) {
+    return Status::IOError(map + ": shorter than its chunk table");
+  }
+  void* p = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_SHARED, map_fd_, 0);
+  if (p == MAP_FAILED) return Errno("cannot map", map, errno);
+  map_ = static_cast<const char*>(p);
+  data_fd_ = ::open(data.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (data_fd_ < 0) return Errno("cannot open the cache file", data, errno);
+  if (::fstat(data_fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) != size()) {
+    if (::ftruncate(data_fd_, static_cast<off_t>(size())) != 0) {
+      return Errno("cannot size the cache file", data, errno);
+    }
+  }
+  ::futimens(map_fd_, nullptr);  // used now: the last to go
+  checked_.reset(new std::atomic<uint8_t>[chunks()]());
+  usable_ = true;
+  return Status::OK();
+}
+
+bool CachedFile::Verify(uint64_t c, std::vector<char>* buf) const {
+  const uint64_t e = Entry(c);
+  if (static_cast<uint32_t>(e) != kPresent) return false;
+  const uint64_t len = ChunkLength(c);
+  buf->resize(len);
+  const ssize_t got = ::pread(data_fd_, buf->data(), len, static_cast<off_t>(c * kCacheChunkBytes));
+  return got == static_cast<ssize_t>(len) &&
+         crc32c::Value(buf->data(), len) == static_cast<uint32_t>(e >> 32);
+}
+
+// Under this process's claim on chunk c: the cross-process lock on its
+// entry, then (if nobody filled it meanwhile) storage -> disk -> entry.
+Status CachedFile::Fill(uint64_t c, std::vector<char>* buf, bool* cached) const {
+  const off_t at = EntryOffset(c);
+  if (!Lock(map_fd_, F_WRLCK, at, 8, /*wait=*/true)) {
+    *cached = false;
+    return Status::OK();
+  }
+  struct Unlock {
+    int fd;
+    off_t at;
+    ~Unlock() { Lock(fd, F_UNLCK, at, 8, false); }
+  } unlock{map_fd_, at};
+  if (Verify(c, buf)) return Status::OK();  // another process just filled it
+  const uint64_t len = ChunkLength(c), offset = c * kCacheChunkBytes;
+  if (!budget_->Reserve(len)) {
+    *cached = false;  // the cache is full of what others read: storage it is
+    return Status::OK();
+  }
+  buf->resize(len);
+  SK_RETURN_IF_ERROR(remote_->Read(offset, len, buf->data()));
+  const uint64_t entry = (uint64_t{crc32c::Value(buf->data(), len)} << 32) | kPresent;
+  if (::pwrite(data_fd_, buf->data(), len, static_cast<off_t>(offset)) !=
+          static_cast<ssize_t>(len) ||
+      ::pwrite(map_fd_, &entry, 8, at) != 8) {
+    *cached = false;  // a full disk: read from storage, as if uncached
+  }
+  return Status::OK();
+}
+
+Status CachedFile::Ensure(uint64_t c, bool* cached) const {
+  *cached = true;
+  if (checked_[c].load(std::memory_order_acquire) != 0) return Status::OK();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return filling_.count(c) == 0; });
+    if (checked_[c].load(std::memory_order_acquire) != 0) return Status::OK();
+    filling_.insert(c);
+  }
+  thread_local std::vector<char> buf;
+  Status s;
+  if (!Verify(c, &buf)) s = Fill(c, &buf, cached);
+  if (s.ok() && *cached) checked_[c].store(1, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(mu_);
+  filling_.erase(c);
+  cv_.notify_all();
+  return s;
+}
+
+Status CachedFile::Read(uint64_t offset, size_t n, void* dst) const {
+  if (offset > size() || n > size() - offset) return remote_->Read(offset, n, dst);  // its error
+  if (!usable_) return remote_->Read(offset, n, dst);
+  char* out = static_cast<char*>(dst);
+  for (uint64_t pos = offset; pos < offset + n;) {
+    const uint64_t c = pos / kCacheChunkBytes;
+    const uint64_t end = std::min<uint64_t>(offset + n, (c + 1) * kCacheChunkBytes);
+    bool cached = false;
+    SK_RETURN_IF_ERROR(Ensure(c, &cached));
+    const size_t len = static_cast<size_t>(end - pos);
+    if (!cached || ::pread(data_fd_, out + (pos - offset), len, static_cast<off_t>(pos)) !=
+                       static_cast<ssize_t>(len)) {
+      SK_RETURN_IF_ERROR(remote_->Read(pos, len, out + (pos - offset)));
+    }
+    pos = end;
+  }
+  return Status::OK();
+}
+
+// The chunks of the range not on disk yet: fetched ahead by storage, whole.
+void CachedFile::WillNeed(uint64_t offset, size_t n) const {
+  if (!usable_ || offset >= size()) return;
+  const uint64_t last = (std::min<uint64_t>(offset + n, size()) - 1) / kCacheChunkBytes;
+  for (uint64_t c = offset / kCacheChunkBytes; c <= last; ++c) {
+    if (checked_[c].load(std::memory_order_relaxed) == 0 &&
+        static_cast<uint32_t>(Entry(c)) != kPresent) {
+      remote_->WillNeed(c * kCacheChunkBytes, ChunkLength(c));
+    }
+  }
+}
+
+class CachingEnv final : public Env {
+ public:
+  CachingEnv(Env* remote, const NodeCacheOptions& o) : remote_(remote), budget_(o.dir, o.limit) {}
+  Result<std::unique_ptr<RandomAccessFile>> OpenForReads(const std::string& path) override {
+    SK_ASSIGN_OR_RETURN(auto file, remote_->OpenForReads(path));
+    auto cached = std::make_unique<CachedFile>(std::move(file), &budget_);
+    cached->Open().IgnoreError();  // a cache that cannot be used: read from storage
+    return std::unique_ptr<RandomAccessFile>(std::move(cached));
+  }
+  bool FileExists(const std::string& path) override { return remote_->FileExists(path); }
+  Result<std::string> ReadFile(const std::string& path, uint64_t max_size) override {
+    return remote_->ReadFile(path, max_size);
+  }
+  bool remote() const override { return remote_->remote(); }
+  StorageCounters counters() const override { return remote_->counters(); }
+
+ private:
+  Env* const remote_;
+  Budget budget_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Env>> NewCachingEnv(Env* remote, const NodeCacheOptions& options) {
+  if (options.dir.empty()) return Status::InvalidArgument("a node cache needs a directory");
+  SK_RETURN_IF_ERROR(Env::Default()->CreateDirs(options.dir));
+  if (!IsDirectory(options.dir)) {
+    return Status::InvalidArgument(options.dir + ": the cache directory is not a directory");
+  }
+  if (::access(options.dir.c_str(), W_OK) != 0) {
+    return Errno("cannot write the cache directory", options.dir, errno);
+  }
+  return std::unique_ptr<Env>(new CachingEnv(remote, options));
+}
+
+Result<uint64_t> NodeCacheBytes(const std::string& dir) {
+  SK_ASSIGN_OR_RETURN(auto names, Env::Default()->ListDir(dir));
+  uint64_t total = 0;
+  for (const std::string& name : names) {
+    if (IsCacheName(name, ".map") || IsCacheName(name, ".data")) {
+      total += DiskBytes(JoinPath(dir, name));
+    }
+  }
+  return total;
+}
+
+}  // namespace shardkit

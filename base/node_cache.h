@@ -1,0 +1,56 @@
+// The node cache: what a node's readers fetch from object storage, kept on
+// local disk so that a second epoch (and the node's other ranks, and later
+// jobs that use the same directory) read it from there.
+//
+// It caches chunks (kCacheChunkBytes of a shard file), not whole shards: a
+// rank's first epoch reads its part of every shard as it goes, so whole-shard
+// downloads would either hold up the first batches or fetch each byte twice;
+// chunks are fetched when first read and then stay, so the first epoch fetches
+// each byte of the dataset about once (more only where a chunk is shared by
+// records of two ranks), and the ranks of a node share what any of them
+// fetched.
+//
+// On disk, per cached object (named by a hash of its URL, size and ETag: a
+// replaced object is another entry): NAME.data, a sparse file of the object's
+// size, and NAME.map, a header and a table of chunk entries (present, and the
+// chunk's CRC32C). A chunk is written, then its entry: an entry is never set
+// for bytes not written, and every process checks a chunk's CRC before its
+// first use of it, so a file left half-written by a killed job is fetched
+// again, never taken as whole. One fetch per chunk per node: a chunk's filler
+// holds a lock on its entry (OFD lock: released by the kernel if the process
+// dies) and the others wait for it.
+//
+// The limit: chunks are added while the directory's files stay within it;
+// beyond it the least recently used objects that no process has open are
+// removed (files the cache did not make are never touched); when nothing can
+// go, reads go straight to storage, uncached (never slower than no cache). The
+// directory can exceed the limit by the chunks being fetched at that moment,
+// across every process that shares it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/env.h"
+#include "base/status.h"
+
+namespace shardkit {
+
+inline constexpr uint64_t kCacheChunkBytes = 1 << 20;
+
+struct NodeCacheOptions {
+  std::string dir;     // created if missing; shared by every process that names it
+  uint64_t limit = 0;  // bytes of cached data at most (0: no limit)
+};
+
+// An Env that reads `remote`'s files through a node cache in options.dir.
+// `remote` must outlive it; what it opens must outlive nothing of it (files
+// keep what they need). Reads only; writes go to `remote`.
+Result<std::unique_ptr<Env>> NewCachingEnv(Env* remote, const NodeCacheOptions& options);
+
+// The cache directory's data bytes (disk blocks of its files), for tests and
+// benchmarks.
+Result<uint64_t> NodeCacheBytes(const std::string& dir);
+
+}  // namespace shardkit

@@ -1,0 +1,184 @@
+// The node cache (base/node_cache.h) over a counting storage double: what is
+// read once is read from disk after (in another reader too), a chunk is
+// fetched once however many readers want it at once, a damaged or truncated
+// cache file is fetched again and never served, and the limit evicts the
+// least recently used objects that nobody has open, never one in use and
+// never a file the cache did not make.
+#include "base/node_cache.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "base/file_io.h"
+#include "tests/storage_double.h"
+#include "tests/test_util.h"
+
+namespace shardkit {
+namespace {
+
+using testing::StorageDouble;
+using testing::TempDir;
+
+constexpr uint64_t kChunk = kCacheChunkBytes;
+
+std::string RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+void WriteBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// The whole file through `env`, read in pieces of `piece` bytes.
+std::string ReadAll(Env* env, const std::string& path, size_t piece = 100000) {
+  auto f = env->OpenForReads(path);
+  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  std::string out((*f)->size(), '\0');
+  for (uint64_t off = 0; off < out.size(); off += piece) {
+    const size_t n = std::min<uint64_t>(piece, out.size() - off);
+    EXPECT_TRUE((*f)->Read(off, n, out.data() + off).ok());
+  }
+  return out;
+}
+
+// The cache's files for one object (NAME.map, NAME.data), by suffix.
+std::vector<std::string> CacheFiles(const std::string& dir, const char* suffix) {
+  std::vector<std::string> out;
+  for (const auto& name : *ListDir(dir)) {
+    if (name.size() > 5 &&
+        name.compare(name.size() - std::strlen(suffix), std::strlen(suffix), suffix) == 0) {
+      out.push_back(JoinPath(dir, name));
+    }
+  }
+  return out;
+}
+
+class NodeCacheTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Env> Cache(uint64_t limit = 0) {
+    auto env = NewCachingEnv(&storage_, NodeCacheOptions{cache_.path(), limit});
+    EXPECT_TRUE(env.ok()) << env.status().ToString();
+    return std::move(env).value();
+  }
+  std::string Object(const std::string& name, size_t bytes, uint32_t seed) {
+    const std::string path = JoinPath(data_.path(), name);
+    WriteBytes(path, RandomBytes(bytes, seed));
+    return path;
+  }
+  TempDir data_, cache_;
+  StorageDouble storage_;
+};
+
+TEST_F(NodeCacheTest, WhatWasReadOnceIsReadFromDiskByEveryLaterReader) {
+  const std::string path = Object("shard-00000.sks", 3 * kChunk + 12345, 1);
+  const std::string want = *ReadFileToString(path, 1 << 30);
+  auto env = Cache();
+  EXPECT_EQ(ReadAll(env.get(), path), want);
+  EXPECT_EQ(storage_.reads(), 4u);  // a fetch per chunk, whatever the pieces
+  EXPECT_EQ(ReadAll(env.get(), path, 7777), want);
+  auto later = Cache();  // another job naming the same directory
+  EXPECT_EQ(ReadAll(later.get(), path, 333333), want);
+  EXPECT_EQ(storage_.reads(), 4u);
+  EXPECT_GE(*NodeCacheBytes(cache_.path()), want.size());
+}
+
+TEST_F(NodeCacheTest, ReadersAtOnceFetchEachChunkOnce) {
+  const std::string path = Object("shard-00000.sks", 6 * kChunk, 2);
+  const std::string want = *ReadFileToString(path, 1 << 30);
+  storage_.set_latency_ns(2'000'000);  // fetches overlap
+  // Separate caches over one directory: as separate processes (their own
+  // descriptors, so their own locks), each reading every chunk.
+  std::vector<std::thread> readers;
+  std::vector<std::string> got(4);
+  for (int r = 0; r < 4; ++r) {
+    readers.emplace_back([&, r] {
+      auto env = Cache();
+      got[r] = ReadAll(env.get(), path, kChunk / 3);
+    });
+  }
+  for (auto& t : readers) t.join();
+  for (const auto& g : got) EXPECT_EQ(g, want);
+  EXPECT_EQ(storage_.reads(), 6u);
+}
+
+TEST_F(NodeCacheTest, ADamagedChunkOnDiskIsFetchedAgainNeverServed) {
+  const std::string path = Object("shard-00000.sks", 3 * kChunk, 3);
+  const std::string want = *ReadFileToString(path, 1 << 30);
+  ReadAll(Cache().get(), path);
+  ASSERT_EQ(storage_.reads(), 3u);
+  auto data = CacheFiles(cache_.path(), ".data");
+  ASSERT_EQ(data.size(), 1u);
+  std::string bytes = *ReadFileToString(data[0], 1 << 30);
+  bytes[kChunk + 17] ^= 0x20;  // chunk 1
+  WriteBytes(data[0], bytes);
+  EXPECT_EQ(ReadAll(Cache().get(), path), want);
+  EXPECT_EQ(storage_.reads(), 4u);  // chunk 1 again, the others from disk
+}
+
+TEST_F(NodeCacheTest, ACacheFileTruncatedByAKillIsFetchedAgain) {
+  const std::string path = Object("shard-00000.sks", 4 * kChunk, 4);
+  const std::string want = *ReadFileToString(path, 1 << 30);
+  ReadAll(Cache().get(), path);
+  auto data = CacheFiles(cache_.path(), ".data");
+  ASSERT_EQ(data.size(), 1u);
+  ASSERT_EQ(::truncate(data[0].c_str(), static_cast<off_t>(2 * kChunk + 100)), 0);
+  EXPECT_EQ(ReadAll(Cache().get(), path), want);
+  EXPECT_EQ(storage_.reads(), 4u + 2u);  // chunks 2 and 3
+  // A map file cut in its header: the object is cached anew.
+  auto map = CacheFiles(cache_.path(), ".map");
+  ASSERT_EQ(::truncate(map[0].c_str(), 10), 0);
+  EXPECT_EQ(ReadAll(Cache().get(), path), want);
+  EXPECT_EQ(storage_.reads(), 6u + 4u);
+}
+
+TEST_F(NodeCacheTest, TheLimitEvictsTheLeastRecentlyUsedObjectNobodyHasOpen) {
+  const std::string a = Object("a.sks", 2 * kChunk, 5), b = Object("b.sks", 2 * kChunk, 6);
+  WriteBytes(JoinPath(cache_.path(), "notes.txt"), "not the cache's");
+  auto env = Cache(3 * kChunk + 2 * 4096 + 8192);  // one object and a half
+  ReadAll(env.get(), a);
+  ASSERT_EQ(CacheFiles(cache_.path(), ".data").size(), 1u);
+  EXPECT_EQ(ReadAll(env.get(), b), *ReadFileToString(b, 1 << 30));  // a goes
+  EXPECT_EQ(CacheFiles(cache_.path(), ".data").size(), 1u);
+  EXPECT_LE(*NodeCacheBytes(cache_.path()), 3 * kChunk + 2 * 4096 + 8192);
+  EXPECT_TRUE(FileExists(JoinPath(cache_.path(), "notes.txt")));
+  const uint64_t before = storage_.reads();
+  ReadAll(env.get(), b);
+  EXPECT_EQ(storage_.reads(), before);  // b stayed
+}
+
+TEST_F(NodeCacheTest, WhatIsInUseIsNeverEvictedAndTheRestIsReadUncached) {
+  const std::string a = Object("a.sks", 2 * kChunk, 7), b = Object("b.sks", 3 * kChunk, 8);
+  auto env = Cache(3 * kChunk);
+  auto held = env->OpenForReads(a);  // a reader in the middle of a
+  ASSERT_TRUE(held.ok());
+  std::string first(2 * kChunk, '\0');
+  ASSERT_TRUE((*held)->Read(0, first.size(), first.data()).ok());
+  auto other = Cache(3 * kChunk);  // another process with the same limit
+  EXPECT_EQ(ReadAll(other.get(), b), *ReadFileToString(b, 1 << 30));
+  EXPECT_LE(*NodeCacheBytes(cache_.path()), 3 * kChunk + kChunk);
+  // a is whole and still read from disk.
+  const uint64_t before = storage_.reads();
+  std::string again(2 * kChunk, '\0');
+  ASSERT_TRUE((*held)->Read(0, again.size(), again.data()).ok());
+  EXPECT_EQ(again, *ReadFileToString(a, 1 << 30));
+  EXPECT_EQ(storage_.reads(), before);
+}
+
+TEST_F(NodeCacheTest, AnUnwritableDirectoryIsRefusedByName) {
+  const std::string file = JoinPath(cache_.path(), "a-file");
+  WriteBytes(file, "x");
+  auto env = NewCachingEnv(&storage_, NodeCacheOptions{file, 0});
+  ASSERT_FALSE(env.ok());
+  EXPECT_NE(env.status().message().find(file), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardkit
