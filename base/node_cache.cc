@@ -34,6 +34,10 @@ constexpr uint32_t kPresent = 0x314b4843;  // "CHK1"
 constexpr off_t kInUse = 0, kInit = 1;
 // The directory is measured again after this many bytes were added.
 constexpr uint64_t kRescanBytes = 16 * kCacheChunkBytes;
+// Chunks a process is fetching, counted against the limit before they are
+// on disk (where a measure sees them), at most: the cache can exceed its
+// limit by this much per process sharing it, no more.
+constexpr uint64_t kMaxPendingBytes = 32 * kCacheChunkBytes;
 
 // An OFD lock (per open file description: released by the kernel when the
 // process dies; threads of one process sharing a descriptor do not exclude
@@ -69,8 +73,10 @@ class Budget {
  public:
   Budget(std::string dir, uint64_t limit) : dir_(std::move(dir)), limit_(limit) {}
   // Room for `bytes` more: true if they fit (after evicting what no process
-  // has open, least recently used first); false: read uncached.
+  // has open, least recently used first); false: read uncached. A true is
+  // followed by Done(bytes) once they are written (or given up).
   bool Reserve(uint64_t bytes);
+  void Done(uint64_t bytes);
   const std::string& dir() const { return dir_; }
 
  private:
@@ -79,7 +85,9 @@ class Budget {
   const std::string dir_;
   const uint64_t limit_;
   std::mutex mu_;
+  std::condition_variable cv_;
   uint64_t estimate_ = 0, since_scan_ = kRescanBytes;
+  uint64_t pending_ = 0;  // reserved, not written yet (a measure cannot see them)
 };
 
 uint64_t Budget::Scan(std::vector<std::pair<struct timespec, std::string>>* objects) {
@@ -119,14 +127,16 @@ uint64_t Budget::EvictOne(const std::string& name) {
 
 bool Budget::Reserve(uint64_t bytes) {
   if (limit_ == 0) return true;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return pending_ == 0 || pending_ + bytes <= kMaxPendingBytes; });
   if (since_scan_ < kRescanBytes && estimate_ + bytes <= limit_) {
     estimate_ += bytes;
     since_scan_ += bytes;
+    pending_ += bytes;
     return true;
   }
   std::vector<std::pair<struct timespec, std::string>> objects;
-  uint64_t used = Scan(&objects);
+  uint64_t used = Scan(&objects) + pending_;
   for (size_t i = 0; i < objects.size() && used + bytes > limit_; ++i) {
     used -= std::min(used, EvictOne(objects[i].second));
   }
@@ -135,7 +145,15 @@ bool Budget::Reserve(uint64_t bytes) {
   if (used + bytes > limit_) return false;
   estimate_ += bytes;
   since_scan_ += bytes;
+  pending_ += bytes;
   return true;
+}
+
+void Budget::Done(uint64_t bytes) {
+  if (limit_ == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_ -= std::min(pending_, bytes);
+  cv_.notify_all();
 }
 
 // A remote file read through the cache.
@@ -280,6 +298,11 @@ Status CachedFile::Fill(uint64_t c, std::vector<char>* buf, bool* cached) const 
     *cached = false;  // the cache is full of what others read: storage it is
     return Status::OK();
   }
+  struct Written {
+    Budget* budget;
+    uint64_t len;
+    ~Written() { budget->Done(len); }
+  } written{budget_, len};
   buf->resize(len);
   SK_RETURN_IF_ERROR(remote_->Read(offset, len, buf->data()));
   const uint64_t entry = (uint64_t{crc32c::Value(buf->data(), len)} << 32) | kPresent;

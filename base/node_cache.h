@@ -23,9 +23,10 @@
 // The limit: chunks are added while the directory's files stay within it;
 // beyond it the least recently used objects that no process has open are
 // removed (files the cache did not make are never touched); when nothing can
-// go, reads go straight to storage, uncached (never slower than no cache). The
-// directory can exceed the limit by the chunks being fetched at that moment,
-// across every process that shares it.
+// go, reads go straight to storage, uncached (never slower than no cache). A
+// process counts the chunks it is fetching against the limit and fetches at
+// most 32 MiB of them at once, so the directory exceeds its limit by at most
+// what the other processes sharing it are fetching at that moment.
 #pragma once
 
 #include <cstdint>

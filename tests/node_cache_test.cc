@@ -172,6 +172,23 @@ TEST_F(NodeCacheTest, WhatIsInUseIsNeverEvictedAndTheRestIsReadUncached) {
   EXPECT_EQ(storage_.reads(), before);
 }
 
+TEST_F(NodeCacheTest, FetchesInFlightCountAgainstTheLimit) {
+  // Many chunks fetched at once by one process: the ones not yet on disk
+  // count, so the directory never passes the limit.
+  std::vector<std::string> objects;
+  for (int i = 0; i < 8; ++i) objects.push_back(Object("o" + std::to_string(i), kChunk, 20 + i));
+  storage_.set_latency_ns(5'000'000);
+  const uint64_t limit = 3 * kChunk + 8 * 8192;
+  auto env = Cache(limit);
+  std::vector<std::thread> readers;
+  for (const auto& o : objects) {
+    readers.emplace_back(
+        [&, o] { EXPECT_EQ(ReadAll(env.get(), o), *ReadFileToString(o, 1 << 30)); });
+  }
+  for (auto& t : readers) t.join();
+  EXPECT_LE(*NodeCacheBytes(cache_.path()), limit);
+}
+
 TEST_F(NodeCacheTest, AnUnwritableDirectoryIsRefusedByName) {
   const std::string file = JoinPath(cache_.path(), "a-file");
   WriteBytes(file, "x");

@@ -1,16 +1,21 @@
-"""Fixtures for the server tests: the env files that the ctest fixtures rgw and
+"""Fixtures for the server tests: the datasets the object-storage tests read
+(local, in a bucket, under nginx); the env files that the ctest fixtures rgw and
 nginx write (under $SHARDKIT_SERVERS_DIR), and fault_proxy processes started
 per test ($SHARDKIT_FAULT_PROXY) and stopped by PID."""
 import json
 import os
 import pathlib
 import selectors
+import shutil
 import subprocess
+import sys
 import urllib.request
+import uuid
 
 import boto3
 import pytest
 from botocore.config import Config
+from readers import DUMP, FASHION, HERE, PACK, run
 
 
 def parse_env(path):
@@ -133,3 +138,43 @@ def start_proxy():
     yield start
     crashed = [p.proc.returncode for p in started if not p.stop()]
     assert not crashed, f"fault_proxy exited during the test (codes {crashed})"
+
+
+@pytest.fixture(scope="session")
+def datasets(rgw, nginx, s3, www, tmp_path_factory):
+    """Two datasets, local, in a bucket and under nginx: `raw` (Fashion-MNIST's
+    test set, zstd blocks, 4 shards) and `jpeg` (real photographs, stored
+    records, 5 shards). Returns {kind: {"local", "s3", "http", "https"}} and
+    the bucket."""
+    for tool in (PACK, DUMP):
+        if not tool.exists():
+            pytest.fail(f"not built: {tool}")
+    tmp = tmp_path_factory.mktemp("object_store")
+    local = {"raw": tmp / "raw", "jpeg": tmp / "jpeg"}
+    run([PACK, "idx", "--images", FASHION / "t10k-images-idx3-ubyte.gz", "--labels",
+         FASHION / "t10k-labels-idx1-ubyte.gz", "--shard-size", 2_000_000, local["raw"]], os.environ)
+    tree = tmp / "tree"
+    run([sys.executable, HERE.parent.parent / "bench" / "make_jpeg_set.py", tree, "--per-class", 8,
+         "--long-side", 160], os.environ)
+    run([PACK, "imagenet", tree, local["jpeg"], "--shard-size", 300_000], os.environ)
+    bucket = "sk-" + uuid.uuid4().hex[:10]
+    client = s3(rgw)
+    client.create_bucket(Bucket=bucket)
+    web = "os-" + uuid.uuid4().hex[:8]
+    out = {}
+    for kind, d in local.items():
+        for f in sorted(d.iterdir()):
+            client.upload_file(str(f), bucket, f"sets/{kind}/{f.name}")
+        shutil.copytree(d, www / web / kind)
+        out[kind] = {"local": str(d), "s3": f"s3://{bucket}/sets/{kind}",
+                     "http": f"{nginx['SHARDKIT_TEST_HTTP_URL']}/{web}/{kind}",
+                     "https": f"{nginx['SHARDKIT_TEST_HTTPS_URL']}/{web}/{kind}"}
+    yield out, bucket
+    shutil.rmtree(www / web, ignore_errors=True)
+
+
+@pytest.fixture
+def proxied(datasets, rgw, start_proxy):
+    """A fault proxy in front of radosgw, and the env that reads through it."""
+    proxy = start_proxy(rgw["AWS_ENDPOINT_URL"].removeprefix("http://"), "--seed", 5)
+    return proxy

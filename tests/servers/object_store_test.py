@@ -10,87 +10,15 @@ Each reader runs in a process of its own (the tools, loader_dump, or a Python
 script), because the object-storage settings are read from the environment
 once per process."""
 import json
-import os
 import pathlib
 import shutil
 import signal
 import subprocess
-import sys
 import textwrap
-import uuid
 
 import pytest
 
-HERE = pathlib.Path(__file__).parent
-BUILD = pathlib.Path(os.environ.get("SHARDKIT_BUILD", HERE.parent.parent / "build"))
-PACK = BUILD / "tools" / "pack" / "shardkit-pack"
-DUMP = BUILD / "tests" / "loader_dump"
-FASHION = pathlib.Path("/usr/share/datasets/fashion-mnist")
-# The bound on a run that must end on its own: never reached unless it hangs.
-HANG = 600
-
-
-def run(cmd, env, check=True, **kw):
-    r = subprocess.run([str(c) for c in cmd], env=env, capture_output=True, text=True,
-                       timeout=HANG, **kw)
-    if check and r.returncode != 0:
-        pytest.fail(f"{cmd} exited {r.returncode}: {r.stderr}")
-    return r
-
-
-def child_env(rgw, nginx, **extra):
-    """The environment of a reader: the S3 settings of the rgw fixture, nginx's
-    certificate trusted, and EXTRA (None removes a variable)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SHARDKIT_TLS"))}
-    env.update({k: v for k, v in rgw.items() if k.startswith("AWS_")})
-    env["AWS_CA_BUNDLE"] = nginx["SHARDKIT_TEST_CA_CERT"]
-    env["PYTHONPATH"] = str(BUILD / "python")
-    for k, v in extra.items():
-        if v is None:
-            env.pop(k, None)
-        else:
-            env[k] = str(v)
-    return env
-
-
-@pytest.fixture(scope="module")
-def datasets(rgw, nginx, s3, www, tmp_path_factory):
-    """Two datasets, local, in a bucket and under nginx: `raw` (Fashion-MNIST's
-    test set, zstd blocks, 4 shards) and `jpeg` (real photographs, stored
-    records, 5 shards). Returns {kind: {"local", "s3", "http", "https"}} and
-    the bucket."""
-    for tool in (PACK, DUMP):
-        if not tool.exists():
-            pytest.fail(f"not built: {tool}")
-    tmp = tmp_path_factory.mktemp("object_store")
-    local = {"raw": tmp / "raw", "jpeg": tmp / "jpeg"}
-    run([PACK, "idx", "--images", FASHION / "t10k-images-idx3-ubyte.gz", "--labels",
-         FASHION / "t10k-labels-idx1-ubyte.gz", "--shard-size", 2_000_000, local["raw"]], os.environ)
-    tree = tmp / "tree"
-    run([sys.executable, HERE.parent.parent / "bench" / "make_jpeg_set.py", tree, "--per-class", 8,
-         "--long-side", 160], os.environ)
-    run([PACK, "imagenet", tree, local["jpeg"], "--shard-size", 300_000], os.environ)
-    bucket = "sk-" + uuid.uuid4().hex[:10]
-    client = s3(rgw)
-    client.create_bucket(Bucket=bucket)
-    web = "os-" + uuid.uuid4().hex[:8]
-    out = {}
-    for kind, d in local.items():
-        for f in sorted(d.iterdir()):
-            client.upload_file(str(f), bucket, f"sets/{kind}/{f.name}")
-        shutil.copytree(d, www / web / kind)
-        out[kind] = {"local": str(d), "s3": f"s3://{bucket}/sets/{kind}",
-                     "http": f"{nginx['SHARDKIT_TEST_HTTP_URL']}/{web}/{kind}",
-                     "https": f"{nginx['SHARDKIT_TEST_HTTPS_URL']}/{web}/{kind}"}
-    yield out, bucket
-    shutil.rmtree(www / web, ignore_errors=True)
-
-
-def dump(path, out, env, kind, *args):
-    """loader_dump's epoch of PATH into OUT (index lines and pixels)."""
-    transform = ["--transform", "train", "--size", "64"] if kind == "jpeg" else ["--transform", "none"]
-    run([DUMP, path, out, *transform, "--batch", 16, "--workers", 2, *args], env)
-    return pathlib.Path(out).read_bytes()
+from readers import DUMP, HANG, PACK, child_env, dump, one_line_error, run
 
 
 @pytest.mark.parametrize("kind", ["raw", "jpeg"])
@@ -213,14 +141,6 @@ def test_dataset_items_from_a_url_are_the_local_ones(datasets, rgw, nginx):
             assert r.stdout.startswith("same"), r.stdout
 
 
-def one_line_error(r):
-    """The tool failed with exit code 2 and said why in one line."""
-    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-    errors = [line for line in r.stderr.splitlines() if "error:" in line]
-    assert len(errors) == 1, r.stderr
-    return errors[0]
-
-
 def test_wrong_settings_missing_buckets_and_prefixes_are_one_line_at_open(datasets, rgw, nginx):
     sets, bucket = datasets
     url = sets["raw"]["s3"]
@@ -277,13 +197,6 @@ def test_an_object_replaced_mid_epoch_is_an_error_naming_it(datasets, rgw, nginx
     assert r.stdout.startswith("ERROR"), r.stdout + r.stderr
     assert f"s3://{bucket}/replaced/{last}" in r.stdout
     assert "changed since it was opened" in r.stdout
-
-
-@pytest.fixture
-def proxied(datasets, rgw, start_proxy):
-    """A fault proxy in front of radosgw, and the env that reads through it."""
-    proxy = start_proxy(rgw["AWS_ENDPOINT_URL"].removeprefix("http://"), "--seed", 5)
-    return proxy
 
 
 @pytest.mark.parametrize("kind", ["raw", "jpeg"])

@@ -48,16 +48,18 @@ constexpr uint64_t kAll = UINT64_MAX;
 
 // ---------------------------------------------------------------- faults ---
 
-enum Fault { kNone, k503, k429, k500, kReset, kCut, kStall, kSlow, kFaultCount };
-const char* const kFaultNames[kFaultCount] = {"none",  "503", "429",   "500",
-                                              "reset", "cut", "stall", "slow"};
+// hold: the request is never forwarded (an upload that never arrives); the
+// proxy reads and drops what the client sends until it gives up.
+enum Fault { kNone, k503, k429, k500, kReset, kCut, kStall, kSlow, kHold, kFaultCount };
+const char* const kFaultNames[kFaultCount] = {"none", "503",   "429",  "500", "reset",
+                                              "cut",  "stall", "slow", "hold"};
 
 struct Config {
   double latency_ms = 0;
   double p[kFaultCount] = {};  // probability of each fault (p[kNone] unused)
   uint64_t slow_bps = 1024;
   double cut_fraction = 0.5;  // of the body sent before a reset or cut
-  std::string match;          // faults only for targets containing this
+  std::string match;          // faults only for "METHOD TARGET" lines containing this
   Fault next = kNone;         // the next next_count matching requests get this fault
   uint64_t next_count = 0;
 };
@@ -120,7 +122,8 @@ std::string SetKnob(Config* c, const std::string& knob, const std::string& value
   }
   if (name == "next") {
     c->next = FaultByName(value);
-    return c->next < kFaultCount ? "" : "next must be one of none 503 429 500 reset cut stall slow";
+    return c->next < kFaultCount ? ""
+                                 : "next must be one of none 503 429 500 reset cut stall slow hold";
   }
   return "unknown knob '" + knob + "'";
 }
@@ -147,10 +150,10 @@ std::string ConfigJson(const Config& c) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "{\"latency_ms\": %g, \"p503\": %g, \"p429\": %g, \"p500\": %g, \"reset\": %g, "
-                "\"cut\": %g, \"stall\": %g, \"slow\": %g, \"slow_bps\": %llu, "
+                "\"cut\": %g, \"stall\": %g, \"slow\": %g, \"hold\": %g, \"slow_bps\": %llu, "
                 "\"cut_fraction\": %g, \"next\": \"%s\", \"next_count\": %llu, \"match\": ",
                 c.latency_ms, c.p[k503], c.p[k429], c.p[k500], c.p[kReset], c.p[kCut], c.p[kStall],
-                c.p[kSlow], static_cast<unsigned long long>(c.slow_bps), c.cut_fraction,
+                c.p[kSlow], c.p[kHold], static_cast<unsigned long long>(c.slow_bps), c.cut_fraction,
                 kFaultNames[c.next], static_cast<unsigned long long>(c.next_count));
   return buf + JsonString(c.match) + "}";
 }
@@ -203,7 +206,7 @@ class FaultPlan {
     return "";
   }
 
-  // The fault for a request to TARGET, and the configuration it was drawn
+  // The fault for a request ("METHOD TARGET"), and the configuration it was drawn
   // under (the latency to add, how to apply the fault).
   Fault Draw(const std::string& target, Config* snapshot) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -631,6 +634,8 @@ void Proxy::Serve(int fd) {
   }
 }
 
+void WaitForClientToGiveUp(Conn& client);
+
 Proxy::Next Proxy::Handle(Conn& client, const Head& req) {
   if (req.target.compare(0, 11, "/__fault__/") == 0) return Control(client, req);
   if (req.chunked || req.te_other) {  // S3 uploads carry a Content-Length
@@ -641,10 +646,15 @@ Proxy::Next Proxy::Handle(Conn& client, const Head& req) {
   }
   ++g_stats.requests;
   Config cfg;
-  Fault f = plan_->Draw(req.target, &cfg);
+  Fault f = plan_->Draw(req.method + " " + req.target, &cfg);  // match: "PUT /b/k" or part of it
   if (cfg.latency_ms > 0) {
     ++g_stats.delayed;
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(cfg.latency_ms));
+  }
+  if (f == kHold) {
+    ++g_stats.faults[f];
+    WaitForClientToGiveUp(client);
+    return kClose;
   }
   if (f == k503 || f == k429 || f == k500) return Canned(client, req, f);
   return Forward(client, req, f, cfg);

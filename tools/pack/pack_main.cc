@@ -251,14 +251,15 @@ int RunPush(const std::string& dir, const std::string& url, const PushOptions& o
                 "rerun to resume: shards already there whole are not sent again; no manifest "
                 "was published");
   }
-  std::printf("pushed %s to %s: %llu shards uploaded (%s), %llu already there (%s)%s%s\n",
+  std::printf("pushed %s to %s: uploaded %llu of %llu shards (%s), %llu already there whole (%s)%s",
               dir.c_str(), url.c_str(), (unsigned long long)r.uploaded,
-              FormatBytes(double(r.bytes_uploaded)).c_str(), (unsigned long long)r.kept,
-              FormatBytes(double(r.bytes_kept)).c_str(),
-              r.manifest_written ? ", manifest written last" : ", manifest already the same",
-              r.stale_removed > 0
-                  ? (", " + std::to_string(r.stale_removed) + " stale shards removed").c_str()
-                  : "");
+              (unsigned long long)r.shards, FormatBytes(double(r.bytes_uploaded)).c_str(),
+              (unsigned long long)r.kept, FormatBytes(double(r.bytes_kept)).c_str(),
+              r.manifest_written ? "; manifest written last" : "; manifest already the same");
+  if (r.stale_removed > 0) {
+    std::printf("; %llu stale shards removed", (unsigned long long)r.stale_removed);
+  }
+  std::printf("\n");
   return cli::kExitOk;
 }
 

@@ -1,0 +1,255 @@
+"""Publishing to S3, staging from it and the node cache, against radosgw and
+the fault proxy: a push killed anywhere never leaves a manifest, a rerun
+sends only what is missing, a push over another dataset never shows a
+manifest naming what it replaces; slurm/stage.sh stages from s3:// and
+resumes after a kill; ranks and jobs that share a cache download each chunk
+once, the limit holds under a full shuffle, a cache file cut short by a kill
+is fetched again, and a reader keeps what it has open when another evicts.
+
+Waits are for states (an object listed, a file present, the proxy holding a
+request), each bounded by HANG; nothing sleeps for a time."""
+import os
+import re
+import pathlib
+import signal
+import subprocess
+import textwrap
+import time
+import uuid
+
+import pytest
+from readers import HANG, HERE, PACK, child_env, run
+
+ROOT = HERE.parent.parent
+
+
+def wait_for(what, check, bound=HANG):
+    """Polls `check` until it is true; fails naming `what` after `bound` s."""
+    deadline = time.monotonic() + bound
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail("never happened: " + what)
+        time.sleep(0.05)
+
+
+def keys(client, bucket, prefix):
+    r = client.list_objects_v2(Bucket=bucket, Prefix=prefix)
+    return sorted(o["Key"].removeprefix(prefix) for o in r.get("Contents", []))
+
+
+def push(src, url, env, *args):
+    return subprocess.Popen([str(PACK), "push", str(src), url, *map(str, args)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def kill(p):
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=HANG)
+
+
+def test_push_publishes_the_manifest_last_and_a_rerun_sends_only_the_rest(
+        datasets, rgw, nginx, s3, proxied, tmp_path):
+    sets, bucket = datasets
+    src = pathlib.Path(sets["jpeg"]["local"])
+    shards = sorted(p.name for p in src.glob("shard-*.sks"))
+    client, prefix = s3(rgw), f"pushed-{uuid.uuid4().hex[:6]}/"
+    url = f"s3://{bucket}/{prefix.rstrip('/')}"
+    slow = child_env(rgw, nginx, AWS_ENDPOINT_URL=proxied.url)
+    # Killed once some shards are up: no manifest.
+    proxied.set(latency_ms=200)
+    p = push(src, url, slow, "--jobs", 1)
+    wait_for("a shard uploaded", lambda: len(keys(client, bucket, prefix)) >= 2)
+    kill(p)
+    assert "manifest.json" not in keys(client, bucket, prefix)
+    # Killed while the manifest itself is being sent: still none.
+    proxied.set(latency_ms=0, match=f"PUT+/{bucket}/{prefix}manifest.json", hold=1.0)
+    p = push(src, url, slow, "--jobs", 2)
+    wait_for("the manifest's upload held", lambda: proxied.stats()["hold"] >= 1)
+    kill(p)
+    assert "manifest.json" not in keys(client, bucket, prefix)
+    assert set(shards) <= set(keys(client, bucket, prefix))
+    proxied.set(hold=0, match="")
+    # The rerun sends no shard again: each is there whole.
+    r = run([PACK, "push", src, url], child_env(rgw, nginx))
+    assert f"uploaded 0 of {len(shards)} shards" in r.stdout, r.stdout
+    assert "manifest.json" in keys(client, bucket, prefix)
+    assert run([PACK, "verify", url], child_env(rgw, nginx)).returncode == 0
+    # A shard damaged remotely is sent again.
+    damaged = shards[1]
+    body = client.get_object(Bucket=bucket, Key=prefix + damaged)["Body"].read()
+    middle = len(body) // 2
+    client.put_object(Bucket=bucket, Key=prefix + damaged,
+                      Body=body[:middle] + bytes([body[middle] ^ 1]) + body[middle + 1:])
+    r = run([PACK, "push", src, url], child_env(rgw, nginx))
+    assert f"uploaded 1 of {len(shards)} shards" in r.stdout, r.stdout
+    assert run([PACK, "verify", url], child_env(rgw, nginx)).returncode == 0
+
+
+def test_a_push_over_another_dataset_never_shows_a_manifest_naming_what_it_replaces(
+        datasets, rgw, nginx, s3, proxied):
+    sets, bucket = datasets
+    client, prefix = s3(rgw), f"replaced-{uuid.uuid4().hex[:6]}/"
+    url = f"s3://{bucket}/{prefix.rstrip('/')}"
+    env = child_env(rgw, nginx)
+    old, new = sets["raw"]["local"], sets["jpeg"]["local"]  # 5 shards, then 4
+    run([PACK, "push", old, url], env)
+    r = run([PACK, "push", new, url], env, check=False)
+    assert r.returncode == 2 and "holds another dataset" in r.stderr and "--force" in r.stderr
+    assert run([PACK, "verify", url], env).returncode == 0  # untouched
+    # --force, held on its first shard's upload: the old manifest is gone by then.
+    proxied.set(match=f"PUT+/{bucket}/{prefix}shard-00000.sks", hold=1.0)
+    p = push(new, url, child_env(rgw, nginx, AWS_ENDPOINT_URL=proxied.url), "--force")
+    wait_for("the first shard's upload held", lambda: proxied.stats()["hold"] >= 1)
+    assert "manifest.json" not in keys(client, bucket, prefix)
+    kill(p)
+    proxied.set(hold=0, match="")
+    r = run([PACK, "push", new, url, "--force"], env)
+    assert "; 1 stale shards removed" in r.stdout, r.stdout
+    shards = sorted(p.name for p in pathlib.Path(new).glob("shard-*.sks"))
+    assert keys(client, bucket, prefix) == sorted(shards + ["manifest.json"])
+    assert run([PACK, "verify", url], env).returncode == 0
+
+
+def test_stage_from_s3_verifies_and_resumes_after_a_kill(datasets, rgw, nginx, proxied, tmp_path):
+    sets, _ = datasets
+    dest = tmp_path / "staged"
+    stage = [str(ROOT / "slurm" / "stage.sh"), sets["jpeg"]["s3"], str(dest), "--jobs", "1"]
+    env = child_env(rgw, nginx, SHARDKIT_PACK=PACK, AWS_ENDPOINT_URL=proxied.url)
+    proxied.set(latency_ms=300)
+    p = subprocess.Popen(stage, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    wait_for("a staged shard", lambda: (dest / "shard-00000.sks").exists())
+    os.killpg(p.pid, signal.SIGKILL)
+    p.communicate(timeout=HANG)
+    assert not (dest / "manifest.json").exists()
+    proxied.set(latency_ms=0)
+    r = run(stage, env)
+    intact = re.search(r"(\d+) already intact", r.stdout)
+    assert intact and int(intact.group(1)) >= 1 and "(verified)" in r.stdout, r.stdout
+    assert not any(dest.glob(".*.staging.*"))
+    assert run([PACK, "verify", dest], env).returncode == 0
+
+
+# An epoch through the node cache: its digest, and the cache's size at the end.
+EPOCH = textwrap.dedent("""
+    import hashlib, os, sys, shardkit
+    url, cache, limit, rank, world = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+    opts = dict(batch_size=16, transform="none", size=32, rank=rank, world_size=world, seed=9,
+                shuffle="full", workers=2)
+    if cache:
+        opts.update(cache_dir=cache, cache_limit=limit)
+    h = hashlib.sha256()
+    for x, y in shardkit.Loader(url, **opts):
+        h.update(x.numpy().tobytes() + y.numpy().tobytes())
+    print(h.hexdigest())
+""")
+
+
+def epoch(url, env, cache="", limit=0, rank=0, world=1):
+    return subprocess.Popen(["/usr/bin/python3", "-c", EPOCH, url, str(cache), str(limit), str(rank),
+                             str(world)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def digest(p):
+    out, err = p.communicate(timeout=HANG)
+    assert p.returncode == 0, err
+    return out.strip()
+
+
+def cache_bytes(d):
+    return sum(f.stat().st_blocks * 512 for f in pathlib.Path(d).iterdir()
+               if f.suffix in (".data", ".map"))
+
+
+def test_ranks_and_jobs_sharing_a_cache_download_each_chunk_once(datasets, rgw, nginx, proxied,
+                                                                 tmp_path):
+    sets, _ = datasets
+    local, url = sets["jpeg"]["local"], sets["jpeg"]["s3"]
+    size = sum(f.stat().st_size for f in pathlib.Path(local).glob("shard-*.sks"))
+    env = child_env(rgw, nginx, AWS_ENDPOINT_URL=proxied.url)
+    want = [digest(epoch(local, env, rank=r, world=2)) for r in (0, 1)]
+    cache = tmp_path / "cache"
+    proxied.control("reset_stats")
+    ranks = [epoch(url, env, cache, rank=r, world=2) for r in (0, 1)]  # one job, two ranks
+    assert [digest(p) for p in ranks] == want
+    first = proxied.stats()["bytes_down"]
+    assert size <= first < 1.25 * size, (first, size)  # every byte about once, not once per rank
+    ranks = [epoch(url, env, cache, rank=r, world=2) for r in (0, 1)]  # the next job
+    assert [digest(p) for p in ranks] == want
+    assert proxied.stats()["bytes_down"] - first < 0.05 * size  # opens only
+
+
+def test_the_cache_limit_holds_under_a_full_shuffle(datasets, rgw, nginx, tmp_path):
+    sets, _ = datasets
+    local, url = sets["jpeg"]["local"], sets["jpeg"]["s3"]
+    shards = list(pathlib.Path(local).glob("shard-*.sks"))
+    size, largest = sum(f.stat().st_size for f in shards), max(f.stat().st_size for f in shards)
+    env = child_env(rgw, nginx)
+    cache = tmp_path / "cache"
+    want = digest(epoch(local, env))
+    for _ in range(2):  # the second epoch reads what stayed, fetches the rest
+        assert digest(epoch(url, env, cache, limit=size // 2)) == want
+        assert cache_bytes(cache) <= size // 2 + largest
+
+
+def test_a_cache_file_cut_short_by_a_kill_is_fetched_again(datasets, rgw, nginx, proxied, tmp_path):
+    sets, _ = datasets
+    local, url = sets["raw"]["local"], sets["raw"]["s3"]
+    env = child_env(rgw, nginx, AWS_ENDPOINT_URL=proxied.url)
+    cache = tmp_path / "cache"
+    want = digest(epoch(local, env))
+    assert digest(epoch(url, env, cache)) == want
+    data = sorted(pathlib.Path(cache).glob("*.data"), key=lambda f: f.stat().st_size)[-1]
+    whole = data.stat().st_size
+    os.truncate(data, whole // 3)
+    proxied.control("reset_stats")
+    assert digest(epoch(url, env, cache)) == want
+    chunk = 1 << 20
+    assert proxied.stats()["bytes_down"] >= whole - whole // 3 - chunk  # what was cut, again
+
+
+HOLD = textwrap.dedent("""
+    import hashlib, sys, shardkit
+    url, cache = sys.argv[1], sys.argv[2]
+    loader = shardkit.Loader(url, batch_size=16, transform="none", size=32, rank=0, world_size=1,
+                             seed=9, shuffle="full", workers=2, cache_dir=cache, cache_limit=1)
+    h = hashlib.sha256()
+    it = iter(loader)
+    for _ in range(3):
+        x, y = next(it)
+        h.update(x.numpy().tobytes() + y.numpy().tobytes())
+    print("holding", flush=True)
+    sys.stdin.readline()
+    for x, y in it:
+        h.update(x.numpy().tobytes() + y.numpy().tobytes())
+    print(h.hexdigest(), flush=True)
+""")
+
+
+def test_a_reader_keeps_what_it_has_open_when_another_evicts(datasets, rgw, nginx, tmp_path):
+    sets, _ = datasets
+    env = child_env(rgw, nginx)
+    cache = tmp_path / "cache"
+    want = digest(epoch(sets["jpeg"]["local"], env))
+    # A full cache (everything of the jpeg set), then a reader in its middle.
+    digest(epoch(sets["jpeg"]["s3"], env, cache))
+    held = subprocess.Popen(["/usr/bin/python3", "-c", HOLD, sets["jpeg"]["s3"], str(cache)], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert held.stdout.readline().strip() == "holding", held.stderr.read()
+        jpeg = sorted(f.name for f in pathlib.Path(cache).iterdir())
+        # Another job, another dataset, a limit of almost nothing: it evicts
+        # what nobody has open (nothing here), and reads uncached.
+        assert digest(epoch(sets["raw"]["s3"], env, cache, limit=1)) == digest(
+            epoch(sets["raw"]["local"], env))
+        assert all((cache / name).exists() for name in jpeg)
+        held.stdin.write("go\n")
+        held.stdin.flush()
+        out, err = held.communicate(timeout=HANG)
+    finally:
+        held.kill()
+    assert out.strip() == want, err
+    digest(epoch(sets["raw"]["s3"], env, cache, limit=1))  # now nothing is open: the jpeg set goes
+    assert not any((cache / name).exists() for name in jpeg)
