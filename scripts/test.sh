@@ -37,13 +37,13 @@ echo "== the GPU kit on this CPU: fetch .deps/, build from it, run its steps wit
 scripts/gpu_kit.sh fetch
 scripts/gpu_kit.sh run --cpu --out build-gpukit-cpu/out
 
-echo "== ThreadSanitizer: loader threads, prefetch ring, block cache"
+echo "== ThreadSanitizer: loader threads, prefetch ring, block cache, node cache"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDKIT_SANITIZE=thread -DSHARDKIT_WITH_TORCH=OFF \
   -DSHARDKIT_WITH_PYTHON=OFF > /dev/null
 cmake --build build-tsan -j"$jobs" --target loader_test prefetch_ring_test block_cache_test read_queue_test worker_team_test \
-  loader_stages_test storage_test elastic_resume_test shared_index_test > /dev/null
+  loader_stages_test storage_test elastic_resume_test shared_index_test node_cache_test > /dev/null
 TSAN_OPTIONS="halt_on_error=1" ctest --test-dir build-tsan \
-  -R '^(LoaderTest|JpegLoaderTest|PrefetchRingTest|BlockCacheTest|ReadQueueTest|WorkerTeamTest|BatchFillerTest|StorageTest|SharedIndexTest|[A-Za-z]*/?ElasticResumeTest)\.' \
+  -R '^(LoaderTest|JpegLoaderTest|PrefetchRingTest|BlockCacheTest|ReadQueueTest|WorkerTeamTest|BatchFillerTest|StorageTest|SharedIndexTest|NodeCacheTest|[A-Za-z]*/?ElasticResumeTest)\.' \
   --output-on-failure -j"$jobs"
 
 echo "== fuzz smoke (${FUZZ_SECONDS:-5} s per target)"

@@ -15,7 +15,7 @@ import uuid
 import boto3
 import pytest
 from botocore.config import Config
-from readers import DUMP, FASHION, HERE, PACK, run
+from readers import BUILD, DUMP, FASHION, HERE, PACK, run
 
 
 def parse_env(path):
@@ -178,3 +178,11 @@ def proxied(datasets, rgw, start_proxy):
     """A fault proxy in front of radosgw, and the env that reads through it."""
     proxy = start_proxy(rgw["AWS_ENDPOINT_URL"].removeprefix("http://"), "--seed", 5)
     return proxy
+
+
+@pytest.fixture(scope="session")
+def binding():
+    """The Python binding, for tests whose readers are Python scripts: a build
+    without it (the sanitizer builds) runs the others."""
+    if not (BUILD / "python" / "shardkit" / "__init__.py").exists():
+        pytest.skip("the Python binding is not built in " + str(BUILD))

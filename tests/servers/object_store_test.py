@@ -78,7 +78,7 @@ SKIP = textwrap.dedent("""
 """)
 
 
-def test_the_skip_policy_on_a_damaged_remote_shard_is_the_local_one(datasets, rgw, nginx, s3,
+def test_the_skip_policy_on_a_damaged_remote_shard_is_the_local_one(binding, datasets, rgw, nginx, s3,
                                                                      tmp_path):
     sets, bucket = datasets
     src, damaged = pathlib.Path(sets["jpeg"]["local"]), tmp_path / "damaged"
@@ -116,14 +116,14 @@ RESUME = textwrap.dedent("""
 """)
 
 
-def test_a_mid_epoch_state_resumes_from_s3(datasets, rgw, nginx):
+def test_a_mid_epoch_state_resumes_from_s3(binding, datasets, rgw, nginx):
     sets, _ = datasets
     r = run(["/usr/bin/python3", "-c", RESUME, sets["raw"]["s3"], sets["raw"]["local"], 100],
             child_env(rgw, nginx))
     assert r.stdout.split() == ["resumed", "100", str(625 - 100)], r.stdout
 
 
-def test_dataset_items_from_a_url_are_the_local_ones(datasets, rgw, nginx):
+def test_dataset_items_from_a_url_are_the_local_ones(binding, datasets, rgw, nginx):
     sets, _ = datasets
     script = textwrap.dedent("""
         import sys, shardkit
@@ -185,7 +185,7 @@ REPLACE = textwrap.dedent("""
 """)
 
 
-def test_an_object_replaced_mid_epoch_is_an_error_naming_it(datasets, rgw, nginx, s3):
+def test_an_object_replaced_mid_epoch_is_an_error_naming_it(binding, datasets, rgw, nginx, s3):
     sets, bucket = datasets
     client = s3(rgw)
     src = pathlib.Path(sets["jpeg"]["local"])
@@ -261,7 +261,7 @@ def readline(p, timeout=HANG):
         return p.stdout.readline() if sel.select(timeout=timeout) else ""
 
 
-def test_ctrl_c_during_a_stalled_read_is_prompt(datasets, rgw, nginx, proxied, tmp_path):
+def test_ctrl_c_during_a_stalled_read_is_prompt(binding, datasets, rgw, nginx, proxied, tmp_path):
     sets, _ = datasets
     script = tmp_path / "ctrl_c.py"
     script.write_text(CTRL_C)

@@ -162,7 +162,7 @@ def cache_bytes(d):
                if f.suffix in (".data", ".map"))
 
 
-def test_ranks_and_jobs_sharing_a_cache_download_each_chunk_once(datasets, rgw, nginx, proxied,
+def test_ranks_and_jobs_sharing_a_cache_download_each_chunk_once(binding, datasets, rgw, nginx, proxied,
                                                                  tmp_path):
     sets, _ = datasets
     local, url = sets["jpeg"]["local"], sets["jpeg"]["s3"]
@@ -180,7 +180,7 @@ def test_ranks_and_jobs_sharing_a_cache_download_each_chunk_once(datasets, rgw, 
     assert proxied.stats()["bytes_down"] - first < 0.05 * size  # opens only
 
 
-def test_the_cache_limit_holds_under_a_full_shuffle(datasets, rgw, nginx, tmp_path):
+def test_the_cache_limit_holds_under_a_full_shuffle(binding, datasets, rgw, nginx, tmp_path):
     sets, _ = datasets
     local, url = sets["jpeg"]["local"], sets["jpeg"]["s3"]
     shards = list(pathlib.Path(local).glob("shard-*.sks"))
@@ -193,7 +193,7 @@ def test_the_cache_limit_holds_under_a_full_shuffle(datasets, rgw, nginx, tmp_pa
         assert cache_bytes(cache) <= size // 2 + largest
 
 
-def test_a_cache_file_cut_short_by_a_kill_is_fetched_again(datasets, rgw, nginx, proxied, tmp_path):
+def test_a_cache_file_cut_short_by_a_kill_is_fetched_again(binding, datasets, rgw, nginx, proxied, tmp_path):
     sets, _ = datasets
     local, url = sets["raw"]["local"], sets["raw"]["s3"]
     env = child_env(rgw, nginx, AWS_ENDPOINT_URL=proxied.url)
@@ -227,7 +227,7 @@ HOLD = textwrap.dedent("""
 """)
 
 
-def test_a_reader_keeps_what_it_has_open_when_another_evicts(datasets, rgw, nginx, tmp_path):
+def test_a_reader_keeps_what_it_has_open_when_another_evicts(binding, datasets, rgw, nginx, tmp_path):
     sets, _ = datasets
     env = child_env(rgw, nginx)
     cache = tmp_path / "cache"
