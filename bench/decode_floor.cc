@@ -7,7 +7,8 @@
 //
 // Three sides over the same samples, every position of epoch 0 (rank 0 of
 // 1, drop_last; the records at those positions are the loader's, read from
-// its first pass), so each side decodes the same crops:
+// a pass of it, or with --shuffle none the records in order, with no pass:
+// for callgrind), so each side decodes the same crops:
 //   floor     SampleDecoder::DecodeRegion alone: each crop's rows and columns
 //             at the DCT scale (and IDCT) the loader picks, nothing else;
 //             payloads from memory, on this thread.
@@ -134,19 +135,23 @@ class Sides {
       return Status::InvalidArgument(a.dir + ": not a JPEG dataset");
     SK_ASSIGN_OR_RETURN(decoder_, SampleDecoder::Make(ds->manifest().record, a.loader.transform,
                                                       a.loader.layout, a.loader.seed, a.dir));
-    SK_RETURN_IF_ERROR(loader_->StartEpoch(0));
-    ReadScratch scratch;
-    for (;;) {
-      const Batch* b = nullptr;
-      SK_RETURN_IF_ERROR(loader_->Next(&b));
-      if (b == nullptr) break;
-      for (int i = 0; i < b->size; ++i) {
-        records_.push_back(b->sample_ids[i]);
-        const auto [shard, local] = ds->Locate(b->sample_ids[i]);
-        std::string_view v;
-        SK_RETURN_IF_ERROR(ds->shard(shard).ReadRecord(local, &scratch, &v));
-        payloads_.emplace_back(v);
+    if (a.loader.shuffle == ShuffleMode::kNone) {  // position p holds record p
+      for (uint64_t p = 0; p < loader_->samples_per_epoch(); ++p) records_.push_back(p);
+    } else {  // the loader's order, from a pass of it
+      SK_RETURN_IF_ERROR(loader_->StartEpoch(0));
+      for (;;) {
+        const Batch* b = nullptr;
+        SK_RETURN_IF_ERROR(loader_->Next(&b));
+        if (b == nullptr) break;
+        records_.insert(records_.end(), b->sample_ids, b->sample_ids + b->size);
       }
+    }
+    ReadScratch scratch;
+    for (uint64_t record : records_) {
+      const auto [shard, local] = ds->Locate(record);
+      std::string_view v;
+      SK_RETURN_IF_ERROR(ds->shard(shard).ReadRecord(local, &scratch, &v));
+      payloads_.emplace_back(v);
     }
     samples_ = records_.size();
     if (samples_ == 0) return Status::InvalidArgument(a.dir + ": fewer records than one batch");

@@ -39,7 +39,9 @@ int Coefficients(double in0, double in_len, int in_size, int out_size, std::vect
     float* w = weights->data() + static_cast<size_t>(i) * k;
     double total = 0;
     for (int x = xmin; x < xmax; ++x) {
-      double t = (x + 0.5 - center) / filterscale;
+      // Upscales (filterscale 1) skip a division that would leave t as it is.
+      double t = x + 0.5 - center;
+      if (filterscale != 1.0) t /= filterscale;
       double v = std::max(0.0, 1.0 - std::fabs(t));
       w[x - xmin] = static_cast<float>(v);
       total += v;

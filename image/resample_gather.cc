@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <vector>
 
 #if defined(SHARDKIT_SIMD_KERNELS)
 #include <immintrin.h>
@@ -227,7 +228,27 @@ SK_AVX512 void ColumnsToPlanes3Avx512(const uint8_t* src, size_t stride, const R
                                       int y0, int npix, uint8_t* planes, size_t plane_bytes,
                                       size_t row_bytes) {
   const __m512i sel[3] = {ChannelSelect(0), ChannelSelect(1), ChannelSelect(2)};
-  const int lo = s.yb[y0], hi = s.yb[y0 + kRows - 1] + s.yn[y0 + kRows - 1];
+  const int lo = s.yb[y0], span = s.yb[y0 + kRows - 1] + s.yn[y0 + kRows - 1] - lo;
+  // Per source row of the span: the rows it is a tap of (bit r) and its weight
+  // in each, taken out of the loop (stores through bytes would reload them);
+  // on the stack but for downscales by more than about 16.
+  constexpr int kStackSpan = 64;
+  float stack_weight[kStackSpan * kRows];
+  unsigned stack_taps[kStackSpan];
+  std::vector<float> heap_weight(span > kStackSpan ? static_cast<size_t>(span) * kRows : 0);
+  std::vector<unsigned> heap_taps(span > kStackSpan ? span : 0);
+  float* weight = span > kStackSpan ? heap_weight.data() : stack_weight;
+  unsigned* taps_of = span > kStackSpan ? heap_taps.data() : stack_taps;
+  for (int j = 0; j < span; ++j) {
+    taps_of[j] = 0;
+    for (int r = 0; r < kRows; ++r) {
+      const int y = y0 + r, t = lo + j - s.yb[y];
+      const bool on = t >= 0 && t < s.yn[y];
+      taps_of[j] |= on ? 1u << r : 0;
+      weight[j * kRows + r] = on ? s.yw[static_cast<size_t>(y) * s.yk + t] : 0.f;
+    }
+  }
+  const uint8_t* first = src + static_cast<size_t>(lo) * stride;
   for (int p = 0; p < npix; p += 16) {
     const int n = std::min(16, npix - p);
     const __mmask64 bytes = n == 16 ? (1ull << 48) - 1 : (1ull << (3 * n)) - 1;
@@ -235,16 +256,15 @@ SK_AVX512 void ColumnsToPlanes3Avx512(const uint8_t* src, size_t stride, const R
     for (int r = 0; r < kRows; ++r) {
       for (int c = 0; c < 3; ++c) a[r][c] = _mm512_setzero_ps();
     }
-    for (int j = lo; j < hi; ++j) {
-      const __m512i v =
-          _mm512_maskz_loadu_epi8(bytes, src + j * stride + 3 * static_cast<size_t>(p));
+    const uint8_t* at = first + 3 * static_cast<size_t>(p);
+    for (int j = 0; j < span; ++j, at += stride) {
+      const __m512i v = _mm512_maskz_loadu_epi8(bytes, at);
       __m512 f[3];
       for (int c = 0; c < 3; ++c)
         f[c] = _mm512_cvtepi32_ps(_mm512_maskz_permutexvar_epi8(kLaneLowBytes, sel[c], v));
       for (int r = 0; r < kRows; ++r) {
-        const int y = y0 + r, t = j - s.yb[y];
-        if (t < 0 || t >= s.yn[y]) continue;
-        const __m512 w = _mm512_set1_ps(s.yw[static_cast<size_t>(y) * s.yk + t]);
+        if (!(taps_of[j] >> r & 1)) continue;
+        const __m512 w = _mm512_set1_ps(weight[j * kRows + r]);
         for (int c = 0; c < 3; ++c) a[r][c] = _mm512_add_ps(a[r][c], _mm512_mul_ps(w, f[c]));
       }
     }
