@@ -9,6 +9,11 @@
 
 #if defined(SHARDKIT_SIMD_KERNELS)
 #include <immintrin.h>
+// GCC 12's AVX-512 intrinsics start from an _mm512_undefined vector that
+// -Wmaybe-uninitialized takes for an uninitialized read (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace shardkit::resample {

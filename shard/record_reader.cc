@@ -2,9 +2,11 @@
 // process, or one arena of every block shared by a process and its forks.
 #include "shard/record_reader.h"
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -26,7 +28,8 @@ struct RecordReader::State {
 // and its process) -> kReady, or back to kEmpty if the read failed. A thread
 // that finds a slot being filled by its own process waits for it; one that
 // finds another process filling it reads the block into its own cache
-// instead, so a process that dies mid-fill never blocks the others.
+// instead, so a process that dies mid-fill never blocks the others (and a
+// slot it left is taken over by the next reader that finds it gone).
 struct RecordReader::Arena {
   enum : uint32_t { kEmpty = 0, kReady = 1 };
   static uint32_t Filling(pid_t pid) { return static_cast<uint32_t>(pid) << 1; }
@@ -144,8 +147,12 @@ Status RecordReader::Read(uint64_t global, Record* out) const {
   if (arena_) {
     const uint64_t b = arena_->first[shard] + e.block;
     const uint32_t mine = Arena::Filling(s->pid);
-    uint32_t seen = Arena::kEmpty;
-    if (arena_->state[b].compare_exchange_strong(seen, mine)) {
+    uint32_t seen = arena_->state[b].load(std::memory_order_acquire);
+    // A slot left being filled by a process that is gone (a worker killed
+    // mid-read) is taken over, as an empty one is.
+    const bool orphan = seen != Arena::kEmpty && seen != Arena::kReady && seen != mine &&
+                        ::kill(static_cast<pid_t>(seen >> 1), 0) != 0 && errno == ESRCH;
+    if ((seen == Arena::kEmpty || orphan) && arena_->state[b].compare_exchange_strong(seen, mine)) {
       Status st = r.ReadBlockInto(e.block, &scratch, &scratch.raw);
       if (st.ok()) {
         std::memcpy(arena_->base + arena_->offset[b], scratch.raw.data(), scratch.raw.size());
