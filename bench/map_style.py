@@ -3,8 +3,11 @@
 
   map_style.py SHARDS IMAGES_IDX LABELS_IDX [--batch 256] [--workers 2] [--rounds 3]
 
-SHARDS holds the records of the IDX files (shardkit-pack idx, zstd blocks;
-bench/map_style.sh packs Fashion-MNIST). Each round, alternating the sides:
+SHARDS holds the records of the IDX files, as `shardkit-pack idx --images
+IMAGES_IDX --labels LABELS_IDX SHARDS` packs them (zstd blocks); for
+Fashion-MNIST the IDX files are in /usr/share/datasets/fashion-mnist. Run it
+with the built binding on the path (PYTHONPATH=build/python). Each round,
+alternating the sides:
 
   shardkit.Dataset[i] in order, then in a random order, over every record,
       each on a Dataset opened for the pass (so the pass decompresses every
