@@ -9,6 +9,10 @@
 #           with a full shuffle), 1 and 2 workers;
 #   train:  train_compare.sh's shardkit side (ResNet-20 on Fashion-MNIST, batch
 #           64, 1 rank with all cores, 2 ranks with half each).
+# Before timing, it checks that the loader's batches are the same bytes on
+# both sides (tests/tools/loader_dump of each build, where OLD has it: the
+# JPEG set with the train and val transforms, Fashion-MNIST raw, full shuffle,
+# 1 and 2 workers, two epochs each), and says which configurations differ.
 # usage: bench/compare_commits.sh OLD [OUT]
 #   env: ROUNDS=3 STEPS=120 BATCHES=60 (JPEG) RAW_BATCHES=5000 (a raw batch takes
 #        under 0.1 ms: short runs measure the VM's scheduling, not the loader)
@@ -44,6 +48,12 @@ if [ ! -x "$OLD_DIR/build/train/shardkit-train" ]; then
   (cd "$OLD_DIR" && shardkit_build build -DSHARDKIT_BUILD_TESTS=OFF -DSHARDKIT_WITH_PYTHON=OFF > /dev/null)
 fi
 [ -x build/train/shardkit-train ] || shardkit_build build > /dev/null
+# Each side's loader_dump (a test tool: built alone, where OLD has one).
+if [ ! -x "$OLD_DIR/build/tests/loader_dump" ] && [ -f "$OLD_DIR/tests/tools/loader_dump.cc" ]; then
+  (cd "$OLD_DIR" && cmake -S . -B build -DSHARDKIT_BUILD_TESTS=ON > /dev/null &&
+    cmake --build build -j"$(nproc)" --target loader_dump > /dev/null) || true
+fi
+[ -x build/tests/loader_dump ] || cmake --build build -j"$(nproc)" --target loader_dump > /dev/null
 
 echo "== data" >&2
 # Each side reads data its own build packed (a newer shard format is refused
@@ -63,6 +73,31 @@ for side in old new; do
   fi
 done
 sync
+
+echo "== the loader's batches, byte for byte, old against new" >&2
+if [ -x "$OLD_DIR/build/tests/loader_dump" ]; then
+  same=0 differ=()
+  for cfg in "jpeg train" "jpeg val" "fashion none"; do
+    set -- $cfg
+    for w in 1 2; do
+      for e in 0 1; do
+        for side in old new; do
+          dir=.
+          [ "$side" = old ] && dir=$OLD_DIR
+          data=$OUT/fashion-$side
+          [ "$1" = jpeg ] && data=${JPEG_GIVEN:-$OUT/jpeg-shards-$side}
+          "$dir/build/tests/loader_dump" "$data" "$OUT/dump-$side" --transform "$2" --size 224 \
+            --workers "$w" --epoch "$e" --shuffle full --batch 32
+        done
+        if cmp -s "$OUT/dump-old" "$OUT/dump-new"; then same=$((same + 1)); else differ+=("$cfg w$w e$e"); fi
+      done
+    done
+  done
+  rm -f "$OUT/dump-old" "$OUT/dump-new"
+  echo "epochs byte-identical: $same of $((same + ${#differ[@]}))${differ[*]:+; differ: ${differ[*]}}" | tee "$OUT/epochs.txt"
+else
+  echo "epochs: $old_sha has no tests/tools/loader_dump: not compared" | tee "$OUT/epochs.txt"
+fi
 
 cores=$(nproc)
 # One round of every benchmark on SIDE (old|new): appends "NAME SIDE img/s" lines to $OUT/runs.txt.
@@ -113,3 +148,4 @@ for name, s in runs.items():
     print("| %s | %.0f | %.0f | %.2f | %.2f | %s | %s |" % (
         name, om, nm, nm / om, max(s["new"]) / max(s["old"]), fmt(s["old"]), fmt(s["new"])))
 PY
+{ echo; cat "$OUT/epochs.txt"; } | tee -a "$OUT/results.md"

@@ -3,17 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+
+#include "image/resample_gather.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#define SK_X86 1
-#endif
-
-// Sanitizer builds use the portable code only (keeps their reports about our
-// code, not about intrinsics).
-#if defined(SK_X86) && !defined(SHARDKIT_NO_TARGET_CLONES) && !defined(__SANITIZE_ADDRESS__) && \
-    !defined(__SANITIZE_THREAD__)
-#define SK_AVX2_KERNELS 1
 #endif
 
 namespace shardkit {
@@ -44,7 +39,9 @@ int Coefficients(double in0, double in_len, int in_size, int out_size, std::vect
     float* w = weights->data() + static_cast<size_t>(i) * k;
     double total = 0;
     for (int x = xmin; x < xmax; ++x) {
-      double t = (x + 0.5 - center) / filterscale;
+      // Upscales (filterscale 1) skip a division that would leave t as it is.
+      double t = x + 0.5 - center;
+      if (filterscale != 1.0) t /= filterscale;
       double v = std::max(0.0, 1.0 - std::fabs(t));
       w[x - xmin] = static_cast<float>(v);
       total += v;
@@ -90,7 +87,7 @@ void RowsToBytesPortable(const uint8_t* src, size_t stride, int taps, const floa
   }
 }
 
-#if defined(SK_AVX2_KERNELS)
+#if defined(SHARDKIT_SIMD_KERNELS)
 // AVX2: 32 outputs at a time, the sums kept in registers across the taps
 // (no float row in memory), converted and packed to bytes in place.
 __attribute__((target("avx2"))) inline __m256 Widen8(const uint8_t* p) {
@@ -194,7 +191,7 @@ void RowsToPlanes3Portable(const uint8_t* src, size_t stride, int taps, const fl
   }
 }
 
-#if defined(SK_AVX2_KERNELS)
+#if defined(SHARDKIT_SIMD_KERNELS)
 bool HasAvx2() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2");
@@ -306,10 +303,115 @@ void TransposePixels(const uint8_t* in, int rows, int cols, int c, uint8_t* out)
   }
 }
 
+// Pass 1 (vertical) into planes, one per channel, out_h rows of `cols` each
+// (for one channel HWC and CHW are the same bytes): source rows yb[y].. of
+// columns x0.. with weights yw[y].
+void VerticalToPlanes(const Image& src, int x0, int cols, int out_h, resample::GatherIsa isa,
+                      ResampleScratch* s, uint8_t* planes) {
+  const int c = src.channels;
+  const size_t src_stride = static_cast<size_t>(src.width) * c,
+               row1 = static_cast<size_t>(cols) * c;
+  const size_t mid_plane = static_cast<size_t>(cols) * out_h;
+  auto source_rows = [&](int y) {
+    return src.pixels.data() + s->yb[y] * src_stride + static_cast<size_t>(x0) * c;
+  };
+  auto y_weights = [&](int y) { return s->yw.data() + static_cast<size_t>(y) * s->yk; };
+  if (c == 3 && isa == resample::GatherIsa::kAvx512Vbmi) {
+    resample::ColumnsToPlanes3(src.pixels.data() + static_cast<size_t>(x0) * c, src_stride, *s,
+                               out_h, cols, planes, mid_plane, cols);
+    return;
+  }
+  if (c == 3) {  // split into planes as the rows are written
+    if (s->tmp.size() < row1) s->tmp.resize(row1);
+    for (int y = 0; y < out_h; ++y) {
+      uint8_t* r = planes + static_cast<size_t>(y) * cols;
+      RowsToPlanes3(source_rows(y), src_stride, s->yn[y], y_weights(y), cols, s->acc.data(),
+                    s->tmp.data(), r, r + mid_plane, r + 2 * mid_plane);
+    }
+    return;
+  }
+  // One channel written in place; others interleaved, then split.
+  if (c > 1 && s->tmp.size() < out_h * row1) s->tmp.resize(out_h * row1);
+  uint8_t* rows = c == 1 ? planes : s->tmp.data();
+  for (int y = 0; y < out_h; ++y) {
+    RowsToBytes(source_rows(y), src_stride, s->yn[y], y_weights(y), row1, s->acc.data(),
+                rows + y * row1);
+  }
+  if (c > 1) {
+    for (int ch = 0; ch < c; ++ch) {
+      for (size_t p = 0; p < mid_plane; ++p) planes[ch * mid_plane + p] = rows[p * c + ch];
+    }
+  }
+}
+
+// Pass 2 (horizontal) as planned gathers (resample::PlanRows) from the planes
+// of pass 1 (`cols` wide, in s->p1) straight into dst: planes (CHW, or one
+// channel), or for 3 channels HWC through planes in scratch.
+void HorizontalByGathers(resample::GatherIsa isa, int c, int cols, int out_w, int out_h,
+                         Layout layout, ResampleScratch* s, uint8_t* dst) {
+  const size_t mid_plane = static_cast<size_t>(cols) * out_h,
+               out_plane = static_cast<size_t>(out_w) * out_h;
+  const uint8_t* planes = s->p1.data();
+  if (layout == Layout::kNCHW || c == 1) {
+    for (int ch = 0; ch < c; ++ch) {
+      resample::GatherRows(isa, planes + ch * mid_plane, cols, out_h, *s, out_w,
+                           dst + ch * out_plane, out_w);
+    }
+    return;
+  }
+  if (s->p2.size() < 3 * out_plane) s->p2.resize(3 * out_plane);
+  for (int ch = 0; ch < 3; ++ch) {
+    resample::GatherRows(isa, planes + ch * mid_plane, cols, out_h, *s, out_w,
+                         s->p2.data() + ch * out_plane, out_w);
+  }
+  resample::Interleave3(s->p2.data(), s->p2.data() + out_plane, s->p2.data() + 2 * out_plane,
+                        out_plane, dst);
+}
+
+// The horizontal pass run as a vertical one on transposed data: output row x
+// (mirrored if flip) sums input rows xb[x] - x0 + t, rows of `len` bytes.
+void HorizontalAsVertical(const uint8_t* in, size_t len, int x0, int out_w, bool flip,
+                          ResampleScratch* s, uint8_t* out) {
+  for (int x = 0; x < out_w; ++x) {
+    const int ox = flip ? out_w - 1 - x : x;
+    RowsToBytes(in + static_cast<size_t>(s->xb[x] - x0) * len, len, s->xn[x],
+                s->xw.data() + static_cast<size_t>(x) * s->xk, len, s->acc.data(),
+                out + static_cast<size_t>(ox) * len);
+  }
+}
+
+// Pass 2 (horizontal) by transposes from the planes of pass 1 (in s->p1):
+// byte transposes turn each into cols rows of out_h, the horizontal pass
+// runs as a vertical one on each, and byte transposes put the planes upright
+// into dst (CHW).
+void HorizontalByTransposes(int c, int x0, int cols, int out_w, int out_h, bool flip,
+                            ResampleScratch* s, uint8_t* dst) {
+  const size_t mid_plane = static_cast<size_t>(cols) * out_h,
+               out_plane = static_cast<size_t>(out_w) * out_h;
+  const uint8_t* planes = s->p1.data();
+  if (s->p2.size() < mid_plane * c) s->p2.resize(mid_plane * c);
+  for (int ch = 0; ch < c; ++ch) {
+    TransposeBytes(planes + ch * mid_plane, cols, out_h, cols, s->p2.data() + ch * mid_plane,
+                   out_h);
+  }
+  if (s->p1.size() < out_plane * c) s->p1.resize(out_plane * c);
+  for (int ch = 0; ch < c; ++ch) {
+    uint8_t* outp = s->p1.data() + ch * out_plane;
+    HorizontalAsVertical(s->p2.data() + ch * mid_plane, out_h, x0, out_w, flip, s, outp);
+    TransposeBytes(outp, out_h, out_w, out_h, dst + ch * out_plane, out_w);
+  }
+}
+
 }  // namespace
 
 void Resample(const Image& src, const RectF& region, int out_w, int out_h, bool flip, uint8_t* dst,
               ResampleScratch* s, Layout layout) {
+  resample::ResampleWith(resample::DetectGatherIsa(), src, region, out_w, out_h, flip, dst, s,
+                         layout);
+}
+
+void resample::ResampleWith(GatherIsa isa, const Image& src, const RectF& region, int out_w,
+                            int out_h, bool flip, uint8_t* dst, ResampleScratch* s, Layout layout) {
   const int c = src.channels;
   s->xk = Coefficients(region.x, region.w, src.width, out_w, &s->xb, &s->xn, &s->xw);
   s->yk = Coefficients(region.y, region.h, src.height, out_h, &s->yb, &s->yn, &s->yw);
@@ -324,74 +426,31 @@ void Resample(const Image& src, const RectF& region, int out_w, int out_h, bool 
   };
   const size_t row1 = static_cast<size_t>(cols) * c;
   grow(&s->acc, std::max(row1, static_cast<size_t>(out_h) * c));
-  grow(&s->p1, static_cast<size_t>(out_h) * row1);
-  // Pass 1 (vertical) reads rows yb[y].. of the needed columns with weights yw[y].
-  auto source_rows = [&](int y) {
-    return src.pixels.data() + s->yb[y] * src_stride + static_cast<size_t>(x0) * c;
-  };
-  auto y_weights = [&](int y) { return s->yw.data() + static_cast<size_t>(y) * s->yk; };
-  // Pass 2 (horizontal), run on transposed data as a vertical pass: output
-  // row x (mirrored if flip) sums input rows xb[x] - x0 + t, rows of `len` bytes.
-  auto horizontal = [&](const uint8_t* in, size_t len, uint8_t* out) {
-    for (int x = 0; x < out_w; ++x) {
-      const int ox = flip ? out_w - 1 - x : x;
-      RowsToBytes(in + static_cast<size_t>(s->xb[x] - x0) * len, len, s->xn[x],
-                  s->xw.data() + static_cast<size_t>(x) * s->xk, len, s->acc.data(),
-                  out + static_cast<size_t>(ox) * len);
-    }
-  };
+  grow(&s->p1, static_cast<size_t>(out_h) * row1 + resample::kRowPad);
+  // Gathers where the CPU has them and the scale suits them (every output
+  // the same to the bit either way); planes and transposes otherwise.
+  if ((c == 1 || c == 3) && resample::PlanRows(isa, out_w, flip, x0, s)) {
+    VerticalToPlanes(src, x0, cols, out_h, isa, s, s->p1.data());
+    HorizontalByGathers(isa, c, cols, out_w, out_h, layout, s, dst);
+    return;
+  }
   if (layout == Layout::kNCHW || c == 1) {
-    // Planar (for one channel HWC and CHW are the same bytes): pass 1 leaves
-    // one plane per channel, out_h rows of cols; byte transposes turn each
-    // into cols rows of out_h, the horizontal pass runs as a vertical one on
-    // each, and byte transposes put the planes upright.
-    const size_t mid_plane = static_cast<size_t>(cols) * out_h,
-                 out_plane = static_cast<size_t>(out_w) * out_h;
-    uint8_t* planes = s->p1.data();
-    if (c == 3) {  // split into planes as the rows are written
-      grow(&s->tmp, row1);
-      for (int y = 0; y < out_h; ++y) {
-        uint8_t* r = planes + static_cast<size_t>(y) * cols;
-        RowsToPlanes3(source_rows(y), src_stride, s->yn[y], y_weights(y), cols, s->acc.data(),
-                      s->tmp.data(), r, r + mid_plane, r + 2 * mid_plane);
-      }
-    } else {  // one channel written in place; others interleaved, then split
-      grow(&s->tmp, c == 1 ? 0 : out_h * row1);
-      uint8_t* rows = c == 1 ? planes : s->tmp.data();
-      for (int y = 0; y < out_h; ++y) {
-        RowsToBytes(source_rows(y), src_stride, s->yn[y], y_weights(y), row1, s->acc.data(),
-                    rows + y * row1);
-      }
-      if (c > 1) {
-        for (int ch = 0; ch < c; ++ch) {
-          for (size_t p = 0; p < mid_plane; ++p) planes[ch * mid_plane + p] = rows[p * c + ch];
-        }
-      }
-    }
-    grow(&s->p2, mid_plane * c);
-    for (int ch = 0; ch < c; ++ch) {
-      TransposeBytes(planes + ch * mid_plane, cols, out_h, cols, s->p2.data() + ch * mid_plane,
-                     out_h);
-    }
-    grow(&s->p1, out_plane * c);
-    for (int ch = 0; ch < c; ++ch) {
-      uint8_t* outp = s->p1.data() + ch * out_plane;
-      horizontal(s->p2.data() + ch * mid_plane, out_h, outp);
-      TransposeBytes(outp, out_h, out_w, out_h, dst + ch * out_plane, out_w);
-    }
+    VerticalToPlanes(src, x0, cols, out_h, resample::GatherIsa::kNone, s, s->p1.data());
+    HorizontalByTransposes(c, x0, cols, out_w, out_h, flip, s, dst);
     return;
   }
   // Interleaved (HWC out): pass 1 into pixel rows, transpose pixels, the
   // horizontal pass as a vertical one over pixel rows, transpose back.
   for (int y = 0; y < out_h; ++y) {
-    RowsToBytes(source_rows(y), src_stride, s->yn[y], y_weights(y), row1, s->acc.data(),
+    RowsToBytes(src.pixels.data() + s->yb[y] * src_stride + static_cast<size_t>(x0) * c, src_stride,
+                s->yn[y], s->yw.data() + static_cast<size_t>(y) * s->yk, row1, s->acc.data(),
                 s->p1.data() + y * row1);
   }
   const size_t row2 = static_cast<size_t>(out_h) * c;
   grow(&s->p2, static_cast<size_t>(cols) * row2);
   TransposePixels(s->p1.data(), out_h, cols, c, s->p2.data());
   grow(&s->p1, static_cast<size_t>(out_w) * row2);
-  horizontal(s->p2.data(), row2, s->p1.data());
+  HorizontalAsVertical(s->p2.data(), row2, x0, out_w, flip, s, s->p1.data());
   TransposePixels(s->p1.data(), out_w, out_h, c, dst);
 }
 

@@ -42,6 +42,13 @@ struct ResampleScratch {
   std::vector<int> xb, yb, xn, yn;
   std::vector<float> xw, yw;
   int xk = 0, yk = 0;
+  // The horizontal pass as gathers (image/resample_gather.h, PlanRows): the
+  // windows of the input row the groups of outputs read, and per tap each
+  // lane's byte in its window and weight.
+  std::vector<int> window;
+  std::vector<uint8_t> lane_byte;
+  std::vector<float> lane_weight;
+  int gather_taps = 0;
 };
 
 // Resamples `region` of src (HWC, 1 or 3 channels) to out_w x out_h into dst

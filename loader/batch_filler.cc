@@ -139,6 +139,7 @@ void BatchFiller::Fill(uint64_t epoch, std::vector<Job>* jobs_in) {
     Record(last_.alone, start - last_.start, last_.total);
   }
   last_ = LastFill{alone, start, total, epoch, jobs.back().k + 1, fills_};
+  (alone ? fills_alone_ : fills_shared_).fetch_add(1, std::memory_order_relaxed);
   team_.Run(
       nwarm + nitems, [&](int w, int it) { RunItem(w, it, nwarm, jobs); }, alone ? 1 : workers_);
   for (const Job& job : jobs) {
@@ -188,6 +189,7 @@ void BatchFiller::Record(bool alone, uint64_t ns, int samples) {
   Way& w = ways_[alone ? 0 : 1];
   w.ns = w.ns * kDecay + measured;
   w.samples = w.samples * kDecay + samples;
+  if (ways_[0].samples > 0 && ways_[1].samples > 0) settled_.store(true, std::memory_order_relaxed);
 }
 
 void BatchFiller::RunItem(int w, int it, int nwarm, const std::vector<Job>& jobs) {
@@ -246,12 +248,15 @@ BatchFillerStats BatchFiller::stats() const {
   }
   s.samples = samples_.load();
   s.batches = batches_.load();
+  s.fills_alone = fills_alone_.load();
+  s.fills_shared = fills_shared_.load();
+  s.settled = workers_ == 1 || settled_.load();
   return s;
 }
 
 void BatchFiller::ResetStats() {
   for (auto& st : states_) st->decode_ns = st->transform_ns = 0;
-  samples_ = batches_ = 0;
+  samples_ = batches_ = fills_alone_ = fills_shared_ = 0;
 }
 
 }  // namespace shardkit

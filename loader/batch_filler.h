@@ -34,6 +34,10 @@ namespace shardkit {
 struct BatchFillerStats {
   double decode_s = 0, transform_s = 0;  // summed over workers
   uint64_t samples = 0, batches = 0;     // filled without error
+  // Fills run alone and on the team; whether both ways have been measured
+  // (always so with one worker): until then the choice is still exploring.
+  uint64_t fills_alone = 0, fills_shared = 0;
+  bool settled = false;
 };
 
 class BatchFiller {
@@ -105,7 +109,8 @@ class BatchFiller {
     uint64_t number = 0;  // fills_ when it was chosen
   } last_;
   WorkerTeam team_;  // the producer thread and workers - 1 helpers
-  std::atomic<uint64_t> samples_{0}, batches_{0};
+  std::atomic<uint64_t> samples_{0}, batches_{0}, fills_alone_{0}, fills_shared_{0};
+  std::atomic<bool> settled_{false};
 };
 
 }  // namespace shardkit

@@ -370,6 +370,9 @@ LoaderStats Loader::stats() const {
   s.transform_s = f.transform_s;
   s.samples = f.samples;
   s.batches = f.batches;
+  s.fills_alone = f.fills_alone;
+  s.fills_shared = f.fills_shared;
+  s.fill_settled = f.settled;
   s.wait_s = d.wait_ns.load() * 1e-9;
   s.corrupt_records = d.corrupt->corrupt_records();
   s.samples_replaced = d.corrupt->samples_replaced();

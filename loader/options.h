@@ -191,6 +191,12 @@ struct LoaderStats {
   uint64_t queued_reads = 0;
   double mean_reads_in_flight = 0, mean_read_latency_s = 0;
   uint64_t peak_reads_in_flight = 0, peak_read_ahead_bytes = 0;
+  // How batches were filled (workers > 1): fills run on the producer thread
+  // alone and on the whole team, and whether the loader has measured both
+  // ways yet and so settled on the faster (it still tries the other now and
+  // then). A benchmark warms up until it has.
+  uint64_t fills_alone = 0, fills_shared = 0;
+  bool fill_settled = false;
 };
 
 // Loader threads per rank at most: more is a typo, not a machine.

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "loader/block_cache.h"
+#include "shard/block_cache.h"
 #include "loader/read_queue.h"
 #include "loader/sampler.h"
 #include "shard/dataset.h"

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "loader/block_cache.h"
+#include "shard/block_cache.h"
 #include "loader/read_planner.h"
 #include "loader/read_queue.h"
 #include "shard/dataset.h"

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "loader/block_cache.h"
+#include "shard/block_cache.h"
 #include "loader/options.h"
 #include "loader/read_planner.h"
 #include "loader/read_queue.h"

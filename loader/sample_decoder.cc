@@ -69,14 +69,12 @@ Status SampleDecoder::DecodeRaw(std::string_view payload, uint8_t* out) const {
   return Status::OK();
 }
 
-Status SampleDecoder::DecodeJpeg(State& st, std::string_view payload, uint64_t epoch,
-                                 uint64_t position, uint8_t* out) const {
-  const uint64_t t0 = MonotonicNs();
-  CropDecision crop;
+Status SampleDecoder::DecodeRegion(State& st, std::string_view payload, uint64_t epoch,
+                                   uint64_t position, CropDecision* crop) const {
   DecodeRequest req;
   req.choose_crop = [&](int w, int h) {
-    crop = ChooseCrop(w, h, epoch, position);
-    return crop.rect;
+    *crop = ChooseCrop(w, h, epoch, position);
+    return crop->rect;
   };
   // Random crops: the smallest DCT scale that keeps the crop at least the
   // output size (speed; augmentation dwarfs the difference). The
@@ -90,8 +88,15 @@ Status SampleDecoder::DecodeJpeg(State& st, std::string_view payload, uint64_t e
   }
   req.simd_scales_only = true;
   req.fast = transform_.kind == TransformKind::kTrain;  // random crops: speed over the last bit
-  SK_RETURN_IF_ERROR(st.jpeg.Decode(reinterpret_cast<const uint8_t*>(payload.data()),
-                                    payload.size(), req, &st.region));
+  return st.jpeg.Decode(reinterpret_cast<const uint8_t*>(payload.data()), payload.size(), req,
+                        &st.region);
+}
+
+Status SampleDecoder::DecodeJpeg(State& st, std::string_view payload, uint64_t epoch,
+                                 uint64_t position, uint8_t* out) const {
+  const uint64_t t0 = MonotonicNs();
+  CropDecision crop;
+  SK_RETURN_IF_ERROR(DecodeRegion(st, payload, epoch, position, &crop));
   const uint64_t t1 = MonotonicNs();
   st.decode_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
   Resample(st.region.image, st.region.crop, width_, height_, crop.flip, out, &st.resample, layout_);

@@ -62,6 +62,14 @@ class SampleDecoder {
   // The source rectangle and flip for a w x h image at (epoch, position).
   CropDecision ChooseCrop(int w, int h, uint64_t epoch, uint64_t position) const;
 
+  // The decode half of a JPEG sample: the rows and columns of `payload` that
+  // the sample at (epoch, position) needs, at the DCT scale and with the IDCT
+  // the transform picks, into st.region; *crop gets the crop decision.
+  // DecodeJpeg is this, then a resample into the output; alone, it is the
+  // decode floor that bench/decode_floor.cc measures the loader against.
+  Status DecodeRegion(State& st, std::string_view payload, uint64_t epoch, uint64_t position,
+                      CropDecision* crop) const;
+
  private:
   Status DecodeJpeg(State& st, std::string_view payload, uint64_t epoch, uint64_t position,
                     uint8_t* out) const;

@@ -25,6 +25,7 @@
 #include "shard/dataset.h"
 #include "shard/dataset_writer.h"
 #include "shard/manifest.h"
+#include "shard/record_reader.h"
 
 namespace py = pybind11;
 using namespace shardkit;
@@ -350,60 +351,76 @@ class PyLoader {
 
 class PyDataset {
  public:
-  explicit PyDataset(const std::string& path) {
+  PyDataset(const std::string& path, int64_t block_cache_bytes) {
+    if (block_cache_bytes < 0) throw py::value_error("block_cache_bytes must be >= 0");
     Result<std::unique_ptr<Dataset>> d = Status::OK();
     {
       py::gil_scoped_release release;
       d = Dataset::Open(path);
     }
     ds_ = Take(std::move(d));
+    reader_ = std::make_unique<RecordReader>(ds_.get(), static_cast<uint64_t>(block_cache_bytes));
   }
   uint64_t size() const { return ds_->num_records(); }
   const Manifest& manifest() const { return ds_->manifest(); }
+  uint64_t blocks_decompressed() const { return reader_->blocks_decompressed(); }
 
-  // (payload, label, key): bytes for JPEG and bytes records, a uint8 array of
-  // the record's shape for raw ones. The record's checksum is verified.
-  // `index` as Python indexes a sequence: from the end if negative.
-  py::tuple Get(const py::int_& index) const {
-    const int64_t n = static_cast<int64_t>(ds_->num_records());
-    int overflow = 0;
-    int64_t i = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
-    if (overflow == 0 && i < 0) i += n;
-    if (overflow != 0 || i < 0 || i >= n) {
-      throw py::index_error("record index " + py::str(py::handle(index)).cast<std::string>() +
-                            " out of range (" + std::to_string(n) + " records)");
-    }
-    const auto [shard, local] = ds_->Locate(static_cast<uint64_t>(i));
-    const ShardReader& r = ds_->shard(shard);
-    std::string payload;
-    Status s;
-    {
-      py::gil_scoped_release release;
-      ReadScratch scratch;
-      std::string_view view;
-      s = r.ReadRecord(local, &scratch, &view);
-      if (s.ok()) payload.assign(view);
-    }
-    Check(s);
-    const int32_t label = r.label(local);
-    py::bytes key(std::string(r.key(local)));  // decoded by the package (surrogateescape)
-    const RecordFormat& f = ds_->manifest().record;
-    if (f.kind == format::RecordKind::kRawU8) {
-      if (payload.size() != f.raw_record_size()) {
-        Raise(Status::Corruption(r.Where(local) + ": " + std::to_string(payload.size()) +
-                                 " bytes, the record shape needs " +
-                                 std::to_string(f.raw_record_size())));
+  // (payload, label): bytes for JPEG and bytes records, a uint8 array of the
+  // record's shape for raw ones, checked (RecordReader: a record costs a
+  // record, sliced from a cached block, the GIL given up only around reads
+  // of storage). `index`: anything Python indexes a sequence with (int,
+  // NumPy integer, 0-d tensor), from the end if negative.
+  py::tuple Item(py::handle index) const {
+    const uint64_t i = Index(index);
+    RecordReader::Record rec;
+    if (!reader_->ReadCached(i, &rec)) {
+      Status s;
+      {
+        py::gil_scoped_release release;
+        s = reader_->Read(i, &rec);
       }
-      std::vector<py::ssize_t> shape(f.shape.begin(), f.shape.end());
-      py::array_t<uint8_t> a(shape);
-      std::memcpy(a.mutable_data(), payload.data(), payload.size());
-      return py::make_tuple(a, label, key);
+      Check(s);
     }
-    return py::make_tuple(py::bytes(payload), label, key);
+    const auto [shard, local] = ds_->Locate(i);
+    const ShardReader& r = ds_->shard(shard);
+    const RecordFormat& f = ds_->manifest().record;
+    if (f.kind != format::RecordKind::kRawU8)
+      return py::make_tuple(py::bytes(rec.payload.data(), rec.payload.size()), r.label(local));
+    if (rec.payload.size() != f.raw_record_size()) {
+      Raise(Status::Corruption(r.Where(local) + ": " + std::to_string(rec.payload.size()) +
+                               " bytes, the record shape needs " +
+                               std::to_string(f.raw_record_size())));
+    }
+    py::array_t<uint8_t> a(std::vector<py::ssize_t>(f.shape.begin(), f.shape.end()));
+    std::memcpy(a.mutable_data(), rec.payload.data(), rec.payload.size());
+    return py::make_tuple(std::move(a), r.label(local));
+  }
+
+  // Item's (payload, label) and the record's key (bytes, decoded by the package).
+  py::tuple Get(py::handle index) const {
+    const py::tuple item = Item(index);
+    const auto [shard, local] = ds_->Locate(Index(index));
+    return py::make_tuple(item[0], item[1], py::bytes(std::string(ds_->shard(shard).key(local))));
   }
 
  private:
+  // `index` as a record number, or IndexError / TypeError.
+  uint64_t Index(py::handle index) const {
+    py::object n = py::reinterpret_steal<py::object>(PyNumber_Index(index.ptr()));
+    if (!n) throw py::error_already_set();
+    const int64_t size = static_cast<int64_t>(ds_->num_records());
+    int overflow = 0;
+    int64_t i = PyLong_AsLongLongAndOverflow(n.ptr(), &overflow);
+    if (overflow == 0 && i < 0) i += size;
+    if (overflow != 0 || i < 0 || i >= size) {
+      throw py::index_error("record index " + py::str(n).cast<std::string>() + " out of range (" +
+                            std::to_string(size) + " records)");
+    }
+    return static_cast<uint64_t>(i);
+  }
+
   std::unique_ptr<Dataset> ds_;
+  std::unique_ptr<RecordReader> reader_;  // declared after ds_: destroyed before it
 };
 
 class PyWriter {
@@ -611,9 +628,12 @@ PYBIND11_MODULE(_shardkit, m) {
                              [](PyLoader& l) { return l.loader().shuffle_reason(); });
 
   py::class_<PyDataset>(m, "_Dataset")
-      .def(py::init<const std::string&>(), py::arg("path"))
+      .def(py::init<const std::string&, int64_t>(), py::arg("path"),
+           py::arg("block_cache_bytes") = static_cast<int64_t>(RecordReader::kDefaultCacheBytes))
       .def("__len__", &PyDataset::size)
+      .def("item", &PyDataset::Item, py::arg("index"))
       .def("get", &PyDataset::Get, py::arg("index"))
+      .def_property_readonly("blocks_decompressed", &PyDataset::blocks_decompressed)
       .def_property_readonly("classes", [](PyDataset& d) { return d.manifest().classes; })
       .def_property_readonly("kind",
                              [](PyDataset& d) { return RecordKindName(d.manifest().record.kind); })

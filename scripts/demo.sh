@@ -32,7 +32,11 @@ echo "== inspect"
 $PACK inspect "$OUT/fashion-train"
 
 echo "== loader throughput per worker count (table, CSV, SVG plot)"
-$BENCH loader "$OUT/fashion-train" --workers 1,2 --batch 256 --batches 500 --transform none \
+# A batch of 256 raw records takes tens of microseconds: rounds of 5000
+# batches (a quarter of a second or more) time the loader, not the
+# scheduler's slices; the bench warms up until the loader has settled how it
+# fills batches (alone or with its workers) before it times anything.
+$BENCH loader "$OUT/fashion-train" --workers 1,2 --batch 256 --batches 5000 --transform none \
   --csv "$OUT/bench.csv" --plot "$OUT/bench.svg"
 
 echo "== train ResNet-20, 2 DDP ranks (Gloo), $EPOCHS epochs"

@@ -30,6 +30,13 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, 
   return Open(std::move(file));
 }
 
+ShardReader::ShardReader(std::unique_ptr<RandomAccessFile> file)
+    : id_([] {
+        static std::atomic<uint64_t> next{1};
+        return next.fetch_add(1, std::memory_order_relaxed);
+      }()),
+      file_(std::move(file)) {}
+
 Result<std::unique_ptr<ShardReader>> ShardReader::Open(std::unique_ptr<RandomAccessFile> file) {
   const std::string path = file->path();
   const uint64_t size = file->size();
@@ -143,16 +150,23 @@ Status ShardReader::ParseBlocks(uint64_t index_offset) {
   return Status::OK();
 }
 
+// A sound chunk is checked without a lock (threads that meet it unchecked
+// at once each check it: the same answer), so that no lock is held across
+// the check: a process forked meanwhile (a DataLoader's worker) never finds
+// one taken. A damaged chunk's error is kept under the lock.
 bool ShardReader::CheckChunkOnce(uint32_t c) const {
-  std::lock_guard<std::mutex> lock(index_mu_);
-  uint8_t state = chunk_state_[c].load(std::memory_order_relaxed);
-  if (state == kIndexUnchecked) {
-    Status s = VerifyChunk(c);
-    state = s.ok() ? kIndexGood : kIndexBad;
-    if (!s.ok()) chunk_errors_[c] = std::move(s);
-    chunk_state_[c].store(state, std::memory_order_release);
+  Status s = VerifyChunk(c);
+  if (s.ok()) {
+    uint8_t unchecked = kIndexUnchecked;
+    chunk_state_[c].compare_exchange_strong(unchecked, kIndexGood, std::memory_order_release);
+    return true;
   }
-  return state == kIndexGood;
+  std::lock_guard<std::mutex> lock(index_mu_);
+  if (chunk_state_[c].load(std::memory_order_relaxed) == kIndexUnchecked) {
+    chunk_errors_[c] = std::move(s);
+    chunk_state_[c].store(kIndexBad, std::memory_order_release);
+  }
+  return false;
 }
 
 Status ShardReader::CheckRecord(uint32_t i) const {
@@ -346,9 +360,14 @@ Status ShardReader::ReadRecord(uint32_t i, ReadScratch* scratch, std::string_vie
     *payload = std::string_view(scratch->raw.data(), r.length);
     return Status::OK();
   }
-  std::string_view raw;
-  SK_RETURN_IF_ERROR(ReadBlock(r.block, scratch, &raw));
-  return RecordFromBlock(i, raw, payload);
+  if (scratch->block_reader != id_ || scratch->block_index != r.block) {
+    scratch->block_reader = 0;
+    SK_RETURN_IF_ERROR(ReadBlockInto(r.block, scratch, &scratch->block));
+    scratch->block_reader = id_;
+    scratch->block_index = r.block;
+  }
+  return RecordFromBlock(i, std::string_view(scratch->block.data(), scratch->block.size()),
+                         payload);
 }
 
 }  // namespace shardkit

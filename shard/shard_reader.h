@@ -36,6 +36,12 @@ struct ReadScratch {
   ZSTD_DCtx* dctx = nullptr;
   std::vector<char> stored;
   std::vector<char> raw;
+  // ReadRecord's memo: the last compressed block it decompressed (the
+  // reader's id, 0 for none, and the block), whose other records it slices
+  // without reading.
+  std::vector<char> block;
+  uint64_t block_reader = 0;
+  uint32_t block_index = 0;
 };
 
 class ShardReader {
@@ -105,7 +111,11 @@ class ShardReader {
                            : blocks_.back().offset + blocks_.back().stored_size;
   }
   // Reads record i and checks its CRC. For a stored block only the record's
-  // bytes are read; for a compressed one the whole block is decompressed.
+  // bytes are read. A compressed block is decompressed into the scratch and
+  // remembered there, so that reading its records one after another with one
+  // scratch decompresses it once (random reads across blocks: RecordReader,
+  // whose cache the callers share). *payload is valid until the next read
+  // with the same scratch.
   Status ReadRecord(uint32_t i, ReadScratch* scratch, std::string_view* payload) const;
   // Where record i's bytes lie in the file, when its block is stored
   // uncompressed (false otherwise, or for a damaged index chunk): a reader
@@ -160,11 +170,12 @@ class ShardReader {
   std::string Where(uint32_t record) const;
 
  private:
-  explicit ShardReader(std::unique_ptr<RandomAccessFile> file) : file_(std::move(file)) {}
+  explicit ShardReader(std::unique_ptr<RandomAccessFile> file);
   // The index's counts and block table (O(blocks)), at Open.
   Status ParseBlocks(uint64_t index_offset);
   // True once chunk c of the record entries has been checked and found
-  // sound; the first call checks it (VerifyChunk), under a lock.
+  // sound; the first call checks it (VerifyChunk; CheckChunkOnce holds no
+  // lock while it does).
   bool ChunkChecked(uint32_t c) const {
     const uint8_t s = chunk_state_[c].load(std::memory_order_acquire);
     return s == kIndexGood || (s == kIndexUnchecked && CheckChunkOnce(c));
@@ -175,6 +186,7 @@ class ShardReader {
   Status VerifyBounds(uint64_t first, uint64_t end) const;
 
   enum { kIndexUnchecked = 0, kIndexGood = 1, kIndexBad = 2 };
+  const uint64_t id_;  // unique in the process, from 1 (ReadScratch's memo names it)
   std::unique_ptr<RandomAccessFile> file_;
   format::RecordKind kind_ = format::RecordKind::kBytes;
   std::vector<format::BlockEntry> blocks_;

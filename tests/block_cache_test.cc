@@ -6,7 +6,7 @@
 #include <atomic>
 #include <thread>
 
-#include "loader/block_cache.h"
+#include "shard/block_cache.h"
 #include "shard/dataset_writer.h"
 #include "tests/test_util.h"
 

@@ -8,6 +8,7 @@
 
 #include "image/codec.h"
 #include "image/image.h"
+#include "image/resample_gather.h"
 #include "loader/transforms.h"
 #include "tests/test_util.h"
 
@@ -60,6 +61,59 @@ TEST(ResampleTest, PlanarAndInterleavedAgreeToTheBit) {
     Image ref = NaiveCropResize(img, r, 64, flip);
     EXPECT_LT(MeanAbsDiff(out.data(), ref.pixels.data(), out.size()), 6.0) << "flip " << flip;
   }
+}
+
+// The gather kernels (AVX2, AVX-512 VBMI: whichever this CPU has) against
+// the planes-and-transposes path they replace, to the bit: 3 channels and 1,
+// both layouts, with and without flip, widths that are and are not
+// multiples of the vectors, upscales and downscales up to 5x (past what a
+// gather window spans, where Resample falls back), and regions at the
+// image's edges, where the filter's taps are cut.
+TEST(ResampleTest, GatherKernelsAgreeWithTransposesToTheBit) {
+  using resample::GatherIsa;
+  const GatherIsa best = resample::DetectGatherIsa();
+  std::vector<GatherIsa> isas = {GatherIsa::kAvx2, GatherIsa::kAvx512Vbmi};
+  isas.erase(std::remove_if(isas.begin(), isas.end(), [&](GatherIsa i) { return i > best; }),
+             isas.end());
+  if (isas.empty()) GTEST_SKIP() << "this CPU has no gather kernels (no AVX2)";
+  int cases = 0;
+  for (int trial = 0; trial < 160; ++trial) {
+    const int c = trial % 5 == 4 ? 1 : 3;
+    const int w = 17 + (trial * 71) % 420, h = 13 + (trial * 37) % 350;
+    const int ow = 1 + (trial * 29) % 240, oh = 1 + (trial * 43) % 230;
+    Image img = SyntheticImage(w, h, 3, 900 + trial);
+    if (c == 1) {
+      Image g;
+      g.Resize(w, h, 1);
+      for (size_t p = 0; p < g.pixels.size(); ++p) g.pixels[p] = img.pixels[3 * p];
+      img = g;
+    }
+    // Regions from a sliver to the whole image, some flush with its edges.
+    const double fx = (trial % 7) / 8.0, fy = (trial % 3) / 4.0;
+    const double rw = w * (1 - fx) * (0.2 + 0.8 * ((trial * 13) % 10) / 9.0);
+    const double rh = h * (1 - fy) * (0.2 + 0.8 * ((trial * 17) % 10) / 9.0);
+    const RectF r{w * fx, h * fy, std::max(1.0, rw), std::max(1.0, rh)};
+    for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
+      const bool flip = (trial / 2) % 2;
+      const size_t bytes = size_t(ow) * oh * c;
+      std::vector<uint8_t> want(bytes), got(bytes);
+      ResampleScratch s;
+      resample::ResampleWith(GatherIsa::kNone, img, r, ow, oh, flip, want.data(), &s, layout);
+      for (GatherIsa isa : isas) {
+        ResampleScratch fresh;
+        resample::ResampleWith(isa, img, r, ow, oh, flip, got.data(), &fresh, layout);
+        ASSERT_EQ(got, want) << "isa " << int(isa) << ", " << c << " channels, " << w << "x" << h
+                             << " region " << r.x << "," << r.y << " " << r.w << "x" << r.h
+                             << " -> " << ow << "x" << oh << " flip " << flip << " layout "
+                             << NameOf(kLayoutNames, layout);
+        // A scratch reused from a larger image plans afresh.
+        resample::ResampleWith(isa, img, r, ow, oh, flip, got.data(), &s, layout);
+        ASSERT_EQ(got, want);
+        ++cases;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 320 * static_cast<int>(isas.size()));
 }
 
 TEST(TransformGeometry, CenterCropMatchesTorchvision) {

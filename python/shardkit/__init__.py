@@ -542,32 +542,37 @@ class Loader:
 class Dataset:
     """A shard dataset as a map-style view: ``ds[i] -> (payload, label)``, with
     ``bytes`` for JPEG records and a uint8 NumPy array (H, W, C) for raw ones.
-    Each read checks the record's checksum."""
+    Each read checks the record's checksum, and costs a record: records of
+    compressed blocks are sliced from blocks kept decompressed, at most
+    ``block_cache_bytes`` of them (256 MiB by default) per process (a
+    DataLoader's worker starts its own), so reading a block's records, in
+    any order, decompresses it once while it stays cached; a JPEG is one read
+    of its bytes."""
 
-    def __init__(self, path):
+    def __init__(self, path, *, block_cache_bytes=256 << 20):
         self.path = os.fspath(path)
-        self._core = _Dataset(_path(path))
+        self.block_cache_bytes = _int("block_cache_bytes", block_cache_bytes)
+        self._core = _Dataset(_path(path), self.block_cache_bytes)
         self.manifest = json.loads(self._core.manifest_json)
 
     # Pickled by path, reopened on the other side: a DataLoader's spawn or
     # forkserver workers (forkserver is Python 3.14's default) get their own.
     def __getstate__(self):
-        return {"path": self.path}
+        return {"path": self.path, "block_cache_bytes": self.block_cache_bytes}
 
     def __setstate__(self, state):
-        self.__init__(state["path"])
+        self.__init__(state["path"], block_cache_bytes=state.get("block_cache_bytes", 256 << 20))
 
     def __len__(self):
         return len(self._core)
 
     def __getitem__(self, index):
-        payload, label, _ = self._core.get(int(index))  # out of range: IndexError, from the core
-        return payload, label
+        return self._core.item(index)  # out of range: IndexError, from the core
 
     def key(self, index):
         """The record's key (its source file or index, as packed); bytes that
         are not UTF-8 come back as surrogate escapes, as os.fsdecode does."""
-        return self._core.get(int(index))[2].decode("utf-8", "surrogateescape")
+        return self._core.get(index)[2].decode("utf-8", "surrogateescape")
 
     @property
     def classes(self):

@@ -43,6 +43,8 @@ struct Row {
   uint64_t peak_reads_in_flight = 0, peak_read_ahead_bytes = 0;
   double open_seconds = 0;          // Loader::Open: manifest, every shard's header and index
   double first_batch_seconds = 0;   // --cold: from the open loader to its first batch
+  uint64_t warmup_batches = 0;      // until the loader's fill choice settled (Measure)
+  double shared_fills = 0;          // of the fastest round's fills, those run on the whole team
   uint64_t open_storage_bytes = 0;  // --cold: what that open read (storage_bytes is what followed)
 };
 
@@ -152,6 +154,9 @@ Status MeasureCold(const std::string& dir, const LoaderOptions& opt, uint64_t ba
   return Status::OK();
 }
 
+// Batches a warm-up may go on for the loader's fill choice to settle.
+constexpr uint64_t kMaxSettleBatches = 20000;
+
 // Times `repeat` rounds of `batches` batches on one loader, after the warm-up.
 Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint64_t batches,
                int repeat, Row* row) {
@@ -169,7 +174,15 @@ Status Measure(const std::string& dir, LoaderOptions opt, uint64_t warmup, uint6
     return Status::OK();
   };
   const Batch* b = nullptr;
-  for (uint64_t i = 0; i < warmup; ++i) SK_RETURN_IF_ERROR(next(&b));
+  // The warm-up, and on until the loader has measured filling alone and with
+  // its team (BatchFiller's choice), so the rounds time the way it settles on,
+  // not its first tries (more workers timed slower than fewer, on a new
+  // machine), within a bound.
+  uint64_t warm = 0;
+  for (; warm < warmup || (!loader->stats().fill_settled && warm < kMaxSettleBatches); ++warm) {
+    SK_RETURN_IF_ERROR(next(&b));
+  }
+  row->warmup_batches = warm;
   FastestRound best;
   LoaderStats st;
   for (int round = 0; round < std::max(1, repeat); ++round) {
@@ -206,6 +219,8 @@ void FillRow(const LoaderOptions& opt, const FastestRound& best, const LoaderSta
   row->decode_us = st.decode_s * per;
   row->transform_us = st.transform_s * per;
   row->wait_fraction = st.wait_s / secs;
+  const uint64_t fills = st.fills_alone + st.fills_shared;
+  row->shared_fills = fills > 0 ? double(st.fills_shared) / fills : 0;
 }
 
 // The physical reference: how fast one core turns the dataset's stored bytes,
@@ -586,7 +601,9 @@ void PrintJson(const std::vector<Row>& rows, bool cold) {
                  {"samples_replaced", r.samples_replaced},
                  {"corrupt_skipped", r.samples_replaced},  // samples_replaced's old name
                  {"peak_rss_bytes", r.peak_rss},
-                 {"open_seconds", r.open_seconds}});
+                 {"open_seconds", r.open_seconds},
+                 {"warmup_batches", r.warmup_batches},
+                 {"shared_fills", r.shared_fills}});
     if (cold) {
       j.back()["storage_bytes"] = r.storage_bytes;
       j.back()["open_storage_bytes"] = r.open_storage_bytes;

@@ -1,9 +1,10 @@
-// BlockCache: decompressed blocks of a dataset shared by the loader's workers,
-// bounded in bytes, oldest evicted first: the loader schedules blocks in the
-// order it reads them, so insertion order is use order (and workers' hits,
-// which bypass the cache through a per-thread memo, need not refresh it). A block is decompressed
-// by the first worker that needs it; others needing it meanwhile wait for that one instead of
-// decompressing it again. Thread-safe.
+// BlockCache: decompressed blocks of a dataset shared by its readers (the
+// loader's workers, a RecordReader's callers), bounded in bytes, oldest
+// evicted first: the loader schedules blocks in the order it reads them, so
+// insertion order is use order (and workers' hits, which bypass the cache
+// through a per-thread memo, need not refresh it). A block is decompressed by
+// the first reader that needs it; others needing it meanwhile wait for that
+// one instead of decompressing it again. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -33,6 +34,7 @@ class BlockCache {
       if (raw.capacity() > 0) pool->Give(std::move(raw));
     }
     std::once_flag once;
+    std::atomic<bool> ready{false};    // read and decompressed, without error
     std::atomic<bool> evicted{false};  // dropped by the cache: holders should let go
     Status status;
     std::vector<char> raw;
@@ -50,6 +52,10 @@ class BlockCache {
   // returned block stays valid while the pointer is held, even if evicted.
   std::shared_ptr<Block> Get(uint32_t shard, uint32_t block, ReadScratch* scratch,
                              bool* decompressed);
+
+  // The block if it is cached and ready (read and decompressed without
+  // error), without reading or waiting; null otherwise.
+  std::shared_ptr<Block> Peek(uint32_t shard, uint32_t block) const;
 
   bool Contains(Key key) const;
   uint64_t bytes() const;

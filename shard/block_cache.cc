@@ -1,5 +1,5 @@
 // BlockCache: a FIFO map of decompressed blocks with one-time loading.
-#include "loader/block_cache.h"
+#include "shard/block_cache.h"
 
 namespace shardkit {
 
@@ -32,6 +32,7 @@ std::shared_ptr<BlockCache::Block> BlockCache::Get(uint32_t shard, uint32_t bloc
   std::call_once(b->once, [&] {
     pool_.Take(&b->raw);
     b->status = dataset_->shard(shard).ReadBlockInto(block, scratch, &b->raw);
+    b->ready.store(b->status.ok(), std::memory_order_release);
     *decompressed = true;
   });
   if (!b->status.ok()) {
@@ -45,6 +46,13 @@ std::shared_ptr<BlockCache::Block> BlockCache::Get(uint32_t shard, uint32_t bloc
     }
   }
   return b;
+}
+
+std::shared_ptr<BlockCache::Block> BlockCache::Peek(uint32_t shard, uint32_t block) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = map_.find(MakeKey(shard, block));
+  if (it == map_.end() || !it->second.block->ready.load(std::memory_order_acquire)) return nullptr;
+  return it->second.block;
 }
 
 bool BlockCache::Contains(Key key) const {
