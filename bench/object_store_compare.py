@@ -12,10 +12,17 @@
   DataLoader + boto3    one object per JPEG, a get_object per image in the
                         DataLoader's workers (bench/pytorch_loader.py s3objects)
 
-for raw records (Fashion-MNIST's 60,000 training images, zstd blocks) and JPEG
+for raw records (240,000 28x28 images, 188 MB: Fashion-MNIST's training set as
+shardkit-augment bigmnist makes it, 2 versions x 2 copies, zstd blocks; within
+the default 256 MiB block cache, so that a full shuffle decompresses each block
+once, as `auto` would choose it) and JPEG
 records (real photographs, the train transform at 224 px), 1 and 2 workers,
-full and block-local shuffles; then ten epochs of one loader from s3:// with
-its resident memory and open connections after each. Starts its own radosgw,
+full and block-local shuffles. Then the node cache (--cache-dir): a first and a
+second epoch, with no limit and with half the dataset, beside local disk and
+s3:// without it; `shardkit-pack push` of an ImageNet-shaped set (--push-records
+small JPEGs) through the same proxy beside boto3's upload of the same files
+(the link's rate), and a push killed halfway then rerun; and ten epochs of one
+loader from s3:// with its resident memory and open connections after each. Starts its own radosgw,
 nginx (tests/servers/) and fault_proxies, stops them by PID at the end.
 
 On one machine the servers share the CPU with the loader (radosgw spends about
@@ -24,7 +31,8 @@ core and every loader (local and remote alike) on the others, as if the
 storage were another machine.
 
 usage: bench/object_store_compare.py [OUT] [--latency-ms 10] [--per-class 100]
-         [--workers 1,2] [--repeat 2] [--epochs 10] [--pin]
+         [--workers 1,2] [--repeat 2] [--epochs 10] [--pin] [--push-records 128100]
+         [--sections reads,cache,push,growth]
 Writes OUT/object_store.md, .csv and .svg (default OUT: out/object_store).
 """
 import argparse
@@ -32,6 +40,7 @@ import concurrent.futures
 import json
 import os
 import pathlib
+import re
 import selectors
 import shutil
 import subprocess
@@ -43,6 +52,7 @@ BUILD = pathlib.Path(os.environ.get("SHARDKIT_BUILD", ROOT / "build"))
 PACK = BUILD / "tools" / "pack" / "shardkit-pack"
 BENCH = BUILD / "tools" / "bench" / "shardkit-bench"
 PROXY = BUILD / "tests" / "fault_proxy"
+AUGMENT = BUILD / "tools" / "augment" / "shardkit-augment"
 PY = "/usr/bin/python3"
 FASHION = pathlib.Path("/usr/share/datasets/fashion-mnist")
 
@@ -138,8 +148,8 @@ def make_data(out, per_class):
     data = out / "data"
     raw, tree, jpeg = data / "raw", data / "tree", data / "jpeg"
     if not (raw / "manifest.json").exists():
-        subprocess.run([str(PACK), "idx", "--images", str(FASHION / "train-images-idx3-ubyte.gz"),
-                        "--labels", str(FASHION / "train-labels-idx1-ubyte.gz"), str(raw)],
+        subprocess.run([str(AUGMENT), "bigmnist", "--src", str(FASHION), str(raw), "--versions", "2",
+                        "--copies", "2", "--distinct-copies", "--shard-size", str(64 << 20)],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if not (jpeg / "manifest.json").exists():
         subprocess.run([PY, str(ROOT / "bench" / "make_jpeg_set.py"), str(tree), "--per-class",
@@ -153,12 +163,12 @@ def make_data(out, per_class):
 LOADER_CPUS = []
 
 
-def bench(path, env, kind, workers, shuffle, batches, repeat):
+def bench(path, env, kind, workers, shuffle, batches, repeat, extra=()):
     """shardkit-bench loader --cold: one JSON row per worker count."""
     transform = ["--transform", "train", "--size", "224", "--batch", "64"] if kind == "jpeg" else \
         ["--transform", "none", "--batch", "256"]
     cmd = [*LOADER_CPUS, str(BENCH), "loader", str(path), "--workers", workers, "--shuffle", shuffle,
-           "--cold", "--batches", str(batches), "--repeat", str(repeat), "--json", *transform]
+           "--cold", "--batches", str(batches), "--repeat", str(repeat), "--json", *transform, *extra]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"object_store_compare: {' '.join(cmd)}: {r.stderr}")
@@ -221,7 +231,9 @@ def growth(url, env, epochs):
 
 def svg(rows, path):
     """Bars: images/s of each way of reading, per configuration."""
-    groups = [r for r in rows if r["what"] != "growth"]
+    groups = [r for r in rows if r["what"] in ("local", "s3", "http", "download", "boto3")]
+    if not groups:
+        return
     labels = sorted({r["config"] for r in groups}, key=lambda c: [r["config"] for r in groups].index(c))
     ways = ["local", "s3", "http", "download", "boto3"]
     colors = {"local": "#4c72b0", "s3": "#dd8452", "http": "#8172b3", "download": "#55a868",
@@ -250,6 +262,137 @@ def svg(rows, path):
     path.write_text("\n".join(out))
 
 
+def measure_reads(rows, sets, servers, bucket, args):
+    env, size = servers.env(), {}
+    for kind, d in sets.items():
+        info = json.loads(subprocess.run([str(PACK), "inspect", str(d), "--json"], capture_output=True,
+                                         text=True, check=True).stdout)
+        records, size[kind] = info["records"], info["bytes"]
+        batch = 64 if kind == "jpeg" else 256
+        batches = records // batch  # an epoch
+        for shuffle in ("full", "block"):
+            config = f"{kind} {shuffle}"
+            log("measuring", config)
+            local = bench(d, env, kind, args.workers, shuffle, batches, args.repeat)
+            remote = bench(f"s3://{bucket}/{kind}", env, kind, args.workers, shuffle, batches, args.repeat)
+            web = bench(f"{servers.http_url}/{kind}", env, kind, args.workers, shuffle, batches, args.repeat)
+            for lr, rr, hr in zip(local, remote, web):
+                c = f"{config} w{lr['workers']}"
+                rows.append(dict(what="local", config=c, **pick(lr)))
+                for what, r in (("s3", rr), ("http", hr)):
+                    rows.append(dict(what=what, config=c, **pick(r), ratio=r["images_per_sec"] /
+                                     lr["images_per_sec"], fetched=r["storage_bytes"] / size[kind]))
+        log("download, then read", kind)
+        secs, row = download_then_read(s3_client(env), bucket, kind, args.out / "downloaded", env, kind,
+                                       args.workers.split(",")[-1], batches)
+        rows.append(dict(what="download", config=f"{kind} full w{row['workers']}", **pick(row),
+                         download_seconds=secs))
+    log("DataLoader + boto3")
+    n = sum(1 for _ in args.tree.rglob("*.JPEG"))
+    for r in dataloader_boto3(f"s3://{bucket}/objects", env, args.workers, n // 64, 1):
+        rows.append(dict(what="boto3", config=f"jpeg full w{r['workers']}",
+                         images_per_sec=r["images_per_sec"], seconds=r["seconds"]))
+
+
+def evict_dir(d):
+    """The cache's files out of the page cache: a cold second epoch."""
+    for f in pathlib.Path(d).iterdir():
+        fd = os.open(f, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+
+
+def measure_cache(rows, sets, servers, bucket, args):
+    """Epochs 1 and 2 through the node cache (cold: its files evicted before
+    epoch 2), unlimited and at half the dataset, beside local disk and s3://
+    without a cache, all cold, for 2 workers."""
+    env = servers.env()
+    w = args.workers.split(",")[-1]
+    for kind, d in sets.items():
+        info = json.loads(subprocess.run([str(PACK), "inspect", str(d), "--json"], capture_output=True,
+                                         text=True, check=True).stdout)
+        size = info["bytes"]
+        largest = max(f.stat().st_size for f in pathlib.Path(d).glob("shard-*.sks"))
+        batches = info["records"] // (64 if kind == "jpeg" else 256)
+        for shuffle in ("full", "block"):
+            config = f"{kind} {shuffle} w{w}"
+            log("cache", config)
+            local = bench(d, env, kind, w, shuffle, batches, 1)[0]
+            plain = bench(f"s3://{bucket}/{kind}", env, kind, w, shuffle, batches, 1)[0]
+            rows.append(dict(what="cache", config=config, way="local disk", **pick(local)))
+            rows.append(dict(what="cache", config=config, way="s3:// without a cache", **pick(plain)))
+            for limit, name in ((0, "no limit"), (size // 2, "half the dataset")):
+                cache = args.out / "cache"
+                shutil.rmtree(cache, ignore_errors=True)
+                for epoch in (1, 2):
+                    if epoch == 2:
+                        evict_dir(cache)
+                    r = bench(f"s3://{bucket}/{kind}", env, kind, w, shuffle, batches, 1,
+                              ["--cache-dir", str(cache), "--cache-limit", str(limit)])[0]
+                    used = sum(f.stat().st_blocks * 512 for f in cache.iterdir())
+                    rows.append(dict(what="cache", config=config, way=f"s3:// cache {name}, epoch {epoch}",
+                                     **pick(r), cache_bytes=used, limit=limit, largest=largest))
+                shutil.rmtree(cache, ignore_errors=True)
+
+
+def make_push_set(out, records):
+    """An ImageNet-shaped set of `records` small JPEGs (1000 classes), packed."""
+    pool, tree, packed = out / "push-pool", out / "push-tree", out / "push-set"
+    if (packed / "manifest.json").exists():
+        return packed
+    if not pool.exists():
+        subprocess.run([PY, str(ROOT / "bench" / "make_jpeg_set.py"), str(pool), "--per-class", "143",
+                        "--long-side", "160", "--quality", "85"], check=True, stdout=subprocess.DEVNULL)
+    files = sorted(p for p in pool.rglob("*.JPEG"))
+    per_class = max(1, records // 1000)
+    shutil.rmtree(tree, ignore_errors=True)
+    k = 0
+    for c in range(1000):
+        cdir = tree / ("n%08d" % c)
+        cdir.mkdir(parents=True)
+        for i in range(per_class):
+            os.link(files[k % len(files)], cdir / ("%d.JPEG" % i))
+            k += 1
+    subprocess.run([str(PACK), "imagenet", str(tree), str(packed)], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    shutil.rmtree(tree)
+    return packed
+
+
+def measure_push(rows, servers, bucket, args):
+    """push through the proxy beside boto3's upload of the same files; a push
+    killed halfway and rerun."""
+    packed = make_push_set(args.out, args.push_records)
+    env, client = servers.env(), s3_client(servers.env())
+    size = sum(f.stat().st_size for f in packed.iterdir() if f.is_file())
+    log("push", packed, f"{size / 1e9:.2f} GB")
+    t0 = time.perf_counter()
+    upload(client, bucket, packed, "boto3-push")
+    rows.append(dict(what="push", way="boto3 upload_file, 16 at a time (the link's rate)", bytes=size,
+                     seconds=time.perf_counter() - t0))
+    t0 = time.perf_counter()
+    subprocess.run([str(PACK), "push", str(packed), f"s3://{bucket}/pushed"], env=env, check=True,
+                   capture_output=True)
+    rows.append(dict(what="push", way="shardkit-pack push", bytes=size, seconds=time.perf_counter() - t0))
+    # Killed once half the shards are there, then rerun.
+    shards = len(list(packed.glob("shard-*.sks")))
+    p = subprocess.Popen([str(PACK), "push", str(packed), f"s3://{bucket}/killed"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while p.poll() is None:
+        listed = client.list_objects_v2(Bucket=bucket, Prefix="killed/").get("KeyCount", 0)
+        if listed >= shards // 2:
+            p.kill()
+            break
+        time.sleep(0.05)
+    p.wait()
+    t0 = time.perf_counter()
+    r = subprocess.run([str(PACK), "push", str(packed), f"s3://{bucket}/killed"], env=env, check=True,
+                       capture_output=True, text=True)
+    m = re.search(r"uploaded (\d+) of (\d+) shards \(([^)]*)\), (\d+) already there", r.stdout)
+    rows.append(dict(what="push", way=f"rerun after a kill: {m.group(1)} of {m.group(2)} shards sent "
+                     f"({m.group(3)}), {m.group(4)} kept", bytes=size, seconds=time.perf_counter() - t0))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out", nargs="?", default=str(ROOT / "out" / "object_store"))
@@ -258,72 +401,44 @@ def main():
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--push-records", type=int, default=128100)
+    ap.add_argument("--sections", default="reads,cache,push,growth")
     ap.add_argument("--pin", action="store_true",
                     help="servers on the last core, loaders on the others (as if storage were remote)")
     args = ap.parse_args()
-    out = pathlib.Path(args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    for tool in (PACK, BENCH, PROXY):
+    args.out = pathlib.Path(args.out).resolve()
+    args.out.mkdir(parents=True, exist_ok=True)
+    for tool in (PACK, BENCH, PROXY, AUGMENT):
         if not tool.exists():
             sys.exit(f"object_store_compare: build first: {tool} is missing")
-    sets, tree = make_data(out, args.per_class)
-    servers = Servers(out / "servers", out / "data", args.latency_ms)
+    sets, args.tree = make_data(args.out, args.per_class)
+    servers = Servers(args.out / "servers", args.out / "data", args.latency_ms)
     if args.pin:
         cpus = os.cpu_count()
         servers.pin(cpus - 1)
         LOADER_CPUS[:] = ["taskset", "-c", "0" if cpus == 2 else f"0-{cpus - 2}"]
-    rows = []
+    rows, sections = [], args.sections.split(",")
     try:
-        direct = servers.env(through_proxy=False)
-        client = s3_client(direct)
+        client = s3_client(servers.env(through_proxy=False))
         bucket = "bench"
         client.create_bucket(Bucket=bucket)
         log("uploading")
         for kind, d in sets.items():
             upload(client, bucket, d, kind)
-        upload(client, bucket, tree, "objects")
-        env = servers.env()
-        size = {}
-        for kind, d in sets.items():
-            info = json.loads(subprocess.run([str(PACK), "inspect", str(d), "--json"], capture_output=True,
-                                             text=True, check=True).stdout)
-            records, size[kind] = info["records"], info["bytes"]
-            batch = 64 if kind == "jpeg" else 256
-            batches = records // batch  # an epoch
-            for shuffle in ("full", "block"):
-                config = f"{kind} {shuffle}"
-                log("measuring", config)
-                local = bench(d, env, kind, args.workers, shuffle, batches, args.repeat)
-                remote = bench(f"s3://{bucket}/{kind}", env, kind, args.workers, shuffle, batches,
-                               args.repeat)
-                web = bench(f"{servers.http_url}/{kind}", env, kind, args.workers, shuffle, batches,
-                            args.repeat)
-                for lr, rr, hr in zip(local, remote, web):
-                    c = f"{config} w{lr['workers']}"
-                    rows.append(dict(what="local", config=c, **pick(lr)))
-                    for what, r in (("s3", rr), ("http", hr)):
-                        rows.append(dict(what=what, config=c, **pick(r), ratio=r["images_per_sec"] /
-                                         lr["images_per_sec"], fetched=r["storage_bytes"] / size[kind]))
-            log("download, then read", kind)
-            secs, row = download_then_read(servers_client(servers), bucket, kind, out / "downloaded",
-                                           env, kind, args.workers.split(",")[-1], batches)
-            rows.append(dict(what="download", config=f"{kind} full w{row['workers']}", **pick(row),
-                             download_seconds=secs))
-        log("DataLoader + boto3")
-        n = sum(1 for _ in tree.rglob("*.jpg"))
-        for r in dataloader_boto3(f"s3://{bucket}/objects", env, args.workers, n // 64, 1):
-            rows.append(dict(what="boto3", config=f"jpeg full w{r['workers']}",
-                             images_per_sec=r["images_per_sec"], seconds=r["seconds"]))
-        log("ten epochs")
-        for e, rss, sockets in growth(f"s3://{bucket}/jpeg", env, args.epochs):
-            rows.append(dict(what="growth", config=f"epoch {e}", rss=rss, sockets=sockets))
+        upload(client, bucket, args.tree, "objects")
+        if "reads" in sections:
+            measure_reads(rows, sets, servers, bucket, args)
+        if "cache" in sections:
+            measure_cache(rows, sets, servers, bucket, args)
+        if "push" in sections:
+            measure_push(rows, servers, bucket, args)
+        if "growth" in sections:
+            log("ten epochs")
+            for e, rss, sockets in growth(f"s3://{bucket}/jpeg", servers.env(), args.epochs):
+                rows.append(dict(what="growth", config=f"epoch {e}", rss=rss, sockets=sockets))
     finally:
         servers.stop()
-    report(rows, out, args)
-
-
-def servers_client(servers):
-    return s3_client(servers.env())
+    report(rows, args.out, args)
 
 
 def pick(r):
@@ -373,6 +488,30 @@ def report(rows, out, args):
         if r["what"] == "boto3":
             md.append(f"| DataLoader, a get_object per JPEG | jpeg | {r['config'].split()[-1][1:]} | "
                       f"{r['images_per_sec']:.0f} | - | {r['seconds']:.1f} |")
+    cache_rows = [r for r in rows if r["what"] == "cache"]
+    if cache_rows:
+        md += ["", "The node cache (`--cache-dir`): cold epochs, 2 workers; epoch 2 after its files left the "
+               "page cache. images/s, as a fraction of local disk and of s3:// without a cache; the cache's "
+               "size after the epoch (its limit and the largest shard).", "",
+               "| records, shuffle, workers | way | images/s | / local | / s3:// | cache MB (limit; largest shard) |",
+               "|---|---|---:|---:|---:|---:|"]
+        for r in cache_rows:
+            lo = next(x for x in cache_rows if x["config"] == r["config"] and x["way"] == "local disk")
+            pl = next(x for x in cache_rows if x["config"] == r["config"] and x["way"].startswith("s3:// without"))
+            used = ""
+            if "cache_bytes" in r:
+                limit = "none" if not r["limit"] else "%.0f" % (r["limit"] / 1e6)
+                used = "%.0f (%s; %.0f)" % (r["cache_bytes"] / 1e6, limit, r["largest"] / 1e6)
+            md.append(f"| {r['config']} | {r['way']} | {r['images_per_sec']:.0f} | "
+                      f"{r['images_per_sec'] / lo['images_per_sec']:.2f}x | "
+                      f"{r['images_per_sec'] / pl['images_per_sec']:.2f}x | {used} |")
+    push_rows = [r for r in rows if r["what"] == "push"]
+    if push_rows:
+        md += ["", f"Publishing an ImageNet-shaped set ({args.push_records} small JPEGs, "
+               f"{push_rows[0]['bytes'] / 1e9:.2f} GB packed) through the same proxy:", "",
+               "| way | seconds | MB/s |", "|---|---:|---:|"]
+        for r in push_rows:
+            md.append(f"| {r['way']} | {r['seconds']:.1f} | {r['bytes'] / r['seconds'] / 1e6:.0f} |")
     growth_rows = [r for r in rows if r["what"] == "growth"]
     if growth_rows:
         md += ["", "One loader reading s3:// for ten epochs (JPEG records, 2 workers): resident memory "
