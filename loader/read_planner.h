@@ -17,9 +17,9 @@
 #include <utility>
 #include <vector>
 
-#include "shard/block_cache.h"
 #include "loader/read_queue.h"
 #include "loader/sampler.h"
+#include "shard/block_cache.h"
 #include "shard/dataset.h"
 
 namespace shardkit {

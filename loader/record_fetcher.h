@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "base/status.h"
-#include "shard/block_cache.h"
 #include "loader/read_planner.h"
 #include "loader/read_queue.h"
+#include "shard/block_cache.h"
 #include "shard/dataset.h"
 
 namespace shardkit {

@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "base/status.h"
-#include "shard/block_cache.h"
 #include "loader/options.h"
 #include "loader/read_planner.h"
 #include "loader/read_queue.h"
 #include "loader/record_fetcher.h"
+#include "shard/block_cache.h"
 #include "shard/dataset.h"
 
 namespace shardkit {

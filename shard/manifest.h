@@ -77,7 +77,8 @@ Result<std::vector<std::string>> NumberedClasses(int64_t max_label, const std::s
 std::string ManifestToJson(const Manifest& m);
 // `where` names the source in error messages.
 Result<Manifest> ParseManifest(std::string_view json, const std::string& where);
-Result<Manifest> ReadManifest(const std::string& dir, Env* env = nullptr);  // null: Env::ForPath(dir)
+Result<Manifest> ReadManifest(const std::string& dir,
+                              Env* env = nullptr);  // null: Env::ForPath(dir)
 // Atomic: temporary file, fsync, rename, directory fsync.
 Status WriteManifest(const std::string& dir, const Manifest& m);
 // A part's part.json (m.part.count > 0), written and read the same way.
