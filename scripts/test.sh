@@ -46,7 +46,7 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDKIT_SANITIZE=t
 cmake --build build-tsan -j"$jobs" --target loader_test prefetch_ring_test block_cache_test read_queue_test worker_team_test \
   loader_stages_test storage_test elastic_resume_test shared_index_test > /dev/null
 TSAN_OPTIONS="halt_on_error=1" ctest --test-dir build-tsan \
-  -R '^(LoaderTest|JpegLoaderTest|PrefetchRingTest|BlockCacheTest|ReadQueueTest|WorkerTeamTest|BatchFillerTest|StorageTest|SharedIndexTest|[A-Za-z]*/?ElasticResumeTest)\.' \
+  -R '^(LoaderTest|JpegLoaderTest|PrefetchRingTest|BlockCacheTest|ReadQueueTest|WorkerTeamTest|BatchFillerTest|ReadPlannerTest|StorageTest|SharedIndexTest|[A-Za-z]*/?ElasticResumeTest)\.' \
   --output-on-failure -j"$jobs"
 
 echo "== fuzz smoke (${FUZZ_SECONDS:-5} s per target)"
