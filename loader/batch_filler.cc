@@ -2,26 +2,15 @@
 
 #include <algorithm>
 
-#include "base/clock.h"
-
 namespace shardkit {
 namespace {
 
-// Before both ways of filling have been measured: raw batches under this
-// many bytes (with at most one block to decompress) are copied alone.
-constexpr size_t kParallelCopyBytes = 128 << 10;
 // The way not in use is tried for kBurst fills in a row (fills differ: some
 // decompress blocks, some do not) once every kBurst x kExplore x ratio^2
-// fills, ratio being how much slower it was: often while the two are close,
-// rarely (a fraction 1 / (kExplore x ratio) of the time at most) when it lost
-// by far. Each way's rate is over its recent fills (weights decaying by kDecay).
-constexpr uint64_t kBurst = 8;
-constexpr double kExplore = 16;
-constexpr double kMaxExploreInterval = 8192;
+// fills: often while the two are close, rarely (a fraction 1 / (kExplore x
+// ratio) of the time at most) when it lost by far. Each way's rate is over
+// its recent fills (weights decaying by kDecay).
 constexpr double kDecay = 0.95;
-// The loader's first fills are cold (the ring's memory is touched for the
-// first time) and not measured.
-constexpr uint64_t kWarmupFills = 4;
 // Samples fetched ahead of the one being decoded, so that their bytes are on
 // their way to the CPU cache (raw records: the copies are the cost, and
 // their sources are scattered); as many as the source keeps payloads live.
@@ -30,12 +19,14 @@ constexpr int kFetchAhead = RecordSource::kLivePayloads - 1;
 }  // namespace
 
 BatchFiller::BatchFiller(RecordSource* source, const SampleDecoder* decoder,
-                         CorruptSamples* corrupt, int workers, const std::atomic<bool>* stop)
+                         CorruptSamples* corrupt, int workers, const std::atomic<bool>* stop,
+                         const Clock& clock)
     : source_(source),
       decoder_(decoder),
       corrupt_(corrupt),
       workers_(workers),
       stop_(stop),
+      clock_(clock),
       team_(workers) {
   for (int w = 0; w < workers; ++w) states_.push_back(std::make_unique<SampleDecoder::State>());
   where_.resize(static_cast<size_t>(workers));
@@ -133,7 +124,7 @@ void BatchFiller::Fill(uint64_t epoch, std::vector<Job>* jobs_in) {
   // A fill is measured from its start to the next one's (the producer's
   // cycle: its wait for free slots too), so a team that slows the consumer,
   // with whom it shares the cores, counts against the team.
-  const uint64_t start = MonotonicNs();
+  const uint64_t start = clock_.NowNs();
   if (last_.total > 0 && last_.number > kWarmupFills && epoch == last_.epoch &&
       jobs.front().k == last_.next_k) {
     Record(last_.alone, start - last_.start, last_.total);

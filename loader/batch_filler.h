@@ -7,10 +7,11 @@
 // How work is split: raw samples are cheap and handed out in chunks, JPEGs
 // one at a time. A fill runs on the calling thread alone or on the team
 // (WorkerTeam: helpers join as they wake, and the caller never waits for one
-// that has not started), whichever has filled faster per sample by the wall
-// clock, the other tried now and then: small fills of cached raw records are
-// faster alone (waking helpers costs more than it saves), decoding and
-// decompressing faster shared, and a busy machine shifts the balance. Within
+// that has not started), whichever has filled faster per sample by the
+// clock (the wall clock; a test's own in tests), the other tried now and
+// then: small fills of cached raw records are faster alone (waking helpers
+// costs more than it saves), decoding and decompressing faster shared, and a
+// busy machine shifts the balance. Within
 // a worker's range, fetches run RecordSource::kLivePayloads - 1 samples ahead
 // of decoding, with each payload's first bytes prefetched into the CPU cache.
 //
@@ -22,6 +23,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "base/worker_team.h"
 #include "loader/corrupt_policy.h"
@@ -49,9 +51,24 @@ class BatchFiller {
     int n = 0;
   };
 
+  // How the way of filling is chosen. The first kWarmupFills fills are cold
+  // (the ring's memory touched for the first time) and not measured: raw
+  // batches under kParallelCopyBytes with at most one block to decompress
+  // are filled alone, others shared. Then each way is measured for kBurst
+  // fills in a row (alone first), and from then on the faster per sample of
+  // late wins, the other tried for kBurst fills once every kBurst x kExplore
+  // x ratio^2 fills (at most kMaxExploreInterval), ratio being how much
+  // slower it was. A fill is measured from its start to the next fill's.
+  static constexpr uint64_t kWarmupFills = 4;
+  static constexpr size_t kParallelCopyBytes = 128 << 10;
+  static constexpr uint64_t kBurst = 8;
+  static constexpr double kExplore = 16;
+  static constexpr double kMaxExploreInterval = 8192;
+
   // `stop`, once true, makes a fill end promptly with Aborted batches.
+  // `clock` (outliving the filler) times the fills for the choice above.
   BatchFiller(RecordSource* source, const SampleDecoder* decoder, CorruptSamples* corrupt,
-              int workers, const std::atomic<bool>* stop);
+              int workers, const std::atomic<bool>* stop, const Clock& clock = SteadyClock());
 
   // How many batches one fill should take, given the ring's slots: raw
   // records fill half the ring at once (the team's wake-up then paid once
@@ -86,6 +103,7 @@ class BatchFiller {
   CorruptSamples* corrupt_;
   const int workers_;
   const std::atomic<bool>* stop_;
+  const Clock& clock_;
   uint64_t epoch_ = 0;                                         // of the fill in progress
   std::vector<std::unique_ptr<SampleDecoder::State>> states_;  // per worker
   std::vector<std::vector<SampleLocation>> where_;             // per worker: a range's locations

@@ -8,12 +8,6 @@ namespace shardkit {
 // records are hinted (page cache) or queued (the queue's byte budget bounds
 // what is read of them).
 constexpr uint64_t kReadAheadBatches = 2;
-// Reads faster than this (page cache, local NVMe) gain nothing from the queue
-// and cost its hand-off: then batches are read by their workers (with
-// read-ahead hints), and one batch in kProbeEvery goes through the queue
-// again to notice when storage turns slow.
-constexpr double kFastReadSeconds = 250e-6;
-constexpr uint64_t kProbeEvery = 8;
 // Remote storage: segments (blocks, or block-local windows) beyond the ones
 // being read whose blocks are fetched in the background, so that a window's
 // blocks arrive while the one before it is read.
@@ -282,13 +276,13 @@ void ReadPlanner::HintRecords(uint64_t k) {
 
 // Whether batch k is read by its workers instead of through the queue: the
 // queue's recent reads were faster than its hand-off costs (decided every
-// kProbeEvery batches from the reads since; the probe batch itself always
-// goes through the queue).
+// kProbeEvery batches from the reads since, as the queue's clock timed them;
+// the probe batch itself always goes through the queue).
 bool ReadPlanner::WorkersReadBatch(uint64_t k) {
   if (k % kProbeEvery != 0) return queue_fast_;
   const ReadQueueStats st = s_.queue->stats();
   const uint64_t reads = st.reads - probe_reads_;
-  if (reads >= 16) {
+  if (reads >= kMinProbeReads) {
     queue_fast_ = (st.read_seconds - probe_seconds_) / double(reads) < kFastReadSeconds;
     probe_reads_ = st.reads;
     probe_seconds_ = st.read_seconds;

@@ -54,6 +54,16 @@ struct BlockLayout {
 
 class ReadPlanner {
  public:
+  // Queued reads (ReadQueue) faster than this on average (page cache, local
+  // NVMe) gain nothing from the queue and cost its hand-off: batches are then
+  // read by their workers (with read-ahead hints), and every kProbeEvery-th
+  // batch goes through the queue again, so that storage turning slow (or
+  // fast) is noticed; the decision is taken at each probe batch from the
+  // reads (at least kMinProbeReads) timed since the previous decision.
+  static constexpr double kFastReadSeconds = 250e-6;
+  static constexpr uint64_t kProbeEvery = 8;
+  static constexpr uint64_t kMinProbeReads = 16;
+
   struct Setup {
     const Dataset* dataset = nullptr;
     const BlockCache* cache = nullptr;  // which blocks are decompressed already

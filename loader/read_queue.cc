@@ -2,12 +2,11 @@
 
 #include <algorithm>
 
-#include "base/clock.h"
-
 namespace shardkit {
 
-ReadQueue::ReadQueue(const Dataset* ds, int depth, uint64_t max_bytes, uint64_t max_merge_bytes)
-    : ds_(ds), max_bytes_(max_bytes), max_merge_bytes_(max_merge_bytes) {
+ReadQueue::ReadQueue(const Dataset* ds, int depth, uint64_t max_bytes, uint64_t max_merge_bytes,
+                     const Clock& clock)
+    : ds_(ds), max_bytes_(max_bytes), max_merge_bytes_(max_merge_bytes), clock_(clock) {
   for (int i = 0; i < std::max(1, depth); ++i) threads_.emplace_back([this] { Run(); });
 }
 
@@ -112,9 +111,9 @@ void ReadQueue::Run() {
     const uint64_t generation = generation_;
     lock.unlock();
 
-    const uint64_t t0 = MonotonicNs();
+    const uint64_t t0 = clock_.NowNs();
     ReadRun(run, &scratch, &span, &statuses, &bytes);
-    const double seconds = double(MonotonicNs() - t0) * 1e-9;
+    const double seconds = double(clock_.NowNs() - t0) * 1e-9;
 
     lock.lock();
     --in_flight_;

@@ -27,6 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "shard/dataset.h"
 
@@ -34,7 +35,7 @@ namespace shardkit {
 
 struct ReadQueueStats {
   uint64_t reads = 0;        // completed by the I/O threads
-  double read_seconds = 0;   // summed over reads: their latency
+  double read_seconds = 0;   // summed over reads: their latency (by the queue's clock)
   double in_flight_sum = 0;  // reads in flight, summed at each read's start
   uint64_t peak_in_flight = 0;
   uint64_t peak_bytes = 0;  // held: read or being read, not yet taken
@@ -49,8 +50,11 @@ class ReadQueue {
   // (besides the reads workers wait for). Records queued one after another
   // that are neighbours on storage are read with one request of at most
   // `max_merge_bytes` (0: a request each): object storage answers a request
-  // in tens of milliseconds, whatever its size.
-  ReadQueue(const Dataset* ds, int depth, uint64_t max_bytes, uint64_t max_merge_bytes = 0);
+  // in tens of milliseconds, whatever its size. Reads are timed by `clock`
+  // (which must outlive the queue): their latency decides whether the read
+  // planner queues reads at all (ReadPlanner::kFastReadSeconds).
+  ReadQueue(const Dataset* ds, int depth, uint64_t max_bytes, uint64_t max_merge_bytes = 0,
+            const Clock& clock = SteadyClock());
   ~ReadQueue();
   ReadQueue(const ReadQueue&) = delete;
   ReadQueue& operator=(const ReadQueue&) = delete;
@@ -89,6 +93,7 @@ class ReadQueue {
 
   const Dataset* ds_;
   const uint64_t max_bytes_, max_merge_bytes_;
+  const Clock& clock_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   std::deque<uint64_t> queue_;  // keys, in submission order

@@ -64,6 +64,15 @@ T Take(Result<T> r) {
   return std::move(*r);
 }
 
+// f()'s result, computed with the GIL released (opening a dataset reads and
+// checks files). A Result has no empty state to assign into later: it holds
+// a value or an error, never Status::OK().
+template <typename F>
+auto WithoutGil(F&& f) {
+  py::gil_scoped_release release;
+  return f();
+}
+
 // How long Next() waits for a batch between checks for signals.
 constexpr uint64_t kSignalCheckNs = 50'000'000;
 
@@ -215,12 +224,7 @@ class PyLoader {
         throw py::type_error("_Loader got an unexpected keyword argument '" + name + "'");
       row->set(Keyword(row->name, value), options_);
     }
-    Result<std::unique_ptr<Loader>> l = Status::OK();
-    {
-      py::gil_scoped_release release;
-      l = Loader::Open(path, options_);
-    }
-    loader_ = Take(std::move(l));
+    loader_ = Take(WithoutGil([&] { return Loader::Open(path, options_); }));
     // A transform that cannot apply is an error, never ignored.
     const TransformParams& t = options_.transform;
     const std::string kind = TransformKindName(t.kind);
@@ -353,12 +357,7 @@ class PyDataset {
  public:
   PyDataset(const std::string& path, int64_t block_cache_bytes) {
     if (block_cache_bytes < 0) throw py::value_error("block_cache_bytes must be >= 0");
-    Result<std::unique_ptr<Dataset>> d = Status::OK();
-    {
-      py::gil_scoped_release release;
-      d = Dataset::Open(path);
-    }
-    ds_ = Take(std::move(d));
+    ds_ = Take(WithoutGil([&] { return Dataset::Open(path); }));
     reader_ = std::make_unique<RecordReader>(ds_.get(), static_cast<uint64_t>(block_cache_bytes));
   }
   uint64_t size() const { return ds_->num_records(); }
@@ -455,12 +454,7 @@ class PyWriter {
     o.num_classes = manifest_.classes.size();
     if (manifest_.record.kind == format::RecordKind::kRawU8)
       o.raw_record_size = manifest_.record.raw_record_size();
-    Result<std::unique_ptr<DatasetWriter>> w = Status::OK();
-    {
-      py::gil_scoped_release release;
-      w = DatasetWriter::Create(path, o);
-    }
-    writer_ = Take(std::move(w));
+    writer_ = Take(WithoutGil([&] { return DatasetWriter::Create(path, o); }));
   }
 
   void Add(py::buffer data, int64_t label, py::object key) {

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs what is missing (Debian 12 packages), builds, and runs every test:
-#  1. the full suite (GoogleTest units, CLI tests, training/DDP tests, the SLURM
-#     integration test on a real 2-node SLURM when run as root);
+#  1. the full suite (GoogleTest units, CLI tests, training/DDP tests, the Python
+#     tests, the SLURM integration test on a real 2-node SLURM when run as root);
 #  2. the loader's tests under ThreadSanitizer;
 #  3. each fuzz target for a few seconds (FUZZ_SECONDS, default 5);
 #  4. every non-training test under AddressSanitizer + UndefinedBehaviorSanitizer;
+# 1, 2 and 4 with assert() on (SHARDKIT_ASSERTIONS: optimised, without NDEBUG),
+# so that what an assertion checks is checked by every suite run (the Python
+# binding included: stage 1 builds it); the GPU kit's build is a plain Release.
 # after checking that the C++ sources are formatted as .clang-format says, that
 # modules include only the modules below them (scripts/check_layers.sh) and that
 # no function outside tests/ is over 120 lines (scripts/check_function_length.py).
@@ -30,7 +33,7 @@ echo "== function length (at most 120 lines outside tests/)"
 python3 scripts/check_function_length.py --max-lines 120 $(grep -v '^\./tests/\|^tests/' <<< "$sources")
 
 echo "== build and test"
-shardkit_build build
+shardkit_build build -DSHARDKIT_ASSERTIONS=ON
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 echo "== the GPU kit on this CPU: fetch .deps/, build from it, run its steps with tiny sizes"
@@ -38,20 +41,20 @@ scripts/gpu_kit.sh fetch
 scripts/gpu_kit.sh run --cpu --out build-gpukit-cpu/out
 
 echo "== ThreadSanitizer: loader threads, prefetch ring, block cache, node cache"
-cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDKIT_SANITIZE=thread -DSHARDKIT_WITH_TORCH=OFF \
-  -DSHARDKIT_WITH_PYTHON=OFF > /dev/null
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDKIT_SANITIZE=thread -DSHARDKIT_ASSERTIONS=ON \
+  -DSHARDKIT_WITH_TORCH=OFF -DSHARDKIT_WITH_PYTHON=OFF > /dev/null
 cmake --build build-tsan -j"$jobs" --target loader_test prefetch_ring_test block_cache_test read_queue_test worker_team_test \
   loader_stages_test storage_test elastic_resume_test shared_index_test node_cache_test > /dev/null
 TSAN_OPTIONS="halt_on_error=1" ctest --test-dir build-tsan \
-  -R '^(LoaderTest|JpegLoaderTest|PrefetchRingTest|BlockCacheTest|ReadQueueTest|WorkerTeamTest|BatchFillerTest|StorageTest|SharedIndexTest|NodeCacheTest|[A-Za-z]*/?ElasticResumeTest)\.' \
+  -R '^(LoaderTest|JpegLoaderTest|PrefetchRingTest|BlockCacheTest|ReadQueueTest|WorkerTeamTest|BatchFillerTest|ReadPlannerTest|StorageTest|SharedIndexTest|NodeCacheTest|[A-Za-z]*/?ElasticResumeTest)\.' \
   --output-on-failure -j"$jobs"
 
 echo "== fuzz smoke (${FUZZ_SECONDS:-5} s per target)"
 scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer: every non-training test"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDKIT_SANITIZE=address -DSHARDKIT_WITH_TORCH=OFF \
-  -DSHARDKIT_WITH_PYTHON=OFF > /dev/null
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDKIT_SANITIZE=address -DSHARDKIT_ASSERTIONS=ON \
+  -DSHARDKIT_WITH_TORCH=OFF -DSHARDKIT_WITH_PYTHON=OFF > /dev/null
 cmake --build build-asan -j"$jobs" > /dev/null
 ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"

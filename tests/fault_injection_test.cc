@@ -2,14 +2,18 @@
 // is killed at, the output is absent, resumable or complete and valid, never a
 // manifest naming a bad shard; a full disk is a clear error that leaves no
 // temporary or final-named partial file; an interrupted staging resumes.
+// Every kill waits for a state of the tool's work (its output directory, so
+// many shard files) and checks that the kill, not the tool, ended it.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "shard/shard.h"
@@ -37,11 +41,83 @@ void ExpectAbsentResumableOrValid(const std::string& dir) {
   EXPECT_EQ(r.exit_code, 0) << "a manifest must only name good shards:\n" << r.out;
 }
 
-void KillAfter(const std::string& cmd, const std::string& log, int ms) {
+// A moment of a tool's work, seen from outside: a name and whether it has come.
+struct WorkState {
+  std::string name;
+  std::function<bool()> reached;
+};
+
+// Shard files in `dir`, temporary (".shard-N.sks.tmp") or published, or
+// temporary only: how far a writer has got.
+size_t ShardFiles(const std::string& dir, bool temporary_only = false) {
+  auto names = ListDir(dir);
+  if (!names.ok()) return 0;
+  size_t n = 0;
+  for (const auto& name : *names) {
+    n += name.find("shard-") != std::string::npos && (!temporary_only || name[0] == '.');
+  }
+  return n;
+}
+
+// The states of writing `shards` shards into a fresh `dir`: the directory
+// made, then 1, a third, two thirds and all but a tenth (at least 2) of the
+// shard files, each with work left after it.
+std::vector<WorkState> WritingStates(const std::string& dir, size_t shards) {
+  std::vector<WorkState> states = {{"output directory made", [=] { return FileExists(dir); }}};
+  size_t last = 0;
+  for (size_t n :
+       {size_t{1}, shards / 3, 2 * shards / 3, shards - std::max<size_t>(2, shards / 10)}) {
+    if (n <= last) continue;  // few shards: states that coincide
+    last = n;
+    states.push_back({std::to_string(n) + " of " + std::to_string(shards) + " shard files",
+                      [=] { return ShardFiles(dir) >= n; }});
+  }
+  return states;
+}
+
+enum class Kill { kMidWork, kFinishedFirst, kStateNeverReached };
+
+// Starts `cmd`, waits (polling every millisecond) for `state` and kills the
+// tool with SIGKILL at once. kMidWork only when the signal is what ended it;
+// a tool that exited by itself, before or after the state, finished first.
+Kill KillAtState(const std::string& cmd, const std::string& log, const WorkState& state) {
   const int pid = testing::Spawn(cmd, log);
-  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  int status = 0;
+  while (!state.reached()) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return Kill::kFinishedFirst;
+    if (std::chrono::steady_clock::now() > deadline) {
+      testing::WaitExit(pid, 0);  // kills it
+      return Kill::kStateNeverReached;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   kill(pid, SIGKILL);
-  testing::WaitExit(pid, 10);
+  waitpid(pid, &status, 0);
+  return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL ? Kill::kMidWork : Kill::kFinishedFirst;
+}
+
+// Kills `cmd` at `state`, trying again (up to 3 times, `before` each try
+// making the start the same) when the tool finished first: a kill that did
+// not land mid-work tests nothing, and the test fails rather than pass
+// without having tested it.
+void KillMidWork(
+    const std::string& cmd, const std::string& log, const WorkState& state,
+    const std::function<void()>& before = [] {}) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    before();
+    switch (KillAtState(cmd, log, state)) {
+      case Kill::kMidWork:
+        return;
+      case Kill::kStateNeverReached:
+        FAIL() << "the tool never reached '" << state.name << "':\n" << testing::ReadFile(log);
+      case Kill::kFinishedFirst:
+        std::printf("(the tool finished before the kill at '%s'; again)\n", state.name.c_str());
+        break;
+    }
+  }
+  FAIL() << "the tool finished before the kill at '" << state.name
+         << "' three times: the state leaves too little work to kill it in";
 }
 
 TEST(FaultInjection, PackKilledAtAnyPointRestartsCleanly) {
@@ -51,15 +127,25 @@ TEST(FaultInjection, PackKilledAtAnyPointRestartsCleanly) {
   const std::string cmd = testing::PackTool() + " idx --images " + kFashion +
                           "/train-images-idx3-ubyte.gz --labels " + kFashion +
                           "/train-labels-idx1-ubyte.gz --shard-size 2000000 " + dir / "out";
-  for (int ms : {5, 40, 80, 120, 160, 220}) {
-    SCOPED_TRACE("killed after " + std::to_string(ms) + " ms");
-    KillAfter(cmd + " --force", dir / "log", ms);
+  ASSERT_EQ(RunCommand(cmd).exit_code, 0);
+  const size_t shards = ReadManifest(dir / "out")->shards.size();
+  for (const WorkState& state : WritingStates(dir / "out", shards)) {
+    SCOPED_TRACE("killed at: " + state.name);
+    KillMidWork(cmd, dir / "log", state, [&] { std::filesystem::remove_all(dir / "out"); });
     ExpectAbsentResumableOrValid(dir / "out");
-    // Rerunning the same command (no --force needed unless it had finished) completes.
-    auto r = RunCommand(cmd + (FileExists(dir / "out/manifest.json") ? " --force" : ""));
+    EXPECT_FALSE(FileExists(dir / "out/manifest.json")) << "killed mid-work, yet complete";
+    // Rerunning the same command, without --force, completes.
+    auto r = RunCommand(cmd);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + dir / "out").exit_code, 0);
   }
+  // --force over the complete dataset, killed a third of the way through
+  // writing the new one: the dataset there stays whole until it is replaced.
+  const std::string out = dir / "out";
+  KillMidWork(cmd + " --force", dir / "log",
+              {"a third of the replacement's shards written",
+               [&] { return ShardFiles(out, /*temporary_only=*/true) >= shards / 3; }});
+  EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + out).exit_code, 0);
 }
 
 TEST(FaultInjection, ImageNetPackKilledAtAnyPointRestartsCleanly) {
@@ -72,13 +158,17 @@ TEST(FaultInjection, ImageNetPackKilledAtAnyPointRestartsCleanly) {
                                            testing::JpegFlavor::kRgb));
     }
   }
+  // Resized, so that every image is decoded and encoded again: work to kill it in.
   const std::string cmd = testing::PackTool() + " imagenet " + dir / "src" + " " +
-                          dir / "out --shard-size 100000 --threads 1";
-  for (int ms : {10, 60, 120}) {
-    SCOPED_TRACE("killed after " + std::to_string(ms) + " ms");
-    KillAfter(cmd + " --force", dir / "log", ms);
+                          dir / "out --shard-size 100000 --threads 1 --resize-short 100";
+  ASSERT_EQ(RunCommand(cmd).exit_code, 0);
+  const size_t shards = ReadManifest(dir / "out")->shards.size();
+  for (const WorkState& state : WritingStates(dir / "out", shards)) {
+    SCOPED_TRACE("killed at: " + state.name);
+    KillMidWork(cmd, dir / "log", state, [&] { std::filesystem::remove_all(dir / "out"); });
     ExpectAbsentResumableOrValid(dir / "out");
-    auto r = RunCommand(cmd + " --force");
+    EXPECT_FALSE(FileExists(dir / "out/manifest.json")) << "killed mid-work, yet complete";
+    auto r = RunCommand(cmd);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + dir / "out").exit_code, 0);
   }
@@ -93,11 +183,13 @@ TEST(FaultInjection, AugmentKilledAtAnyPointResumes) {
            " --limit 2000 --versions 2 --copies 40 --shard-size 200000";
   };
   ASSERT_EQ(RunCommand(cmd(dir / "ref")).exit_code, 0);
-  for (int ms : {20, 150, 400, 700}) {
-    SCOPED_TRACE("killed after " + std::to_string(ms) + " ms");
-    KillAfter(cmd(dir / "out"), dir / "log", ms);
+  const size_t shards = ReadManifest(dir / "ref")->shards.size();
+  for (const WorkState& state : WritingStates(dir / "out", shards)) {
+    SCOPED_TRACE("killed at: " + state.name);
+    KillMidWork(cmd(dir / "out"), dir / "log", state,
+                [&] { std::filesystem::remove_all(dir / "out"); });
     ExpectAbsentResumableOrValid(dir / "out");
-    if (FileExists(dir / "out/manifest.json")) continue;  // finished before the kill
+    EXPECT_FALSE(FileExists(dir / "out/manifest.json")) << "killed mid-work, yet complete";
     auto r = RunCommand(cmd(dir / "out"));
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + dir / "out").exit_code, 0);
@@ -106,8 +198,6 @@ TEST(FaultInjection, AugmentKilledAtAnyPointResumes) {
     ASSERT_EQ(a->shards.size(), b->shards.size());
     for (size_t i = 0; i < a->shards.size(); ++i)
       EXPECT_EQ(a->shards[i].crc32c, b->shards[i].crc32c) << i;
-    ASSERT_TRUE(RemoveFile(dir / "out/manifest.json").ok());
-    std::filesystem::remove_all(dir / "out");
   }
 }
 

@@ -5,6 +5,7 @@
 // own record checks that shardkit-pack and the binding share.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <set>
@@ -14,6 +15,7 @@
 #include "loader/loader.h"
 #include "loader/loader_state.h"
 #include "loader/read_planner.h"
+#include "loader/read_queue.h"
 #include "loader/record_fetcher.h"
 #include "loader/record_source.h"
 #include "loader/sample_decoder.h"
@@ -442,6 +444,157 @@ TEST(BatchFillerTest, SettlesACorruptSampleAsThePolicySays) {
       }
     }
   }
+}
+
+// Fills the test times: phases of `fills` fills in which a fill by the
+// calling thread alone takes alone_ns on the filler's clock and one by the
+// team shared_ns (batches of 8 raw records, one after another, epoch after
+// epoch). The ways the fills took, 'a' alone and 's' shared.
+struct FillPhase {
+  int fills;
+  uint64_t alone_ns, shared_ns;
+};
+std::string FillWays(const std::vector<FillPhase>& phases) {
+  TempDir dir;
+  WriteRaw(dir.path(), 4096, 8, CompressionMode::kStore, 1 << 20);
+  LoaderOptions o;
+  o.batch_size = 8;
+  o.shuffle = ShuffleMode::kNone;
+  o.workers = 2;
+  auto src = RecordSource::Open(dir.path(), o, o, o.workers);
+  if (!src.ok()) return "RecordSource: " + src.status().ToString();
+  auto dec = SampleDecoder::Make((*src)->dataset().manifest().record, TransformParams(),
+                                 Layout::kNHWC, 0, dir.path());
+  if (!dec.ok()) return "SampleDecoder: " + dec.status().ToString();
+  CorruptSamples corrupt(CorruptPolicy::kFail, 0, (*src)->partition().per_rank);
+  std::atomic<bool> stop{false};
+  testing::FakeClock clock;
+  BatchFiller filler(src->get(), &*dec, &corrupt, 2, &stop, clock);
+  Batch shape;
+  shape.channels = 1;
+  shape.height = shape.width = 8;
+  shape.layout = Layout::kNHWC;
+  PrefetchRing ring(2, 8, shape, nullptr);
+  std::vector<PrefetchRing::Slot*> claimed;
+  if (!ring.Claim(0, 1, 1, &claimed)) return "no slot";
+  const uint64_t batches = (*src)->partition().batches;
+  std::string ways;
+  uint64_t fill = 0;
+  for (const FillPhase& phase : phases) {
+    for (int i = 0; i < phase.fills; ++i, ++fill) {
+      const uint64_t epoch = fill / batches, k = fill % batches;
+      if (k == 0) (*src)->StartEpoch(epoch, 0);
+      std::vector<BatchFiller::Job> jobs = {BatchFiller::Job{claimed[0], k, k * 8, 8}};
+      const uint64_t alone_before = filler.stats().fills_alone;
+      filler.Fill(epoch, &jobs);
+      if (!claimed[0]->status.ok()) return "fill: " + claimed[0]->status.ToString();
+      const bool alone = filler.stats().fills_alone > alone_before;
+      ways += alone ? 'a' : 's';
+      clock.Advance(alone ? phase.alone_ns : phase.shared_ns);
+    }
+  }
+  EXPECT_EQ(filler.stats().fills_alone + filler.stats().fills_shared, fill);
+  return ways;
+}
+
+// The fraction of ways[from, to) filled `way`.
+double ShareOf(const std::string& ways, char way, size_t from, size_t to) {
+  to = std::min(to, ways.size());
+  if (from >= to) return 0;
+  return double(std::count(ways.begin() + from, ways.begin() + to, way)) / double(to - from);
+}
+
+// Small raw batches are filled alone while cold; then each way is measured
+// (alone first), and the one faster by the clock fills from then on, the
+// other tried in a burst now and then: whichever way is the faster one.
+TEST(BatchFillerTest, MeasuresBothWaysThenFillsTheFasterOneAndRetriesTheOther) {
+  const size_t warm = BatchFiller::kWarmupFills, burst = BatchFiller::kBurst;
+  const size_t measured = warm + 2 * burst;
+  for (const bool alone_faster : {true, false}) {
+    SCOPED_TRACE(alone_faster ? "alone 3x faster" : "the team 3x faster");
+    const std::string ways =
+        alone_faster ? FillWays({{3000, 1000, 3000}}) : FillWays({{3000, 3000, 1000}});
+    ASSERT_EQ(ways.size(), 3000u) << ways;
+    EXPECT_EQ(ways.substr(0, warm), std::string(warm, 'a')) << "cold: small raw batches alone";
+    EXPECT_EQ(ways.substr(warm, 2 * burst), std::string(burst, 'a') + std::string(burst, 's'));
+    const char best = alone_faster ? 'a' : 's', other = alone_faster ? 's' : 'a';
+    EXPECT_GE(ShareOf(ways, best, measured, ways.size()), 0.95) << ways;
+    EXPECT_NE(ways.find(std::string(burst, other), measured), std::string::npos)
+        << "the slower way is retried: " << ways;
+  }
+}
+
+// When the way in use turns slower than the other, the filler sees it in its
+// own next fills and switches within a few hundred; when it turns back, it
+// switches back. A way not in use that turns faster is seen when it is next
+// tried: within two exploration intervals (kBurst x kExplore x ratio^2
+// fills, the ratio 3 before the change).
+TEST(BatchFillerTest, SwitchesWhenTheFasterWayChangesAndSwitchesBack) {
+  const std::string ways = FillWays({{1500, 1000, 3000}, {1500, 3000, 1000}, {1500, 1000, 3000}});
+  ASSERT_EQ(ways.size(), 4500u) << ways;
+  EXPECT_GE(ShareOf(ways, 'a', 100, 1500), 0.95) << ways;
+  EXPECT_GE(ShareOf(ways, 's', 1800, 3000), 0.95) << "alone turned slow: " << ways;
+  EXPECT_GE(ShareOf(ways, 'a', 3300, 4500), 0.95) << "and fast again: " << ways;
+
+  const std::string unused = FillWays({{1500, 1000, 3000}, {3000, 1000, 300}});
+  ASSERT_EQ(unused.size(), 4500u) << unused;
+  const size_t interval = size_t(BatchFiller::kBurst * BatchFiller::kExplore * 3 * 3);
+  EXPECT_GE(ShareOf(unused, 'a', 100, 1500), 0.95) << unused;
+  EXPECT_GE(ShareOf(unused, 's', 1500 + 2 * interval, 4500), 0.95)
+      << "the team turned fast while unused: " << unused;
+}
+
+// The read planner's probe: batches go through the read queue while its
+// reads are slower than ReadPlanner::kFastReadSeconds by the queue's clock;
+// once they are faster, the workers read batches themselves but for every
+// kProbeEvery-th, which still goes through the queue; when reads turn slow
+// again, every batch is queued again. The queue's clock ticks the read
+// latency each phase sets.
+TEST(ReadPlannerTest, QueuesReadsWhileTheyAreSlowAndProbesWhileTheyAreFast) {
+  TempDir dir;
+  WriteRaw(dir.path(), 2048, 8, CompressionMode::kStore, 1 << 20);
+  auto ds = Dataset::Open(dir.path());
+  ASSERT_TRUE(ds.ok());
+  BlockCache cache(ds->get(), 1 << 20);
+  testing::FakeClock clock;
+  ReadQueue queue(ds->get(), /*depth=*/1, 1 << 20, 0, clock);  // one reader: one read per tick
+  const uint64_t batch = ReadPlanner::kMinProbeReads;
+  ReadPlanner::Setup setup = PlannerSetup(**ds, &cache, ShuffleMode::kFull, batch, 0, 1);
+  setup.queue = &queue;
+  setup.read_ahead_records = true;
+  ReadPlanner planner(std::move(setup));
+  planner.StartEpoch(0, 0);
+  const uint64_t slow = 4 * ReadPlanner::kFastReadSeconds * 1e9;
+  const uint64_t fast = ReadPlanner::kFastReadSeconds * 1e9 / 25;
+  const uint64_t phase = 4 * ReadPlanner::kProbeEvery;  // batches per phase
+  std::string queued;                                   // per batch: 'q' queued, 'w' workers
+  for (uint64_t k = 0; k < 3 * phase; ++k) {
+    if (k % phase == 0) clock.SetTick(k / phase == 1 ? fast : slow);
+    planner.Prepare({BatchSpan{k, k * batch, int(batch)}});
+    int taken = 0;
+    for (uint64_t i = 0; i < batch; ++i) {
+      const SampleLocation l = planner.Locate(k * batch + i);
+      std::vector<char> bytes;
+      Status status;
+      if (queue.Take(l.shard, l.local, &bytes, &status)) {
+        ++taken;
+        EXPECT_TRUE(status.ok()) << status.ToString();
+        EXPECT_EQ(std::string(bytes.begin(), bytes.end()), Expected(**ds, l.record));
+      }
+    }
+    EXPECT_TRUE(taken == 0 || taken == int(batch)) << "batch " << k << ": " << taken;
+    queued += taken > 0 ? 'q' : 'w';
+  }
+  SCOPED_TRACE(queued);
+  const uint64_t every = ReadPlanner::kProbeEvery;
+  // The decision for batch k is taken as k - kReadAheadBatches is prepared,
+  // from the reads timed since the last one: fully in a phase's latency from
+  // its third probe on.
+  for (uint64_t k = 0; k < phase; ++k) EXPECT_EQ(queued[k], 'q') << "slow: batch " << k;
+  for (uint64_t k = phase + 2 * every + 1; k < 2 * phase; ++k)
+    EXPECT_EQ(queued[k], k % every == 0 ? 'q' : 'w') << "fast: batch " << k;
+  for (uint64_t k = 2 * phase + 2 * every + 1; k < 3 * phase; ++k)
+    EXPECT_EQ(queued[k], 'q') << "slow again: batch " << k;
 }
 
 TEST(LoaderStateTest, RoundTripsAndNamesWhatIsWrong) {

@@ -2,10 +2,12 @@
 // ImageNet contains (gray, RGB, CMYK, progressive JPEG; PNG), running the CLIs.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "image/image.h"
 #include "shard/shard_writer.h"
 
@@ -66,6 +68,23 @@ int WaitExit(int pid, int timeout_s);
 bool WaitForText(const std::string& file, const std::string& text, int timeout_s);
 // Waits up to timeout_s for `path` to exist.
 bool WaitForFile(const std::string& path, int timeout_s);
+
+// A Clock the test moves: it stands still but for Advance, and each reading
+// moves it on by the tick first (so a stage that reads it before and after
+// some work, as the read queue times a read, sees the work take one tick).
+class FakeClock : public Clock {
+ public:
+  uint64_t NowNs() const override {
+    const uint64_t tick = tick_.load();
+    return now_.fetch_add(tick) + tick;
+  }
+  void Advance(uint64_t ns) { now_.fetch_add(ns); }
+  void SetTick(uint64_t ns) { tick_.store(ns); }
+
+ private:
+  mutable std::atomic<uint64_t> now_{1'000'000'000};
+  std::atomic<uint64_t> tick_{0};
+};
 
 // Absolute paths of the built tools (from compile definitions).
 std::string PackTool();

@@ -16,10 +16,13 @@
 #include "base/random.h"
 #include "shard/shard.h"
 #include "tests/test_util.h"
+#include "tools/train/dist_env.h"
 #include "train/checkpoint.h"
 #include "train/device_feeder.h"
 #include "train/dist.h"
+#include "train/epoch_metrics.h"
 #include "train/loss_scale.h"
+#include "train/lr_schedule.h"
 #include "train/models/models.h"
 #include "train/sgd.h"
 #include "train/trainer.h"
@@ -820,6 +823,74 @@ TEST(LossScaleTest, UnscaleDividesEveryGradientAndFlagsAnyNonFiniteOne) {
   }
 }
 
+// The scale's schedule: halved (and the step skipped) on every overflow,
+// doubled after kGrowthInterval good steps in a row, an overflow restarting
+// the count; UnscaleOrSkip decides from the gradients themselves.
+TEST(LossScaleTest, ScaleHalvesOnOverflowAndDoublesAfterAnUnbrokenRunOfGoodSteps) {
+  LossScaler s;
+  EXPECT_EQ(s.scale(), 65536.0);
+  const int64_t n = LossScaler::kGrowthInterval;
+  for (int64_t i = 1; i < n; ++i) ASSERT_TRUE(s.Update(false));
+  EXPECT_EQ(s.scale(), 65536.0) << "one step short of the interval";
+  EXPECT_TRUE(s.Update(false));
+  EXPECT_EQ(s.scale(), 131072.0);
+  EXPECT_FALSE(s.Update(true));
+  EXPECT_EQ(s.scale(), 65536.0);
+  for (int64_t i = 1; i < n; ++i) ASSERT_TRUE(s.Update(false));
+  EXPECT_FALSE(s.Update(true)) << "an overflow just before growth";
+  EXPECT_EQ(s.scale(), 32768.0);
+  for (int64_t i = 1; i < n; ++i) ASSERT_TRUE(s.Update(false));
+  EXPECT_EQ(s.scale(), 32768.0) << "the count restarted at the overflow";
+  EXPECT_TRUE(s.Update(false));
+  EXPECT_EQ(s.scale(), 65536.0);
+
+  LossScaler t(8.0);  // a checkpoint's scale
+  std::vector<torch::Tensor> g = {torch::full({4}, 16.0)};
+  EXPECT_TRUE(t.UnscaleOrSkip(g));
+  EXPECT_TRUE(torch::equal(g[0], torch::full({4}, 2.0)));
+  EXPECT_EQ(t.scale(), 8.0);
+  g[0][2] = INFINITY;
+  EXPECT_FALSE(t.UnscaleOrSkip(g));
+  EXPECT_EQ(t.scale(), 4.0);
+}
+
+// Warmup rises linearly to the base rate at its last step and never passes
+// it (fractional positions: a resume on another global batch); then each
+// kind decays as documented over the steps after warmup.
+TEST(LrScheduleTest, WarmupRisesToTheBaseRateThenEachKindDecaysAsDocumented) {
+  // 10 epochs of 10 steps, 1 of warmup: decay over steps 10..100.
+  const LearningRateSchedule cosine(LrSchedule::kCosine, 0.4, 1, 10, 10);
+  EXPECT_DOUBLE_EQ(cosine.At(0), 0.04);
+  EXPECT_DOUBLE_EQ(cosine.At(4), 0.2);
+  EXPECT_DOUBLE_EQ(cosine.At(9), 0.4);
+  double before = 0;
+  for (double step = 0; step < 10; step += 0.25) {
+    EXPECT_LE(cosine.At(step), 0.4) << step;
+    EXPECT_GE(cosine.At(step), before) << step;
+    before = cosine.At(step);
+  }
+  EXPECT_DOUBLE_EQ(cosine.At(10), 0.4);
+  EXPECT_DOUBLE_EQ(cosine.At(55), 0.2);  // half way: half the rate
+  EXPECT_NEAR(cosine.At(100), 0, 1e-12);
+  EXPECT_NEAR(cosine.At(130), 0, 1e-12) << "past the end it stays at 0";
+
+  const LearningRateSchedule step(LrSchedule::kStep, 0.4, 1, 10, 10);
+  EXPECT_DOUBLE_EQ(step.At(36.9), 0.4);  // milestones at 30%, 60%, 80% of 90 steps after 10
+  EXPECT_DOUBLE_EQ(step.At(37), 0.04);
+  EXPECT_DOUBLE_EQ(step.At(63.9), 0.04);
+  EXPECT_DOUBLE_EQ(step.At(64), 0.004);
+  EXPECT_NEAR(step.At(82), 0.0004, 1e-15);
+
+  const LearningRateSchedule constant(LrSchedule::kConstant, 0.4, 0, 10, 10);
+  EXPECT_DOUBLE_EQ(constant.At(0), 0.4) << "no warmup: the base rate from the first step";
+  EXPECT_DOUBLE_EQ(constant.At(99), 0.4);
+
+  // Warmup longer than the run: it rises over the run's steps, never past base.
+  const LearningRateSchedule long_warmup(LrSchedule::kCosine, 0.4, 20, 2, 10);
+  EXPECT_DOUBLE_EQ(long_warmup.At(19), 0.4 * 20 / 200);
+  EXPECT_LE(long_warmup.At(199.5), 0.4);
+}
+
 TEST(DistEnvTest, FirstHostOfNodeListFollowsSlurmsGrammar) {
   const std::pair<const char*, const char*> cases[] = {
       {"node1", "node1"},
@@ -839,9 +910,10 @@ TEST(DistEnvTest, FirstHostOfNodeListFollowsSlurmsGrammar) {
 class ScopedEnv {
  public:
   explicit ScopedEnv(std::vector<std::pair<std::string, const char*>> vars) {
-    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-                             "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_JOB_NODELIST",
-                             "SLURM_NODELIST", "SLURM_JOB_ID"}) {
+    for (const char* name :
+         {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID",
+          "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_JOB_ID",
+          "SLURM_JOB_NUM_NODES", "CUDA_VISIBLE_DEVICES"}) {
       const char* v = std::getenv(name);
       saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
       unsetenv(name);
@@ -868,13 +940,17 @@ TEST(DistEnvTest, TorchrunVariablesWinOverSlurmsAndMasterVariablesOverride) {
     ASSERT_TRUE(e.ok());
     EXPECT_EQ(e->world_size, 1);
     EXPECT_EQ(e->source, "single process");
+    EXPECT_EQ(e->nodes, 1);
+    EXPECT_EQ(e->cuda_visible_devices, "");
   }
   {
     ScopedEnv env({{"SLURM_PROCID", "3"},
                    {"SLURM_NTASKS", "8"},
                    {"SLURM_LOCALID", "1"},
                    {"SLURM_JOB_NODELIST", "rack[1-2]-n[01-04]"},
-                   {"SLURM_JOB_ID", "12345"}});
+                   {"SLURM_JOB_ID", "12345"},
+                   {"SLURM_JOB_NUM_NODES", "2"},
+                   {"CUDA_VISIBLE_DEVICES", "3"}});
     auto e = DistEnvFromEnvironment();
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     EXPECT_EQ(e->source, "SLURM variables");
@@ -883,6 +959,8 @@ TEST(DistEnvTest, TorchrunVariablesWinOverSlurmsAndMasterVariablesOverride) {
     EXPECT_EQ(e->local_rank, 1);
     EXPECT_EQ(e->master_addr, "rack1-n01");
     EXPECT_EQ(e->master_port, 20000 + 12345 % 12000);
+    EXPECT_EQ(e->nodes, 2);
+    EXPECT_EQ(e->cuda_visible_devices, "3");
   }
   {  // torchrun's variables take precedence; MASTER_* override the node list
     ScopedEnv env({{"RANK", "1"},
@@ -910,6 +988,11 @@ TEST(DistEnvTest, TorchrunVariablesWinOverSlurmsAndMasterVariablesOverride) {
     ScopedEnv env(bad);
     EXPECT_FALSE(DistEnvFromEnvironment().ok());
   }
+  ScopedEnv env({{"SLURM_JOB_NUM_NODES", "two"}, {"SLURM_JOB_ID", "1"}});
+  auto e = DistEnvFromEnvironment();
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("SLURM_JOB_NUM_NODES=two"), std::string::npos)
+      << e.status().message();
 }
 
 TEST(DistEnvTest, GradientBucketsFollowReverseOrderWithASmallFirstBucket) {
@@ -961,7 +1044,6 @@ TrainOptions TinyTrainOptions(const std::string& data) {
   o.arch = "tiny";
   o.workers = 1;
   o.threads = 1;
-  o.quiet = true;
   o.batch_size = 8;
   o.lr = 0.5;
   return o;
@@ -997,6 +1079,132 @@ TEST(TrainTest, EveryCollectiveTakesTensorsOnTheTrainingDevice) {
     EXPECT_GE(reductions, steps + 2 * 2);
     EXPECT_EQ(figures, 2);
     EXPECT_EQ(hits, 2);
+  }
+}
+
+// Two ranks that stepped through the same figures: every all-reduce returns
+// twice what it was given.
+class TwinRanksGroup : public CollectiveGroup {
+ public:
+  TwinRanksGroup() : CollectiveGroup(0, 2) {}
+  const std::string getBackendName() const override { return "twins"; }
+  c10::intrusive_ptr<CollectiveWork> allreduce(std::vector<at::Tensor>& t,
+                                               const c10d::AllreduceOptions&) override {
+    for (auto& x : t) x.mul_(2);
+    struct Done : CollectiveWork {
+      bool wait(std::chrono::milliseconds) override { return true; }
+      bool isCompleted() override { return true; }
+    };
+    return c10::make_intrusive<Done>();
+  }
+};
+
+// An epoch's sums cross the ranks field by field (none lands in another's
+// place), and the report divides them as its JSON keys say.
+TEST(EpochMetricsTest, SumsCrossRanksByNameAndTheReportDividesThem) {
+  EpochSums mine;
+  mine.loss_sum = 1, mine.samples = 2, mine.correct = 3, mine.records = 4;
+  mine.wait_s = 5, mine.step_s = 6, mine.comm_s = 7, mine.corrupt_skipped = 8;
+  TwinRanksGroup twins;
+  const EpochSums both = EpochSumsOverRanks(&twins, torch::kCPU, mine);
+  EXPECT_EQ(both.loss_sum, 2);
+  EXPECT_EQ(both.samples, 4);
+  EXPECT_EQ(both.correct, 6);
+  EXPECT_EQ(both.records, 8);
+  EXPECT_EQ(both.wait_s, 10);
+  EXPECT_EQ(both.step_s, 12);
+  EXPECT_EQ(both.comm_s, 14);
+  EXPECT_EQ(both.corrupt_skipped, 16);
+  EXPECT_EQ(EpochSumsOverRanks(nullptr, torch::kCPU, mine).comm_s, 7)
+      << "no group: this rank's own";
+
+  EpochReport r;
+  r.epoch = 3;
+  r.seconds = 4;
+  r.sums.loss_sum = 30, r.sums.samples = 20, r.sums.correct = 5, r.sums.records = 18;
+  r.sums.wait_s = 1, r.sums.step_s = 3, r.sums.comm_s = 2, r.sums.corrupt_skipped = 2;
+  r.world_size = 2;
+  r.nodes = 2;
+  r.lr = 0.1;
+  r.amp = "off";
+  auto j = nlohmann::json::parse(EpochReportJson(r));
+  EXPECT_EQ(j["epoch"], 3);
+  EXPECT_DOUBLE_EQ(j["loss"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(j["train_top1"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(j["images_per_sec"].get<double>(), 5);
+  EXPECT_EQ(j["records"], 18);
+  EXPECT_DOUBLE_EQ(j["data_wait_fraction"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(j["comm_exposed_seconds"].get<double>(), 1) << "per rank";
+  EXPECT_DOUBLE_EQ(j["comm_exposed_fraction"].get<double>(), 0.5);
+  EXPECT_EQ(j["corrupt_skipped"], 2);
+  EXPECT_EQ(j["nodes"], 2);
+  EXPECT_FALSE(j.contains("top1")) << "no validation set, no top-1";
+  r.top1 = 0.5;
+  r.top5 = 0.75;
+  r.sums = EpochSums();
+  j = nlohmann::json::parse(EpochReportJson(r));
+  EXPECT_EQ(j["top1"], 0.5);
+  EXPECT_EQ(j["top5"], 0.75);
+  EXPECT_EQ(j["loss"], 0) << "an epoch of no samples divides by nothing";
+  EXPECT_EQ(j["data_wait_fraction"], 0);
+}
+
+// The trainer tells its caller everything through TrainEvents (rank 0) and
+// prints nothing itself: progress every print_every batches, notes, the
+// warning of a --resume with nothing to resume, and each epoch's report,
+// which is also the --metrics line.
+TEST(TrainTest, EventsReachTheCallerAndTheLibraryPrintsNothing) {
+  TempDir dir;
+  WriteToyDataset(dir / "data", 64);
+  TrainOptions o = TinyTrainOptions(dir / "data");
+  o.epochs = 2;
+  o.print_every = 4;
+  o.metrics_path = dir / "metrics.jsonl";
+  o.checkpoint_dir = dir / "ckpt";
+  o.resume = true;
+  std::vector<std::string> notes, warnings;
+  std::vector<StepProgress> progress;
+  std::vector<EpochReport> epochs;
+  TrainEvents events;
+  events.note = [&](const std::string& line) { notes.push_back(line); };
+  events.warning = [&](const std::string& line) { warnings.push_back(line); };
+  events.progress = [&](const StepProgress& p) { progress.push_back(p); };
+  events.epoch_end = [&](const EpochReport& r) { epochs.push_back(r); };
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  const Status s = Train(o, DistEnv{}, events);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(err, "");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("resume: no checkpoint in"), std::string::npos) << warnings[0];
+  ASSERT_FALSE(notes.empty());
+  EXPECT_EQ(notes[0].rfind("training tiny (", 0), 0u) << notes[0];
+  // 8 batches an epoch: progress after batches 4 and 8 of each.
+  ASSERT_EQ(progress.size(), 4u);
+  for (size_t i = 0; i < progress.size(); ++i) {
+    const StepProgress& p = progress[i];
+    EXPECT_EQ(p.epoch, i / 2 + 1);
+    EXPECT_EQ(p.epochs, 2);
+    EXPECT_EQ(p.batch, int64_t(4 * (i % 2 + 1)));
+    EXPECT_EQ(p.batches_per_epoch, 8);
+    EXPECT_TRUE(std::isfinite(p.loss) && p.loss > 0) << p.loss;
+    EXPECT_GT(p.lr, 0);
+    EXPECT_GE(p.data_wait_fraction, 0);
+    EXPECT_LE(p.data_wait_fraction, 1);
+    if (p.batch == 8) EXPECT_EQ(p.eta_seconds, 0) << "the epoch's last batch";
+  }
+  ASSERT_EQ(epochs.size(), 2u);
+  const std::string metrics = testing::ReadFile(dir / "metrics.jsonl");
+  for (size_t i = 0; i < epochs.size(); ++i) {
+    EXPECT_EQ(epochs[i].epoch, i + 1);
+    EXPECT_EQ(epochs[i].steps, int64_t(8 * (i + 1)));
+    EXPECT_EQ(epochs[i].sums.samples, 64);
+    EXPECT_EQ(epochs[i].sums.records, 64);
+    EXPECT_NE(metrics.find(EpochReportJson(epochs[i]) + "\n"), std::string::npos)
+        << "--metrics holds the reported line";
   }
 }
 

@@ -1,7 +1,7 @@
-// Distributed set-up for shardkit-train: who this process is (rank, world,
-// master) from torchrun's or SLURM's variables, which GPU it trains on, the
-// c10d process group (Gloo on CPU, NCCL on CUDA), the collectives the trainer
-// issues (each on the group's device: NCCL takes CUDA tensors only), and
+// Distributed set-up for shardkit-train: who this process is (DistEnv: rank,
+// world, master, as tools/train reads them from torchrun's or SLURM's
+// variables), which GPU it trains on, the c10d process group (Gloo on CPU, NCCL on CUDA), the
+// collectives the trainer issues (each on the group's device: NCCL takes CUDA tensors only), and
 // GradientReducer, which averages gradients across ranks in buckets whose
 // all-reduce starts during backward, as DistributedDataParallel does.
 #pragma once
@@ -20,21 +20,16 @@
 
 namespace shardkit {
 
+// Who this process is among the job's ranks, and what the launcher gave it.
 struct DistEnv {
   int rank = 0, world_size = 1, local_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string source = "single process";  // "torchrun variables", "SLURM variables"
+  int nodes = 1;                          // the job's nodes, as reported in the epochs' metrics
+  // The launcher's CUDA_VISIBLE_DEVICES (empty: unset), for ChooseCudaDevice.
+  std::string cuda_visible_devices;
 };
-
-// RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT if RANK is set; else
-// SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID with the first host of
-// SLURM_JOB_NODELIST as master (MASTER_ADDR/MASTER_PORT still override);
-// else a single process.
-Result<DistEnv> DistEnvFromEnvironment();
-// The first host of a SLURM node list: "n[01-04,07],gpu5" -> "n01";
-// "rack[1-2]-n[01-04]" -> "rack1-n01"; "node1,node2" -> "node1".
-std::string FirstHostOfNodeList(const std::string& nodelist);
 
 // The c10d backend: Gloo (CPU tensors; CUDA tensors too, through host
 // copies, so ranks may share a GPU) or NCCL (CUDA tensors only, one GPU per

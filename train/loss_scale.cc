@@ -1,4 +1,4 @@
-// Gradient unscaling with overflow detection.
+// Gradient unscaling with overflow detection, and the loss scale's schedule.
 #include "train/loss_scale.h"
 
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
@@ -21,6 +21,23 @@ torch::Tensor UnscaleGradients(std::vector<torch::Tensor> grads, double scale) {
     found_inf.logical_or_(torch::isfinite(g).all().logical_not());
   }
   return found_inf;
+}
+
+bool LossScaler::Update(bool overflowed) {
+  if (overflowed) {
+    scale_ /= 2;
+    good_steps_ = 0;
+    return false;
+  }
+  if (++good_steps_ == kGrowthInterval) {
+    scale_ *= 2;
+    good_steps_ = 0;
+  }
+  return true;
+}
+
+bool LossScaler::UnscaleOrSkip(std::vector<torch::Tensor> grads) {
+  return Update(UnscaleGradients(std::move(grads), scale_).item<float>() != 0);
 }
 
 }  // namespace shardkit

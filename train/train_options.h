@@ -1,5 +1,6 @@
-// TrainOptions: everything a training run is told (shardkit-train's flags,
-// defined with their ranges in tools/train/train_cli.h). No LibTorch here, so
+// TrainOptions: everything a training run is told (shardkit-train's flags
+// but those of the tool itself, defined with their ranges in
+// tools/train/train_cli.h). No LibTorch here, so
 // the command-line fuzz target (built without torch) parses exactly the flags
 // the tool does.
 #pragma once
@@ -81,11 +82,10 @@ struct TrainOptions {
   // ceiling that every figure with real data is compared with.
   bool synthetic = false;
   int synthetic_classes = 1000;
-  int64_t synthetic_steps = 100;  // steps per synthetic epoch
-  int print_every = 20;
+  int64_t synthetic_steps = 100;                    // steps per synthetic epoch
+  int print_every = 20;                             // a progress event (TrainEvents) every N steps
   CorruptPolicy on_corrupt = CorruptPolicy::kFail;  // skip: replace, count, within skip_budget
   uint64_t skip_budget = 100;
-  bool quiet = false;
 };
 
 }  // namespace shardkit

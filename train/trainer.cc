@@ -1,16 +1,10 @@
 // The training loop of one rank.
 #include "train/trainer.h"
 
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <csignal>
-#include <cstdio>
 #include <fstream>
-#include <nlohmann/json.hpp>
-#include <thread>
 
 #include "base/file_io.h"
 #include "base/format.h"
@@ -18,6 +12,7 @@
 #include "train/checkpoint.h"
 #include "train/device_feeder.h"
 #include "train/loss_scale.h"
+#include "train/lr_schedule.h"
 #include "train/models/models.h"
 #include "train/sgd.h"
 
@@ -32,37 +27,6 @@ using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
-
-// The rate at schedule position `step`, in steps of this run's global batch
-// (fractional after a resume with another global batch: Trainer::ScheduleStep).
-double LearningRate(const TrainOptions& o, double base, double step, int64_t steps_per_epoch) {
-  const double total = static_cast<double>(o.epochs) * steps_per_epoch;
-  const double warm = o.warmup_epochs * steps_per_epoch;
-  const double s = step;
-  if (warm > 0 && s < warm) return base * (s + 1) / warm;
-  const double progress = total > warm ? (s - warm) / (total - warm) : 1.0;
-  switch (o.schedule) {
-    case LrSchedule::kConstant:
-      return base;
-    case LrSchedule::kStep: {
-      double lr = base;
-      for (double milestone : {0.3, 0.6, 0.8}) {
-        if (progress >= milestone) lr *= 0.1;
-      }
-      return lr;
-    }
-    case LrSchedule::kCosine:
-      break;
-  }
-  return base * 0.5 * (1 + std::cos(M_PI * std::min(1.0, progress)));
-}
-
-// What an epoch's steps add up, per rank (summed over ranks to report).
-struct EpochTotals {
-  double loss_sum = 0, samples = 0, correct = 0;
-  double records = 0;  // samples that are not padding
-  double wait_s = 0, step_s = 0, comm_s = 0;
-};
 
 // Where the training steps' batches come from. Next() takes the next batch
 // and starts moving it to the device; Take() gives that batch's tensors.
@@ -154,7 +118,7 @@ Result<torch::Device> ChooseDevice(const TrainOptions& o, const DistEnv& env, Di
   SK_ASSIGN_OR_RETURN(
       const int index,
       ChooseCudaDevice(env.local_rank, static_cast<int>(torch::cuda::device_count()), backend,
-                       std::getenv("CUDA_VISIBLE_DEVICES")));
+                       env.cuda_visible_devices.c_str()));
 #ifdef SHARDKIT_WITH_CUDA
   SetCudaDevice(index);
 #endif
@@ -250,27 +214,31 @@ LoaderOptions ValLoaderOptions(const TrainOptions& o, LoaderOptions train) {
 // (precision_, base_lr_), not on every step.
 class Trainer {
  public:
-  Trainer(const TrainOptions& o, const DistEnv& env, c10::intrusive_ptr<CollectiveGroup> injected)
-      : o_(o), env_(env), injected_(std::move(injected)), rank0_(env.rank == 0) {}
+  Trainer(const TrainOptions& o, const DistEnv& env, c10::intrusive_ptr<CollectiveGroup> injected,
+          const TrainEvents& events)
+      : o_(o), env_(env), events_(events), injected_(std::move(injected)), rank0_(env.rank == 0) {}
 
   Status Run();
 
  private:
   enum class Precision { kFp32, kFp16, kBf16 };
 
-  void Log(const std::string& msg) const {
-    if (rank0_ && !o_.quiet) std::fprintf(stderr, "%s\n", msg.c_str());
+  void Note(const std::string& msg) const {
+    if (rank0_ && events_.note) events_.note(msg);
+  }
+  void Warn(const std::string& msg) const {
+    if (rank0_ && events_.warning) events_.warning(msg);
   }
   torch::nn::Module& net() { return AsModule(model_); }
   CollectiveGroup* group() const { return pg_.group.get(); }
   bool fp16() const { return precision_ == Precision::kFp16; }
-  // The learning-rate schedule's position in steps of this run's global
-  // batch: samples stepped through, so that a resume with another world or
-  // batch size keeps its place (and the linear-scaling base rate follows the
-  // new global batch). `back` steps earlier.
-  double ScheduleStep(int back = 0) const {
+  // The learning rate at the schedule's position in steps of this run's
+  // global batch: samples stepped through, so that a resume with another
+  // world or batch size keeps its place (and the linear-scaling base rate
+  // follows the new global batch). `back` steps earlier.
+  double LearningRate(int back = 0) const {
     const double g = static_cast<double>(o_.batch_size) * env_.world_size;
-    return std::max(0.0, static_cast<double>(pos_.schedule_samples) / g - back);
+    return lr_.At(std::max(0.0, static_cast<double>(pos_.schedule_samples) / g - back));
   }
 
   // Set-up, in this order.
@@ -281,26 +249,27 @@ class Trainer {
   Status SetUpModel();
   Status Resume();
   Status SetUpGroup();
-  void LogStart();
+  void NoteStart();
 
   // An epoch: its steps from pos_, then the end of the epoch.
   Status Epoch(bool* more);
-  Status RunSteps(EpochTotals* tot, bool* stopped);
+  Status RunSteps(EpochSums* tot, bool* stopped);
   template <typename FetchNext>
-  Status Step(const Batch& b, EpochTotals* tot, double* stop, torch::Tensor* loss_out,
+  Status Step(const Batch& b, EpochSums* tot, double* stop, torch::Tensor* loss_out,
               FetchNext fetch_next);
   bool UnscaleOrSkip();
   void AddToEpochSums(const Batch& b, const torch::Tensor& loss, const torch::Tensor& logits,
                       const torch::Tensor& y);
-  void PrintProgress(const EpochTotals& tot, const torch::Tensor& loss);
+  void ReportProgress(const EpochSums& tot, const torch::Tensor& loss);
   Status StopOnSignal();
-  Status EndEpoch(const EpochTotals& tot, double seconds, bool* more);
+  Status EndEpoch(EpochSums tot, double seconds, bool* more);
   Status Evaluate(double* top1, double* top5);
   Status Checkpoint(const TrainPosition& at);
-  void Report(const std::vector<double>& sum, double secs, double top1, double top5);
+  void Report(const EpochSums& sums, double secs, double top1, double top5);
 
   const TrainOptions& o_;
   const DistEnv& env_;
+  const TrainEvents& events_;
   c10::intrusive_ptr<CollectiveGroup> injected_;
   const bool rank0_;
   torch::Device device_{torch::kCPU};
@@ -313,6 +282,8 @@ class Trainer {
   size_t num_classes_ = 0;
   int64_t steps_per_epoch_ = 0;
   double base_lr_ = 0;
+  LearningRateSchedule lr_{LrSchedule::kConstant, 0, 0, 0, 0};  // set in SetUpData
+  LossScaler scaler_;                                           // fp16
   ModelSpec spec_;
   torch::nn::AnyModule model_;
   std::unique_ptr<Sgd> opt_;
@@ -322,7 +293,6 @@ class Trainer {
   ProcessGroup pg_;
   std::unique_ptr<GradientReducer> reducer_;
   std::ofstream metrics_;
-  int64_t good_steps_ = 0;
   Clock::time_point epoch_start_;
   int64_t first_batch_ = 0;
   torch::Tensor loss_sum_dev_, correct_dev_;  // summed over the epoch's steps, on the device
@@ -406,6 +376,7 @@ Status Trainer::SetUpData() {
   steps_per_epoch_ = static_cast<int64_t>(steps_->batches_per_epoch());
   const double global_batch = static_cast<double>(o_.batch_size) * env_.world_size;
   base_lr_ = o_.lr * global_batch / 256.0;
+  lr_ = LearningRateSchedule(o_.schedule, base_lr_, o_.warmup_epochs, o_.epochs, steps_per_epoch_);
   return Status::OK();
 }
 
@@ -472,12 +443,12 @@ Status Trainer::Resume() {
   pos_.arch = o_.arch;
   pos_.num_classes = spec_.num_classes;
   pos_.in_channels = channels_;
-  pos_.loss_scale = fp16() ? 65536.0 : 0;
+  pos_.loss_scale = fp16() ? LossScaler::kInitialScale : 0;
   ckpt_ = o_.checkpoint_dir.empty() ? "" : JoinPath(o_.checkpoint_dir, "last.pt");
   if (!o_.checkpoint_dir.empty() && rank0_) SK_RETURN_IF_ERROR(CreateDirs(o_.checkpoint_dir));
   if (!o_.resume) return Status::OK();
   if (ckpt_.empty() || !FileExists(ckpt_)) {
-    Log("resume: no checkpoint in '" + o_.checkpoint_dir + "', starting from scratch");
+    Warn("resume: no checkpoint in '" + o_.checkpoint_dir + "', starting from scratch");
     return Status::OK();
   }
   TrainPosition saved;
@@ -494,6 +465,10 @@ Status Trainer::Resume() {
   pos_.global_step = saved.global_step;
   pos_.schedule_samples = saved.schedule_samples;
   pos_.loss_scale = saved.loss_scale;
+  if (fp16()) {  // a checkpoint of a run without fp16 holds no scale: start afresh
+    scaler_ = LossScaler(saved.loss_scale > 0 ? saved.loss_scale : LossScaler::kInitialScale);
+    pos_.loss_scale = scaler_.scale();
+  }
   std::string how = "at epoch " + std::to_string(saved.data.epoch) + ", batch " +
                     std::to_string(saved.data.batch) + ", step " + std::to_string(pos_.global_step);
   if (!pos_.data.positions.empty()) {
@@ -505,7 +480,7 @@ Status Trainer::Resume() {
            " rank(s) x batch " + std::to_string(o_.batch_size) + " (" +
            std::to_string(train_loader_->batches_per_epoch()) + " steps)";
   }
-  Log("resumed from " + ckpt_ + " " + how);
+  Note("resumed from " + ckpt_ + " " + how);
   return Status::OK();
 }
 
@@ -526,31 +501,31 @@ Status Trainer::SetUpGroup() {
     BroadcastFromRank0(*group(), state);
     reducer_ = std::make_unique<GradientReducer>(net().parameters(), pg_.group, env_.world_size,
                                                  static_cast<size_t>(o_.bucket_mb * (1 << 20)));
-    Log("DDP over " + pg_.backend + ": " + std::to_string(env_.world_size) + " ranks (" +
-        env_.source + "), " + std::to_string(reducer_->num_buckets()) + " gradient bucket(s)");
+    Note("DDP over " + pg_.backend + ": " + std::to_string(env_.world_size) + " ranks (" +
+         env_.source + "), " + std::to_string(reducer_->num_buckets()) + " gradient bucket(s)");
   }
-  LogStart();
+  NoteStart();
   net().train();
   return Status::OK();
 }
 
-void Trainer::LogStart() {
-  Log("training " + o_.arch + " (" + std::to_string(ParameterCount(net())) + " parameters, " +
-      std::to_string(spec_.num_classes) + " outputs, " +
-      (spec_.small_input_stem ? "small" : "torchvision") + " stem) on " +
-      (o_.synthetic
-           ? std::string("synthetic data (random batches made once on the device)")
-           : o_.data + ": " + std::to_string(train_loader_->dataset_records()) + " records") +
-      ", " + std::to_string(steps_per_epoch_) + " steps/epoch, global batch " +
-      std::to_string(o_.batch_size * env_.world_size) + ", lr " + std::to_string(base_lr_) +
-      ", device " + device_.str());
+void Trainer::NoteStart() {
+  Note("training " + o_.arch + " (" + std::to_string(ParameterCount(net())) + " parameters, " +
+       std::to_string(spec_.num_classes) + " outputs, " +
+       (spec_.small_input_stem ? "small" : "torchvision") + " stem) on " +
+       (o_.synthetic
+            ? std::string("synthetic data (random batches made once on the device)")
+            : o_.data + ": " + std::to_string(train_loader_->dataset_records()) + " records") +
+       ", " + std::to_string(steps_per_epoch_) + " steps/epoch, global batch " +
+       std::to_string(o_.batch_size * env_.world_size) + ", lr " + std::to_string(base_lr_) +
+       ", device " + device_.str());
 }
 
 // One epoch from pos_.data.batch: its steps, then (EndEpoch) evaluation,
 // checkpoint and report. *more is false when max_steps stopped it mid-epoch;
 // Aborted when a signal stopped it (after checkpointing).
 Status Trainer::Epoch(bool* more) {
-  EpochTotals tot;
+  EpochSums tot;
   bool stopped = false;
   const auto start = Clock::now();
   SK_RETURN_IF_ERROR(RunSteps(&tot, &stopped));
@@ -561,8 +536,8 @@ Status Trainer::Epoch(bool* more) {
 // The epoch's steps from pos_.data.batch. Batch k + 1 is taken from the
 // loader and its copy to the device started before step k's first host
 // synchronisation, so the copy overlaps the step; loss and accuracy are
-// summed on the device and read only when printed and at the epoch's end.
-Status Trainer::RunSteps(EpochTotals* tot, bool* stopped) {
+// summed on the device and read only for a progress event and at the epoch's end.
+Status Trainer::RunSteps(EpochSums* tot, bool* stopped) {
   SK_RETURN_IF_ERROR(steps_->StartEpoch(pos_.data.epoch, pos_.data.batch));
   epoch_start_ = Clock::now();
   first_batch_ = static_cast<int64_t>(pos_.data.batch);
@@ -586,9 +561,8 @@ Status Trainer::RunSteps(EpochTotals* tot, bool* stopped) {
       *stopped = true;
       break;
     }
-    PrintProgress(*tot, loss);
+    ReportProgress(*tot, loss);
   }
-  if (rank0_ && !o_.quiet && isatty(2)) std::fprintf(stderr, "\n");
   if (loss_sum_dev_.defined()) {
     tot->loss_sum = loss_sum_dev_.item<double>();
     tot->correct = correct_dev_.item<double>();
@@ -600,11 +574,11 @@ Status Trainer::RunSteps(EpochTotals* tot, bool* stopped) {
 // precision_ says), gradients averaged over ranks, fp16 loss scaling,
 // SGD. `fetch_next` runs while the gradients are being reduced.
 template <typename FetchNext>
-Status Trainer::Step(const Batch& b, EpochTotals* tot, double* stop, torch::Tensor* loss_out,
+Status Trainer::Step(const Batch& b, EpochSums* tot, double* stop, torch::Tensor* loss_out,
                      FetchNext fetch_next) {
   const auto t_step = Clock::now();
   auto [x, y] = steps_->Take();
-  const double lr = LearningRate(o_, base_lr_, ScheduleStep(), steps_per_epoch_);
+  const double lr = LearningRate();
   if (!buffers_.empty() && group() != nullptr)
     BroadcastFromRank0(*group(), buffers_);  // BN statistics follow rank 0
   opt_->ZeroGrad();
@@ -620,7 +594,7 @@ Status Trainer::Step(const Batch& b, EpochTotals* tot, double* stop, torch::Tens
         logits.to(torch::kFloat32), y,
         torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o_.label_smoothing));
   }
-  (fp16() ? loss * pos_.loss_scale : loss).backward();
+  (fp16() ? loss * scaler_.scale() : loss).backward();
   tot->step_s += Since(t_step);
   SK_RETURN_IF_ERROR(fetch_next());
   const auto t_finish = Clock::now();
@@ -638,21 +612,17 @@ Status Trainer::Step(const Batch& b, EpochTotals* tot, double* stop, torch::Tens
   return Status::OK();
 }
 
-// fp16: unscales the gradients; false (skip the step) and the scale halved
-// if any gradient overflowed, the scale doubled after 2000 good steps.
-// Gradients are already averaged, so every rank decides the same.
+// fp16: unscales the gradients; false (skip the step) if any overflowed
+// (LossScaler). Gradients are already averaged, so every rank decides the
+// same. The scale is part of the position a checkpoint keeps.
 bool Trainer::UnscaleOrSkip() {
   std::vector<torch::Tensor> grads;
   for (auto& p : net().parameters()) {
     if (p.grad().defined()) grads.push_back(p.mutable_grad());
   }
-  if (UnscaleGradients(std::move(grads), pos_.loss_scale).item<float>() != 0) {
-    pos_.loss_scale /= 2;
-    good_steps_ = 0;
-    return false;
-  }
-  if (++good_steps_ % 2000 == 0) pos_.loss_scale *= 2;
-  return true;
+  const bool ok = scaler_.UnscaleOrSkip(std::move(grads));
+  pos_.loss_scale = scaler_.scale();
+  return ok;
 }
 
 // The step's loss (times its samples) and correct predictions, added on the device.
@@ -665,24 +635,24 @@ void Trainer::AddToEpochSums(const Batch& b, const torch::Tensor& loss, const to
   correct_dev_ = correct_dev_.defined() ? correct_dev_.add_(c) : c;
 }
 
-void Trainer::PrintProgress(const EpochTotals& tot, const torch::Tensor& loss) {
+// Every print_every batches, where someone listens: the step's loss (a
+// device sync) and the pace of this run's part of the epoch.
+void Trainer::ReportProgress(const EpochSums& tot, const torch::Tensor& loss) {
   const int64_t batch = static_cast<int64_t>(pos_.data.batch);
-  if (!rank0_ || o_.quiet || batch % std::max(1, o_.print_every) != 0) return;
+  if (!rank0_ || !events_.progress || batch % std::max(1, o_.print_every) != 0) return;
   const double secs = Since(epoch_start_);
   const double done = static_cast<double>(batch - first_batch_);
-  const double lr = LearningRate(o_, base_lr_, ScheduleStep(1), steps_per_epoch_);
-  const int64_t epoch_steps = static_cast<int64_t>(steps_->batches_per_epoch());
-  std::fprintf(stderr,
-               isatty(2)
-                   ? "\repoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait "
-                     "%.0f%%  ETA %s   "
-                   : "epoch %lld/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait "
-                     "%.0f%%  ETA %s\n",
-               (long long)pos_.data.epoch + 1, o_.epochs, (long long)batch, (long long)epoch_steps,
-               loss.item<double>(), lr, tot.samples * env_.world_size / std::max(secs, 1e-9),
-               100 * tot.wait_s / std::max(tot.wait_s + tot.step_s, 1e-9),
-               FormatDuration((epoch_steps - batch) * secs / std::max(done, 1.0)).c_str());
-  std::fflush(stderr);
+  StepProgress p;
+  p.epoch = pos_.data.epoch + 1;
+  p.epochs = o_.epochs;
+  p.batch = batch;
+  p.batches_per_epoch = static_cast<int64_t>(steps_->batches_per_epoch());
+  p.loss = loss.item<double>();
+  p.lr = LearningRate(1);
+  p.images_per_sec = tot.samples * env_.world_size / std::max(secs, 1e-9);
+  p.data_wait_fraction = tot.wait_s / std::max(tot.wait_s + tot.step_s, 1e-9);
+  p.eta_seconds = (p.batches_per_epoch - batch) * secs / std::max(done, 1.0);
+  events_.progress(p);
 }
 
 // A signal stopped every rank at the same step: rank 0 checkpoints there,
@@ -690,23 +660,21 @@ void Trainer::PrintProgress(const EpochTotals& tot, const torch::Tensor& loss) {
 Status Trainer::StopOnSignal() {
   SK_RETURN_IF_ERROR(Checkpoint(pos_));
   SumOverRanks(group(), pg_.device, {0});  // every rank waits for the checkpoint
-  Log("stopped by signal " + std::to_string(g_stop_signal.load()) + " at epoch " +
-      std::to_string(pos_.data.epoch) + ", batch " + std::to_string(pos_.data.batch) +
-      "; checkpoint written to " + (ckpt_.empty() ? "(none)" : ckpt_));
+  Note("stopped by signal " + std::to_string(g_stop_signal.load()) + " at epoch " +
+       std::to_string(pos_.data.epoch) + ", batch " + std::to_string(pos_.data.batch) +
+       "; checkpoint written to " + (ckpt_.empty() ? "(none)" : ckpt_));
   return Status::Aborted("stopped by a signal after checkpointing");
 }
 
 // The epoch's figures summed over ranks (every rank reaches here with its
 // own), evaluation, the checkpoint and the report. *more is false when the
 // epoch ended early (max_steps).
-Status Trainer::EndEpoch(const EpochTotals& tot, double seconds, bool* more) {
+Status Trainer::EndEpoch(EpochSums tot, double seconds, bool* more) {
   // Of this epoch's batches: after an elastic resume, those of its rest.
   const bool epoch_done = pos_.data.batch >= steps_->batches_per_epoch();
   double top1 = -1, top5 = -1;
-  const std::vector<double> sums =
-      SumOverRanks(group(), pg_.device,
-                   {tot.loss_sum, tot.samples, tot.correct, tot.wait_s, tot.comm_s, tot.step_s,
-                    static_cast<double>(steps_->corrupt_skipped()), tot.records});
+  tot.corrupt_skipped = static_cast<double>(steps_->corrupt_skipped());
+  const EpochSums sums = EpochSumsOverRanks(group(), pg_.device, tot);
   if (val_loader_) SK_RETURN_IF_ERROR(Evaluate(&top1, &top5));
   if (epoch_done) {
     TrainPosition next = pos_;  // a finished epoch resumes at the next one's start
@@ -767,49 +735,40 @@ Status Trainer::Checkpoint(const TrainPosition& at) {
   return SaveCheckpoint(ckpt_, net(), *opt_, at);
 }
 
-// The epoch's JSON line (stdout and --metrics), from figures summed over ranks.
-void Trainer::Report(const std::vector<double>& sum, double secs, double top1, double top5) {
-  const double loss_sum = sum[0], samples = sum[1], correct = sum[2], wait = sum[3], comm = sum[4],
-               step = sum[5], skipped = sum[6], records = sum[7];
-  nlohmann::json j;
-  j["epoch"] = pos_.data.epoch + 1;
-  j["seconds"] = secs;
-  j["images_per_sec"] = samples / std::max(secs, 1e-9);
-  j["records"] = static_cast<uint64_t>(records);  // read this epoch (this run), padding aside
-  j["loss"] = samples > 0 ? loss_sum / samples : 0;
-  j["train_top1"] = samples > 0 ? correct / samples : 0;
-  if (top1 >= 0) {
-    j["top1"] = top1;
-    j["top5"] = top5;
-  }
-  j["data_wait_fraction"] = wait / std::max(wait + step, 1e-9);
-  j["comm_exposed_seconds"] = comm / env_.world_size;
-  j["comm_exposed_fraction"] = comm / std::max(wait + step, 1e-9);
-  j["lr"] = LearningRate(o_, base_lr_, ScheduleStep(1), steps_per_epoch_);
-  j["world_size"] = env_.world_size;
-  j["nodes"] =
-      std::getenv("SLURM_JOB_NUM_NODES") ? std::atoi(std::getenv("SLURM_JOB_NUM_NODES")) : 1;
-  j["batch_size"] = o_.batch_size;
-  j["workers"] = o_.workers;
-  j["steps"] = pos_.global_step;
-  j["arch"] = o_.arch;
-  j["device"] = device_.str();
-  j["synthetic"] = o_.synthetic;
-  j["amp"] = o_.amp ? NameOf(kAmpDtypeNames, o_.amp_dtype) : "off";
-  j["backend"] = pg_.backend.empty() ? "none" : pg_.backend;
-  j["corrupt_skipped"] = static_cast<uint64_t>(skipped);
+// The epoch's report, from figures summed over ranks: to --metrics and the
+// caller (rank 0).
+void Trainer::Report(const EpochSums& sums, double secs, double top1, double top5) {
   if (!rank0_) return;
-  std::printf("%s\n", j.dump().c_str());
-  std::fflush(stdout);
-  if (metrics_.is_open()) metrics_ << j.dump() << "\n" << std::flush;
+  EpochReport r;
+  r.epoch = pos_.data.epoch + 1;
+  r.seconds = secs;
+  r.sums = sums;
+  r.top1 = top1;
+  r.top5 = top5;
+  r.lr = LearningRate(1);
+  r.world_size = env_.world_size;
+  r.nodes = env_.nodes;
+  r.batch_size = o_.batch_size;
+  r.workers = o_.workers;
+  r.steps = pos_.global_step;
+  r.arch = o_.arch;
+  r.device = device_.str();
+  r.synthetic = o_.synthetic;
+  r.amp = o_.amp ? NameOf(kAmpDtypeNames, o_.amp_dtype) : "off";
+  r.backend = pg_.backend.empty() ? "none" : pg_.backend;
+  if (metrics_.is_open()) metrics_ << EpochReportJson(r) << "\n" << std::flush;
+  if (events_.epoch_end) events_.epoch_end(r);
 }
 
 }  // namespace
 
-Status Train(const TrainOptions& o, const DistEnv& env) { return Trainer(o, env, {}).Run(); }
+Status Train(const TrainOptions& o, const DistEnv& env, const TrainEvents& events) {
+  return Trainer(o, env, {}, events).Run();
+}
 
-Status Train(const TrainOptions& o, const DistEnv& env, c10::intrusive_ptr<CollectiveGroup> group) {
-  return Trainer(o, env, std::move(group)).Run();
+Status Train(const TrainOptions& o, const DistEnv& env, c10::intrusive_ptr<CollectiveGroup> group,
+             const TrainEvents& events) {
+  return Trainer(o, env, std::move(group), events).Run();
 }
 
 }  // namespace shardkit

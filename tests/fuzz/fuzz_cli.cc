@@ -56,9 +56,8 @@ int CommandLine(const uint8_t* data, size_t size) {
     default: {
       CLI::App app{"shardkit-train"};
       TrainOptions o;
-      int nproc = 0;
-      bool no_mmap = false;
-      AddTrainFlags(app, &o, &nproc, &no_mmap);
+      TrainToolFlags tool;
+      AddTrainFlags(app, &o, &tool);
       rc = cli::Parse(app, argc, argv.data(), "shardkit-train");
       if (rc < 0) rc = 0;
     }

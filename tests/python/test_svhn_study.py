@@ -16,11 +16,12 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import BUILD, tool
+from conftest import BUILD, shardkit_module, tool
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 scipy_io = pytest.importorskip("scipy.io")
+shardkit_module()  # the example scripts import the binding: skip without it
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "train_svhn.py")
 WORLD = 2

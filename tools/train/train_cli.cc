@@ -9,7 +9,7 @@
 
 namespace shardkit {
 
-void AddTrainFlags(CLI::App& app, TrainOptions* o, int* nproc, bool* no_mmap) {
+void AddTrainFlags(CLI::App& app, TrainOptions* o, TrainToolFlags* tool) {
   app.add_option("--data", o->data,
                  "training dataset: a directory, or s3://BUCKET/PREFIX or http(s)://HOST/PATH "
                  "(required unless --synthetic)");
@@ -37,7 +37,7 @@ void AddTrainFlags(CLI::App& app, TrainOptions* o, int* nproc, bool* no_mmap) {
   app.add_option("--workers", o->workers, "loader threads per rank")
       ->capture_default_str()
       ->check(cli::IntIn(1, kMaxLoaderWorkers));
-  app.add_flag("--no-mmap", *no_mmap,
+  app.add_flag("--no-mmap", tool->no_mmap,
                "read shards with pread, not read-only mappings (shards replaced in place)");
   app.add_option("--lr", o->lr, "learning rate for a global batch of 256 (scaled linearly)")
       ->capture_default_str()
@@ -82,7 +82,8 @@ void AddTrainFlags(CLI::App& app, TrainOptions* o, int* nproc, bool* no_mmap) {
   app.add_option("--export", o->export_path,
                  "write the final weights as a state dict torch.load reads");
   app.add_option("--metrics", o->metrics_path, "append one JSON line per epoch (rank 0)");
-  app.add_option("--nproc-per-node", *nproc, "start N local ranks (like torchrun --nproc-per-node)")
+  app.add_option("--nproc-per-node", tool->nproc,
+                 "start N local ranks (like torchrun --nproc-per-node)")
       ->check(cli::IntIn(0, 256));
   app.add_option("--seed", o->seed, "seed (model init, data order, augmentation)")
       ->capture_default_str()
@@ -123,7 +124,7 @@ void AddTrainFlags(CLI::App& app, TrainOptions* o, int* nproc, bool* no_mmap) {
                  "rank (a corrupt compressed block counts once)")
       ->capture_default_str()
       ->check(cli::IntIn(0, 1ll << 40));
-  app.add_flag("--quiet", o->quiet, "no progress line");
+  app.add_flag("--quiet", tool->quiet, "no progress line");
 }
 
 }  // namespace shardkit

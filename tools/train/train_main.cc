@@ -17,8 +17,10 @@
 #include <malloc.h>
 #endif
 
+#include "base/format.h"
 #include "loader/loader.h"
 #include "tools/common/cli.h"
+#include "tools/train/dist_env.h"
 #include "tools/train/train_cli.h"
 #include "train/trainer.h"
 
@@ -125,6 +127,54 @@ int Launch(int nproc, int argc, char** argv) {
   return result;
 }
 
+// The trainer's events as shardkit-train prints them: notes and warnings on
+// stderr, a progress line there (rewritten in place on a terminal), each
+// epoch's JSON line on stdout. --quiet keeps the epochs' lines only.
+class TrainPrinter {
+ public:
+  explicit TrainPrinter(bool quiet) : quiet_(quiet), tty_(isatty(2) != 0) {}
+
+  TrainEvents Events() {
+    TrainEvents e;
+    e.epoch_end = [this](const EpochReport& r) { Epoch(r); };
+    if (quiet_) return e;
+    e.note = e.warning = [this](const std::string& line) { Line(line); };
+    e.progress = [this](const StepProgress& p) { Progress(p); };
+    return e;
+  }
+
+ private:
+  void Line(const std::string& line) {
+    EndProgressLine();
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  void Progress(const StepProgress& p) {
+    std::fprintf(stderr,
+                 "%sepoch %llu/%d  step %lld/%lld  loss %.4f  lr %.4f  %.0f img/s  data-wait "
+                 "%.0f%%  ETA %s%s",
+                 tty_ ? "\r" : "", (unsigned long long)p.epoch, p.epochs, (long long)p.batch,
+                 (long long)p.batches_per_epoch, p.loss, p.lr, p.images_per_sec,
+                 100 * p.data_wait_fraction, FormatDuration(p.eta_seconds).c_str(),
+                 tty_ ? "   " : "\n");
+    std::fflush(stderr);
+    open_line_ = tty_;
+  }
+  void Epoch(const EpochReport& r) {
+    EndProgressLine();
+    std::printf("%s\n", EpochReportJson(r).c_str());
+    std::fflush(stdout);
+  }
+  // A progress line rewritten in place ends before anything else is printed.
+  void EndProgressLine() {
+    if (!open_line_) return;
+    std::fprintf(stderr, "\n");
+    open_line_ = false;
+  }
+
+  const bool quiet_, tty_;
+  bool open_line_ = false;
+};
+
 }  // namespace
 }  // namespace shardkit
 
@@ -144,15 +194,14 @@ int main(int argc, char** argv) {
   using namespace shardkit;
   KeepFreedMemoryForReuse();
   TrainOptions o;
-  int nproc = 0;
+  TrainToolFlags tool;
   CLI::App app{
       "shardkit-train: train a ResNet from shards, one process per GPU (or CPU rank), under DDP.\n"
       "Rank and world come from torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,\n"
       "MASTER_PORT) or SLURM's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, the job's node list)."};
-  bool no_mmap = false;
-  AddTrainFlags(app, &o, &nproc, &no_mmap);
+  AddTrainFlags(app, &o, &tool);
   if (int rc = cli::Parse(app, argc, argv, "shardkit-train"); rc >= 0) return rc;
-  o.mmap = !no_mmap;
+  o.mmap = !tool.no_mmap;
   if (o.synthetic && (!o.data.empty() || !o.val.empty())) {
     return cli::Fail("shardkit-train",
                      "--synthetic trains on random batches: give no --data or --val");
@@ -162,7 +211,7 @@ int main(int argc, char** argv) {
                      "run shardkit-train --help for the flags");
   }
 
-  if (nproc > 0 && std::getenv("RANK") == nullptr) return Launch(nproc, argc, argv);
+  if (tool.nproc > 0 && std::getenv("RANK") == nullptr) return Launch(tool.nproc, argc, argv);
 
   auto env = DistEnvFromEnvironment();
   if (!env.ok()) return cli::Fail("shardkit-train", env.status());
@@ -177,7 +226,8 @@ int main(int argc, char** argv) {
   Status s;
   // LibTorch and c10d report with exceptions: one line for users, no backtrace.
   try {
-    s = Train(o, *env);
+    TrainPrinter printer(tool.quiet);
+    s = Train(o, *env, printer.Events());
   } catch (const c10::Error& e) {
     s = Status::IOError(e.what_without_backtrace());
   } catch (const std::exception& e) {
