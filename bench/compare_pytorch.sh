@@ -3,7 +3,7 @@
 # DataLoader (Debian's python3-torch / python3-torchvision), per worker count,
 # plus the physical references (full-size libjpeg-turbo decode and zstd alone,
 # one core, from memory) and shardkit-pack against plain `cat` of the same tree.
-# Writes $OUT/results.md (the table for the README), CSVs and SVG plots.
+# Writes $OUT/results.md (the table for docs/performance.md), CSVs and SVG plots.
 #
 # usage: bench/compare_pytorch.sh [OUT]   (env: WORKERS=1,2 PER_CLASS=100 BATCHES=60)
 set -euo pipefail

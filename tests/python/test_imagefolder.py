@@ -4,7 +4,7 @@ On trees that exercise the root rule (one class with sub-folders, images and
 READMEs beside the class folders, wrappers of one and of three levels), the
 dataset packed from the folder, and from tars and zips of it, has the classes,
 keys and labels ImageFolder finds on the folder named (an archive: on its
-extraction), except in the one case the README names: where ImageFolder
+extraction), except in the one case docs/ingest.md names: where ImageFolder
 would make a single class whose images all lie in its sub-folders, with no
 image beside it (a wrapper, to the root rule), the pack has ImageFolder's
 dataset on the folder the rule descends to, and with --root . ImageFolder's
