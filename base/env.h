@@ -57,6 +57,10 @@ class FileRegion {
   FileRegion& operator=(const FileRegion&) = delete;
   virtual ~FileRegion() = default;
   std::string_view bytes() const { return bytes_; }
+  // Asks for bytes()[offset, offset + n) ahead of a walk over them: a mapping
+  // has its pages read in one request rather than a fault per page; a copy
+  // holds them already (nothing to do, and nothing fetched twice).
+  virtual void WillNeed(size_t offset, size_t n) const {}
 
  protected:
   std::string_view bytes_;

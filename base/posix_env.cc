@@ -233,6 +233,16 @@ class MappedRegion final : public FileRegion {
     bytes_ = bytes;
   }
   ~MappedRegion() override { ::munmap(base_, length_); }
+  // A shared file mapping's MADV_WILLNEED reads ahead in the page cache, as
+  // the file's own WillNeed (POSIX_FADV_WILLNEED) does.
+  void WillNeed(size_t offset, size_t n) const override {
+    if (offset >= bytes_.size()) return;
+    static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGE_SIZE));
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(bytes_.data() + offset) / page * page;
+    const uintptr_t end =
+        reinterpret_cast<uintptr_t>(bytes_.data() + offset) + std::min(n, bytes_.size() - offset);
+    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+  }
 
  private:
   void* base_;

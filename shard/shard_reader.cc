@@ -191,7 +191,7 @@ Status ShardReader::CheckIndex() const {
   std::lock_guard<std::mutex> lock(index_mu_);
   if (!whole_checked_) {
     const std::string_view index = index_->bytes();
-    file_->WillNeed(index_offset(), index.size());
+    index_->WillNeed(0, index.size());
     if (crc32c::Value(index.data(), index.size()) != index_crc_)
       whole_status_ = Status::Corruption(path() + ": index checksum mismatch");
     whole_checked_ = true;
@@ -202,7 +202,7 @@ Status ShardReader::CheckIndex() const {
 Status ShardReader::VerifyChunk(uint32_t c) const {
   const std::string_view index = index_->bytes();
   if (version_ < format::kFirstChunkedVersion) {
-    file_->WillNeed(index_offset(), index.size());  // one read of the index, not a fault per page
+    index_->WillNeed(0, index.size());  // one read of the index, not a fault per page
     if (crc32c::Value(index.data(), index.size()) != index_crc_) {
       return Status::Corruption(path() + ": index checksum mismatch");
     }
@@ -212,8 +212,7 @@ Status ShardReader::VerifyChunk(uint32_t c) const {
   const uint64_t end = std::min<uint64_t>(first + format::kChunkRecords, num_records_);
   const std::string records = "records " + std::to_string(first) + "-" + std::to_string(end - 1);
   const char* e = entries_ + first * format::kRecordEntrySize;
-  file_->WillNeed(index_offset() + static_cast<uint64_t>(e - index.data()),
-                  (end - first) * format::kRecordEntrySize);
+  index_->WillNeed(static_cast<size_t>(e - index.data()), (end - first) * format::kRecordEntrySize);
   uint32_t crc = 0;
   if (!format::ChunkCrc(e, end - first, keys_, &crc)) {
     return Status::Corruption(path() + ": index: " + records + ": key out of range");

@@ -180,6 +180,29 @@ TEST(StorageTest, AFailedReadIsAnIOErrorNamingItsShard) {
 // The loader says how it reads and the storage picks its read path: records
 // at random for a full shuffle (around the cache where asked), sequential
 // with views (mappings) otherwise, unless views are turned off.
+// Storage that cannot map (object storage, this double) holds a shard's
+// index as a copy read at open: checking its chunks later (each on first
+// use) asks the storage for nothing more. A read-ahead hint per chunk would
+// be a request each on object storage, and would crowd out the blocks'.
+TEST(StorageTest, IndexChunksHeldAsACopyAskTheStorageForNothing) {
+  TempDir dir;
+  constexpr int kSmall = 4;  // 48-byte records: several index chunks per shard
+  testing::WriteRawDataset(dir.path(), 5000, kSmall, CompressionMode::kZstd, 4096, 1 << 20);
+  StorageDouble env;
+  auto ds = Dataset::Open(dir.path(), &env);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  const uint64_t reads = env.reads(), hints = env.hints();
+  uint64_t chunks = 0;
+  for (size_t s = 0; s < (*ds)->num_shards(); ++s) {
+    const ShardReader& r = (*ds)->shard(s);
+    ASSERT_TRUE(r.CheckIndex().ok());
+    chunks += (r.num_records() + format::kChunkRecords - 1) / format::kChunkRecords;
+  }
+  EXPECT_GT(chunks, 2u);
+  EXPECT_EQ(env.reads(), reads);
+  EXPECT_EQ(env.hints(), hints);
+}
+
 TEST(StorageTest, TheLoaderTellsTheStorageHowItReads) {
   TempDir dir;
   WriteDataset(dir.path(), 16, CompressionMode::kZstd);
