@@ -9,10 +9,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <list>
 #include <map>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include "base/clock.h"
 #include "base/format.h"
@@ -708,13 +710,18 @@ Result<std::vector<std::string>> ObjectStore::ListDir(const std::string& dir) {
 
 // An object written through a buffer: one PUT when it is closed at
 // kObjectPartBytes or less, else a multipart upload of kObjectPartBytes
-// parts, each sent with its Content-MD5 and its ETag checked; the object
-// exists only once Close completes it (an upload abandoned is aborted).
+// parts, each sent with its Content-MD5 and its ETag checked, up to
+// kPartsInFlight of them at once (a part's request waits on the link and
+// the server, not on the writer: one at a time, an object with few parts
+// would go at a fraction of the link's rate); the object exists only once
+// Close completes it (an upload abandoned is aborted).
 class ObjectWritableFile final : public WritableFile {
  public:
+  static constexpr size_t kPartsInFlight = 4;
   ObjectWritableFile(ObjectStore* store, Target t) : store_(store), t_(std::move(t)) {}
   ~ObjectWritableFile() override {
-    if (!upload_id_.empty() && !closed_) {
+    WaitParts(0).IgnoreError();
+    if (!upload_id_.empty()) {  // never completed (Close clears it once it is)
       store_->Call(t_, "DELETE", {{"uploadId", upload_id_}}, {}, {}).status().IgnoreError();
     }
   }
@@ -734,15 +741,16 @@ class ObjectWritableFile final : public WritableFile {
     buffer_.append(data, n);
     etag_.Update(std::string_view(data, n));
     while (buffer_.size() > kObjectPartBytes) {
-      SK_RETURN_IF_ERROR(UploadPart(std::string_view(buffer_).substr(0, kObjectPartBytes)));
+      std::string part = buffer_.substr(0, kObjectPartBytes);
       buffer_.erase(0, kObjectPartBytes);
+      SK_RETURN_IF_ERROR(UploadPart(std::move(part)));
     }
     return Status::OK();
   }
 
  private:
   // Sends `body` with its MD5 and checks the ETag S3 answers with.
-  Status Put(const ObjectStore::Query& query, std::string_view body, std::string* etag) {
+  Status Put(const ObjectStore::Query& query, std::string_view body, std::string* etag) const {
     const std::string md5 = sigv4::Md5(body);
     SK_ASSIGN_OR_RETURN(HttpResponse r, store_->Call(t_, "PUT", query, body,
                                                      {"Content-MD5: " + sigv4::Base64(md5)}));
@@ -754,24 +762,44 @@ class ObjectWritableFile final : public WritableFile {
     }
     return Status::OK();
   }
-  Status UploadPart(std::string_view part) {
+  // Starts sending the next part in the background (after the oldest of
+  // kPartsInFlight ended); the first error of any part is returned, then.
+  Status UploadPart(std::string part) {
     if (upload_id_.empty()) {
       SK_ASSIGN_OR_RETURN(HttpResponse r, store_->Call(t_, "POST", {{"uploads", ""}}, {}, {}));
       upload_id_ = XmlText(XmlField(r.body, "UploadId"));
       if (upload_id_.empty())
         return Status::IOError(t_.shown + ": no UploadId in the server's reply");
     }
-    std::string etag;
-    const int number = static_cast<int>(parts_.size()) + 1;
-    SK_RETURN_IF_ERROR(
-        Put({{"partNumber", std::to_string(number)}, {"uploadId", upload_id_}}, part, &etag));
-    parts_.push_back(etag);
+    SK_RETURN_IF_ERROR(WaitParts(kPartsInFlight - 1));
+    const size_t i = parts_.size();
+    parts_.emplace_back();
+    auto sending = std::make_unique<Sending>();
+    Sending* p = sending.get();
+    p->body = std::move(part);
+    p->thread = std::thread([this, p, i] {
+      p->status = Put({{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id_}}, p->body,
+                      &parts_[i]);
+    });
+    sending_.push_back(std::move(sending));
     return Status::OK();
+  }
+  // Waits until at most `keep` parts are in flight: the first error, if any.
+  Status WaitParts(size_t keep) {
+    Status first;
+    while (sending_.size() > keep) {
+      sending_.front()->thread.join();
+      if (first.ok()) first = sending_.front()->status;
+      sending_.pop_front();
+    }
+    if (!first.ok() && parts_status_.ok()) parts_status_ = first;
+    return parts_status_;
   }
   Status Finish() {
     std::string etag;
     if (upload_id_.empty()) return Put({}, buffer_, &etag);
-    if (!buffer_.empty()) SK_RETURN_IF_ERROR(UploadPart(buffer_));
+    if (!buffer_.empty()) SK_RETURN_IF_ERROR(UploadPart(std::move(buffer_)));
+    SK_RETURN_IF_ERROR(WaitParts(0));
     std::string xml = "<CompleteMultipartUpload>";
     for (size_t i = 0; i < parts_.size(); ++i) {
       xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + parts_[i] +
@@ -789,10 +817,19 @@ class ObjectWritableFile final : public WritableFile {
     return Status::OK();
   }
 
+  struct Sending {
+    std::string body;
+    std::thread thread;
+    Status status;
+  };
   ObjectStore* const store_;
   const Target t_;
   std::string buffer_, upload_id_;
-  std::vector<std::string> parts_;  // their ETags, as S3 answered
+  // The parts' ETags, as S3 answered; a deque, so that a part's thread
+  // writes its own element while the next parts are added.
+  std::deque<std::string> parts_;
+  std::deque<std::unique_ptr<Sending>> sending_;  // oldest first
+  Status parts_status_;                           // the first part that failed
   ObjectETag etag_;
   bool closed_ = false;
   Status status_;

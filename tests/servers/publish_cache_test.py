@@ -9,8 +9,9 @@ is fetched again, and a reader keeps what it has open when another evicts.
 Waits are for states (an object listed, a file present, the proxy holding a
 request), each bounded by HANG; nothing sleeps for a time."""
 import os
-import re
 import pathlib
+import random
+import re
 import signal
 import subprocess
 import textwrap
@@ -82,6 +83,49 @@ def test_push_publishes_the_manifest_last_and_a_rerun_sends_only_the_rest(
                       Body=body[:middle] + bytes([body[middle] ^ 1]) + body[middle + 1:])
     r = run([PACK, "push", src, url], child_env(rgw, nginx))
     assert f"uploaded 1 of {len(shards)} shards" in r.stdout, r.stdout
+    assert run([PACK, "verify", url], child_env(rgw, nginx)).returncode == 0
+
+
+def idx_files(root, n, seed=7):
+    """MNIST-shaped IDX files of N random 28x28 images (incompressible)."""
+    rng = random.Random(seed)
+    images, labels = root / "images-idx3-ubyte", root / "labels-idx1-ubyte"
+    images.write_bytes(bytes([0, 0, 8, 3]) + n.to_bytes(4, "big") + (28).to_bytes(4, "big") * 2 +
+                       rng.randbytes(n * 28 * 28))
+    labels.write_bytes(bytes([0, 0, 8, 1]) + n.to_bytes(4, "big") +
+                       bytes(rng.randrange(10) for _ in range(n)))
+    return images, labels
+
+
+def test_a_shard_of_many_parts_goes_up_whole_and_a_failed_part_leaves_nothing(
+        datasets, rgw, nginx, s3, proxied, tmp_path):
+    _, bucket = datasets
+    images, labels = idx_files(tmp_path, 60_000)  # 47 MB: one shard, three 16 MiB parts
+    src = tmp_path / "big"
+    run([PACK, "idx", "--images", images, "--labels", labels, "--shard-size", 100_000_000, src],
+        os.environ)
+    shard = src / "shard-00000.sks"
+    assert shard.stat().st_size > 2 * (16 << 20)
+    client, prefix = s3(rgw), f"parts-{uuid.uuid4().hex[:6]}/"
+    url = f"s3://{bucket}/{prefix.rstrip('/')}"
+    # Every attempt at part 2 fails: the push fails naming the shard, and
+    # leaves neither the shard, the manifest nor an unfinished upload.
+    proxied.set(match="partNumber%3D2%26", p500=1.0)
+    failing = child_env(rgw, nginx, AWS_ENDPOINT_URL=proxied.url, SHARDKIT_RETRY_SECONDS=2)
+    r = run([PACK, "push", src, url], failing, check=False)
+    proxied.set(match="", p500=0)
+    assert r.returncode == 2, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("shardkit-pack: error:")]
+    assert len(errors) == 1 and "shard-00000.sks" in errors[0], r.stderr
+    assert "done in" not in r.stderr and "stopped after" in r.stderr, r.stderr
+    assert keys(client, bucket, prefix) == []
+    assert client.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", []) == []
+    # Through the proxy's latency, the parts in flight together: the object is the file.
+    proxied.set(latency_ms=20)
+    run([PACK, "push", src, url], child_env(rgw, nginx, AWS_ENDPOINT_URL=proxied.url))
+    proxied.set(latency_ms=0)
+    body = client.get_object(Bucket=bucket, Key=prefix + shard.name)["Body"].read()
+    assert body == shard.read_bytes()
     assert run([PACK, "verify", url], child_env(rgw, nginx)).returncode == 0
 
 

@@ -35,12 +35,12 @@ void Progress::SetTotal(uint64_t total) {
   total_ = total;
 }
 
-void Progress::Finish() {
+void Progress::Finish(bool completed) {
   std::lock_guard<std::mutex> lock(mu_);
-  Draw(true);
+  Draw(true, completed);
 }
 
-void Progress::Draw(bool final) {
+void Progress::Draw(bool final, bool completed) {
   const double t = elapsed_seconds();
   const double rate = t > 0 ? items_ / t : 0;
   std::string line = label_ + ": ";
@@ -55,7 +55,7 @@ void Progress::Draw(bool final) {
     line += buf;
   }
   if (final) {
-    line += "  done in " + FormatDuration(t);
+    line += (completed ? "  done in " : "  stopped after ") + FormatDuration(t);
   } else if (total_ > 0 && rate > 0 && items_ <= total_) {
     line += "  ETA " + FormatDuration((total_ - items_) / rate);
   }

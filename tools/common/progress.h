@@ -18,12 +18,13 @@ class Progress {
   // Thread-safe; cheap when called often (draws at most a few times a second).
   void Update(uint64_t items_done, uint64_t bytes_done);
   void SetTotal(uint64_t total);  // once known (0: unknown)
-  // Draws the final state and ends the line.
-  void Finish();
+  // Draws the final state and ends the line: "done in T", or where the work
+  // failed "stopped after T" (so a failed run never looks complete).
+  void Finish(bool completed = true);
   double elapsed_seconds() const;
 
  private:
-  void Draw(bool final);
+  void Draw(bool final, bool completed = true);
   std::string label_, unit_;
   uint64_t total_;
   uint64_t items_ = 0, bytes_ = 0;

@@ -245,7 +245,7 @@ int RunPush(const std::string& dir, const std::string& url, const PushOptions& o
         bar.Update(done, done);
       },
       &r);
-  bar.Finish();
+  bar.Finish(s.ok());
   if (!s.ok()) {
     return Fail(s,
                 "rerun to resume: shards already there whole are not sent again; no manifest "
