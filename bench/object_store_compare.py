@@ -282,6 +282,17 @@ def measure_reads(rows, sets, servers, bucket, args):
                 for what, r in (("s3", rr), ("http", hr)):
                     rows.append(dict(what=what, config=c, **pick(r), ratio=r["images_per_sec"] /
                                      lr["images_per_sec"], fetched=r["storage_bytes"] / size[kind]))
+        if kind == "jpeg":  # a GET per record in a full shuffle: what can the servers answer?
+            log("server ceilings")
+            objects = {f.name: f.stat().st_size for f in pathlib.Path(d).glob("shard-*.sks")}
+            client = s3_client(servers.env(through_proxy=False))
+            for name in objects:  # anonymous reads, for curl
+                client.put_object_acl(Bucket=bucket, Key=f"{kind}/{name}", ACL="public-read")
+            mean = size[kind] // records
+            for what, base in (("s3", f"{servers.proxy_url}/{bucket}/{kind}"),
+                               ("http", f"{servers.http_url}/{kind}")):
+                rows.append(dict(what="ceiling", config=what, record_bytes=mean,
+                                 gets_per_sec=server_ceiling(base, objects, mean)))
         log("download, then read", kind)
         secs, row = download_then_read(s3_client(env), bucket, kind, args.out / "downloaded", env, kind,
                                        args.workers.split(",")[-1], batches)
@@ -292,6 +303,33 @@ def measure_reads(rows, sets, servers, bucket, args):
     for r in dataloader_boto3(f"s3://{bucket}/objects", env, args.workers, n // 64, 1):
         rows.append(dict(what="boto3", config=f"jpeg full w{r['workers']}",
                          images_per_sec=r["images_per_sec"], seconds=r["seconds"]))
+
+
+def server_ceiling(url, objects, record_bytes, n=3000, depth=128, seed=3):
+    """The most ranged GETs a second the server behind URL answers, as a
+    client that costs almost nothing asks for them: curl --parallel on the
+    loaders' cores, DEPTH in flight, N GETs of RECORD_BYTES at random offsets
+    of OBJECTS ({name: size}), unsigned. The s3:// and http:// rates of
+    stored records (a GET each) are read against it: a loader at the ceiling
+    is held by the server, not by itself."""
+    import random
+    rng = random.Random(seed)
+    names = sorted(objects)
+    lines = []
+    for _ in range(n):
+        name = rng.choice(names)
+        start = rng.randrange(0, max(1, objects[name] - record_bytes))
+        lines += [f'url = "{url}/{name}"', f'range = "{start}-{start + record_bytes - 1}"',
+                  'output = "/dev/null"', "next"]
+    cfg = pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"ceiling-{os.getpid()}.curl"
+    cfg.write_text("\n".join(lines[:-1]) + "\n")
+    try:
+        t0 = time.perf_counter()
+        subprocess.run([*LOADER_CPUS, "curl", "-s", "--fail", "--parallel", "--parallel-max", str(depth),
+                        "--config", str(cfg)], check=True)
+        return n / (time.perf_counter() - t0)
+    finally:
+        cfg.unlink()
 
 
 def evict_dir(d):
@@ -473,6 +511,20 @@ def report(rows, out, args):
                   f"{r['ratio']:.2f}x | {web['images_per_sec']:.0f} | {web['ratio']:.2f}x | "
                   f"{r['open_seconds']:.2f} + {r['first_batch_seconds']:.2f} | {r['fetched']:.2f} | "
                   f"{r['reads_in_flight_mean']:.0f} | {r['read_latency_ms']:.1f} |")
+    ceilings = {r["config"]: r for r in rows if r["what"] == "ceiling"}
+    if ceilings:
+        full = {r["what"]: r for r in rows if r["what"] in ("s3", "http") and r["config"].startswith("jpeg full")
+                and r["workers"] == max(x["workers"] for x in rows if x["what"] == "s3")}
+        md += ["", "A full shuffle of stored records is a GET per record: the most GETs a second each "
+               "server answered (through its proxy) to a client that costs almost nothing (curl --parallel, "
+               f"128 in flight, {next(iter(ceilings.values()))['record_bytes'] / 1e3:.0f} KB ranges at random "
+               "offsets, on the loaders' cores), beside the loader's rate there:", "",
+               "| server | its ceiling, GETs/s | shardkit, jpeg full, images/s | shardkit / ceiling |",
+               "|---|---:|---:|---:|"]
+        for what, name in (("s3", "radosgw (s3://)"), ("http", "nginx (http://)")):
+            if what in ceilings and what in full:
+                c, r = ceilings[what]["gets_per_sec"], full[what]["images_per_sec"]
+                md.append(f"| {name} | {c:.0f} | {r:.0f} | {r / c:.2f} |")
     md += ["", "The ways people read object storage today, the same epoch:", "",
            "| way | records | workers | images/s | first batch s | epoch s |", "|---|---|---:|---:|---:|---:|"]
     for r in rows:
