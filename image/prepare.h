@@ -16,6 +16,10 @@ struct PreparedImage {
   enum class Change { kNone, kCmyk, kPng, kResized } change = Change::kNone;
 };
 
+// The JPEG quality of re-encoded images unless a writer is told otherwise
+// (shardkit-pack --quality, the Python Writer).
+inline constexpr int kDefaultJpegQuality = 90;
+
 // resize_short 0 keeps the size; quality is for re-encoded images. Thread-safe.
 Status PrepareImage(const std::string& bytes, int resize_short, int quality, PreparedImage* out);
 

@@ -68,12 +68,6 @@ Status SampleSource::SetRange(uint64_t, uint64_t) {
   return Status::Unsupported(name() + ": this source cannot list a range of its records");
 }
 
-uint64_t RecordsPerShard(uint64_t shard_size, uint64_t raw_size) {
-  constexpr uint64_t kMaxRecordsPerShard = 1ull << 26;  // well inside a shard's index limits
-  return std::clamp<uint64_t>(shard_size / (raw_size + format::kRecordEntrySize), 1,
-                              kMaxRecordsPerShard);
-}
-
 namespace {
 
 // Prepared records in the order they streamed by, read back in the seeded
@@ -229,7 +223,7 @@ class Packer : public SampleSink {
     if (events_.report) events_.report(line);
   }
   Status Flush();
-  Status SetUpPart(DatasetWriterOptions* wo);
+  Status SetUpRange(DatasetWriterOptions* wo);
   Manifest MakeManifest(const Listing& listing) const;
   Status CheckKeys(std::vector<Sample>* samples);
   Status WriteAll(std::vector<Sample>* samples);
@@ -267,8 +261,11 @@ class Packer : public SampleSink {
   std::vector<Job> batch_;
   size_t batch_bytes_ = 0;
   PartInfo part_;  // count 0: the whole dataset
+  // Fixed-size records known up front: the records [part_.first_record,
+  // part_end_) this run writes, listed by the source through SetRange.
+  bool ranged_ = false;
   uint64_t part_end_ = 0;
-  std::string settings_;  // a part's, as JSON
+  std::string settings_;  // a part's, or a resumable pack's, as JSON
 };
 
 Status Packer::Flush() {
@@ -416,28 +413,37 @@ Result<PartInfo> PlanPart(const std::string& source, uint64_t records, uint64_t 
   return p;
 }
 
-// Refuses --part for a source whose records cannot be split exactly; plans
-// the part of one that can, names its shards as the whole's and makes the
-// source list only its records.
-Status Packer::SetUpPart(DatasetWriterOptions* wo) {
-  if (o_.part_count == 0) return Status::OK();
-  if (spec_.kind == format::RecordKind::kJpeg) {
+// Refuses --part for a source whose records cannot be split exactly. For a
+// source of fixed-size records known up front, plans the records this run
+// writes (a part's, named as the whole's shards, or all of them) and the
+// settings that decide their shards' bytes: a part's digest, and the
+// fingerprint by which a killed run of the same settings is resumed.
+Status Packer::SetUpRange(DatasetWriterOptions* wo) {
+  const bool fixed = spec_.kind != format::RecordKind::kJpeg && spec_.source_order &&
+                     spec_.records > 0 && wo->records_per_shard > 0;
+  if (o_.part_count > 0 && spec_.kind == format::RecordKind::kJpeg) {
     return Status::Unsupported(
         "--part: " + source_->name() +
         ": images cannot be split into exact parts: which are kept and how many bytes each is "
         "stored in (so where a part's records and shards start) are known only once every image "
         "before them is decoded; pack this source in one process");
   }
-  if (!spec_.source_order || spec_.records == 0 || wo->records_per_shard == 0) {
+  if (o_.part_count > 0 && !fixed) {
     return Status::Unsupported("--part: " + source_->name() +
                                " does not know its records before reading them all; pack it in "
                                "one process");
   }
-  SK_ASSIGN_OR_RETURN(part_, PlanPart(source_->name(), spec_.records, wo->records_per_shard,
-                                      o_.part_index, o_.part_count, &part_end_));
-  wo->first_shard = part_.first_shard;
+  if (!fixed) return Status::OK();
+  ranged_ = true;
+  part_end_ = spec_.records;
+  if (o_.part_count > 0) {
+    SK_ASSIGN_OR_RETURN(part_, PlanPart(source_->name(), spec_.records, wo->records_per_shard,
+                                        o_.part_index, o_.part_count, &part_end_));
+    wo->first_shard = part_.first_shard;
+  }
   nlohmann::json settings = nlohmann::json::parse(o_.settings, nullptr, /*allow_exceptions=*/false);
   if (!settings.is_object()) return Status::InvalidArgument("settings: not a JSON object");
+  const bool identified = !settings.empty();
   settings["shardkit"] = kVersion;
   settings["kind"] = RecordKindName(spec_.kind);
   settings["shape"] = spec_.shape;
@@ -447,8 +453,16 @@ Status Packer::SetUpPart(DatasetWriterOptions* wo) {
   settings["zstd_level"] = wo->shard.zstd_level;
   settings["block_size"] = wo->shard.block_size;
   settings_ = settings.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  part_.settings = SettingsDigest(settings_);
-  return source_->SetRange(part_.first_record, part_end_);
+  if (part_.count > 0) part_.settings = SettingsDigest(settings_);
+  if (identified) {
+    const nlohmann::json fingerprint = {
+        {"settings", settings}, {"part", {{"index", o_.part_index}, {"count", o_.part_count}}}};
+    wo->resume_fingerprint =
+        fingerprint.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    // At least one record is left to write: the source lists a range.
+    wo->resume_max_shards = (part_end_ - part_.first_record - 1) / wo->records_per_shard;
+  }
+  return Status::OK();
 }
 
 // The manifest (a part's: with its place and settings, which created_by
@@ -475,25 +489,22 @@ Status Packer::Run() {
   if (o_.quality < 1 || o_.quality > 100) {
     return Status::InvalidArgument("--quality must be in 1..100");
   }
-  DatasetWriterOptions wo;
-  wo.shard_size = o_.shard_size;
+  DatasetWriterOptions wo = DatasetRules(spec_.kind, raw_size_, o_.shard_size);
   wo.overwrite = o_.force;
-  wo.shard.kind = spec_.kind;
-  if (spec_.kind == format::RecordKind::kJpeg) {
-    wo.shard.compression = CompressionMode::kStore;  // JPEG does not shrink further
-  } else {
-    wo.shard.compression = CompressionMode::kZstd;
-    wo.raw_record_size = raw_size_;
-    // Fixed-size records: shards of a fixed record count, so that --part
-    // knows where each starts (one process or many, the same shards).
-    wo.records_per_shard = RecordsPerShard(o_.shard_size, raw_size_);
-  }
-  SK_RETURN_IF_ERROR(SetUpPart(&wo));
+  wo.shard.zstd_level = o_.zstd_level;
+  wo.shard.block_size = o_.block_size;
+  SK_RETURN_IF_ERROR(SetUpRange(&wo));
   SK_RETURN_IF_ERROR(source_->CheckOutput(o_.out));
   // OUT first (its lock, and the refusal to replace a dataset without
   // --force) before the source is read; then the spill beside the shards.
   SK_ASSIGN_OR_RETURN(writer_, DatasetWriter::Create(o_.out, wo));
   SK_RETURN_IF_ERROR(spill_.Open(o_.out));
+  // What a killed run finished is kept: the source lists what comes after it.
+  sum_->resumed_shards = writer_->resumed_shards();
+  sum_->packed = writer_->records();
+  if (ranged_) {
+    SK_RETURN_IF_ERROR(source_->SetRange(part_.first_record + writer_->records(), part_end_));
+  }
   read_phase_ = "read " + source_->name().substr(source_->name().rfind('/') + 1);
   if (events_.progress) events_.progress(read_phase_, 0, 0, 0, false);  // its clock starts
   SK_ASSIGN_OR_RETURN(Listing listing, source_->Scan(this));

@@ -6,8 +6,13 @@
 // Whatever way a pack ends short of success (an error, --strict, an
 // interrupt), OUT is left as it was found: no shard, no temporary file, no
 // spill (the spill has no name at all), and a directory the pack created is
-// removed. Progress and problems reach the caller through PackEvents; the
-// library prints nothing.
+// removed. A pack that is killed instead (SIGKILL, the machine going down)
+// leaves its finished shards under temporary names; when its records are
+// fixed-size and known up front (IDX, HDF5, .mat, bigMNIST: the sources that
+// --part can split), the same pack run again keeps them and writes only the
+// rest (DatasetWriterOptions::resume_fingerprint), with the bytes of a run
+// never interrupted. Progress and problems reach the caller through
+// PackEvents; the library prints nothing.
 #pragma once
 
 #include <atomic>
@@ -16,6 +21,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "image/prepare.h"
 #include "ingest/source.h"
 
 namespace shardkit {
@@ -25,8 +31,12 @@ inline constexpr uint64_t kMaxSourceMember = 64ull << 20;  // per image file or 
 struct PackOptions {
   std::string out;
   uint64_t shard_size = 256ull << 20;
-  int resize_short = 0;           // JPEG: 0 keeps the bytes
-  int quality = 90;               // JPEG: for re-encoded images
+  int resize_short = 0;               // JPEG: 0 keeps the bytes
+  int quality = kDefaultJpegQuality;  // JPEG: for re-encoded images
+  // Raw records (zstd-compressed, DatasetRules): the level, and the raw
+  // bytes of a block, what a random read decompresses.
+  int zstd_level = 3;
+  uint32_t block_size = 1u << 20;
   int threads = 0;                // 0: all cores
   uint64_t seed = 0;              // the record order (unless the source keeps its own)
   bool strict = false;            // the first unusable member fails the pack
@@ -37,10 +47,13 @@ struct PackOptions {
   // `shardkit-pack merge`. Only sources that know their records up front
   // (IDX, HDF5) can be split exactly; the others are refused.
   uint32_t part_index = 0, part_count = 0;
-  // JSON object: the tool's settings that decide the bytes (inputs as
-  // absolute paths, flags; not --threads). A part's part.json carries a
-  // digest of them and of the packer's own (record format, count, shard
-  // plan, version); created_by carries them in full, as "settings".
+  // JSON object: the tool's settings that decide the bytes (its inputs'
+  // content, as sizes and checksums or modification times; flags; not
+  // --threads). A part's part.json carries a digest of them and of the
+  // packer's own (record format, count, shard plan, version); created_by
+  // carries them in full, as "settings". With them and the part they are the
+  // fingerprint by which a killed pack is resumed; left "{}", a pack is not
+  // resumed.
   std::string settings = "{}";
   // Checked often; once true the pack stops, cleans up, and returns Aborted.
   const std::atomic<bool>* interrupt = nullptr;
@@ -51,6 +64,7 @@ struct PackSummary {
   uint64_t converted_cmyk = 0, converted_png = 0, reencoded = 0;
   uint64_t unusable[static_cast<int>(Unusable::kCount)] = {};
   uint64_t bytes_in = 0, bytes_out = 0;
+  uint64_t resumed_shards = 0;  // kept from a killed run of the same settings (packed counts them)
   double seconds = 0;
   uint64_t skipped() const;  // every unusable member, of every reason
 };
@@ -68,11 +82,5 @@ struct PackEvents {
 
 Status Pack(SampleSource* source, const PackOptions& options, const PackEvents& events,
             PackSummary* summary);
-
-// Records in each shard of a dataset of fixed-size records of `raw_size`
-// bytes: as many as fit in shard_size counting each as its payload and index
-// entry, before compression, so a part knows where its shards start without
-// compressing what comes before it.
-uint64_t RecordsPerShard(uint64_t shard_size, uint64_t raw_size);
 
 }  // namespace shardkit

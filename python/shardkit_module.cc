@@ -428,9 +428,6 @@ class PyWriter {
            std::vector<std::string> classes, int64_t shard_size, const std::string& compression,
            bool overwrite, const std::string& created_by)
       : path_(path) {
-    DatasetWriterOptions o;
-    o.shard_size = static_cast<uint64_t>(std::max<int64_t>(0, shard_size));  // checked by Create
-    o.overwrite = overwrite;
     // "raw": the Writer's first name for raw_u8, still taken.
     const std::string name = kind == "raw" ? "raw_u8" : kind;
     if (!ValueOf(format::kRecordKindNames, name, &manifest_.record.kind)) {
@@ -440,20 +437,23 @@ class PyWriter {
     manifest_.record.shape = std::move(shape);
     // Checked as WriteManifest checks it, before any record is written.
     Check(CheckRecordFormat(manifest_.record).WithContext(path));
-    if (!ValueOf(kCompressionModeNames, compression, &o.shard.compression))
+    CompressionMode mode;
+    if (!ValueOf(kCompressionModeNames, compression, &mode))
       throw py::value_error("compression must be " + NameList(kCompressionModeNames));
-    // "auto" stores JPEGs, as shardkit-pack does: they do not shrink.
-    if (o.shard.compression == CompressionMode::kAuto &&
-        manifest_.record.kind == format::RecordKind::kJpeg) {
-      o.shard.compression = CompressionMode::kStore;
-    }
+    // The rules every writer of datasets follows (shardkit-pack, bigMNIST):
+    // "auto" takes their compression (JPEGs stored, raw records zstd), the
+    // others replace it.
+    DatasetWriterOptions o = DatasetRules(
+        manifest_.record.kind,
+        manifest_.record.kind == format::RecordKind::kRawU8 ? manifest_.record.raw_record_size()
+                                                            : 0,
+        static_cast<uint64_t>(std::max<int64_t>(0, shard_size)));  // checked by Create
+    if (mode != CompressionMode::kAuto) o.shard.compression = mode;
+    o.overwrite = overwrite;
     Check(CheckClassNames(classes).WithContext(path));
-    o.shard.kind = manifest_.record.kind;
     manifest_.classes = std::move(classes);
     manifest_.created_by = created_by;
     o.num_classes = manifest_.classes.size();
-    if (manifest_.record.kind == format::RecordKind::kRawU8)
-      o.raw_record_size = manifest_.record.raw_record_size();
     writer_ = Take(WithoutGil([&] { return DatasetWriter::Create(path, o); }));
   }
 
@@ -490,7 +490,7 @@ class PyWriter {
       Status s;
       {
         py::gil_scoped_release release;
-        s = PrepareImage(std::string(payload), /*resize_short=*/0, /*quality=*/90, &prepared);
+        s = PrepareImage(std::string(payload), /*resize_short=*/0, kDefaultJpegQuality, &prepared);
       }
       if (!s.ok())
         throw py::value_error(where + ": not an image the loader can decode: " + s.message());
@@ -579,6 +579,7 @@ PYBIND11_MODULE(_shardkit, m) {
   // The loader's bound on `prefetch`, for the package's prefetch_factor,
   // which DataLoader scripts set per worker and which is capped, not refused.
   m.attr("_MAX_PREFETCH") = kMaxPrefetch;
+  m.attr("_DEFAULT_SHARD_SIZE") = DatasetWriterOptions().shard_size;
 
   py::class_<PyLoader>(m, "_Loader")
       .def(py::init([](const std::string& path, const py::kwargs& options) {

@@ -19,6 +19,29 @@ std::string ShardFileName(uint64_t index) {
 
 std::string TempShardFileName(uint64_t index) { return "." + ShardFileName(index) + ".tmp"; }
 
+uint64_t RecordsPerShard(uint64_t shard_size, uint64_t raw_size) {
+  constexpr uint64_t kMaxRecordsPerShard = 1ull << 26;  // well inside a shard's index limits
+  return std::clamp<uint64_t>(shard_size / (raw_size + format::kRecordEntrySize), 1,
+                              kMaxRecordsPerShard);
+}
+
+DatasetWriterOptions DatasetRules(format::RecordKind kind, uint64_t raw_record_size,
+                                  uint64_t shard_size) {
+  DatasetWriterOptions o;
+  o.shard_size = shard_size;
+  o.shard.kind = kind;
+  if (kind == format::RecordKind::kJpeg) {
+    o.shard.compression = CompressionMode::kStore;
+  } else if (kind == format::RecordKind::kRawU8 && raw_record_size > 0) {
+    o.shard.compression = CompressionMode::kZstd;
+    o.raw_record_size = raw_record_size;
+    o.records_per_shard = RecordsPerShard(shard_size, raw_record_size);
+  } else {
+    o.shard.compression = CompressionMode::kAuto;
+  }
+  return o;
+}
+
 namespace {
 
 bool EndsWith(const std::string& name, const char* suffix) {
@@ -91,19 +114,68 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
                                                              const DatasetWriterOptions& options) {
   if (options.shard_size < 4096)
     return Status::InvalidArgument("shard size must be at least 4096 bytes");
+  if (!options.resume_fingerprint.empty() && options.records_per_shard == 0) {
+    return Status::InvalidArgument(dir + ": a resumable writer needs records_per_shard");
+  }
   const bool existed = FileExists(dir);
   SK_RETURN_IF_ERROR(CreateDirs(dir));
   SK_ASSIGN_OR_RETURN(auto lock, DirLock::Acquire(dir));
   // A dataset already there stays whole until Finish replaces it (--force);
   // only what an interrupted run left (temporaries) goes now.
   SK_RETURN_IF_ERROR(RefuseDatasetUnless(dir, options.overwrite));
-  SK_ASSIGN_OR_RETURN(auto names, ListDir(dir));
-  for (const auto& name : names) {
-    if (IsTemporary(name)) SK_RETURN_IF_ERROR(RemoveFile(JoinPath(dir, name)));
-  }
   auto w = std::unique_ptr<DatasetWriter>(new DatasetWriter(dir, options, std::move(lock)));
   w->created_dir_ = !existed;
+  SK_RETURN_IF_ERROR(w->KeepFinishedShards());
+  SK_ASSIGN_OR_RETURN(auto names, ListDir(dir));
+  for (const auto& name : names) {
+    const int64_t index = TempShardIndex(name);
+    const bool kept = index >= 0 && static_cast<uint64_t>(index) >= options.first_shard &&
+                      static_cast<uint64_t>(index) < w->next_index();
+    if (IsTemporary(name) && !kept) SK_RETURN_IF_ERROR(RemoveFile(JoinPath(dir, name)));
+  }
   return w;
+}
+
+// A run of the same fingerprint killed before its manifest: its finished
+// shards from first_shard on, in order, each read back whole, are kept. A
+// fingerprint of other settings (or none) goes, and the temporaries with it.
+Status DatasetWriter::KeepFinishedShards() {
+  const std::string path = JoinPath(dir_, kResumeFileName);
+  if (!FileExists(path)) return Status::OK();
+  auto old = ReadFileToString(path, 1 << 20);
+  if (options_.resume_fingerprint.empty() || !old.ok() || *old != options_.resume_fingerprint) {
+    return RemoveFile(path);
+  }
+  fingerprint_written_ = true;
+  while (shards_.size() < options_.resume_max_shards) {
+    const std::string temp = JoinPath(dir_, TempShardFileName(next_index()));
+    if (!FileExists(temp)) break;
+    auto r = ShardReader::Open(temp);
+    if (!r.ok() || !(*r)->CheckIndex().ok() || (*r)->num_records() != options_.records_per_shard) {
+      break;
+    }
+    auto crc = FileCrc32c(temp);
+    if (!crc.ok()) break;
+    ShardInfo info{ShardFileName(next_index()), (*r)->num_records(), (*r)->file_size(), 0, *crc};
+    for (uint32_t i = 0; i < (*r)->num_records(); ++i) {
+      info.raw_bytes += (*r)->record(i).length;
+      max_label_ = std::max<int64_t>(max_label_, (*r)->label(i));
+    }
+    shards_.push_back(info);
+    records_ += info.records;
+    finished_bytes_ += info.bytes;
+  }
+  resumed_shards_ = shards_.size();
+  return Status::OK();
+}
+
+// The first shard is finished and more follow: from now on a kill leaves
+// something to resume, so the fingerprint names it.
+Status DatasetWriter::NoteResumable() {
+  if (options_.resume_fingerprint.empty() || fingerprint_written_) return Status::OK();
+  SK_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir_, kResumeFileName), options_.resume_fingerprint));
+  fingerprint_written_ = true;
+  return Status::OK();
 }
 
 // Not finished: every file this writer made goes, and the directory too if
@@ -116,6 +188,7 @@ DatasetWriter::~DatasetWriter() {
     RemoveFile(JoinPath(dir_, TempShardFileName(index))).IgnoreError();
     if (i < published_) RemoveFile(JoinPath(dir_, ShardFileName(index))).IgnoreError();
   }
+  if (fingerprint_written_) RemoveFile(JoinPath(dir_, kResumeFileName)).IgnoreError();
   if (!created_dir_) return;  // the lock file stays: unlinking it would race another writer
   RemoveFile(JoinPath(dir_, kLockFileName)).IgnoreError();
   lock_.reset();
@@ -146,7 +219,10 @@ Status DatasetWriter::Add(std::string_view payload, int32_t label, std::string_v
                         ? current_ != nullptr && current_->records() >= options_.records_per_shard
                         : current_ != nullptr && current_->records() > 0 &&
                               current_->estimated_size() + payload.size() > options_.shard_size;
-  if (full) SK_RETURN_IF_ERROR(CloseShard());
+  if (full) {
+    SK_RETURN_IF_ERROR(CloseShard());
+    SK_RETURN_IF_ERROR(NoteResumable());
+  }
   if (current_ == nullptr) {
     SK_ASSIGN_OR_RETURN(
         current_,
@@ -243,6 +319,7 @@ Status DatasetWriter::Finish(Manifest manifest) {
   if (manifest.created_at.empty()) manifest.created_at = UtcNow();
   SK_RETURN_IF_ERROR(part ? WritePartManifest(dir_, manifest) : WriteManifest(dir_, manifest));
   finished_ = true;
+  if (fingerprint_written_) RemoveFile(JoinPath(dir_, kResumeFileName)).IgnoreError();
   return Status::OK();
 }
 

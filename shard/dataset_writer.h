@@ -4,6 +4,9 @@
 // leaves a file, or a directory, that looks complete and is not; a dataset
 // being replaced (overwrite) stays whole until then; and a writer destroyed
 // before Finish removes every file it made (and the directory, if it made it).
+// A resumable writer (resume_fingerprint) killed before Finish leaves its
+// finished shards under their temporary names, and the next writer of the
+// same fingerprint keeps them.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +38,35 @@ struct DatasetWriterOptions {
   // the whole's names. Only a part (Finish with manifest.part set) starts
   // above 0.
   uint64_t first_shard = 0;
+  // Non-empty: the run can be resumed, and this names everything that decides
+  // its shards' bytes (settings, the source's content, the part). Written to
+  // kResumeFileName once the first shard is finished and another begins,
+  // removed by Finish and by a writer destroyed before it (what a kill leaves
+  // is what a rerun resumes from). A writer that finds the same text there (a run of
+  // the same settings killed before its manifest) keeps that run's finished
+  // shards: the unbroken run of them from first_shard, at most
+  // resume_max_shards, each read back whole with exactly records_per_shard
+  // records (so records_per_shard must be > 0). Anything else starts over.
+  std::string resume_fingerprint;
+  uint64_t resume_max_shards = 0;
 };
+
+// The file in a dataset directory that names the run its temporaries belong to.
+inline constexpr char kResumeFileName[] = ".shardkit-resume.json";
+
+// Records in each shard of a dataset of fixed-size records of `raw_size`
+// bytes: as many as fit in shard_size counting each as its payload and index
+// entry, before compression, so a part knows where its shards start without
+// compressing what comes before it.
+uint64_t RecordsPerShard(uint64_t shard_size, uint64_t raw_size);
+
+// How every writer of datasets (the Packer, bigMNIST through it, the Python
+// Writer) stores records of `kind`: JPEGs stored (they do not shrink
+// further); fixed-size raw records (raw_record_size bytes) zstd-compressed in
+// shards of RecordsPerShard records, one process or many; other records
+// compressed where it pays (kAuto), a shard at shard_size.
+DatasetWriterOptions DatasetRules(format::RecordKind kind, uint64_t raw_record_size,
+                                  uint64_t shard_size);
 
 // Shard i of a dataset is named "shard-%05d.sks".
 std::string ShardFileName(uint64_t index);
@@ -85,12 +116,16 @@ class DatasetWriter {
 
   uint64_t records() const { return records_; }
   uint64_t shards() const { return shards_.size(); }
+  // Shards (and their records) kept from a killed run of the same fingerprint.
+  uint64_t resumed_shards() const { return resumed_shards_; }
   uint64_t bytes_written() const;  // finished shards plus the open one's estimate
 
  private:
   DatasetWriter(std::string dir, const DatasetWriterOptions& options, std::unique_ptr<DirLock> lock)
       : dir_(std::move(dir)), options_(options), lock_(std::move(lock)) {}
   Status CloseShard();
+  Status KeepFinishedShards();
+  Status NoteResumable();
   uint64_t next_index() const { return options_.first_shard + shards_.size(); }
 
   std::string dir_;
@@ -104,6 +139,8 @@ class DatasetWriter {
   bool finished_ = false;
   bool created_dir_ = false;
   uint64_t published_ = 0;  // shards renamed to their final names by Finish
+  uint64_t resumed_shards_ = 0;
+  bool fingerprint_written_ = false;  // kResumeFileName is this writer's
 };
 
 }  // namespace shardkit

@@ -148,6 +148,57 @@ TEST(FaultInjection, PackKilledAtAnyPointRestartsCleanly) {
   EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + out).exit_code, 0);
 }
 
+// A pack of fixed-size records (IDX here; HDF5, .mat and bigMNIST go through
+// the same Packer) killed once a third of its shards are finished, run again,
+// keeps them and writes only the rest: the dataset equals one never
+// interrupted, byte for byte. A rerun with other settings keeps nothing.
+TEST(FaultInjection, PackKilledMidWayResumesToTheBytesOfAnUninterruptedPack) {
+  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  TempDir dir;
+  const std::string args = " idx --images " + kFashion + "/train-images-idx3-ubyte.gz --labels " +
+                           kFashion + "/train-labels-idx1-ubyte.gz --threads 1 ";
+  ASSERT_EQ(
+      RunCommand(testing::PackTool() + args + "--shard-size 1000000 " + dir / "ref").exit_code, 0);
+  auto ref = ReadManifest(dir / "ref");
+  ASSERT_TRUE(ref.ok());
+  const size_t shards = ref->shards.size();
+  ASSERT_GE(shards, 30u);
+  // Shard n begun: shards 0 to n-1 are finished, under their temporary names.
+  auto killed_at_a_third = [&](const std::string& cmd, const std::string& out) {
+    const std::string begun = JoinPath(out, TempShardFileName(shards / 3));
+    KillMidWork(cmd, dir / "log",
+                {"a third of the shards finished", [=] { return FileExists(begun); }},
+                [&] { std::filesystem::remove_all(out); });
+    EXPECT_FALSE(FileExists(JoinPath(out, kManifestName))) << "killed mid-work, yet complete";
+    EXPECT_TRUE(FileExists(JoinPath(out, kResumeFileName)));
+  };
+  const std::string cmd = testing::PackTool() + args + "--shard-size 1000000 " + dir / "out";
+  killed_at_a_third(cmd, dir / "out");
+  auto r = RunCommand(cmd);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const size_t at = r.out.find("resumed: ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_GE(std::stoul(r.out.substr(at + 9)), shards / 3) << r.out;
+  auto out = ReadManifest(dir / "out");
+  ASSERT_TRUE(out.ok());
+  ASSERT_EQ(out->shards.size(), shards);
+  for (const ShardInfo& s : ref->shards) {
+    EXPECT_EQ(testing::ReadFile(dir / ("out/" + s.file)),
+              testing::ReadFile(dir / ("ref/" + s.file)))
+        << s.file;
+  }
+  EXPECT_FALSE(FileExists(dir / ("out/" + std::string(kResumeFileName))));
+  EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + dir / "out").exit_code, 0);
+  // Killed again, then run with another shard size: nothing of the first is kept.
+  killed_at_a_third(testing::PackTool() + args + "--shard-size 1000000 " + dir / "other",
+                    dir / "other");
+  r = RunCommand(testing::PackTool() + args + "--shard-size 900000 " + dir / "other");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.find("resumed: "), std::string::npos) << r.out;
+  EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + dir / "other").exit_code, 0);
+}
+
 TEST(FaultInjection, ImageNetPackKilledAtAnyPointRestartsCleanly) {
   TempDir dir;
   for (int c = 0; c < 4; ++c) {

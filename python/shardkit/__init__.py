@@ -20,7 +20,15 @@ import warnings
 
 from . import transforms
 
-from ._shardkit import _MAX_PREFETCH, CorruptionError, _Dataset, _Loader, _Writer, __version__
+from ._shardkit import (
+    _DEFAULT_SHARD_SIZE,
+    _MAX_PREFETCH,
+    CorruptionError,
+    _Dataset,
+    _Loader,
+    _Writer,
+    __version__,
+)
 
 __all__ = ["Loader", "Dataset", "Writer", "CorruptionError", "distributed_defaults", "normalize", "transforms"]
 
@@ -593,7 +601,12 @@ class Dataset:
 class Writer:
     """Packs records into a shard dataset with the format and checksums of
     shardkit-pack. ``kind``: 'jpeg', 'raw_u8' (``shape=(H, W, C)``; 'raw' is
-    the same) or 'bytes', as the manifest names them. ``close()`` (or leaving
+    the same) or 'bytes', as the manifest names them. The rules are
+    shardkit-pack's, from the library: with ``compression='auto'`` JPEGs are
+    stored and raw records zstd-compressed in shards of a fixed record count
+    (``shard_size`` bytes' worth); 'zstd' or 'none' overrides the
+    compression; re-encoded images get shardkit-pack's default quality.
+    ``close()`` (or leaving
     the ``with`` block) publishes the manifest atomically; if it is not
     reached (an exception), every shard it wrote is deleted (and the
     directory, if it made it), and a dataset it was replacing (overwrite) is
@@ -611,8 +624,8 @@ class Writer:
                 w.add(open(path, "rb").read(), label, key=path)
     """
 
-    def __init__(self, path, kind="jpeg", *, shape=None, classes=(), shard_size=256 << 20,
-                 compression="auto", overwrite=False):
+    def __init__(self, path, kind="jpeg", *, shape=None, classes=(),
+                 shard_size=_DEFAULT_SHARD_SIZE, compression="auto", overwrite=False):
         self.path = os.fspath(path)
         created_by = json.dumps({"tool": "shardkit (python)", "version": __version__,
                                  "kind": kind})

@@ -341,6 +341,31 @@ def test_writer_output_verifies_and_reads_back(tmp_path, jpeg_ds):
         assert torch.equal(x, u) and torch.equal(y, v)
 
 
+def test_writer_follows_the_packers_rules(tmp_path):
+    """Raw records written by the Writer are the shards shardkit-pack makes of
+    the same records, byte for byte: compression, level, block size and
+    records a shard are the library's rules, decided in one place."""
+    import struct
+
+    rng = np.random.default_rng(5)
+    n, h, w = 700, 10, 12
+    images = (rng.integers(0, 40, (n, h, w)) * rng.integers(0, 2, (n, h, w))).astype(np.uint8)
+    labels = rng.integers(0, 10, n).astype(np.uint8)
+    (tmp_path / "img").write_bytes(struct.pack(">BBBBIII", 0, 0, 8, 3, n, h, w) + images.tobytes())
+    (tmp_path / "lab").write_bytes(struct.pack(">BBBBI", 0, 0, 8, 1, n) + labels.tobytes())
+    subprocess.run([tool("tools", "pack", "shardkit-pack"), "idx", "--images", str(tmp_path / "img"),
+                    "--labels", str(tmp_path / "lab"), "--shard-size", "20000", str(tmp_path / "packed")],
+                   check=True, capture_output=True)
+    with sk.Writer(str(tmp_path / "written"), kind="raw_u8", shape=(h, w, 1), shard_size=20000) as wr:
+        for i in range(n):
+            wr.add(images[i], int(labels[i]), key="%08d" % i)
+    shards = sorted(f for f in os.listdir(tmp_path / "packed") if f.startswith("shard-"))
+    assert len(shards) > 3
+    assert sorted(f for f in os.listdir(tmp_path / "written") if f.startswith("shard-")) == shards
+    for f in shards:
+        assert (tmp_path / "written" / f).read_bytes() == (tmp_path / "packed" / f).read_bytes(), f
+
+
 def test_writer_refuses_bad_records_and_an_aborted_write_is_no_dataset(tmp_path):
     with pytest.raises(ValueError, match="record '0'"):
         with sk.Writer(str(tmp_path / "a"), kind="jpeg") as w:

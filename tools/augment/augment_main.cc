@@ -1,11 +1,10 @@
 // shardkit-augment: synthesise bigMNIST (an MNIST-format set enlarged by random
 // affine and elastic transforms, then replicated) into shards or HDF5, whole
-// or one part of it (--part I/N) at a time.
+// or one part of it (--part I/N) at a time. The command line only: the
+// source, its augmentation and the Packer that writes it are ingest/'s.
 #include "base/openmp.h"
 
 #include <CLI/CLI.hpp>
-#include <array>
-#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -15,12 +14,11 @@
 #include "base/system.h"
 #include "base/version.h"
 #include "image/codec.h"
+#include "ingest/bigmnist_source.h"
 #include "ingest/hdf5.h"
-#include "ingest/idx_file.h"
+#include "ingest/packer.h"
 #include "shard/parts.h"
 #include "shard/shard.h"
-#include "tools/augment/augment.h"
-#include "tools/augment/bigmnist_plan.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
 
@@ -35,94 +33,6 @@ int Fail(const Status& s, const std::string& hint = "") {
 
 // Paths and other bytes in JSON are replaced, never thrown on.
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-// train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz] in dir.
-Result<IdxDataset> ReadSource(const std::string& dir) {
-  auto find = [&](const std::string& stem) -> std::string {
-    for (const char* ext : {"", ".gz"}) {
-      if (FileExists(JoinPath(dir, stem + ext))) return JoinPath(dir, stem + ext);
-    }
-    return "";
-  };
-  const std::string images = find("train-images-idx3-ubyte"),
-                    labels = find("train-labels-idx1-ubyte");
-  if (images.empty() || labels.empty()) {
-    return Status::NotFound(dir +
-                            ": no train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz]");
-  }
-  SK_ASSIGN_OR_RETURN(IdxDataset ds, ReadIdxDataset(images, labels));
-  if (ds.channels != 1)
-    return Status::InvalidArgument(images + ": bigMNIST needs single-channel images");
-  return ds;
-}
-
-// Every (source, version) augmented once, in parallel: V x N images in memory,
-// whatever the number of copies. Identical copies only.
-std::vector<uint8_t> AugmentAll(const IdxDataset& src, const Plan& plan, int threads) {
-  const uint64_t count = plan.n * plan.versions;
-  std::vector<uint8_t> out(count * plan.item());
-  Progress progress("augment", count, "samples");
-  std::atomic<uint64_t> done{0};
-#pragma omp parallel num_threads(threads)
-  {
-    AugmentScratch scratch;
-#pragma omp for schedule(dynamic, 256)
-    for (int64_t k = 0; k < static_cast<int64_t>(count); ++k) {
-      const uint64_t index = static_cast<uint64_t>(k) / plan.versions,
-                     version = static_cast<uint64_t>(k) % plan.versions;
-      SampleTransform t = DrawTransform(plan.params, plan.Key(index, version, 0), plan.w, plan.h);
-      ApplyTransform(src.images.data.data() + index * plan.item(), plan.w, plan.h, t,
-                     out.data() + k * plan.item(), &scratch);
-      const uint64_t d = done.fetch_add(1) + 1;
-      if ((d & 4095) == 0) progress.Update(d, d * plan.item());
-    }
-  }
-  progress.Update(count, count * plan.item());
-  progress.Finish();
-  return out;
-}
-
-// One thread's buffers for RecordMaker.
-struct RecordScratch {
-  AugmentScratch augment;
-  std::vector<uint8_t> pixels;
-  char key[64];
-};
-
-// The records of the output, by position: pixels, label and key. Identical
-// copies come from AugmentAll's table; distinct copies are computed record by
-// record and never held, so memory does not grow with the output.
-// Thread-safe; each thread brings its own RecordScratch.
-class RecordMaker {
- public:
-  // table: AugmentAll's output, or null for distinct copies. Both outlive this.
-  RecordMaker(const IdxDataset& src, const Plan& plan, const std::vector<uint8_t>* table)
-      : src_(src), plan_(plan), table_(table), order_(plan) {}
-
-  // Record `pos`: its label in *label, its key ("index/version/copy") in
-  // s->key, and its pixels (plan.item() bytes, valid until s is used again).
-  const uint8_t* Make(uint64_t pos, RecordScratch* s, int32_t* label) const {
-    uint64_t index, version, copy;
-    order_.At(pos, &index, &version, &copy);
-    std::snprintf(s->key, sizeof(s->key), "%llu/%llu/%llu", (unsigned long long)index,
-                  (unsigned long long)version, (unsigned long long)copy);
-    *label = src_.labels.data[index];
-    if (table_ != nullptr)
-      return table_->data() + (index * plan_.versions + version) * plan_.item();
-    const SampleTransform t =
-        DrawTransform(plan_.params, plan_.Key(index, version, copy), plan_.w, plan_.h);
-    s->pixels.resize(plan_.item());
-    ApplyTransform(src_.images.data.data() + index * plan_.item(), plan_.w, plan_.h, t,
-                   s->pixels.data(), &s->augment);
-    return s->pixels.data();
-  }
-
- private:
-  const IdxDataset& src_;
-  const Plan& plan_;
-  const std::vector<uint8_t>* table_;
-  Order order_;
-};
 
 // The ranges the recipe draws from, for created_by and the settings.
 json TransformsJson(const AugmentParams& p) {
@@ -148,17 +58,17 @@ json TransformsJson(const AugmentParams& p) {
           {"resampling", NameOf(kInterpolationNames, p.interpolation)}};
 }
 
-// Every setting that decides the output's bytes: the source's content (the
-// CRC32C of the pixels and labels used, not its path), the counts, the seed,
-// the recipe and its ranges, the copies' mode, the shard layout and
-// compression, the format and the tool's version. Not the threads or the
-// part. json objects keep their keys sorted, so the dump is canonical.
-json Settings(const IdxDataset& src, const Plan& p, const std::string& fmt, uint64_t per_shard,
-              int level, uint64_t block_size) {
+// What decides the records' bytes, beside what the Packer adds itself (the
+// record shape and count, the shard plan and compression, its version): the
+// source's content (the CRC32C of the pixels and labels used, not its path),
+// the counts, the seed, the recipe and its ranges, the copies' mode, the
+// shard size. Not the threads or the part. json objects keep their keys
+// sorted, so the dump is canonical: a part's digest and the fingerprint by
+// which a killed run resumes.
+json Settings(const IdxDataset& src, const Plan& p, uint64_t shard_size) {
   const uint32_t pixels_crc = crc32c::Value(src.images.data.data(), p.n * p.item()),
                  labels_crc = crc32c::Value(src.labels.data.data(), p.n);
   return {{"tool", "shardkit-augment bigmnist"},
-          {"version", kVersion},
           {"source",
            {{"images", p.n},
             {"height", p.h},
@@ -171,218 +81,60 @@ json Settings(const IdxDataset& src, const Plan& p, const std::string& fmt, uint
           {"recipe", NameOf(kRecipeNames, p.params.recipe)},
           {"transforms", TransformsJson(p.params)},
           {"distinct_copies", p.distinct_copies},
-          {"format", fmt},
-          {"records_per_shard", per_shard},
-          {"zstd_level", level},
-          {"block_size", block_size}};
+          {"format", "shards"},
+          {"shard_size", shard_size}};
 }
 
-// An output directory made ready and locked against a second writer. resume:
-// it holds an unfinished run of this same fingerprint, whose finished shards
-// are kept.
-struct Output {
-  std::unique_ptr<DirLock> lock;
-  bool resume = false;
-};
-
-Result<Output> OpenOutput(const std::string& out, const std::string& fingerprint, bool force) {
-  const std::string fp_path = JoinPath(out, ".augment-plan.json"),
-                    part_json = JoinPath(out, kPartManifestName);
-  SK_RETURN_IF_ERROR(CreateDirs(out));
-  Output o;
-  SK_ASSIGN_OR_RETURN(o.lock, DirLock::Acquire(out));
-  const bool finished = FileExists(JoinPath(out, kManifestName)) || FileExists(part_json);
-  if (!finished && FileExists(fp_path)) {
-    auto old = ReadFileToString(fp_path, 1 << 20);
-    o.resume = old.ok() && *old == fingerprint;
-  }
-  if (o.resume) return o;
-  // A finished part is replaced only with --force, as a finished dataset is
-  // (PrepareOutputDir), and stops being one before any shard is touched.
-  if (FileExists(part_json)) {
-    if (!force) {
-      return Status::InvalidArgument(out + " already holds a part of a dataset (" +
-                                     kPartManifestName + " exists); pass --force to replace it");
-    }
-    SK_RETURN_IF_ERROR(RemoveFile(part_json));
-    SK_RETURN_IF_ERROR(SyncDir(out));
-  }
-  SK_RETURN_IF_ERROR(PrepareOutputDir(out, force));
-  SK_RETURN_IF_ERROR(WriteFileAtomic(fp_path, fingerprint));
-  return o;
-}
-
-// What every shard of one run shares.
-struct ShardJob {
-  std::string out;
-  const RecordMaker* maker;
-  const Plan* plan;
-  uint64_t per_shard;
-  ShardWriterOptions options;
-  bool resume;
-  int inner_threads;  // computing the records of one shard
-};
-
-// Records [begin, end) appended to w in order, computed a block at a time by
-// job.inner_threads threads: a part with fewer shards than threads still
-// uses them all. *done counts the records behind the progress line.
-Status AppendRecords(const ShardJob& job, uint64_t begin, uint64_t end, ShardWriter* w,
-                     std::atomic<uint64_t>* done, Progress* progress) {
-  constexpr uint64_t kBlock = 256;
-  const size_t item = job.plan->item();
-  std::vector<uint8_t> pixels(kBlock * item);
-  std::vector<int32_t> labels(kBlock);
-  std::vector<std::array<char, sizeof(RecordScratch::key)>> keys(kBlock);
-  std::vector<RecordScratch> scratch(job.inner_threads);
-  for (uint64_t first = begin; first < end; first += kBlock) {
-    const int64_t n = static_cast<int64_t>(std::min(kBlock, end - first));
-#pragma omp parallel for num_threads(job.inner_threads) if (job.inner_threads > 1)
-    for (int64_t k = 0; k < n; ++k) {
-      RecordScratch& s = scratch[omp_get_thread_num()];
-      std::memcpy(pixels.data() + k * item, job.maker->Make(first + k, &s, &labels[k]), item);
-      std::memcpy(keys[k].data(), s.key, sizeof(s.key));
-    }
-    for (int64_t k = 0; k < n; ++k) {
-      SK_RETURN_IF_ERROR(
-          w->Add(std::string_view(reinterpret_cast<const char*>(pixels.data() + k * item), item),
-                 labels[k], keys[k].data()));
-    }
-    const uint64_t d = done->fetch_add(n) + n;
-    progress->Update(d, d * item);
-  }
-  return Status::OK();
-}
-
-// Shard s, into *info: kept if an interrupted run of the same settings
-// finished it, else written under its temporary name and published.
-// *done counts the records behind the progress line.
-Status WriteShard(const ShardJob& job, uint64_t s, ShardInfo* info, bool* kept,
-                  std::atomic<uint64_t>* done, Progress* progress) {
-  const uint64_t begin = s * job.per_shard,
-                 end = std::min(job.plan->total(), begin + job.per_shard);
-  const size_t item = job.plan->item();
-  const std::string final_path = JoinPath(job.out, ShardFileName(s));
-  info->file = ShardFileName(s);
-  *kept = false;
-  if (job.resume && FileExists(final_path)) {
-    auto r = ShardReader::Open(final_path);
-    auto crc = FileCrc32c(final_path);
-    if (r.ok() && crc.ok() && (*r)->CheckIndex().ok() && (*r)->num_records() == end - begin) {
-      *info = {ShardFileName(s), end - begin, (*r)->file_size(), (end - begin) * item, *crc};
-      *kept = true;
-      done->fetch_add(end - begin);
-      return Status::OK();
-    }
-  }
-  const std::string temp = JoinPath(job.out, TempShardFileName(s));
-  SK_ASSIGN_OR_RETURN(auto w, ShardWriter::Create(temp, job.options));
-  Status st = AppendRecords(job, begin, end, w.get(), done, progress);
-  if (st.ok()) st = w->Finish(info);
-  w.reset();
-  if (st.ok()) st = PublishShard(job.out, s);
-  if (!st.ok()) RemoveFile(temp).IgnoreError();
-  return st;
-}
-
-// Where a run writes and what it is part of.
-struct Target {
-  std::string out;
-  PartSpec part;
-  PartRange range;
-  uint64_t per_shard = 1;
-  int level = 1;
-  uint32_t block_size = 1;
-  bool force = false;
-};
-
-// The manifest of a whole run, or part.json of a part: what the merge of
-// parts needs (index, count, first record and shard, the whole's record
-// count, the settings digest) beside the usual manifest.
-Status WriteOutputManifest(const Target& t, const IdxDataset& src, const Plan& plan,
-                           std::vector<ShardInfo> shards, const std::string& digest,
-                           const std::string& created_by) {
-  Manifest m;
-  m.record.kind = format::RecordKind::kRawU8;
-  m.record.shape = {plan.h, plan.w, 1};
-  uint8_t max_label = 0;
-  for (uint8_t l : src.labels.data) max_label = std::max(max_label, l);
-  for (int c = 0; c <= max_label; ++c) m.classes.push_back(std::to_string(c));
-  m.shards = std::move(shards);
-  m.created_by = created_by;
-  m.created_at = UtcNow();
-  SK_RETURN_IF_ERROR(SyncDir(t.out));
-  if (t.part.whole()) return WriteManifest(t.out, m);
-  m.part = {t.part.index,        t.part.count, t.range.first_record,
-            t.range.first_shard, plan.total(), digest};
-  return WritePartManifest(t.out, m);
-}
-
-void PrintSummary(const Target& t, const Plan& plan, const Manifest& m, uint64_t kept,
-                  double seconds) {
-  const std::string resumed =
-      kept > 0 ? " (" + std::to_string(kept) + " shards kept from an interrupted run)" : "";
-  if (t.part.whole()) {
+void PrintSummary(const PackOptions& po, const PartRange& range, const Plan& plan,
+                  const PackSummary& sum) {
+  const std::string resumed = sum.resumed_shards > 0 ? " (" + std::to_string(sum.resumed_shards) +
+                                                           " shards kept from an interrupted run)"
+                                                     : "";
+  if (po.part_count == 0) {
     std::printf(
         "bigmnist: %llu samples (%llu source x %llu versions x %llu copies) in %llu "
         "shards at %s%s\n",
         (unsigned long long)plan.total(), (unsigned long long)plan.n,
         (unsigned long long)plan.versions, (unsigned long long)plan.copies,
-        (unsigned long long)t.range.shards(), t.out.c_str(), resumed.c_str());
+        (unsigned long long)sum.shards, po.out.c_str(), resumed.c_str());
   } else {
     std::printf("bigmnist part %u/%u: samples %llu..%llu of %llu in shards %llu..%llu at %s%s\n",
-                t.part.index, t.part.count, (unsigned long long)t.range.first_record,
-                (unsigned long long)t.range.end_record - 1, (unsigned long long)plan.total(),
-                (unsigned long long)t.range.first_shard, (unsigned long long)t.range.end_shard - 1,
-                t.out.c_str(), resumed.c_str());
+                po.part_index, po.part_count, (unsigned long long)range.first_record,
+                (unsigned long long)range.end_record - 1, (unsigned long long)plan.total(),
+                (unsigned long long)range.first_shard, (unsigned long long)range.end_shard - 1,
+                po.out.c_str(), resumed.c_str());
   }
   std::printf("  %s raw, %s on disk (zstd level %d), %.1f s, %s samples/s\n",
-              FormatBytes(static_cast<double>(m.raw_bytes())).c_str(),
-              FormatBytes(static_cast<double>(m.bytes())).c_str(), t.level, seconds,
-              FormatCount(seconds > 0 ? t.range.records() / seconds : 0).c_str());
+              FormatBytes(static_cast<double>(range.records() * plan.item())).c_str(),
+              FormatBytes(static_cast<double>(sum.bytes_out)).c_str(), po.zstd_level, sum.seconds,
+              FormatCount(sum.seconds > 0 ? range.records() / sum.seconds : 0).c_str());
 }
 
-int WriteShards(const Target& t, const IdxDataset& src, const Plan& plan, const RecordMaker& maker,
-                const json& settings, int threads, const std::string& created_by) {
-  const std::string digest = SettingsDigest(Dump(settings));
-  const json fingerprint = {{"settings", settings},
-                            {"part", {{"index", t.part.index}, {"count", t.part.count}}}};
-  auto output = OpenOutput(t.out, Dump(fingerprint), t.force);
-  if (!output.ok()) return Fail(output.status());
-  // As many shards at once as there are threads, or as the part has shards
-  // and the threads left over compute their records.
-  const uint64_t nshards = t.range.shards();
-  const int outer = static_cast<int>(std::min<uint64_t>(threads, nshards));
-  ShardJob job{t.out, &maker, &plan, t.per_shard, {}, output->resume, threads / outer};
-  if (job.inner_threads > 1) omp_set_max_active_levels(2);
-  job.options.compression = CompressionMode::kZstd;
-  job.options.zstd_level = t.level;
-  job.options.block_size = t.block_size;
-  job.options.kind = format::RecordKind::kRawU8;
-  std::vector<ShardInfo> infos(nshards);
-  std::vector<Status> errors(nshards);
-  std::atomic<uint64_t> done{0}, kept{0};
-  Progress progress("write shards", t.range.records(), "samples");
-#pragma omp parallel for num_threads(outer) schedule(dynamic, 1)
-  for (int64_t i = 0; i < static_cast<int64_t>(nshards); ++i) {
-    bool was_kept = false;
-    errors[i] = WriteShard(job, t.range.first_shard + i, &infos[i], &was_kept, &done, &progress);
-    if (was_kept) kept.fetch_add(1);
-  }
-  progress.Update(t.range.records(), t.range.records() * plan.item());
-  progress.Finish();
-  for (const Status& e : errors) {
-    if (!e.ok()) return Fail(e, "rerun the same command to resume: finished shards are kept");
-  }
-  Manifest sums;
-  sums.shards = infos;
-  Status s = WriteOutputManifest(t, src, plan, std::move(infos), digest, created_by);
+// The output as shards, through the Packer: its order, bytes, parts and
+// resume are the Packer's, as for every source.
+int WriteShards(BigMnistSource* source, PackOptions po, const PartRange& range) {
+  PhaseProgress progress;
+  PackEvents events;
+  events.report = [](const std::string& msg) { std::fprintf(stderr, "  %s\n", msg.c_str()); };
+  events.progress = [&progress](const std::string& phase, uint64_t done, uint64_t total,
+                                uint64_t bytes,
+                                bool final) { progress(phase, done, total, bytes, final); };
+  PackSummary sum;
+  Status s = Pack(source, po, events, &sum);
   if (!s.ok()) return Fail(s);
-  RemoveFile(JoinPath(t.out, ".augment-plan.json")).IgnoreError();
-  PrintSummary(t, plan, sums, kept.load(), progress.elapsed_seconds());
+  PrintSummary(po, range, source->plan(), sum);
   return 0;
 }
 
-int WriteHdf5(const std::string& out, const Plan& plan, const RecordMaker& maker, int threads) {
+// The output as one HDF5 file (another format, not a dataset: no Packer).
+int WriteHdf5(const std::string& out, BigMnistSource* source, int threads) {
+  const Plan& plan = source->plan();
+  {
+    Progress augment("augment", plan.n * plan.versions, "samples");
+    source->AugmentTable(
+        [&](uint64_t done, uint64_t) { augment.Update(done, done * plan.item()); });
+    augment.Finish();
+  }
   auto w = Hdf5ImageWriter::Create(out, plan.total(), plan.h, plan.w);
   if (!w.ok()) return Fail(w.status());
   const uint64_t chunk = 1 << 16;
@@ -393,10 +145,10 @@ int WriteHdf5(const std::string& out, const Plan& plan, const RecordMaker& maker
     const uint64_t n = std::min(chunk, plan.total() - first);
 #pragma omp parallel num_threads(threads)
     {
-      RecordScratch scratch;
+      BigMnistScratch scratch;
 #pragma omp for
       for (int64_t k = 0; k < static_cast<int64_t>(n); ++k) {
-        const uint8_t* px = maker.Make(first + k, &scratch, &labels[k]);
+        const uint8_t* px = source->Make(first + k, &scratch, &labels[k]);
         std::memcpy(images.data() + k * plan.item(), px, plan.item());
       }
     }
@@ -640,20 +392,27 @@ json CreatedBy(const Options& o, const json& settings, int argc, char** argv) {
 }
 
 // bigmnist, after the options are checked.
-int RunBigmnist(const Options& o, const IdxDataset& src, int argc, char** argv) {
+int RunBigmnist(const Options& o, IdxDataset src, int argc, char** argv) {
   const Plan& plan = o.plan;
-  const uint64_t per_shard = std::max<uint64_t>(1, o.shard_size / (plan.item() + 40));
-  Target t{o.out, o.part, {}, per_shard, o.level, o.block_size, o.force};
-  auto range = SplitIntoParts(o.part, plan.total(), per_shard);
+  // The part's place, for the summary (the Packer plans it alike), and any
+  // refusal of --part before the images are augmented.
+  auto range = SplitIntoParts(o.part, plan.total(), RecordsPerShard(o.shard_size, plan.item()));
   if (!range.ok()) return Fail(range.status());
-  t.range = *range;
-  const json settings = Settings(src, plan, o.fmt, per_shard, o.level, o.block_size);
-  std::vector<uint8_t> table;
-  if (!plan.distinct_copies) table = AugmentAll(src, plan, o.threads);
-  RecordMaker maker(src, plan, plan.distinct_copies ? nullptr : &table);
-  if (o.fmt == "hdf5") return WriteHdf5(o.out, plan, maker, o.threads);
-  return WriteShards(t, src, plan, maker, settings, o.threads,
-                     Dump(CreatedBy(o, settings, argc, argv)));
+  PackOptions po;
+  po.out = o.out;
+  po.shard_size = o.shard_size;
+  po.zstd_level = o.level;
+  po.block_size = o.block_size;
+  po.threads = o.threads;
+  po.force = o.force;
+  po.part_index = o.part.index;
+  po.part_count = o.part.whole() ? 0 : o.part.count;
+  const json settings = Settings(src, plan, o.shard_size);
+  po.settings = Dump(settings);
+  po.created_by = Dump(CreatedBy(o, settings, argc, argv));
+  BigMnistSource source(o.src_dir, std::move(src), plan, o.threads);
+  if (o.fmt == "hdf5") return WriteHdf5(o.out, &source, o.threads);
+  return WriteShards(&source, po, *range);
 }
 
 }  // namespace
@@ -674,7 +433,7 @@ int AugmentMain(int argc, char** argv, bool parse_only) {
   if (int rc = cli::Parse(app, argc, argv, "shardkit-augment"); rc >= 0) return rc;
   if (parse_only) return 0;
   if (Status s = CheckOptions(&o); !s.ok()) return Fail(s);
-  auto src = ReadSource(o.src_dir);
+  auto src = ReadBigMnistImages(o.src_dir);
   if (!src.ok())
     return Fail(src.status(),
                 "Fashion-MNIST: --src /usr/share/datasets/fashion-mnist (dataset-fashion-mnist)");
@@ -684,7 +443,7 @@ int AugmentMain(int argc, char** argv, bool parse_only) {
   if (o.threads <= 0) o.threads = omp_get_max_threads();
   if (*preview) return Preview(*src, o.plan, o.samples, o.png);
   if (Status s = CheckMemory(o.plan); !s.ok()) return Fail(s);
-  return RunBigmnist(o, *src, argc, argv);
+  return RunBigmnist(o, std::move(*src), argc, argv);
 }
 
 }  // namespace shardkit

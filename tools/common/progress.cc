@@ -74,4 +74,22 @@ std::string ArgvJson(int argc, char** argv) {
                 nlohmann::json::error_handler_t::replace);  // argv may hold any bytes
 }
 
+void PhaseProgress::operator()(const std::string& phase, uint64_t done, uint64_t total,
+                               uint64_t bytes, bool final) {
+  if (phase != phase_ || bar_ == nullptr) {
+    if (bar_ != nullptr) bar_->Finish();
+    phase_ = phase;
+    bar_ =
+        std::make_unique<Progress>(phase, total, phase.rfind("read", 0) == 0 ? "bytes" : "records");
+  }
+  if (final) {
+    bar_->Finish();
+    bar_.reset();
+    phase_.clear();
+    return;
+  }
+  if (total > 0) bar_->SetTotal(total);
+  bar_->Update(done, bytes);
+}
+
 }  // namespace shardkit

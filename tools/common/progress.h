@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -31,6 +32,18 @@ class Progress {
   bool tty_;
   std::chrono::steady_clock::time_point start_, last_draw_;
   std::mutex mu_;
+};
+
+// Progress lines for the phases a pack reports (PackEvents::progress), one
+// Progress per phase; a "read" phase counts bytes, the others records.
+class PhaseProgress {
+ public:
+  void operator()(const std::string& phase, uint64_t done, uint64_t total, uint64_t bytes,
+                  bool final);
+
+ private:
+  std::string phase_;
+  std::unique_ptr<Progress> bar_;
 };
 
 // The command line as a JSON array of strings, for manifests.

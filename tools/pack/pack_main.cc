@@ -69,32 +69,6 @@ void CatchInterrupts() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-// Progress lines for the Packer's phases, one Progress per phase.
-class PhaseProgress {
- public:
-  void operator()(const std::string& phase, uint64_t done, uint64_t total, uint64_t bytes,
-                  bool final) {
-    if (phase != phase_ || bar_ == nullptr) {
-      if (bar_ != nullptr) bar_->Finish();
-      phase_ = phase;
-      bar_ = std::make_unique<Progress>(phase, total,
-                                        phase.rfind("read", 0) == 0 ? "bytes" : "records");
-    }
-    if (final) {
-      bar_->Finish();
-      bar_.reset();
-      phase_.clear();
-      return;
-    }
-    if (total > 0) bar_->SetTotal(total);
-    bar_->Update(done, bytes);
-  }
-
- private:
-  std::string phase_;
-  std::unique_ptr<Progress> bar_;
-};
-
 // Packs `source`, prints the summary; the exit code.
 int RunPack(SampleSource* source, PackOptions o, const std::string& hint_strict) {
   o.interrupt = &g_interrupted;
@@ -143,6 +117,10 @@ int RunPack(SampleSource* source, PackOptions o, const std::string& hint_strict)
                UnusableName(static_cast<Unusable>(k));
   }
   std::printf("  skipped: %s\n", skipped.empty() ? "none" : skipped.c_str());
+  if (sum.resumed_shards > 0) {
+    std::printf("  resumed: %llu shard(s) kept from an interrupted run of the same settings\n",
+                (unsigned long long)sum.resumed_shards);
+  }
   if (o.part_count > 0) {
     std::printf(
         "  part %u of %u (%s/part.json): join all %u with 'shardkit-pack merge OUT PART...'\n",
@@ -523,13 +501,13 @@ struct PackCommands {
     Common(svhn, false, false);
   }
 
-  // An input as a part's settings name it (parts are merged only when their
-  // inputs agree): for a whole run, its path. For a part, what it holds, not
-  // where: with `content`, the file's size and CRC32C (IDX files: read whole
-  // by every part anyway), else its size and modification time (an HDF5
-  // file, which a part reads only its range of; a copy made with cp differs).
+  // An input as the settings name it (parts are merged only when their
+  // inputs agree, and a killed pack is resumed only over the same inputs):
+  // what it holds, not where: with `content`, the file's size and CRC32C
+  // (IDX files: read whole anyway), else its size and modification time (an
+  // HDF5 file, which a part reads only its range of; a copy made with cp
+  // differs).
   Result<nlohmann::json> InputId(const std::string& path, bool content) const {
-    if (part.empty()) return nlohmann::json(AbsolutePath(path));
     SK_ASSIGN_OR_RETURN(uint64_t bytes, FileSize(path));
     if (content) {
       SK_ASSIGN_OR_RETURN(uint32_t crc, FileCrc32c(path));
@@ -599,18 +577,21 @@ struct PackCommands {
       po.created_by =
           CreatedBy("shardkit-pack idx", argv_json,
                     {{"images", images}, {"labels", labels}, {"shard_size", po.shard_size}});
+      // Opened first: its errors (a missing file, a pipe) before the checksums.
+      SK_ASSIGN_OR_RETURN(auto source, OpenIdx(images, labels, names));
       SK_ASSIGN_OR_RETURN(nlohmann::json images_id, InputId(images, /*content=*/true));
       SK_ASSIGN_OR_RETURN(nlohmann::json labels_id, InputId(labels, /*content=*/true));
       Settings("idx", {{"images", images_id}, {"labels", labels_id}});
-      return OpenIdx(images, labels, names);
+      return source;
     }
     if (*mat || *svhn) return OpenMatCommand(names, argv_json);
     h5.class_names = names;
     po.created_by = CreatedBy("shardkit-pack hdf5", argv_json,
                               {{"file", h5.file}, {"images", h5.images}, {"labels", h5.labels}});
+    SK_ASSIGN_OR_RETURN(auto source, OpenHdf5(h5));
     SK_ASSIGN_OR_RETURN(nlohmann::json file_id, InputId(h5.file, /*content=*/false));
     Settings("hdf5", {{"file", file_id}, {"images", h5.images}, {"labels", h5.labels}});
-    return OpenHdf5(h5);
+    return source;
   }
 
   static const char* LayoutName(MatLayout l) {
@@ -636,11 +617,12 @@ struct PackCommands {
                                     {"label_map", map},   {"classes", o.class_names}};
     const char* command = *svhn ? "svhn" : "mat";
     po.created_by = CreatedBy(std::string("shardkit-pack ") + command, argv_json, options);
+    SK_ASSIGN_OR_RETURN(auto source, OpenMat(o));
     SK_ASSIGN_OR_RETURN(nlohmann::json file_id, InputId(o.file, /*content=*/false));
     nlohmann::json settings = options;
     settings["file"] = file_id;
     Settings(command, settings);
-    return OpenMat(o);
+    return source;
   }
 
   bool chosen() const { return *imagenet || *webdataset || *idx || *hdf5 || *mat || *svhn; }

@@ -9,7 +9,7 @@
 
 #include "base/random.h"
 #include "base/status.h"
-#include "tools/augment/augment.h"
+#include "ingest/augment.h"
 
 namespace shardkit {
 

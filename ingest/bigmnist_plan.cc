@@ -1,5 +1,5 @@
 // Output order of bigMNIST.
-#include "tools/augment/bigmnist_plan.h"
+#include "ingest/bigmnist_plan.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,5 +1,5 @@
 // Transform sampling and application for bigMNIST.
-#include "tools/augment/augment.h"
+#include "ingest/augment.h"
 
 #include <algorithm>
 #include <cassert>
