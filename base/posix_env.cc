@@ -44,9 +44,8 @@ ssize_t WriteOrInjectFault(int fd, const void* p, size_t n) {
 }  // namespace
 
 Status Errno(const std::string& what, const std::string& path, int err) {
-  std::string msg = path + ": " + what + ": " + std::strerror(err);
-  if (err == ENOENT) return Status::NotFound(msg);
-  return Status::IOError(msg);
+  return Status::At(err == ENOENT ? Status::Code::kNotFound : Status::Code::kIOError, {path, ""},
+                    what + ": " + std::strerror(err));
 }
 
 // Something that is not a regular file where one is expected (a FIFO, a
@@ -59,7 +58,8 @@ Status NotRegular(const std::string& path, mode_t mode) {
                      : S_ISCHR(mode)  ? "a character device"
                      : S_ISBLK(mode)  ? "a block device"
                                       : "not a regular file";
-  return Status::InvalidArgument(path + ": is " + std::string(what) + ", not a regular file");
+  return Status::At(Status::Code::kInvalidArgument, {path, ""},
+                    "is " + std::string(what) + ", not a regular file");
 }
 
 // Opens a regular file without blocking on a FIFO that replaced it since the
@@ -194,8 +194,8 @@ Status PosixFile::ReadDirect(uint64_t offset, size_t n, char* dst) const {
     }
     if (err != 0) return Errno("read failed at offset " + std::to_string(offset), path_, err);
     if (begin + got < offset + n) {
-      return Status::Corruption(path_ + ": unexpected end of file at offset " +
-                                std::to_string(begin + got));
+      return Status::At(Status::Code::kCorruption, {path_, ""},
+                        "unexpected end of file at offset " + std::to_string(begin + got));
     }
     std::memcpy(dst, buf.p + (offset - begin), n);
     return Status::OK();
@@ -204,9 +204,10 @@ Status PosixFile::ReadDirect(uint64_t offset, size_t n, char* dst) const {
 
 Status PosixFile::CheckRange(uint64_t offset, size_t n) const {
   if (offset > size_ || n > size_ - offset) {
-    return Status::Corruption(path_ + ": read of " + std::to_string(n) + " bytes at offset " +
-                              std::to_string(offset) + " past end of file (" +
-                              std::to_string(size_) + " bytes)");
+    return Status::At(Status::Code::kCorruption, {path_, ""},
+                      "read of " + std::to_string(n) + " bytes at offset " +
+                          std::to_string(offset) + " past end of file (" + std::to_string(size_) +
+                          " bytes)");
   }
   return Status::OK();
 }
@@ -306,8 +307,8 @@ Status PosixFile::Read(uint64_t offset, size_t n, void* dst) const {
       return Errno("read failed at offset " + std::to_string(offset), path_, errno);
     }
     if (r == 0) {
-      return Status::Corruption(path_ + ": unexpected end of file at offset " +
-                                std::to_string(offset));
+      return Status::At(Status::Code::kCorruption, {path_, ""},
+                        "unexpected end of file at offset " + std::to_string(offset));
     }
     p += r;
     n -= static_cast<size_t>(r);

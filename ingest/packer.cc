@@ -377,12 +377,12 @@ Status Packer::WriteAll(std::vector<Sample>* samples) {
       sum_->bytes_in += slot.in_bytes;
       SK_RETURN_IF_ERROR(slot.fatal);  // the spill, not the member: no dataset
       if (!slot.status.ok()) {
-        // A reader's message names the file already; a decoder's does not.
-        const std::string& m = slot.status.message();
-        const bool named = m.compare(0, s.name.size(), s.name) == 0;
-        SK_RETURN_IF_ERROR(named ? Skip(s.name, m.substr(std::min(m.size(), s.name.size() + 2)),
-                                        Unusable::kBadImage)
-                                 : Skip(s.name, m, Unusable::kBadImage));
+        // A reader's error is located at the file (the member named);
+        // a decoder's is not.
+        const ErrorLocation* at = slot.status.location();
+        const bool named = at != nullptr && at->ToString() == s.name;
+        SK_RETURN_IF_ERROR(
+            Skip(s.name, named ? slot.status.what() : slot.status.message(), Unusable::kBadImage));
         continue;
       }
       SK_RETURN_IF_ERROR(Write(s, &slot.image));
