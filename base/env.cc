@@ -52,6 +52,10 @@ Status Env::RenameFile(const std::string& from, const std::string& to) {
 Status Env::RemoveFile(const std::string& path) { return Cannot(path, "remove files"); }
 Status Env::CreateDirs(const std::string& dir) { return Cannot(dir, "create directories"); }
 Status Env::SyncDir(const std::string& dir) { return Cannot(dir, "sync directories"); }
+Status Env::RemoveDir(const std::string& dir) { return Cannot(dir, "remove directories"); }
+Result<std::unique_ptr<ScratchFile>> Env::NewScratchFile(const std::string& dir) {
+  return Cannot(dir, "hold scratch files");
+}
 Result<std::vector<std::string>> Env::ListDir(const std::string& dir) {
   return Cannot(dir, "list directories");
 }

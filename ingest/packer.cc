@@ -2,11 +2,7 @@
 // listing checked, ordered and written.
 #include "ingest/packer.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -77,57 +73,28 @@ uint64_t RecordsPerShard(uint64_t shard_size, uint64_t raw_size) {
 namespace {
 
 // Prepared records in the order they streamed by, read back in the seeded
-// order. Anonymous (O_TMPFILE, else unlinked at once): no pack, however it
-// ends, leaves it behind.
+// order: a ScratchFile of the options' Env beside the shards, which no pack,
+// however it ends, leaves behind.
 class Spill {
  public:
-  ~Spill() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Status Open(const std::string& dir) {
-    fd_ = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd_ >= 0) return Status::OK();
-    const std::string path = JoinPath(dir, ".shardkit-pack-spill");
-    ::unlink(path.c_str());
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd_ < 0) {
-      return Status::IOError(path + ": cannot create the spill file: " + std::strerror(errno));
-    }
-    ::unlink(path.c_str());
+  Status Open(Env* env, const std::string& dir) {
+    SK_ASSIGN_OR_RETURN(file_, env->NewScratchFile(dir));
     return Status::OK();
   }
   Status Append(const std::string& bytes, int64_t* offset) {
-    *offset = static_cast<int64_t>(end_);
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n =
-          ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(end_ + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        return Status::IOError(std::string("spill file: write failed: ") +
-                               (n < 0 ? std::strerror(errno) : "no space") +
-                               " (is OUT's filesystem full?)");
-      }
-      done += static_cast<size_t>(n);
-    }
-    end_ += bytes.size();
+    uint64_t at = 0;
+    Status s = file_->Append(bytes.data(), bytes.size(), &at);
+    if (!s.ok()) return Status::IOError("spill: " + s.message() + " (is OUT's filesystem full?)");
+    *offset = static_cast<int64_t>(at);
     return Status::OK();
   }
   Status Read(int64_t offset, uint64_t size, std::string* out) const {
     out->resize(size);
-    size_t done = 0;
-    while (done < size) {
-      const ssize_t n = ::pread(fd_, &(*out)[done], size - done, static_cast<off_t>(offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return Status::IOError("spill file: read failed");
-      done += static_cast<size_t>(n);
-    }
-    return Status::OK();
+    return file_->Read(static_cast<uint64_t>(offset), size, out->data()).WithContext("spill");
   }
 
  private:
-  int fd_ = -1;
-  uint64_t end_ = 0;
+  std::unique_ptr<ScratchFile> file_;
 };
 
 // A streamed member, prepared and spilled (or why it could not be).
@@ -168,7 +135,12 @@ Status PrepareRecord(const RecordSpec& spec, uint64_t raw_size, const PackOption
 class Packer : public SampleSink {
  public:
   Packer(SampleSource* source, const PackOptions& o, const PackEvents& events, PackSummary* sum)
-      : source_(source), o_(o), events_(events), sum_(sum), spec_(source->spec()) {
+      : source_(source),
+        o_(o),
+        events_(events),
+        sum_(sum),
+        spec_(source->spec()),
+        env_(o.env != nullptr ? o.env : Env::Default()) {
     threads_ = o.threads > 0 ? o.threads : omp_get_max_threads();
     raw_size_ = 1;
     for (int64_t d : spec_.shape) raw_size_ *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
@@ -257,6 +229,7 @@ class Packer : public SampleSink {
   const PackEvents& events_;
   PackSummary* sum_;
   const RecordSpec spec_;
+  Env* const env_;
   int threads_;
   uint64_t raw_size_;
   std::string read_phase_;
@@ -478,6 +451,7 @@ Status Packer::Run() {
   DatasetWriterOptions wo;
   wo.shard_size = o_.shard_size;
   wo.overwrite = o_.force;
+  wo.env = env_;
   wo.shard.kind = spec_.kind;
   if (spec_.kind == format::RecordKind::kJpeg) {
     wo.shard.compression = CompressionMode::kStore;  // JPEG does not shrink further
@@ -493,7 +467,7 @@ Status Packer::Run() {
   // OUT first (its lock, and the refusal to replace a dataset without
   // --force) before the source is read; then the spill beside the shards.
   SK_ASSIGN_OR_RETURN(writer_, DatasetWriter::Create(o_.out, wo));
-  SK_RETURN_IF_ERROR(spill_.Open(o_.out));
+  SK_RETURN_IF_ERROR(spill_.Open(env_, o_.out));
   read_phase_ = "read " + source_->name().substr(source_->name().rfind('/') + 1);
   if (events_.progress) events_.progress(read_phase_, 0, 0, 0, false);  // its clock starts
   SK_ASSIGN_OR_RETURN(Listing listing, source_->Scan(this));
