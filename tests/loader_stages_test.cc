@@ -1,13 +1,16 @@
 // The loader's stages alone, without the Loader that wires them: RecordSource
 // (payloads and how long they live), SampleDecoder (bytes -> pixels),
 // CorruptSamples (the corrupt policy), BatchFiller (a batch with a corrupt
-// record in it), LoaderState (saved, parsed, checked), and the DatasetWriter's
-// own record checks that shardkit-pack and the binding share.
+// record in it), LoaderState (saved, parsed, checked), the options' checks
+// (ValidateLoaderOptions), and the DatasetWriter's own record checks that
+// shardkit-pack and the binding share.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <filesystem>
+#include <functional>
 #include <set>
 
 #include "loader/batch_filler.h"
@@ -672,6 +675,43 @@ TEST(LoaderStateTest, OnePolicyForEveryResume) {
   old.world_size = 4;
   old.batch_size = 32;
   EXPECT_TRUE(CheckResumable(old, saved).ok());
+}
+
+TEST(LoaderOptionsTest, EveryRangeIsCheckedInOnePlaceBeforeTheDatasetIsOpened) {
+  EXPECT_TRUE(ValidateLoaderOptions(LoaderOptions()).ok());
+  auto with = [](const std::function<void(LoaderOptions&)>& change) {
+    LoaderOptions o;
+    change(o);
+    return o;
+  };
+  for (auto [o, why] : std::vector<std::pair<LoaderOptions, std::string>>{
+           {with([](auto& o) { o.workers = 0; }), "workers must be in 1..256, not 0"},
+           {with([](auto& o) { o.prefetch = kMaxPrefetch + 1; }), "prefetch must be in 1..1024"},
+           {with([](auto& o) { o.batch_size = 0; }), "batch size must be in 1.."},
+           {with([](auto& o) { o.rank = 2, o.world_size = 2; }),
+            "rank 2 is not in 0..world_size-1"},
+           {with([](auto& o) { o.world_size = kMaxWorldSize + 1; }), "world size must be at most"},
+           {with([](auto& o) { o.read_depth = -2; }), "read depth must be in 0..1024"},
+           {with([](auto& o) { o.read_ahead_bytes = 0; }), "read-ahead bytes"},
+           {with([](auto& o) { o.transform.size = 0; }), "transform size must be in 1..4096"},
+           {with([](auto& o) { o.transform.height = 10; }), "height and width together"},
+           {with([](auto& o) { o.transform.flip_prob = 2; }), "flip probability"},
+           {with([](auto& o) { o.transform.min_scale = std::nan(""); }), "crop scale range"},
+           {with([](auto& o) { o.transform.max_ratio = 0.1; }), "aspect-ratio range"},
+           {with([](auto& o) { o.transform.crop_fraction = 0; }), "val crop fraction"},
+           {with([](auto& o) {
+              o.transform.kind = TransformKind::kVal;
+              o.transform.resize = 100;
+            }),
+            "CenterCrop 224x224 is larger than the Resize before it"}}) {
+    Status s = ValidateLoaderOptions(o);
+    EXPECT_TRUE(s.IsInvalidArgument()) << why;
+    EXPECT_NE(s.message().find(why), std::string::npos) << s.message();
+    // Loader::Open checks them before it looks for the dataset.
+    auto loader = Loader::Open("/nonexistent/dataset", o);
+    ASSERT_FALSE(loader.ok());
+    EXPECT_EQ(loader.status().message(), s.message());
+  }
 }
 
 TEST(DatasetWriterTest, ChecksLabelsAndSizesForEveryWriter) {
