@@ -13,6 +13,7 @@
 #include "base/system.h"
 #include "loader/batch_filler.h"
 #include "loader/record_source.h"
+#include "loader/resume_plan.h"
 #include "loader/sample_decoder.h"
 
 namespace shardkit {
@@ -251,49 +252,10 @@ Status Loader::Restore(const LoaderState& saved) {
   const LoaderState current = state();
   Impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.consumer_mu);
-  SK_RETURN_IF_ERROR(CheckResumable(saved, current));
-  auto bad = [](const std::string& what) {
-    return Status::InvalidArgument("loader state: " + what);
-  };
-  if (saved.world_size > uint64_t{kMaxWorldSize} || saved.batch_size > uint64_t{kMaxBatchSize}) {
-    return bad("world size " + std::to_string(saved.world_size) + " or batch size " +
-               std::to_string(saved.batch_size) + " out of range");
-  }
-  std::shared_ptr<const EpochPositions> rest;
-  if (!saved.positions.empty()) {
-    Result<EpochPositions> p = EpochPositions::Make(saved.positions, current.records);
-    if (!p.ok()) return bad(p.status().message());
-    rest = std::make_shared<const EpochPositions>(std::move(*p));
-  }
-  // The cut the state counts batches in, and where in it the saved run was.
-  const bool strided = d.source->mode() != ShuffleMode::kBlockLocal;
-  const bool drop_last = saved.shuffle.empty() ? d.opt.drop_last : saved.drop_last;  // version 1
-  const Partition was = Partition::Cut(current.records, rest, 0, static_cast<int>(saved.world_size),
-                                       saved.batch_size, drop_last, strided);
-  if (saved.batch > was.batches) {
-    return bad("batch " + std::to_string(saved.batch) + " is past the epoch's " +
-               std::to_string(was.batches) + " batches");
-  }
-  uint64_t epoch = saved.epoch, batch = saved.batch;
-  if (batch == was.batches) {  // read to its end (a stop on its last step): the next epoch
-    rest.reset();
-    ++epoch;
-    batch = 0;
-  } else if (saved.world_size != current.world_size || saved.batch_size != current.batch_size ||
-             drop_last != current.drop_last) {
-    // Elastic: what the saved run had not read of the epoch, cut for this loader.
-    if (batch > 0 || rest) rest = std::make_shared<const EpochPositions>(was.Remaining(batch));
-    batch = 0;
-    if (rest && Partition::Cut(current.records, rest, d.opt.rank, d.opt.world_size,
-                               current.batch_size, current.drop_last, strided)
-                        .batches == 0) {
-      rest.reset();  // too little left for a batch (drop_last): the next epoch
-      ++epoch;
-    }
-  }
-  d.rest = std::move(rest);
-  d.rest_epoch = epoch;
-  return d.Start(epoch, batch);
+  SK_ASSIGN_OR_RETURN(ResumePoint at, PlanResume(saved, current, d.opt.rank));
+  d.rest = std::move(at.rest);
+  d.rest_epoch = at.epoch;
+  return d.Start(at.epoch, at.batch);
 }
 
 LoaderStats Loader::stats() const {

@@ -1,9 +1,9 @@
 // The loader's stages alone, without the Loader that wires them: RecordSource
 // (payloads and how long they live), SampleDecoder (bytes -> pixels),
 // CorruptSamples (the corrupt policy), BatchFiller (a batch with a corrupt
-// record in it), LoaderState (saved, parsed, checked), the options' checks
-// (ValidateLoaderOptions), and the DatasetWriter's own record checks that
-// shardkit-pack and the binding share.
+// record in it), LoaderState (saved, parsed, checked, resumed from:
+// PlanResume), the options' checks (ValidateLoaderOptions), and the
+// DatasetWriter's own record checks that shardkit-pack and the binding share.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +21,7 @@
 #include "loader/read_queue.h"
 #include "loader/record_fetcher.h"
 #include "loader/record_source.h"
+#include "loader/resume_plan.h"
 #include "loader/sample_decoder.h"
 #include "shard/dataset_writer.h"
 #include "tests/test_util.h"
@@ -675,6 +676,91 @@ TEST(LoaderStateTest, OnePolicyForEveryResume) {
   old.world_size = 4;
   old.batch_size = 32;
   EXPECT_TRUE(CheckResumable(old, saved).ok());
+}
+
+// A state saved by a run of `world` ranks of `batch` samples over `records`.
+LoaderState SavedAt(uint64_t epoch, uint64_t batch, uint64_t world, uint64_t batch_size,
+                    uint64_t records, const std::string& shuffle = "full") {
+  LoaderState s;
+  s.epoch = epoch;
+  s.batch = batch;
+  s.seed = 7;
+  s.world_size = world;
+  s.batch_size = batch_size;
+  s.records = records;
+  s.shuffle = shuffle;
+  s.transform = "raw";
+  return s;
+}
+
+TEST(ResumePlanTest, SameCutContinuesAtTheSavedBatch) {
+  const LoaderState saved = SavedAt(3, 4, 2, 10, 100);
+  auto at = PlanResume(saved, SavedAt(0, 0, 2, 10, 100), 1);
+  ASSERT_TRUE(at.ok()) << at.status().ToString();
+  EXPECT_EQ(at->epoch, 3u);
+  EXPECT_EQ(at->batch, 4u);
+  EXPECT_EQ(at->rest, nullptr);
+}
+
+TEST(ResumePlanTest, AStateReadToItsEndStartsTheNextEpoch) {
+  // 100 records, 2 ranks of 10: 5 batches an epoch.
+  auto at = PlanResume(SavedAt(3, 5, 2, 10, 100), SavedAt(0, 0, 4, 3, 100), 0);
+  ASSERT_TRUE(at.ok()) << at.status().ToString();
+  EXPECT_EQ(at->epoch, 4u);
+  EXPECT_EQ(at->batch, 0u);
+  EXPECT_EQ(at->rest, nullptr);
+}
+
+TEST(ResumePlanTest, AnotherCutMidEpochContinuesWithExactlyWhatWasLeft) {
+  // 2 ranks x 10 read 3 batches (60 positions, strided: 0..59); 4 ranks of 3 go on.
+  auto at = PlanResume(SavedAt(3, 3, 2, 10, 100), SavedAt(0, 0, 4, 3, 100), 2);
+  ASSERT_TRUE(at.ok()) << at.status().ToString();
+  EXPECT_EQ(at->epoch, 3u);
+  EXPECT_EQ(at->batch, 0u);
+  ASSERT_NE(at->rest, nullptr);
+  EXPECT_EQ(at->rest->size(), 40u);
+  EXPECT_EQ(at->rest->At(0), 60u);
+  // Every rank plans the same rest, and the ranks' cuts of it hold each position once.
+  std::multiset<uint64_t> seen;
+  for (int rank = 0; rank < 4; ++rank) {
+    auto r = PlanResume(SavedAt(3, 3, 2, 10, 100), SavedAt(0, 0, 4, 3, 100), rank);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->rest->ranges(), at->rest->ranges());
+    const Partition p = Partition::Cut(100, r->rest, rank, 4, 3, false, true);
+    for (uint64_t i = 0; i < p.real; ++i) seen.insert(p.Position(i));
+  }
+  EXPECT_EQ(seen.size(), 40u);
+  EXPECT_EQ(std::set<uint64_t>(seen.begin(), seen.end()).size(), 40u);
+  EXPECT_EQ(*seen.begin(), 60u);
+}
+
+TEST(ResumePlanTest, TooLittleLeftForABatchUnderDropLastIsTheNextEpoch) {
+  LoaderState now = SavedAt(0, 0, 4, 16, 100);
+  now.drop_last = true;  // 4 x 16 = 64 a batch; 40 are left
+  auto at = PlanResume(SavedAt(3, 3, 2, 10, 100), now, 0);
+  ASSERT_TRUE(at.ok()) << at.status().ToString();
+  EXPECT_EQ(at->epoch, 4u);
+  EXPECT_EQ(at->batch, 0u);
+  EXPECT_EQ(at->rest, nullptr);
+}
+
+TEST(ResumePlanTest, RefusesWhatCannotContinueExactly) {
+  const LoaderState now = SavedAt(0, 0, 2, 10, 100);
+  for (auto [saved, why] : std::vector<std::pair<LoaderState, std::string>>{
+           {SavedAt(3, 6, 2, 10, 100), "loader state: batch 6 is past the epoch's 5 batches"},
+           {SavedAt(3, 1, 2, 10, 99), "dataset of 99 records"},
+           {SavedAt(3, 1, 2, 10, 100, "block"), "shuffle block -> full"},
+           {SavedAt(3, 1, 1 << 20, 10, 100), "loader state: world size 1048576"}}) {
+    auto at = PlanResume(saved, now, 0);
+    ASSERT_FALSE(at.ok()) << why;
+    EXPECT_TRUE(at.status().IsInvalidArgument());
+    EXPECT_NE(at.status().message().find(why), std::string::npos) << at.status().message();
+  }
+  LoaderState bad_rest = SavedAt(3, 0, 2, 10, 100);
+  bad_rest.positions = {{50, 200}};
+  auto at = PlanResume(bad_rest, now, 0);
+  ASSERT_FALSE(at.ok());
+  EXPECT_EQ(at.status().message().rfind("loader state: ", 0), 0u) << at.status().message();
 }
 
 TEST(LoaderOptionsTest, EveryRangeIsCheckedInOnePlaceBeforeTheDatasetIsOpened) {
