@@ -1,5 +1,6 @@
-// ValidateLoaderOptions: every option's range, checked in one place before
-// a Loader opens anything (and by the tools through it).
+// The rules on the loader's options, each in one place: ValidateLoaderOptions
+// (every option's range, checked before a Loader opens anything, and by the
+// tools through it) and TransformApplies (which records a transform takes).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -67,6 +68,10 @@ Status ValidateLoaderOptions(const LoaderOptions& o) {
     return bad("val crop fraction must be in (0, 1]");
   }
   return Status::OK();
+}
+
+bool TransformApplies(format::RecordKind record, TransformKind transform) {
+  return record == format::RecordKind::kJpeg || transform == TransformKind::kNone;
 }
 
 }  // namespace shardkit

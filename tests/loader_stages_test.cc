@@ -259,6 +259,35 @@ TEST(SampleDecoderTest, RawRecordsAreCopiedOrTransposedAndSizeChecked) {
       SampleDecoder::Make(f, TransformParams(), Layout::kNCHW, 0, "d").status().IsUnsupported());
 }
 
+// One rule for every front end: JPEG records take every transform, raw
+// records only none, and the loader refuses the others by name rather than
+// ignore them.
+TEST(TransformRuleTest, RawRecordsTakeOnlyTransformNoneAndTheLoaderSaysSo) {
+  for (const auto& [kind, name] : kTransformKindNames) {
+    EXPECT_TRUE(TransformApplies(format::RecordKind::kJpeg, kind)) << name;
+    EXPECT_EQ(TransformApplies(format::RecordKind::kRawU8, kind), kind == TransformKind::kNone)
+        << name;
+  }
+  TempDir dir;
+  WriteRaw(dir / "raw", 20, 4, CompressionMode::kStore, 1 << 20);
+  LoaderOptions o;
+  o.batch_size = 4;
+  ASSERT_TRUE(Loader::Open(dir / "raw", o).ok()) << "transform none, the default";
+  for (TransformKind kind : {TransformKind::kTrain, TransformKind::kVal, TransformKind::kResize}) {
+    o.transform.kind = kind;
+    auto l = Loader::Open(dir / "raw", o);
+    ASSERT_FALSE(l.ok()) << TransformKindName(kind);
+    EXPECT_TRUE(l.status().IsInvalidArgument());
+    EXPECT_EQ(l.status().message(),
+              dir / "raw" +
+                  ": holds raw 4x4x1 records, which the loader returns as stored; "
+                  "transform '" +
+                  TransformKindName(kind) +
+                  "' crops and resizes JPEG records: use transform none (and resize or augment "
+                  "the batches after the loader if you need to)");
+  }
+}
+
 // A JPEG's crop depends on (seed, epoch, position) only: the same for any
 // worker or state, another for another epoch; garbage is a Corruption.
 TEST(SampleDecoderTest, JpegCropsAreKeyedAndGarbageIsCorruption) {
