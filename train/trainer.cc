@@ -390,10 +390,6 @@ Status Trainer::SetUpData() {
 Status Trainer::OpenLoaders() {
   SK_ASSIGN_OR_RETURN(const Manifest manifest, ReadManifest(o_.data));
   const LoaderOptions lo = TrainLoaderOptions(o_, env_, device_, manifest.record.kind);
-  if (lo.transform.kind == TransformKind::kNone) {
-    Note(o_.data + ": " + RecordKindName(manifest.record.kind) +
-         " records, trained on as stored (no crop, resize or flip)");
-  }
   SK_ASSIGN_OR_RETURN(train_loader_, Loader::Open(o_.data, lo));
   if (train_loader_->manifest().classes.empty()) {
     return Status::InvalidArgument(
@@ -526,7 +522,10 @@ void Trainer::NoteStart() {
        (spec_.small_input_stem ? "small" : "torchvision") + " stem) on " +
        (o_.synthetic
             ? std::string("synthetic data (random batches made once on the device)")
-            : o_.data + ": " + std::to_string(train_loader_->dataset_records()) + " records") +
+            : o_.data + ": " + std::to_string(train_loader_->dataset_records()) + " records" +
+                  (train_loader_->manifest().record.kind == format::RecordKind::kJpeg
+                       ? std::string()
+                       : std::string(" (raw, as stored: no crop, resize or flip)"))) +
        ", " + std::to_string(steps_per_epoch_) + " steps/epoch, global batch " +
        std::to_string(o_.batch_size * env_.world_size) + ", lr " + std::to_string(base_lr_) +
        ", device " + device_.str());
