@@ -34,8 +34,9 @@ Result<std::unique_ptr<FileRegion>> RandomAccessFile::MapRegion(uint64_t offset,
 Result<std::string> Env::ReadFile(const std::string& path, uint64_t max_size) {
   SK_ASSIGN_OR_RETURN(auto file, OpenForReads(path));
   if (file->size() > max_size) {
-    return Status::InvalidArgument(path + ": file is " + std::to_string(file->size()) +
-                                   " bytes, more than the limit of " + std::to_string(max_size));
+    return Status::At(Status::Code::kInvalidArgument, {path, ""},
+                      "file is " + std::to_string(file->size()) +
+                          " bytes, more than the limit of " + std::to_string(max_size));
   }
   std::string data(file->size(), '\0');
   SK_RETURN_IF_ERROR(file->Read(0, data.size(), data.data()));
@@ -51,6 +52,10 @@ Status Env::RenameFile(const std::string& from, const std::string& to) {
 Status Env::RemoveFile(const std::string& path) { return Cannot(path, "remove files"); }
 Status Env::CreateDirs(const std::string& dir) { return Cannot(dir, "create directories"); }
 Status Env::SyncDir(const std::string& dir) { return Cannot(dir, "sync directories"); }
+Status Env::RemoveDir(const std::string& dir) { return Cannot(dir, "remove directories"); }
+Result<std::unique_ptr<ScratchFile>> Env::NewScratchFile(const std::string& dir) {
+  return Cannot(dir, "hold scratch files");
+}
 Result<std::vector<std::string>> Env::ListDir(const std::string& dir) {
   return Cannot(dir, "list directories");
 }

@@ -13,12 +13,15 @@
 // implementation's choice: readers say how they will read (AccessHints) and
 // the file picks.
 //
-// Writing a dataset goes through the same seam: a WritableFile per file,
-// and the directory operations publishing needs (rename, remove, list, sync,
-// a writer's lock). POSIX has them all (base/posix_env.cc); object storage
-// writes whole objects, each visible only once closed, and has no renames
-// or locks (its datasets are published by writing the manifest last: see
-// shardkit-pack push). base/file_io.h keeps the POSIX helpers' names.
+// Writing a dataset goes through the same seam: a WritableFile per file, a
+// ScratchFile for what a writer keeps before it writes it, and the directory
+// operations publishing needs (rename, remove, list, sync, a writer's lock):
+// a writer given an Env (PackOptions::env, DatasetWriterOptions::env) does
+// all of its writing through it, so a test double can fail any of it
+// (tests/storage_double.h: WriteFaultEnv, a disk that fills up). POSIX has them all
+// (base/posix_env.cc); object storage writes whole objects, each visible only once closed, and has
+// no renames or locks (its datasets are published by writing the manifest last: see shardkit-pack
+// push). base/file_io.h keeps the POSIX helpers' names.
 #pragma once
 
 #include <cstdint>
@@ -145,6 +148,23 @@ class WritableFile {
   uint32_t crc_ = 0;
 };
 
+// A file without a name, for bytes a writer keeps and reads back before it
+// writes them out (the packer's spill): appended to, read at offsets, and
+// gone once destroyed or once the process ends, however it ends (POSIX:
+// O_TMPFILE, else a name unlinked at once). Append is not thread-safe; Read
+// is, alongside other Reads.
+class ScratchFile {
+ public:
+  ScratchFile() = default;
+  ScratchFile(const ScratchFile&) = delete;
+  ScratchFile& operator=(const ScratchFile&) = delete;
+  virtual ~ScratchFile() = default;
+  // Appends n bytes; *offset receives where they start.
+  virtual Status Append(const void* data, size_t n, uint64_t* offset) = 0;
+  // Reads exactly n bytes at offset (appended before) into dst.
+  virtual Status Read(uint64_t offset, size_t n, void* dst) const = 0;
+};
+
 // An exclusive writer's lock on a dataset directory, held until destroyed.
 class DirLock {
  public:
@@ -204,6 +224,11 @@ class Env {
   virtual Status CreateDirs(const std::string& dir);
   // Makes the directory's entries (renames, new files) durable.
   virtual Status SyncDir(const std::string& dir);
+  // Removes `dir` if it is empty; one that holds anything is left as it is
+  // (an error says so).
+  virtual Status RemoveDir(const std::string& dir);
+  // A ScratchFile on the storage of `dir` (an existing directory).
+  virtual Result<std::unique_ptr<ScratchFile>> NewScratchFile(const std::string& dir);
   // The names (not paths) of the entries of `dir`, sorted.
   virtual Result<std::vector<std::string>> ListDir(const std::string& dir);
   // An exclusive writer's lock on `dir`: a second writer is refused at

@@ -1,7 +1,7 @@
 // The POSIX backend of the storage seam (base/env.h): files read with pread,
-// a read-only mapping or O_DIRECT, files written through a buffer, and the
-// directory operations datasets are published with (rename, fsync of the
-// directory, flock).
+// a read-only mapping or O_DIRECT, files written through a buffer, scratch
+// files without a name, and the directory operations datasets are published
+// with (rename, fsync of the directory, flock).
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -24,29 +24,11 @@ namespace {
 
 constexpr size_t kWriteBuffer = 1 << 20;
 
-// Fault injection for tests: SHARDKIT_FAULT_WRITE_BUDGET=N makes every write
-// after the first N bytes (per process) fail with ENOSPC, as a full disk does.
-ssize_t WriteOrInjectFault(int fd, const void* p, size_t n) {
-  static std::atomic<int64_t> budget{[] {
-    const char* v = std::getenv("SHARDKIT_FAULT_WRITE_BUDGET");
-    return v != nullptr ? std::atoll(v) : int64_t{-1};
-  }()};
-  if (budget.load(std::memory_order_relaxed) >= 0) {
-    const int64_t left = budget.fetch_sub(static_cast<int64_t>(n));
-    if (left < static_cast<int64_t>(n)) {
-      errno = ENOSPC;
-      return -1;
-    }
-  }
-  return ::write(fd, p, n);
-}
-
 }  // namespace
 
 Status Errno(const std::string& what, const std::string& path, int err) {
-  std::string msg = path + ": " + what + ": " + std::strerror(err);
-  if (err == ENOENT) return Status::NotFound(msg);
-  return Status::IOError(msg);
+  return Status::At(err == ENOENT ? Status::Code::kNotFound : Status::Code::kIOError, {path, ""},
+                    what + ": " + std::strerror(err));
 }
 
 // Something that is not a regular file where one is expected (a FIFO, a
@@ -59,7 +41,8 @@ Status NotRegular(const std::string& path, mode_t mode) {
                      : S_ISCHR(mode)  ? "a character device"
                      : S_ISBLK(mode)  ? "a block device"
                                       : "not a regular file";
-  return Status::InvalidArgument(path + ": is " + std::string(what) + ", not a regular file");
+  return Status::At(Status::Code::kInvalidArgument, {path, ""},
+                    "is " + std::string(what) + ", not a regular file");
 }
 
 // Opens a regular file without blocking on a FIFO that replaced it since the
@@ -194,8 +177,8 @@ Status PosixFile::ReadDirect(uint64_t offset, size_t n, char* dst) const {
     }
     if (err != 0) return Errno("read failed at offset " + std::to_string(offset), path_, err);
     if (begin + got < offset + n) {
-      return Status::Corruption(path_ + ": unexpected end of file at offset " +
-                                std::to_string(begin + got));
+      return Status::At(Status::Code::kCorruption, {path_, ""},
+                        "unexpected end of file at offset " + std::to_string(begin + got));
     }
     std::memcpy(dst, buf.p + (offset - begin), n);
     return Status::OK();
@@ -204,9 +187,10 @@ Status PosixFile::ReadDirect(uint64_t offset, size_t n, char* dst) const {
 
 Status PosixFile::CheckRange(uint64_t offset, size_t n) const {
   if (offset > size_ || n > size_ - offset) {
-    return Status::Corruption(path_ + ": read of " + std::to_string(n) + " bytes at offset " +
-                              std::to_string(offset) + " past end of file (" +
-                              std::to_string(size_) + " bytes)");
+    return Status::At(Status::Code::kCorruption, {path_, ""},
+                      "read of " + std::to_string(n) + " bytes at offset " +
+                          std::to_string(offset) + " past end of file (" + std::to_string(size_) +
+                          " bytes)");
   }
   return Status::OK();
 }
@@ -316,8 +300,8 @@ Status PosixFile::Read(uint64_t offset, size_t n, void* dst) const {
       return Errno("read failed at offset " + std::to_string(offset), path_, errno);
     }
     if (r == 0) {
-      return Status::Corruption(path_ + ": unexpected end of file at offset " +
-                                std::to_string(offset));
+      return Status::At(Status::Code::kCorruption, {path_, ""},
+                        "unexpected end of file at offset " + std::to_string(offset));
     }
     p += r;
     n -= static_cast<size_t>(r);
@@ -365,7 +349,7 @@ class PosixWritableFile final : public WritableFile {
  private:
   Status WriteAll(const char* p, size_t n) {
     while (n > 0) {
-      ssize_t w = WriteOrInjectFault(fd_, p, n);
+      ssize_t w = ::write(fd_, p, n);
       if (w < 0) {
         if (errno == EINTR) continue;
         return Errno("write failed", path_, errno);
@@ -383,6 +367,45 @@ class PosixWritableFile final : public WritableFile {
   std::string path_;
   int fd_ = -1;
   std::vector<char> buf_;
+};
+
+// O_TMPFILE in the directory, else a name made and unlinked at once: written
+// with pwrite, read with pread.
+class PosixScratchFile final : public ScratchFile {
+ public:
+  PosixScratchFile(std::string dir, int fd) : name_(dir + ": scratch file"), fd_(fd) {}
+  ~PosixScratchFile() override { ::close(fd_); }
+  Status Append(const void* data, size_t n, uint64_t* offset) override {
+    *offset = end_;
+    const char* p = static_cast<const char*>(data);
+    for (size_t done = 0; done < n;) {
+      const ssize_t w = ::pwrite(fd_, p + done, n - done, static_cast<off_t>(end_ + done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return Errno("write failed", name_, w < 0 ? errno : ENOSPC);
+      done += static_cast<size_t>(w);
+    }
+    end_ += n;
+    return Status::OK();
+  }
+  Status Read(uint64_t offset, size_t n, void* dst) const override {
+    char* p = static_cast<char*>(dst);
+    for (size_t done = 0; done < n;) {
+      const ssize_t r = ::pread(fd_, p + done, n - done, static_cast<off_t>(offset + done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return Errno("read failed at offset " + std::to_string(offset), name_, errno);
+      if (r == 0) {
+        return Status::Corruption(name_ + ": unexpected end of file at offset " +
+                                  std::to_string(offset + done));
+      }
+      done += static_cast<size_t>(r);
+    }
+    return Status::OK();
+  }
+
+ private:
+  std::string name_;
+  int fd_;
+  uint64_t end_ = 0;
 };
 
 // flock on DIR/.shardkit.lock, released when the descriptor closes.
@@ -439,6 +462,21 @@ class PosixEnv final : public Env {
       return Errno("cannot create directory", dir, errno);
     }
     return Status::OK();
+  }
+  Status RemoveDir(const std::string& dir) override {
+    if (::rmdir(dir.c_str()) != 0) return Errno("cannot remove directory", dir, errno);
+    return Status::OK();
+  }
+  Result<std::unique_ptr<ScratchFile>> NewScratchFile(const std::string& dir) override {
+    int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {  // a filesystem without O_TMPFILE
+      const std::string path = JoinPath(dir, ".shardkit-scratch");
+      ::unlink(path.c_str());
+      fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd < 0) return Errno("cannot create a scratch file", path, errno);
+      ::unlink(path.c_str());
+    }
+    return std::unique_ptr<ScratchFile>(new PosixScratchFile(dir, fd));
   }
   Result<std::vector<std::string>> ListDir(const std::string& dir) override {
     DIR* d = ::opendir(dir.c_str());

@@ -1,7 +1,14 @@
-// Status::ToString.
+// Status::ToString and Status::At.
 #include "base/status.h"
 
 namespace shardkit {
+
+Status Status::At(Code code, ErrorLocation where, const std::string& what) {
+  assert(code != Code::kOk);
+  Status s(code, where.ToString() + ": " + what);
+  s.located_ = std::make_shared<const Located>(Located{std::move(where), what});
+  return s;
+}
 
 std::string Status::ToString() const {
   const char* name = "OK";

@@ -3,11 +3,24 @@
 #pragma once
 
 #include <cassert>
+#include <memory>
 #include <string>
 #include <utility>
 #include <variant>
 
 namespace shardkit {
+
+// Where an error is, as data: the file (a path; an archive inside another
+// is "outer:inner") and, where the error is about a part of it, the member
+// (an archive member, a shard's record: "" for the file itself). A Status
+// made with one (Status::At) says it at the start of its message, "file: "
+// or "file:member: "; code that decides by the place reads these fields,
+// never the message.
+struct ErrorLocation {
+  std::string file, member;
+  // "file" or "file:member", as messages show it.
+  std::string ToString() const { return member.empty() ? file : file + ":" + member; }
+};
 
 class [[nodiscard]] Status {
  public:
@@ -31,6 +44,9 @@ class [[nodiscard]] Status {
   static Status IOError(std::string msg) { return Status(Code::kIOError, std::move(msg)); }
   static Status Unsupported(std::string msg) { return Status(Code::kUnsupported, std::move(msg)); }
   static Status Aborted(std::string msg) { return Status(Code::kAborted, std::move(msg)); }
+  // An error of `code` about `where`: the message is "WHERE: what" (WHERE as
+  // ErrorLocation::ToString shows it); location() and what() keep the parts.
+  static Status At(Code code, ErrorLocation where, const std::string& what);
 
   bool ok() const { return code_ == Code::kOk; }
   bool IsNotFound() const { return code_ == Code::kNotFound; }
@@ -41,21 +57,33 @@ class [[nodiscard]] Status {
   bool IsAborted() const { return code_ == Code::kAborted; }
   Code code() const { return code_; }
   const std::string& message() const { return msg_; }
+  // Where the error is, if the code that made it said (At); else null.
+  const ErrorLocation* location() const { return located_ ? &located_->where : nullptr; }
+  // The message without its location: `what` as given to At; else message().
+  const std::string& what() const { return located_ ? located_->what : msg_; }
 
   // "Corruption: shard-00001.sks: record 7: checksum mismatch".
   std::string ToString() const;
 
-  // Returns a status of the same code with `context` prepended ("context: message").
+  // Returns a status of the same code with `context` prepended ("context:
+  // message"), and the same location and what().
   Status WithContext(const std::string& context) const {
     if (ok()) return *this;
-    return Status(code_, context + ": " + msg_);
+    Status s(code_, context + ": " + msg_);
+    s.located_ = located_;
+    return s;
   }
   void IgnoreError() const {}
 
  private:
+  struct Located {
+    ErrorLocation where;
+    std::string what;
+  };
   Status(Code code, std::string msg) : code_(code), msg_(std::move(msg)) {}
   Code code_ = Code::kOk;
   std::string msg_;
+  std::shared_ptr<const Located> located_;  // shared: errors are copied, rarely located
 };
 
 // A value or the Status that explains why there is none.

@@ -401,14 +401,15 @@ struct Streamer {
   }
 
   // The current entry's data, at most max_member_bytes: a Corruption for a
-  // damaged archive (the stream cannot go on), InvalidArgument when too big.
-  Status ReadData(struct archive* a, const std::string& where, std::string* bytes) {
+  // damaged archive (the stream cannot go on), located at the member;
+  // InvalidArgument when too big.
+  Status ReadData(struct archive* a, const ErrorLocation& where, std::string* bytes) {
     bytes->clear();
     char buf[1 << 16];
     for (;;) {
       const la_ssize_t n = archive_read_data(a, buf, sizeof(buf));
       if (n == 0) return Status::OK();
-      if (n < 0) return Status::Corruption(where + ": " + ErrorOf(a, "read error"));
+      if (n < 0) return Status::At(Status::Code::kCorruption, where, ErrorOf(a, "read error"));
       bytes->append(buf, static_cast<size_t>(n));
       if (bytes->size() > options.max_member_bytes) {
         return Status::InvalidArgument("over the " +
@@ -438,10 +439,10 @@ struct Streamer {
       if (r == ARCHIVE_EOF) return Status::OK();
       ++entries;
       if (r == ARCHIVE_FATAL || r == ARCHIVE_RETRY) {
-        return Status::Corruption(where + ": " + ErrorOf(a, "unreadable archive header") +
-                                  (input->zip() && prefix.empty()
-                                       ? " (a corrupt or truncated zip)"
-                                       : " (a corrupt or truncated tar)"));
+        return Status::At(Status::Code::kCorruption, {where, ""},
+                          ErrorOf(a, "unreadable archive header") +
+                              (input->zip() && prefix.empty() ? " (a corrupt or truncated zip)"
+                                                              : " (a corrupt or truncated tar)"));
       }
       if (input->zip() && prefix.empty()) ++zip_entries;
       std::string raw;
@@ -512,7 +513,7 @@ struct Streamer {
                                       Unusable::kTooBig));
         continue;
       }
-      Status s = ReadData(a, shown, &m.bytes);
+      Status s = ReadData(a, {where, Printable(raw)}, &m.bytes);
       if (s.IsCorruption()) return s;
       if (!s.ok()) {
         SK_RETURN_IF_ERROR(sink->Skip(shown, s.message(), Unusable::kTooBig));
@@ -550,11 +551,11 @@ struct Streamer {
       return Status::Corruption(outer_name + ": " + src.outer_error +
                                 (input->gzip() ? "" : " (a corrupt or truncated archive)"));
     }
-    if (s.ok() || !s.IsCorruption() || s.message().rfind(where, 0) != 0) return s;
+    const ErrorLocation* at = s.location();
+    if (s.ok() || !s.IsCorruption() || at == nullptr || at->file != where) return s;
     // The class tar is damaged (the outer archive is fine: its next header
     // skips the unread remainder).
-    std::string why = s.message().substr(where.size());
-    why.erase(0, why.find_first_not_of(": "));
+    const std::string why = at->member.empty() ? s.what() : at->member + ": " + s.what();
     return sink->Skip(where, why + "; the rest of the class tar", Unusable::kBadInnerTar);
   }
 };

@@ -2,11 +2,7 @@
 // listing checked, ordered and written.
 #include "ingest/packer.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -71,57 +67,28 @@ Status SampleSource::SetRange(uint64_t, uint64_t) {
 namespace {
 
 // Prepared records in the order they streamed by, read back in the seeded
-// order. Anonymous (O_TMPFILE, else unlinked at once): no pack, however it
-// ends, leaves it behind.
+// order: a ScratchFile of the options' Env beside the shards, which no pack,
+// however it ends, leaves behind.
 class Spill {
  public:
-  ~Spill() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Status Open(const std::string& dir) {
-    fd_ = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd_ >= 0) return Status::OK();
-    const std::string path = JoinPath(dir, ".shardkit-pack-spill");
-    ::unlink(path.c_str());
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd_ < 0) {
-      return Status::IOError(path + ": cannot create the spill file: " + std::strerror(errno));
-    }
-    ::unlink(path.c_str());
+  Status Open(Env* env, const std::string& dir) {
+    SK_ASSIGN_OR_RETURN(file_, env->NewScratchFile(dir));
     return Status::OK();
   }
   Status Append(const std::string& bytes, int64_t* offset) {
-    *offset = static_cast<int64_t>(end_);
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n =
-          ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(end_ + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        return Status::IOError(std::string("spill file: write failed: ") +
-                               (n < 0 ? std::strerror(errno) : "no space") +
-                               " (is OUT's filesystem full?)");
-      }
-      done += static_cast<size_t>(n);
-    }
-    end_ += bytes.size();
+    uint64_t at = 0;
+    Status s = file_->Append(bytes.data(), bytes.size(), &at);
+    if (!s.ok()) return Status::IOError("spill: " + s.message() + " (is OUT's filesystem full?)");
+    *offset = static_cast<int64_t>(at);
     return Status::OK();
   }
   Status Read(int64_t offset, uint64_t size, std::string* out) const {
     out->resize(size);
-    size_t done = 0;
-    while (done < size) {
-      const ssize_t n = ::pread(fd_, &(*out)[done], size - done, static_cast<off_t>(offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return Status::IOError("spill file: read failed");
-      done += static_cast<size_t>(n);
-    }
-    return Status::OK();
+    return file_->Read(static_cast<uint64_t>(offset), size, out->data()).WithContext("spill");
   }
 
  private:
-  int fd_ = -1;
-  uint64_t end_ = 0;
+  std::unique_ptr<ScratchFile> file_;
 };
 
 // A streamed member, prepared and spilled (or why it could not be).
@@ -162,7 +129,12 @@ Status PrepareRecord(const RecordSpec& spec, uint64_t raw_size, const PackOption
 class Packer : public SampleSink {
  public:
   Packer(SampleSource* source, const PackOptions& o, const PackEvents& events, PackSummary* sum)
-      : source_(source), o_(o), events_(events), sum_(sum), spec_(source->spec()) {
+      : source_(source),
+        o_(o),
+        events_(events),
+        sum_(sum),
+        spec_(source->spec()),
+        env_(o.env != nullptr ? o.env : Env::Default()) {
     threads_ = o.threads > 0 ? o.threads : omp_get_max_threads();
     raw_size_ = 1;
     for (int64_t d : spec_.shape) raw_size_ *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
@@ -251,6 +223,7 @@ class Packer : public SampleSink {
   const PackEvents& events_;
   PackSummary* sum_;
   const RecordSpec spec_;
+  Env* const env_;
   int threads_;
   uint64_t raw_size_;
   std::string read_phase_;
@@ -374,12 +347,12 @@ Status Packer::WriteAll(std::vector<Sample>* samples) {
       sum_->bytes_in += slot.in_bytes;
       SK_RETURN_IF_ERROR(slot.fatal);  // the spill, not the member: no dataset
       if (!slot.status.ok()) {
-        // A reader's message names the file already; a decoder's does not.
-        const std::string& m = slot.status.message();
-        const bool named = m.compare(0, s.name.size(), s.name) == 0;
-        SK_RETURN_IF_ERROR(named ? Skip(s.name, m.substr(std::min(m.size(), s.name.size() + 2)),
-                                        Unusable::kBadImage)
-                                 : Skip(s.name, m, Unusable::kBadImage));
+        // A reader's error is located at the file (the member named);
+        // a decoder's is not.
+        const ErrorLocation* at = slot.status.location();
+        const bool named = at != nullptr && at->ToString() == s.name;
+        SK_RETURN_IF_ERROR(
+            Skip(s.name, named ? slot.status.what() : slot.status.message(), Unusable::kBadImage));
         continue;
       }
       SK_RETURN_IF_ERROR(Write(s, &slot.image));
@@ -491,6 +464,7 @@ Status Packer::Run() {
   }
   DatasetWriterOptions wo = DatasetRules(spec_.kind, raw_size_, o_.shard_size);
   wo.overwrite = o_.force;
+  wo.env = env_;
   wo.shard.zstd_level = o_.zstd_level;
   wo.shard.block_size = o_.block_size;
   SK_RETURN_IF_ERROR(SetUpRange(&wo));
@@ -498,7 +472,7 @@ Status Packer::Run() {
   // OUT first (its lock, and the refusal to replace a dataset without
   // --force) before the source is read; then the spill beside the shards.
   SK_ASSIGN_OR_RETURN(writer_, DatasetWriter::Create(o_.out, wo));
-  SK_RETURN_IF_ERROR(spill_.Open(o_.out));
+  SK_RETURN_IF_ERROR(spill_.Open(env_, o_.out));
   // What a killed run finished is kept: the source lists what comes after it.
   sum_->resumed_shards = writer_->resumed_shards();
   sum_->packed = writer_->records();

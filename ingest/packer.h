@@ -1,6 +1,6 @@
 // Packer: a SampleSource into a dataset directory. The one place that
-// validates and converts images (image/prepare), keeps streamed bytes in an
-// anonymous spill file, puts records in the seeded order, checks keys, applies
+// validates and converts images (image/prepare), keeps streamed bytes in a
+// spill (a ScratchFile without a name), puts records in the seeded order, checks keys, applies
 // --strict, counts, and writes shards through a DatasetWriter.
 //
 // Whatever way a pack ends short of success (an error, --strict, an
@@ -20,6 +20,7 @@
 #include <functional>
 #include <string>
 
+#include "base/env.h"
 #include "base/status.h"
 #include "image/prepare.h"
 #include "ingest/source.h"
@@ -55,6 +56,9 @@ struct PackOptions {
   // fingerprint by which a killed pack is resumed; left "{}", a pack is not
   // resumed.
   std::string settings = "{}";
+  // Where OUT is written (shards, spill, manifest, lock): null is the POSIX
+  // filesystem (Env::Default()); a test passes a double that fails writes.
+  Env* env = nullptr;
   // Checked often; once true the pack stops, cleans up, and returns Aborted.
   const std::atomic<bool>* interrupt = nullptr;
 };

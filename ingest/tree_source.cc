@@ -529,8 +529,9 @@ class FolderTree : public SampleSource {
     const std::string& path = paths_[s.ref];
     SK_ASSIGN_OR_RETURN(const uint64_t size, FileSize(path));
     if (size > max_bytes) {
-      return Status::InvalidArgument(path + ": " + std::to_string(size) + " bytes, over the " +
-                                     std::to_string(max_bytes >> 20) + " MiB limit");
+      return Status::At(Status::Code::kInvalidArgument, {path, ""},
+                        std::to_string(size) + " bytes, over the " +
+                            std::to_string(max_bytes >> 20) + " MiB limit");
     }
     SK_ASSIGN_OR_RETURN(*bytes, ReadFileToString(path, max_bytes));
     return Status::OK();

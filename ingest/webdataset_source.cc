@@ -17,7 +17,13 @@
 
 namespace shardkit {
 
-Result<std::vector<std::string>> ExpandShardPattern(const std::string& pattern, size_t max_paths) {
+namespace {
+
+// ExpandShardPattern, saying in *too_many whether it failed for the count of
+// paths (rather than the pattern's form): the enclosing level then names its
+// own pattern in that error.
+Result<std::vector<std::string>> Expand(const std::string& pattern, size_t max_paths,
+                                        bool* too_many) {
   const size_t open = pattern.find('{');
   if (open == std::string::npos) return std::vector<std::string>{pattern};
   const size_t close = pattern.find('}', open);
@@ -41,6 +47,7 @@ Result<std::vector<std::string>> ExpandShardPattern(const std::string& pattern, 
                                      "} is not a range of numbers {A..B} with A <= B");
     }
     if (hi - lo >= max_paths) {
+      *too_many = true;
       return Status::InvalidArgument(pattern + ": more than " + std::to_string(max_paths) +
                                      " shards");
     }
@@ -52,21 +59,31 @@ Result<std::vector<std::string>> ExpandShardPattern(const std::string& pattern, 
   } else {
     choices = SplitList(body, ',');
   }
-  const std::string too_many = pattern + ": more than " + std::to_string(max_paths) + " shards";
-  if (choices.size() > max_paths) return Status::InvalidArgument(too_many);
-  auto tails = ExpandShardPattern(pattern.substr(close + 1), max_paths / choices.size());
-  if (!tails.ok()) {
-    return tails.status().message().find(" shards") != std::string::npos
-               ? Status::InvalidArgument(too_many)
-               : tails.status();
+  const std::string too_many_paths =
+      pattern + ": more than " + std::to_string(max_paths) + " shards";
+  if (choices.size() > max_paths) {
+    *too_many = true;
+    return Status::InvalidArgument(too_many_paths);
   }
-  if (choices.size() * tails->size() > max_paths) return Status::InvalidArgument(too_many);
+  auto tails = Expand(pattern.substr(close + 1), max_paths / choices.size(), too_many);
+  if (!tails.ok()) return *too_many ? Status::InvalidArgument(too_many_paths) : tails.status();
+  if (choices.size() * tails->size() > max_paths) {
+    *too_many = true;
+    return Status::InvalidArgument(too_many_paths);
+  }
   std::vector<std::string> paths;
   const std::string head = pattern.substr(0, open);
   for (const auto& c : choices) {
     for (const auto& t : *tails) paths.push_back(head + c + t);
   }
   return paths;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ExpandShardPattern(const std::string& pattern, size_t max_paths) {
+  bool too_many = false;
+  return Expand(pattern, max_paths, &too_many);
 }
 
 namespace {

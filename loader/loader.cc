@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstdio>
 #include <mutex>
 #include <thread>
@@ -14,6 +13,7 @@
 #include "base/system.h"
 #include "loader/batch_filler.h"
 #include "loader/record_source.h"
+#include "loader/resume_plan.h"
 #include "loader/sample_decoder.h"
 
 namespace shardkit {
@@ -89,67 +89,6 @@ Loader::~Loader() {
   // Reads still waiting on storage (a slow server, retries) end at once.
   impl_->source->dataset().AbortReads();
   impl_->StopProducer();
-}
-
-Status ValidateLoaderOptions(const LoaderOptions& o) {
-  auto bad = [](const std::string& what) { return Status::InvalidArgument(what); };
-  if (o.workers < 1 || o.workers > kMaxLoaderWorkers) {
-    return bad("workers must be in 1.." + std::to_string(kMaxLoaderWorkers) + ", not " +
-               std::to_string(o.workers));
-  }
-  if (o.prefetch < 1 || o.prefetch > kMaxPrefetch) {
-    return bad("prefetch must be in 1.." + std::to_string(kMaxPrefetch) + ", not " +
-               std::to_string(o.prefetch));
-  }
-  if (o.batch_size < 1 || o.batch_size > kMaxBatchSize) {
-    return bad("batch size must be in 1.." + std::to_string(kMaxBatchSize) + ", not " +
-               std::to_string(o.batch_size));
-  }
-  if (o.world_size > kMaxWorldSize) {
-    return bad("world size must be at most " + std::to_string(kMaxWorldSize) + ", not " +
-               std::to_string(o.world_size));
-  }
-  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
-    return bad("rank " + std::to_string(o.rank) + " is not in 0..world_size-1 (world size " +
-               std::to_string(o.world_size) + ")");
-  }
-  if (o.block_window < 1) return bad("block window must be at least 1");
-  if (o.read_depth < kAutoReadDepth || o.read_depth > 1024)
-    return bad("read depth must be in 0..1024, not " + std::to_string(o.read_depth));
-  if (o.read_ahead_bytes < (1u << 20) || o.read_ahead_bytes > (64ull << 30))
-    return bad("read-ahead bytes must be in 1 MiB..64 GiB");
-  const TransformParams& t = o.transform;
-  if (t.size < 1 || t.size > 4096)
-    return bad("transform size must be in 1..4096, not " + std::to_string(t.size));
-  for (int v : {t.height, t.width, t.resize, t.resize_height, t.resize_width}) {
-    if (v < 0 || v > 16384)
-      return bad("transform sizes must be in 1..16384, not " + std::to_string(v));
-  }
-  if ((t.height > 0) != (t.width > 0) || (t.resize_height > 0) != (t.resize_width > 0)) {
-    return bad("give a transform's height and width together");
-  }
-  if (t.kind == TransformKind::kVal &&
-      (t.resize_height > 0 ? t.resize_height < t.out_height() || t.resize_width < t.out_width()
-                           : t.resize > 0 && t.resize < std::max(t.out_height(), t.out_width()))) {
-    return bad("CenterCrop " + std::to_string(t.out_height()) + "x" +
-               std::to_string(t.out_width()) + " is larger than the Resize before it");
-  }
-  if (!(t.flip_prob == -1 || (t.flip_prob >= 0 && t.flip_prob <= 1))) {  // -1: the default
-    return bad("flip probability must be in [0, 1]");
-  }
-  auto finite = [](double v) { return std::isfinite(v); };
-  if (!finite(t.min_scale) || !finite(t.max_scale) || t.min_scale <= 0 ||
-      t.min_scale > t.max_scale || t.max_scale > 1) {
-    return bad("crop scale range must satisfy 0 < min <= max <= 1");
-  }
-  if (!finite(t.min_ratio) || !finite(t.max_ratio) || t.min_ratio <= 0 ||
-      t.min_ratio > t.max_ratio) {
-    return bad("crop aspect-ratio range must satisfy 0 < min <= max");
-  }
-  if (!finite(t.crop_fraction) || t.crop_fraction <= 0 || t.crop_fraction > 1) {
-    return bad("val crop fraction must be in (0, 1]");
-  }
-  return Status::OK();
 }
 
 Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const LoaderOptions& options) {
@@ -313,49 +252,10 @@ Status Loader::Restore(const LoaderState& saved) {
   const LoaderState current = state();
   Impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.consumer_mu);
-  SK_RETURN_IF_ERROR(CheckResumable(saved, current));
-  auto bad = [](const std::string& what) {
-    return Status::InvalidArgument("loader state: " + what);
-  };
-  if (saved.world_size > uint64_t{kMaxWorldSize} || saved.batch_size > uint64_t{kMaxBatchSize}) {
-    return bad("world size " + std::to_string(saved.world_size) + " or batch size " +
-               std::to_string(saved.batch_size) + " out of range");
-  }
-  std::shared_ptr<const EpochPositions> rest;
-  if (!saved.positions.empty()) {
-    Result<EpochPositions> p = EpochPositions::Make(saved.positions, current.records);
-    if (!p.ok()) return bad(p.status().message());
-    rest = std::make_shared<const EpochPositions>(std::move(*p));
-  }
-  // The cut the state counts batches in, and where in it the saved run was.
-  const bool strided = d.source->mode() != ShuffleMode::kBlockLocal;
-  const bool drop_last = saved.shuffle.empty() ? d.opt.drop_last : saved.drop_last;  // version 1
-  const Partition was = Partition::Cut(current.records, rest, 0, static_cast<int>(saved.world_size),
-                                       saved.batch_size, drop_last, strided);
-  if (saved.batch > was.batches) {
-    return bad("batch " + std::to_string(saved.batch) + " is past the epoch's " +
-               std::to_string(was.batches) + " batches");
-  }
-  uint64_t epoch = saved.epoch, batch = saved.batch;
-  if (batch == was.batches) {  // read to its end (a stop on its last step): the next epoch
-    rest.reset();
-    ++epoch;
-    batch = 0;
-  } else if (saved.world_size != current.world_size || saved.batch_size != current.batch_size ||
-             drop_last != current.drop_last) {
-    // Elastic: what the saved run had not read of the epoch, cut for this loader.
-    if (batch > 0 || rest) rest = std::make_shared<const EpochPositions>(was.Remaining(batch));
-    batch = 0;
-    if (rest && Partition::Cut(current.records, rest, d.opt.rank, d.opt.world_size,
-                               current.batch_size, current.drop_last, strided)
-                        .batches == 0) {
-      rest.reset();  // too little left for a batch (drop_last): the next epoch
-      ++epoch;
-    }
-  }
-  d.rest = std::move(rest);
-  d.rest_epoch = epoch;
-  return d.Start(epoch, batch);
+  SK_ASSIGN_OR_RETURN(ResumePoint at, PlanResume(saved, current, d.opt.rank));
+  d.rest = std::move(at.rest);
+  d.rest_epoch = at.epoch;
+  return d.Start(at.epoch, at.batch);
 }
 
 LoaderStats Loader::stats() const {

@@ -13,7 +13,8 @@
 // not depend on them, the positions read so far are known from the saved cut
 // (Partition::Remaining), and the rest of the epoch is cut again for the new
 // loader, each remaining record once, every record augmented as before.
-// The rank is not part of it: one saved state serves every rank.
+// The rank is not part of it: one saved state serves every rank. Where a
+// loader continues from a state is PlanResume's (loader/resume_plan.h).
 #pragma once
 
 #include <cstdint>

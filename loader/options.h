@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "image/image.h"
 #include "loader/batch.h"
+#include "shard/shard_format.h"
 
 namespace shardkit {
 
@@ -50,6 +51,13 @@ inline constexpr EnumName<TransformKind> kTransformKindNames[] = {
     {TransformKind::kNone, "none"}};
 const char* TransformKindName(TransformKind kind);
 bool TransformKindFromName(std::string_view name, TransformKind* kind);
+
+// The transform rule, one for every front end (the tools, the trainer, the
+// Python binding): a transform crops and resizes JPEG records, whatever its
+// kind; raw records are returned as stored, so they take only kNone. A
+// transform that does not apply is refused by Loader::Open, naming the
+// dataset and the records, never ignored.
+bool TransformApplies(format::RecordKind record, TransformKind transform);
 
 struct TransformParams {
   TransformKind kind = TransformKind::kNone;

@@ -22,6 +22,15 @@ Result<SampleDecoder> SampleDecoder::Make(const RecordFormat& record,
       d.width_ = transform.out_width();
       break;
     case format::RecordKind::kRawU8:
+      if (!TransformApplies(record.kind, transform.kind)) {
+        return Status::InvalidArgument(
+            where + ": holds raw " + std::to_string(record.shape[0]) + "x" +
+            std::to_string(record.shape[1]) + "x" + std::to_string(record.shape[2]) +
+            " records, which the loader returns as stored; transform '" +
+            TransformKindName(transform.kind) +
+            "' crops and resizes JPEG records: use transform none (and resize or augment the "
+            "batches after the loader if you need to)");
+      }
       d.height_ = static_cast<int>(record.shape[0]);
       d.width_ = static_cast<int>(record.shape[1]);
       d.channels_ = static_cast<int>(record.shape[2]);

@@ -224,21 +224,26 @@ class PyLoader {
         throw py::type_error("_Loader got an unexpected keyword argument '" + name + "'");
       row->set(Keyword(row->name, value), options_);
     }
-    loader_ = Take(WithoutGil([&] { return Loader::Open(path, options_); }));
-    // A transform that cannot apply is an error, never ignored.
+    auto opened = WithoutGil([&] { return Loader::Open(path, options_); });
     const TransformParams& t = options_.transform;
-    const std::string kind = TransformKindName(t.kind);
-    const RecordFormat& record = loader_->manifest().record;
-    if (record.kind == format::RecordKind::kRawU8 && t.kind != TransformKind::kNone) {
-      const std::string shape = std::to_string(record.shape[0]) + "x" +
-                                std::to_string(record.shape[1]) + "x" +
-                                std::to_string(record.shape[2]);
-      throw py::value_error(
-          "transform '" + kind + "'" + (kind == "train" ? " (the default)" : "") +
-          " crops and resizes JPEG records; " + path + " holds raw " + shape +
-          " records, which the loader returns as stored: pass transform=None (and resize or "
-          "augment the batch tensor after the loader if you need to)");
+    if (!opened.ok() && opened.status().IsInvalidArgument()) {
+      // The core refuses a transform its rule (TransformApplies) says cannot
+      // apply to the records; said again in Python's terms.
+      auto manifest = WithoutGil([&] { return ReadManifest(path); });
+      if (manifest.ok() && !TransformApplies(manifest->record.kind, t.kind)) {
+        const RecordFormat& record = manifest->record;
+        const std::string kind = TransformKindName(t.kind);
+        std::string shape;
+        for (int64_t d : record.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+        throw py::value_error(
+            "transform '" + kind + "'" + (kind == "train" ? " (the default)" : "") +
+            " crops and resizes JPEG records; " + path + " holds raw " + shape +
+            " records, which the loader returns as stored: pass transform=None (and resize or "
+            "augment the batch tensor after the loader if you need to)");
+      }
     }
+    loader_ = Take(std::move(opened));
+    const RecordFormat& record = loader_->manifest().record;
     // The plan's "geometry": false for transforms of no geometry at all (only
     // ToTensor and the like), where raw records come as stored.
     bool geometry = true;

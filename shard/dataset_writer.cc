@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include <unistd.h>
-
 #include "base/file_io.h"
 #include "shard/shard_reader.h"
 
@@ -71,13 +69,13 @@ int64_t TempShardIndex(const std::string& name) {
   return std::stoll(digits);
 }
 
-Status RefuseDatasetUnless(const std::string& dir, bool overwrite) {
+Status RefuseDatasetUnless(Env* env, const std::string& dir, bool overwrite) {
   if (overwrite) return Status::OK();
-  if (FileExists(JoinPath(dir, kManifestName))) {
+  if (env->FileExists(JoinPath(dir, kManifestName))) {
     return Status::InvalidArgument(dir + " already holds a dataset (" + kManifestName +
                                    " exists); pass --force to replace it");
   }
-  if (FileExists(JoinPath(dir, kPartManifestName))) {
+  if (env->FileExists(JoinPath(dir, kPartManifestName))) {
     return Status::InvalidArgument(dir + " already holds a part of a dataset (" +
                                    kPartManifestName + " exists); pass --force to replace it");
   }
@@ -87,27 +85,29 @@ Status RefuseDatasetUnless(const std::string& dir, bool overwrite) {
 }  // namespace
 
 Status PrepareOutputDir(const std::string& dir, bool overwrite, uint64_t keep_temps,
-                        uint64_t keep_first) {
-  SK_RETURN_IF_ERROR(CreateDirs(dir));
-  SK_RETURN_IF_ERROR(RefuseDatasetUnless(dir, overwrite));
+                        uint64_t keep_first, Env* env) {
+  if (env == nullptr) env = Env::Default();
+  SK_RETURN_IF_ERROR(env->CreateDirs(dir));
+  SK_RETURN_IF_ERROR(RefuseDatasetUnless(env, dir, overwrite));
   for (const char* marker : {kManifestName, kPartManifestName}) {
     const std::string path = JoinPath(dir, marker);
-    if (!FileExists(path)) continue;
-    SK_RETURN_IF_ERROR(RemoveFile(path));
-    SK_RETURN_IF_ERROR(SyncDir(dir));
+    if (!env->FileExists(path)) continue;
+    SK_RETURN_IF_ERROR(env->RemoveFile(path));
+    SK_RETURN_IF_ERROR(env->SyncDir(dir));
   }
-  SK_ASSIGN_OR_RETURN(auto names, ListDir(dir));
+  SK_ASSIGN_OR_RETURN(auto names, env->ListDir(dir));
   for (const auto& name : names) {
     const int64_t temp = TempShardIndex(name);
     const bool keep = temp >= 0 && static_cast<uint64_t>(temp) >= keep_first &&
                       static_cast<uint64_t>(temp) - keep_first < keep_temps;
-    if (IsOurs(name) && !keep) SK_RETURN_IF_ERROR(RemoveFile(JoinPath(dir, name)));
+    if (IsOurs(name) && !keep) SK_RETURN_IF_ERROR(env->RemoveFile(JoinPath(dir, name)));
   }
   return Status::OK();
 }
 
-Status PublishShard(const std::string& dir, uint64_t index) {
-  return RenameFile(JoinPath(dir, TempShardFileName(index)), JoinPath(dir, ShardFileName(index)));
+Status PublishShard(const std::string& dir, uint64_t index, Env* env) {
+  return (env != nullptr ? env : Env::Default())
+      ->RenameFile(JoinPath(dir, TempShardFileName(index)), JoinPath(dir, ShardFileName(index)));
 }
 
 Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& dir,
@@ -117,21 +117,22 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
   if (!options.resume_fingerprint.empty() && options.records_per_shard == 0) {
     return Status::InvalidArgument(dir + ": a resumable writer needs records_per_shard");
   }
-  const bool existed = FileExists(dir);
-  SK_RETURN_IF_ERROR(CreateDirs(dir));
-  SK_ASSIGN_OR_RETURN(auto lock, DirLock::Acquire(dir));
+  Env* env = options.env != nullptr ? options.env : Env::Default();
+  const bool existed = env->FileExists(dir);
+  SK_RETURN_IF_ERROR(env->CreateDirs(dir));
+  SK_ASSIGN_OR_RETURN(auto lock, env->LockDir(dir));
   // A dataset already there stays whole until Finish replaces it (--force);
   // only what an interrupted run left (temporaries) goes now.
-  SK_RETURN_IF_ERROR(RefuseDatasetUnless(dir, options.overwrite));
-  auto w = std::unique_ptr<DatasetWriter>(new DatasetWriter(dir, options, std::move(lock)));
+  SK_RETURN_IF_ERROR(RefuseDatasetUnless(env, dir, options.overwrite));
+  auto w = std::unique_ptr<DatasetWriter>(new DatasetWriter(dir, options, env, std::move(lock)));
   w->created_dir_ = !existed;
   SK_RETURN_IF_ERROR(w->KeepFinishedShards());
-  SK_ASSIGN_OR_RETURN(auto names, ListDir(dir));
+  SK_ASSIGN_OR_RETURN(auto names, env->ListDir(dir));
   for (const auto& name : names) {
     const int64_t index = TempShardIndex(name);
     const bool kept = index >= 0 && static_cast<uint64_t>(index) >= options.first_shard &&
                       static_cast<uint64_t>(index) < w->next_index();
-    if (IsTemporary(name) && !kept) SK_RETURN_IF_ERROR(RemoveFile(JoinPath(dir, name)));
+    if (IsTemporary(name) && !kept) SK_RETURN_IF_ERROR(env->RemoveFile(JoinPath(dir, name)));
   }
   return w;
 }
@@ -141,16 +142,16 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
 // fingerprint of other settings (or none) goes, and the temporaries with it.
 Status DatasetWriter::KeepFinishedShards() {
   const std::string path = JoinPath(dir_, kResumeFileName);
-  if (!FileExists(path)) return Status::OK();
-  auto old = ReadFileToString(path, 1 << 20);
+  if (!env_->FileExists(path)) return Status::OK();
+  auto old = env_->ReadFile(path, 1 << 20);
   if (options_.resume_fingerprint.empty() || !old.ok() || *old != options_.resume_fingerprint) {
-    return RemoveFile(path);
+    return env_->RemoveFile(path);
   }
   fingerprint_written_ = true;
   while (shards_.size() < options_.resume_max_shards) {
     const std::string temp = JoinPath(dir_, TempShardFileName(next_index()));
-    if (!FileExists(temp)) break;
-    auto r = ShardReader::Open(temp);
+    if (!env_->FileExists(temp)) break;
+    auto r = ShardReader::Open(temp, env_);
     if (!r.ok() || !(*r)->CheckIndex().ok() || (*r)->num_records() != options_.records_per_shard) {
       break;
     }
@@ -173,7 +174,8 @@ Status DatasetWriter::KeepFinishedShards() {
 // something to resume, so the fingerprint names it.
 Status DatasetWriter::NoteResumable() {
   if (options_.resume_fingerprint.empty() || fingerprint_written_) return Status::OK();
-  SK_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir_, kResumeFileName), options_.resume_fingerprint));
+  SK_RETURN_IF_ERROR(
+      WriteFileAtomic(env_, JoinPath(dir_, kResumeFileName), options_.resume_fingerprint));
   fingerprint_written_ = true;
   return Status::OK();
 }
@@ -185,14 +187,14 @@ DatasetWriter::~DatasetWriter() {
   current_.reset();
   for (uint64_t i = 0; i <= shards_.size(); ++i) {
     const uint64_t index = options_.first_shard + i;
-    RemoveFile(JoinPath(dir_, TempShardFileName(index))).IgnoreError();
-    if (i < published_) RemoveFile(JoinPath(dir_, ShardFileName(index))).IgnoreError();
+    env_->RemoveFile(JoinPath(dir_, TempShardFileName(index))).IgnoreError();
+    if (i < published_) env_->RemoveFile(JoinPath(dir_, ShardFileName(index))).IgnoreError();
   }
-  if (fingerprint_written_) RemoveFile(JoinPath(dir_, kResumeFileName)).IgnoreError();
+  if (fingerprint_written_) env_->RemoveFile(JoinPath(dir_, kResumeFileName)).IgnoreError();
   if (!created_dir_) return;  // the lock file stays: unlinking it would race another writer
-  RemoveFile(JoinPath(dir_, kLockFileName)).IgnoreError();
+  env_->RemoveFile(JoinPath(dir_, kLockFileName)).IgnoreError();
   lock_.reset();
-  ::rmdir(dir_.c_str());  // only if nothing else is in it
+  env_->RemoveDir(dir_).IgnoreError();  // only if nothing else is in it
 }
 
 uint64_t DatasetWriter::bytes_written() const {
@@ -226,7 +228,7 @@ Status DatasetWriter::Add(std::string_view payload, int32_t label, std::string_v
   if (current_ == nullptr) {
     SK_ASSIGN_OR_RETURN(
         current_,
-        ShardWriter::Create(JoinPath(dir_, TempShardFileName(next_index())), options_.shard));
+        ShardWriter::Create(JoinPath(dir_, TempShardFileName(next_index())), options_.shard, env_));
   }
   SK_RETURN_IF_ERROR(current_->Add(payload, label, key));
   ++records_;
@@ -310,16 +312,17 @@ Status DatasetWriter::Finish(Manifest manifest) {
   }
   if (current_ != nullptr) SK_RETURN_IF_ERROR(CloseShard());
   SK_RETURN_IF_ERROR(
-      PrepareOutputDir(dir_, /*overwrite=*/true, shards_.size(), options_.first_shard));
+      PrepareOutputDir(dir_, /*overwrite=*/true, shards_.size(), options_.first_shard, env_));
   for (; published_ < shards_.size(); ++published_) {
-    SK_RETURN_IF_ERROR(PublishShard(dir_, options_.first_shard + published_));
+    SK_RETURN_IF_ERROR(PublishShard(dir_, options_.first_shard + published_, env_));
   }
-  SK_RETURN_IF_ERROR(SyncDir(dir_));
+  SK_RETURN_IF_ERROR(env_->SyncDir(dir_));
   manifest.shards = shards_;
   if (manifest.created_at.empty()) manifest.created_at = UtcNow();
-  SK_RETURN_IF_ERROR(part ? WritePartManifest(dir_, manifest) : WriteManifest(dir_, manifest));
+  SK_RETURN_IF_ERROR(part ? WritePartManifest(dir_, manifest, env_)
+                          : WriteManifest(dir_, manifest, env_));
   finished_ = true;
-  if (fingerprint_written_) RemoveFile(JoinPath(dir_, kResumeFileName)).IgnoreError();
+  if (fingerprint_written_) env_->RemoveFile(JoinPath(dir_, kResumeFileName)).IgnoreError();
   return Status::OK();
 }
 

@@ -22,6 +22,10 @@
 namespace shardkit {
 
 struct DatasetWriterOptions {
+  // Where the dataset is written (its files, lock, renames, manifest): null
+  // is the POSIX filesystem (Env::Default()). AdoptShard links or copies
+  // through the POSIX filesystem whatever this is.
+  Env* env = nullptr;
   uint64_t shard_size = 256ull << 20;  // target bytes per shard file
   ShardWriterOptions shard;
   bool overwrite = false;  // replace an existing dataset in the directory
@@ -80,11 +84,12 @@ std::string TempShardFileName(uint64_t index);
 // temporaries left by an interrupted run, except the temporaries of shards
 // keep_first..keep_first+keep_temps-1 (a DatasetWriter's own, about to be
 // published). Other files are left alone.
+// Through `env` (null: Env::Default()).
 Status PrepareOutputDir(const std::string& dir, bool overwrite, uint64_t keep_temps = 0,
-                        uint64_t keep_first = 0);
+                        uint64_t keep_first = 0, Env* env = nullptr);
 
 // Renames the finished temporary file of shard `index` to its final name.
-Status PublishShard(const std::string& dir, uint64_t index);
+Status PublishShard(const std::string& dir, uint64_t index, Env* env = nullptr);
 
 // Not thread-safe. Holds the directory's DirLock from Create() on, so two
 // writers into one directory cannot interleave: the second Create() fails.
@@ -121,8 +126,9 @@ class DatasetWriter {
   uint64_t bytes_written() const;  // finished shards plus the open one's estimate
 
  private:
-  DatasetWriter(std::string dir, const DatasetWriterOptions& options, std::unique_ptr<DirLock> lock)
-      : dir_(std::move(dir)), options_(options), lock_(std::move(lock)) {}
+  DatasetWriter(std::string dir, const DatasetWriterOptions& options, Env* env,
+                std::unique_ptr<DirLock> lock)
+      : dir_(std::move(dir)), options_(options), env_(env), lock_(std::move(lock)) {}
   Status CloseShard();
   Status KeepFinishedShards();
   Status NoteResumable();
@@ -130,6 +136,7 @@ class DatasetWriter {
 
   std::string dir_;
   DatasetWriterOptions options_;
+  Env* env_;
   std::unique_ptr<DirLock> lock_;  // held from Create until destruction
   std::unique_ptr<ShardWriter> current_;
   std::vector<ShardInfo> shards_;

@@ -288,11 +288,12 @@ Result<Manifest> ReadManifest(const std::string& dir, Env* env) {
   return m;
 }
 
-Status WritePartManifest(const std::string& dir, const Manifest& m) {
+Status WritePartManifest(const std::string& dir, const Manifest& m, Env* env) {
   if (m.part.count == 0) return Status::InvalidArgument(dir + ": a part manifest without a part");
   SK_RETURN_IF_ERROR(CheckRecordFormat(m.record).WithContext(dir));
   SK_RETURN_IF_ERROR(CheckClassNames(m.classes).WithContext(dir));
-  return WriteFileAtomic(JoinPath(dir, kPartManifestName), ManifestToJson(m));
+  return WriteFileAtomic(env != nullptr ? env : Env::Default(), JoinPath(dir, kPartManifestName),
+                         ManifestToJson(m));
 }
 
 Result<Manifest> ReadPartManifest(const std::string& dir) {
@@ -307,12 +308,13 @@ Result<Manifest> ReadPartManifest(const std::string& dir) {
   return m;
 }
 
-Status WriteManifest(const std::string& dir, const Manifest& m) {
+Status WriteManifest(const std::string& dir, const Manifest& m, Env* env) {
   if (m.part.count > 0)
     return Status::InvalidArgument(dir + ": a part's manifest is part.json (WritePartManifest)");
   SK_RETURN_IF_ERROR(CheckRecordFormat(m.record).WithContext(dir));
   SK_RETURN_IF_ERROR(CheckClassNames(m.classes).WithContext(dir));
-  return WriteFileAtomic(JoinPath(dir, kManifestName), ManifestToJson(m));
+  return WriteFileAtomic(env != nullptr ? env : Env::Default(), JoinPath(dir, kManifestName),
+                         ManifestToJson(m));
 }
 
 std::string SettingsDigest(std::string_view canonical) {

@@ -79,10 +79,11 @@ std::string ManifestToJson(const Manifest& m);
 Result<Manifest> ParseManifest(std::string_view json, const std::string& where);
 Result<Manifest> ReadManifest(const std::string& dir,
                               Env* env = nullptr);  // null: Env::ForPath(dir)
-// Atomic: temporary file, fsync, rename, directory fsync.
-Status WriteManifest(const std::string& dir, const Manifest& m);
+// Atomic: temporary file, fsync, rename, directory fsync (WriteFileAtomic),
+// through `env` (null: Env::Default()).
+Status WriteManifest(const std::string& dir, const Manifest& m, Env* env = nullptr);
 // A part's part.json (m.part.count > 0), written and read the same way.
-Status WritePartManifest(const std::string& dir, const Manifest& m);
+Status WritePartManifest(const std::string& dir, const Manifest& m, Env* env = nullptr);
 Result<Manifest> ReadPartManifest(const std::string& dir);
 std::string UtcNow();
 // Manifests are UTF-8 JSON: class names must be valid UTF-8 to be stored

@@ -21,11 +21,12 @@ ShardWriter::~ShardWriter() {
 }
 
 Result<std::unique_ptr<ShardWriter>> ShardWriter::Create(const std::string& path,
-                                                         const ShardWriterOptions& options) {
+                                                         const ShardWriterOptions& options,
+                                                         Env* env) {
   if (options.block_size == 0 || options.block_size > format::kMaxBlockRawSize) {
     return Status::InvalidArgument("block size must be in (0, 256 MiB]");
   }
-  SK_ASSIGN_OR_RETURN(auto file, WritableFile::Create(path));
+  SK_ASSIGN_OR_RETURN(auto file, (env != nullptr ? env : Env::Default())->NewWritableFile(path));
   char header[format::kHeaderSize] = {};
   std::memcpy(header, format::kHeaderMagic, 8);
   format::PutU32(header + 8, format::kVersion);

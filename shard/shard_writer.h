@@ -49,8 +49,10 @@ struct ShardInfo {
 // (who wrote it under a temporary name) to delete.
 class ShardWriter {
  public:
+  // Writes `path` through `env` (null: Env::Default()).
   static Result<std::unique_ptr<ShardWriter>> Create(const std::string& path,
-                                                     const ShardWriterOptions& options);
+                                                     const ShardWriterOptions& options,
+                                                     Env* env = nullptr);
   ~ShardWriter();
 
   Status Add(std::string_view payload, int32_t label, std::string_view key);

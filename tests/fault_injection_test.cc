@@ -4,6 +4,7 @@
 // temporary or final-named partial file; an interrupted staging resumes.
 // Every kill waits for a state of the tool's work (its output directory, so
 // many shard files) and checks that the kill, not the tool, ended it.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -267,56 +268,101 @@ void ExpectCleanFailure(const std::string& dir) {
   }
 }
 
+// A real full disk: a size-limited tmpfs mounted on `dir` (made if missing),
+// unmounted by path when destroyed. Where this process may not mount one
+// (not root, no CAP_SYS_ADMIN), mounted() is false and why() says why.
+// (Writers that fail in process, on an Env that fills up, are
+// pack_fault_test's.)
+class ScopedTmpfs {
+ public:
+  ScopedTmpfs(const std::string& dir, const std::string& size) : dir_(dir) {
+    testing::MakeDirs(dir);
+    mounted_ = mount("tmpfs", dir.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+    if (!mounted_) why_ = std::strerror(errno);
+  }
+  ~ScopedTmpfs() {
+    if (mounted_) umount2(dir_.c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+  std::string why() const {
+    return "cannot mount a tmpfs on " + dir_ + " (" + why_ +
+           "): a real full disk needs root or CAP_SYS_ADMIN";
+  }
+  // The disk made larger (room after a failure), its files kept.
+  bool Resize(const std::string& size) {
+    return mount("tmpfs", dir_.c_str(), "tmpfs", MS_REMOUNT, ("size=" + size).c_str()) == 0;
+  }
+  // Fills the disk with `path` until a write fails, then gives back `room`
+  // bytes (rounded up to whole pages, tmpfs's unit).
+  void FillLeaving(const std::string& path, uint64_t room) {
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    const std::string page(4096, 'f');
+    uint64_t size = 0;
+    for (ssize_t w; (w = write(fd, page.data(), page.size())) > 0;)
+      size += static_cast<uint64_t>(w);
+    EXPECT_EQ(errno, ENOSPC) << std::strerror(errno);
+    const uint64_t give_back = (room + page.size() - 1) / page.size() * page.size();
+    ASSERT_GE(size, give_back) << "the disk is too small for the room asked";
+    EXPECT_EQ(ftruncate(fd, static_cast<off_t>(size - give_back)), 0) << std::strerror(errno);
+    close(fd);
+  }
+
+ private:
+  std::string dir_, why_;
+  bool mounted_ = false;
+};
+
 TEST(FaultInjection, FullDiskDuringPackIsAClearErrorAndLeavesNothingPartial) {
   if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist not installed";
   TempDir dir;
-  const std::string args = " idx --images " + kFashion + "/train-images-idx3-ubyte.gz --labels " +
-                           kFashion + "/train-labels-idx1-ubyte.gz --shard-size 3000000 ";
-  // A real full disk: a 5 MB tmpfs, where the machine lets us mount one.
-  testing::MakeDirs(dir / "tmpfs");
-  if (mount("tmpfs", (dir / "tmpfs").c_str(), "tmpfs", 0, "size=5m") == 0) {
-    auto r = RunCommand(testing::PackTool() + args + dir / "tmpfs/out");
-    EXPECT_EQ(r.exit_code, 2) << r.out;
-    EXPECT_NE(r.out.find("No space left on device"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find(dir / "tmpfs/out/.shard-"), std::string::npos)
-        << "the error names the file: " << r.out;
-    ExpectCleanFailure(dir / "tmpfs/out");
-    umount((dir / "tmpfs").c_str());
-  } else {
-    std::printf("(no tmpfs mount here: %s; using the injected write failure only)\n",
-                std::strerror(errno));
-  }
-  // The same through the write-failure injection (runs everywhere).
-  auto r = RunCommand("env SHARDKIT_FAULT_WRITE_BUDGET=4000000 " + testing::PackTool() + args +
-                      dir / "inj");
+  ScopedTmpfs disk(dir / "tmpfs", "5m");
+  if (!disk.mounted()) GTEST_SKIP() << disk.why();
+  const std::string cmd = testing::PackTool() + " idx --images " + kFashion +
+                          "/train-images-idx3-ubyte.gz --labels " + kFashion +
+                          "/train-labels-idx1-ubyte.gz --shard-size 3000000 " + dir / "tmpfs/out";
+  auto r = RunCommand(cmd);
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("No space left on device"), std::string::npos) << r.out;
-  ExpectCleanFailure(dir / "inj");
-  // And the retry, with room, succeeds.
-  r = RunCommand(testing::PackTool() + args + dir / "inj");
+  EXPECT_NE(r.out.find(dir / "tmpfs/out/.shard-"), std::string::npos)
+      << "the error names the file: " << r.out;
+  ExpectCleanFailure(dir / "tmpfs/out");
+  // The disk given room, the same command succeeds.
+  ASSERT_TRUE(disk.Resize("256m")) << std::strerror(errno);
+  r = RunCommand(cmd);
   EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + dir / "tmpfs/out").exit_code, 0);
 }
 
 TEST(FaultInjection, ManifestWriteFailureLeavesNoDataset) {
   TempDir dir;
-  // Budget enough for the shard but not the manifest.
+  ScopedTmpfs disk(dir / "tmpfs", "1m");
+  if (!disk.mounted()) GTEST_SKIP() << disk.why();
   std::string img = {0, 0, 8, 3, 0, 0, 0, 4, 0, 0, 0, 2, 0, 0, 0, 2};
   img += std::string(16, 'x');
   std::string lab = {0, 0, 8, 1, 0, 0, 0, 4, 0, 1, 0, 1};
   testing::WriteFile(dir / "i", img);
   testing::WriteFile(dir / "l", lab);
-  auto shard_only = RunCommand(testing::PackTool() + " idx --images " + dir / "i" + " --labels " +
-                               dir / "l" + " " + dir / "probe");
-  ASSERT_EQ(shard_only.exit_code, 0);
-  const uint64_t shard_bytes = *FileSize(dir / "probe/shard-00000.sks");
-  auto r = RunCommand("env SHARDKIT_FAULT_WRITE_BUDGET=" + std::to_string(shard_bytes + 10) + " " +
-                      testing::PackTool() + " idx --images " + dir / "i" + " --labels " +
-                      dir / "l" + " " + dir / "out");
+  auto pack = [&](const std::string& out) {
+    return RunCommand(testing::PackTool() + " idx --images " + dir / "i" + " --labels " +
+                      dir / "l" + " " + out);
+  };
+  ASSERT_EQ(pack(dir / "probe").exit_code, 0);
+  // Room on the disk for the shard, none for the manifest.
+  disk.FillLeaving(dir / "tmpfs/filler", *FileSize(dir / "probe/shard-00000.sks"));
+  auto r = pack(dir / "tmpfs/out");
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_NE(r.out.find("manifest.json"), std::string::npos) << r.out;
-  EXPECT_FALSE(FileExists(dir / "out/manifest.json"));
-  ExpectCleanFailure(dir / "out");
+  EXPECT_NE(r.out.find(dir / "tmpfs/out/manifest.json.tmp: write failed: No space left on device"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(FileExists(dir / "tmpfs/out/manifest.json"));
+  ExpectCleanFailure(dir / "tmpfs/out");
+  // Room again: the rerun succeeds.
+  ASSERT_TRUE(RemoveFile(dir / "tmpfs/filler").ok());
+  r = pack(dir / "tmpfs/out");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + dir / "tmpfs/out").exit_code, 0);
 }
 
 TEST(FaultInjection, InterruptedStagingResumesCopyingOnlyWhatIsMissing) {
@@ -352,9 +398,8 @@ TEST(FaultInjection, StagingFailsClearlyWhenLocalSpaceIsShort) {
   if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist not installed";
   TempDir dir;
-  testing::MakeDirs(dir / "tmpfs");
-  if (mount("tmpfs", (dir / "tmpfs").c_str(), "tmpfs", 0, "size=2m") != 0)
-    GTEST_SKIP() << "cannot mount a tmpfs here";
+  ScopedTmpfs disk(dir / "tmpfs", "2m");
+  if (!disk.mounted()) GTEST_SKIP() << disk.why();
   ASSERT_EQ(RunCommand(testing::PackTool() + " idx --images " + kFashion +
                        "/train-images-idx3-ubyte.gz --labels " + kFashion +
                        "/train-labels-idx1-ubyte.gz " + dir / "shared")
@@ -362,7 +407,6 @@ TEST(FaultInjection, StagingFailsClearlyWhenLocalSpaceIsShort) {
             0);
   auto r = RunCommand("env SHARDKIT_PACK=" + testing::PackTool() + " " + kStage + " " +
                       dir / "shared" + " " + dir / "tmpfs/local");
-  umount((dir / "tmpfs").c_str());
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("not enough space"), std::string::npos) << r.out;
 }

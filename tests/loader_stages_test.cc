@@ -1,13 +1,16 @@
 // The loader's stages alone, without the Loader that wires them: RecordSource
 // (payloads and how long they live), SampleDecoder (bytes -> pixels),
 // CorruptSamples (the corrupt policy), BatchFiller (a batch with a corrupt
-// record in it), LoaderState (saved, parsed, checked), and the DatasetWriter's
-// own record checks that shardkit-pack and the binding share.
+// record in it), LoaderState (saved, parsed, checked, resumed from:
+// PlanResume), the options' checks (ValidateLoaderOptions), and the
+// DatasetWriter's own record checks that shardkit-pack and the binding share.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <filesystem>
+#include <functional>
 #include <set>
 
 #include "loader/batch_filler.h"
@@ -18,6 +21,7 @@
 #include "loader/read_queue.h"
 #include "loader/record_fetcher.h"
 #include "loader/record_source.h"
+#include "loader/resume_plan.h"
 #include "loader/sample_decoder.h"
 #include "shard/dataset_writer.h"
 #include "tests/test_util.h"
@@ -253,6 +257,35 @@ TEST(SampleDecoderTest, RawRecordsAreCopiedOrTransposedAndSizeChecked) {
   f.kind = format::RecordKind::kBytes;
   EXPECT_TRUE(
       SampleDecoder::Make(f, TransformParams(), Layout::kNCHW, 0, "d").status().IsUnsupported());
+}
+
+// One rule for every front end: JPEG records take every transform, raw
+// records only none, and the loader refuses the others by name rather than
+// ignore them.
+TEST(TransformRuleTest, RawRecordsTakeOnlyTransformNoneAndTheLoaderSaysSo) {
+  for (const auto& [kind, name] : kTransformKindNames) {
+    EXPECT_TRUE(TransformApplies(format::RecordKind::kJpeg, kind)) << name;
+    EXPECT_EQ(TransformApplies(format::RecordKind::kRawU8, kind), kind == TransformKind::kNone)
+        << name;
+  }
+  TempDir dir;
+  WriteRaw(dir / "raw", 20, 4, CompressionMode::kStore, 1 << 20);
+  LoaderOptions o;
+  o.batch_size = 4;
+  ASSERT_TRUE(Loader::Open(dir / "raw", o).ok()) << "transform none, the default";
+  for (TransformKind kind : {TransformKind::kTrain, TransformKind::kVal, TransformKind::kResize}) {
+    o.transform.kind = kind;
+    auto l = Loader::Open(dir / "raw", o);
+    ASSERT_FALSE(l.ok()) << TransformKindName(kind);
+    EXPECT_TRUE(l.status().IsInvalidArgument());
+    EXPECT_EQ(l.status().message(),
+              dir / "raw" +
+                  ": holds raw 4x4x1 records, which the loader returns as stored; "
+                  "transform '" +
+                  TransformKindName(kind) +
+                  "' crops and resizes JPEG records: use transform none (and resize or augment "
+                  "the batches after the loader if you need to)");
+  }
 }
 
 // A JPEG's crop depends on (seed, epoch, position) only: the same for any
@@ -672,6 +705,128 @@ TEST(LoaderStateTest, OnePolicyForEveryResume) {
   old.world_size = 4;
   old.batch_size = 32;
   EXPECT_TRUE(CheckResumable(old, saved).ok());
+}
+
+// A state saved by a run of `world` ranks of `batch` samples over `records`.
+LoaderState SavedAt(uint64_t epoch, uint64_t batch, uint64_t world, uint64_t batch_size,
+                    uint64_t records, const std::string& shuffle = "full") {
+  LoaderState s;
+  s.epoch = epoch;
+  s.batch = batch;
+  s.seed = 7;
+  s.world_size = world;
+  s.batch_size = batch_size;
+  s.records = records;
+  s.shuffle = shuffle;
+  s.transform = "raw";
+  return s;
+}
+
+TEST(ResumePlanTest, SameCutContinuesAtTheSavedBatch) {
+  const LoaderState saved = SavedAt(3, 4, 2, 10, 100);
+  auto at = PlanResume(saved, SavedAt(0, 0, 2, 10, 100), 1);
+  ASSERT_TRUE(at.ok()) << at.status().ToString();
+  EXPECT_EQ(at->epoch, 3u);
+  EXPECT_EQ(at->batch, 4u);
+  EXPECT_EQ(at->rest, nullptr);
+}
+
+TEST(ResumePlanTest, AStateReadToItsEndStartsTheNextEpoch) {
+  // 100 records, 2 ranks of 10: 5 batches an epoch.
+  auto at = PlanResume(SavedAt(3, 5, 2, 10, 100), SavedAt(0, 0, 4, 3, 100), 0);
+  ASSERT_TRUE(at.ok()) << at.status().ToString();
+  EXPECT_EQ(at->epoch, 4u);
+  EXPECT_EQ(at->batch, 0u);
+  EXPECT_EQ(at->rest, nullptr);
+}
+
+TEST(ResumePlanTest, AnotherCutMidEpochContinuesWithExactlyWhatWasLeft) {
+  // 2 ranks x 10 read 3 batches (60 positions, strided: 0..59); 4 ranks of 3 go on.
+  auto at = PlanResume(SavedAt(3, 3, 2, 10, 100), SavedAt(0, 0, 4, 3, 100), 2);
+  ASSERT_TRUE(at.ok()) << at.status().ToString();
+  EXPECT_EQ(at->epoch, 3u);
+  EXPECT_EQ(at->batch, 0u);
+  ASSERT_NE(at->rest, nullptr);
+  EXPECT_EQ(at->rest->size(), 40u);
+  EXPECT_EQ(at->rest->At(0), 60u);
+  // Every rank plans the same rest, and the ranks' cuts of it hold each position once.
+  std::multiset<uint64_t> seen;
+  for (int rank = 0; rank < 4; ++rank) {
+    auto r = PlanResume(SavedAt(3, 3, 2, 10, 100), SavedAt(0, 0, 4, 3, 100), rank);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->rest->ranges(), at->rest->ranges());
+    const Partition p = Partition::Cut(100, r->rest, rank, 4, 3, false, true);
+    for (uint64_t i = 0; i < p.real; ++i) seen.insert(p.Position(i));
+  }
+  EXPECT_EQ(seen.size(), 40u);
+  EXPECT_EQ(std::set<uint64_t>(seen.begin(), seen.end()).size(), 40u);
+  EXPECT_EQ(*seen.begin(), 60u);
+}
+
+TEST(ResumePlanTest, TooLittleLeftForABatchUnderDropLastIsTheNextEpoch) {
+  LoaderState now = SavedAt(0, 0, 4, 16, 100);
+  now.drop_last = true;  // 4 x 16 = 64 a batch; 40 are left
+  auto at = PlanResume(SavedAt(3, 3, 2, 10, 100), now, 0);
+  ASSERT_TRUE(at.ok()) << at.status().ToString();
+  EXPECT_EQ(at->epoch, 4u);
+  EXPECT_EQ(at->batch, 0u);
+  EXPECT_EQ(at->rest, nullptr);
+}
+
+TEST(ResumePlanTest, RefusesWhatCannotContinueExactly) {
+  const LoaderState now = SavedAt(0, 0, 2, 10, 100);
+  for (auto [saved, why] : std::vector<std::pair<LoaderState, std::string>>{
+           {SavedAt(3, 6, 2, 10, 100), "loader state: batch 6 is past the epoch's 5 batches"},
+           {SavedAt(3, 1, 2, 10, 99), "dataset of 99 records"},
+           {SavedAt(3, 1, 2, 10, 100, "block"), "shuffle block -> full"},
+           {SavedAt(3, 1, 1 << 20, 10, 100), "loader state: world size 1048576"}}) {
+    auto at = PlanResume(saved, now, 0);
+    ASSERT_FALSE(at.ok()) << why;
+    EXPECT_TRUE(at.status().IsInvalidArgument());
+    EXPECT_NE(at.status().message().find(why), std::string::npos) << at.status().message();
+  }
+  LoaderState bad_rest = SavedAt(3, 0, 2, 10, 100);
+  bad_rest.positions = {{50, 200}};
+  auto at = PlanResume(bad_rest, now, 0);
+  ASSERT_FALSE(at.ok());
+  EXPECT_EQ(at.status().message().rfind("loader state: ", 0), 0u) << at.status().message();
+}
+
+TEST(LoaderOptionsTest, EveryRangeIsCheckedInOnePlaceBeforeTheDatasetIsOpened) {
+  EXPECT_TRUE(ValidateLoaderOptions(LoaderOptions()).ok());
+  auto with = [](const std::function<void(LoaderOptions&)>& change) {
+    LoaderOptions o;
+    change(o);
+    return o;
+  };
+  for (auto [o, why] : std::vector<std::pair<LoaderOptions, std::string>>{
+           {with([](auto& o) { o.workers = 0; }), "workers must be in 1..256, not 0"},
+           {with([](auto& o) { o.prefetch = kMaxPrefetch + 1; }), "prefetch must be in 1..1024"},
+           {with([](auto& o) { o.batch_size = 0; }), "batch size must be in 1.."},
+           {with([](auto& o) { o.rank = 2, o.world_size = 2; }),
+            "rank 2 is not in 0..world_size-1"},
+           {with([](auto& o) { o.world_size = kMaxWorldSize + 1; }), "world size must be at most"},
+           {with([](auto& o) { o.read_depth = -2; }), "read depth must be in 0..1024"},
+           {with([](auto& o) { o.read_ahead_bytes = 0; }), "read-ahead bytes"},
+           {with([](auto& o) { o.transform.size = 0; }), "transform size must be in 1..4096"},
+           {with([](auto& o) { o.transform.height = 10; }), "height and width together"},
+           {with([](auto& o) { o.transform.flip_prob = 2; }), "flip probability"},
+           {with([](auto& o) { o.transform.min_scale = std::nan(""); }), "crop scale range"},
+           {with([](auto& o) { o.transform.max_ratio = 0.1; }), "aspect-ratio range"},
+           {with([](auto& o) { o.transform.crop_fraction = 0; }), "val crop fraction"},
+           {with([](auto& o) {
+              o.transform.kind = TransformKind::kVal;
+              o.transform.resize = 100;
+            }),
+            "CenterCrop 224x224 is larger than the Resize before it"}}) {
+    Status s = ValidateLoaderOptions(o);
+    EXPECT_TRUE(s.IsInvalidArgument()) << why;
+    EXPECT_NE(s.message().find(why), std::string::npos) << s.message();
+    // Loader::Open checks them before it looks for the dataset.
+    auto loader = Loader::Open("/nonexistent/dataset", o);
+    ASSERT_FALSE(loader.ok());
+    EXPECT_EQ(loader.status().message(), s.message());
+  }
 }
 
 TEST(DatasetWriterTest, ChecksLabelsAndSizesForEveryWriter) {

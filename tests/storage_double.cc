@@ -1,7 +1,9 @@
 #include "tests/storage_double.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 namespace shardkit::testing {
@@ -95,5 +97,64 @@ Status StorageDouble::BeforeRead(const std::string& path, uint64_t offset, size_
 }
 
 void StorageDouble::AfterRead() { in_flight_.fetch_sub(1); }
+
+class WriteFaultEnv::File final : public WritableFile {
+ public:
+  File(WriteFaultEnv* env, std::unique_ptr<WritableFile> base)
+      : env_(env), base_(std::move(base)) {}
+  Status Sync() override { return base_->Sync(); }
+  Status Close() override { return base_->Close(); }
+  const std::string& path() const override { return base_->path(); }
+
+ protected:
+  Status AppendBytes(const char* data, size_t n) override {
+    SK_RETURN_IF_ERROR(env_->Charge(path(), n));
+    return base_->Append(data, n);
+  }
+
+ private:
+  WriteFaultEnv* env_;
+  std::unique_ptr<WritableFile> base_;
+};
+
+class WriteFaultEnv::Scratch final : public ScratchFile {
+ public:
+  Scratch(WriteFaultEnv* env, std::string dir, std::unique_ptr<ScratchFile> base)
+      : env_(env), name_(dir + ": scratch file"), base_(std::move(base)) {}
+  Status Append(const void* data, size_t n, uint64_t* offset) override {
+    SK_RETURN_IF_ERROR(env_->Charge(name_, n));
+    return base_->Append(data, n, offset);
+  }
+  Status Read(uint64_t offset, size_t n, void* dst) const override {
+    return base_->Read(offset, n, dst);
+  }
+
+ private:
+  WriteFaultEnv* env_;
+  std::string name_;
+  std::unique_ptr<ScratchFile> base_;
+};
+
+Result<std::unique_ptr<WritableFile>> WriteFaultEnv::NewWritableFile(const std::string& path) {
+  SK_ASSIGN_OR_RETURN(auto base, Env::Default()->NewWritableFile(path));
+  return std::unique_ptr<WritableFile>(new File(this, std::move(base)));
+}
+
+Result<std::unique_ptr<ScratchFile>> WriteFaultEnv::NewScratchFile(const std::string& dir) {
+  SK_ASSIGN_OR_RETURN(auto base, Env::Default()->NewScratchFile(dir));
+  return std::unique_ptr<ScratchFile>(new Scratch(this, dir, std::move(base)));
+}
+
+Status WriteFaultEnv::Charge(const std::string& path, size_t n) {
+  uint64_t used = written_.load();
+  do {
+    if (n > budget_ || used > budget_ - n) {
+      refused_.fetch_add(1);
+      return Status::At(Status::Code::kIOError, {path, ""},
+                        std::string("write failed: ") + std::strerror(ENOSPC));
+    }
+  } while (!written_.compare_exchange_weak(used, used + n));
+  return Status::OK();
+}
 
 }  // namespace shardkit::testing

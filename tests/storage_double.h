@@ -65,4 +65,52 @@ class StorageDouble final : public Env {
   AccessHints hints_seen_;
 };
 
+// WriteFaultEnv: the POSIX filesystem (Env::Default()) as a disk that fills
+// up, for writers given an Env (PackOptions::env). Every byte appended to a
+// file or a scratch file through it counts against a budget; an append that
+// would go past it fails whole, with the IOError a full disk gives ("PATH:
+// write failed: No space left on device"), and nothing of it is written
+// (a smaller one may still fit, as on a disk). Reads, listings, renames,
+// removals and locks pass through. Thread-safe.
+class WriteFaultEnv final : public Env {
+ public:
+  static constexpr uint64_t kNoLimit = ~uint64_t{0};
+  explicit WriteFaultEnv(uint64_t budget = kNoLimit) : budget_(budget) {}
+
+  // Bytes appended through this Env so far (the ones that failed aside).
+  uint64_t written() const { return written_.load(); }
+  // Appends refused for want of space so far.
+  uint64_t refused() const { return refused_.load(); }
+
+  Result<std::unique_ptr<RandomAccessFile>> OpenForReads(const std::string& path) override {
+    return Env::Default()->OpenForReads(path);
+  }
+  bool FileExists(const std::string& path) override { return Env::Default()->FileExists(path); }
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
+  Result<std::unique_ptr<ScratchFile>> NewScratchFile(const std::string& dir) override;
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    return Env::Default()->RenameFile(from, to);
+  }
+  Status RemoveFile(const std::string& path) override { return Env::Default()->RemoveFile(path); }
+  Status RemoveDir(const std::string& dir) override { return Env::Default()->RemoveDir(dir); }
+  Status CreateDirs(const std::string& dir) override { return Env::Default()->CreateDirs(dir); }
+  Status SyncDir(const std::string& dir) override { return Env::Default()->SyncDir(dir); }
+  Result<std::vector<std::string>> ListDir(const std::string& dir) override {
+    return Env::Default()->ListDir(dir);
+  }
+  Result<std::unique_ptr<DirLock>> LockDir(const std::string& dir) override {
+    return Env::Default()->LockDir(dir);
+  }
+
+ private:
+  class File;
+  class Scratch;
+  // OK if n more bytes fit in the budget (they are counted), else the full
+  // disk's error naming `path`.
+  Status Charge(const std::string& path, size_t n);
+
+  const uint64_t budget_;
+  std::atomic<uint64_t> written_{0}, refused_{0};
+};
+
 }  // namespace shardkit::testing

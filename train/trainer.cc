@@ -171,7 +171,12 @@ namespace {
 
 // Every loader option the trainer sets, in one place: the training set's
 // for this rank on `device`, and the validation set's, derived from them.
-LoaderOptions TrainLoaderOptions(const TrainOptions& o, const DistEnv& env, torch::Device device) {
+// JPEG records are cropped (train: RandomResizedCrop + flip; val: Resize +
+// CenterCrop); raw records (MNIST, bigMNIST) are trained on as stored, with
+// no crop, resize or flip: the loader's rule (TransformApplies) takes only
+// transform none for them.
+LoaderOptions TrainLoaderOptions(const TrainOptions& o, const DistEnv& env, torch::Device device,
+                                 format::RecordKind records) {
   LoaderOptions lo;
   lo.rank = env.rank;
   lo.world_size = env.world_size;
@@ -182,7 +187,8 @@ LoaderOptions TrainLoaderOptions(const TrainOptions& o, const DistEnv& env, torc
   lo.cache_dir = o.cache_dir;
   lo.cache_limit = o.cache_limit;
   lo.seed = o.seed;
-  lo.transform.kind = TransformKind::kTrain;
+  lo.transform.kind = TransformApplies(records, TransformKind::kTrain) ? TransformKind::kTrain
+                                                                       : TransformKind::kNone;
   lo.transform.size = o.size;
   // Channels-last training reads NHWC batches, viewed as channels-last
   // NCHW tensors without a copy (BatchView).
@@ -200,7 +206,7 @@ LoaderOptions TrainLoaderOptions(const TrainOptions& o, const DistEnv& env, torc
 
 LoaderOptions ValLoaderOptions(const TrainOptions& o, LoaderOptions train) {
   LoaderOptions vo = std::move(train);
-  vo.transform.kind = TransformKind::kVal;
+  if (vo.transform.kind != TransformKind::kNone) vo.transform.kind = TransformKind::kVal;
   vo.drop_last = false;
   vo.shuffle = ShuffleMode::kNone;
   vo.batch_size = std::max(o.batch_size, 64);
@@ -382,7 +388,8 @@ Status Trainer::SetUpData() {
 
 // The training loader, and the validation loader checked against it.
 Status Trainer::OpenLoaders() {
-  const LoaderOptions lo = TrainLoaderOptions(o_, env_, device_);
+  SK_ASSIGN_OR_RETURN(const Manifest manifest, ReadManifest(o_.data));
+  const LoaderOptions lo = TrainLoaderOptions(o_, env_, device_, manifest.record.kind);
   SK_ASSIGN_OR_RETURN(train_loader_, Loader::Open(o_.data, lo));
   if (train_loader_->manifest().classes.empty()) {
     return Status::InvalidArgument(
@@ -515,7 +522,10 @@ void Trainer::NoteStart() {
        (spec_.small_input_stem ? "small" : "torchvision") + " stem) on " +
        (o_.synthetic
             ? std::string("synthetic data (random batches made once on the device)")
-            : o_.data + ": " + std::to_string(train_loader_->dataset_records()) + " records") +
+            : o_.data + ": " + std::to_string(train_loader_->dataset_records()) + " records" +
+                  (train_loader_->manifest().record.kind == format::RecordKind::kJpeg
+                       ? std::string()
+                       : std::string(" (raw, as stored: no crop, resize or flip)"))) +
        ", " + std::to_string(steps_per_epoch_) + " steps/epoch, global batch " +
        std::to_string(o_.batch_size * env_.world_size) + ", lr " + std::to_string(base_lr_) +
        ", device " + device_.str());

@@ -88,7 +88,7 @@ def test_train_tar_of_class_tars_tar_gz_and_zip_give_the_trees_dataset(tree, tmp
         assert code == 0, out
         assert "1 CMYK, 1 PNG" in out and "skipped: 1 bad images" in out, out
         same_dataset(tmp_path / "from_tree", tmp_path / (archive + ".ds"))
-        assert not os.path.exists(tmp_path / (archive + ".ds") / ".shardkit-pack-spill")
+        assert not os.path.exists(tmp_path / (archive + ".ds") / ".shardkit-scratch")
         manifest = json.load(open(tmp_path / (archive + ".ds") / "manifest.json"))
         assert manifest["created_by"]["options"]["src"].endswith(archive)
 
@@ -228,7 +228,7 @@ def test_hostile_members_are_named_and_counted_and_nothing_leaves_out(tree, tmp_
         assert code == 2, (name, out)
         assert name in out, out
         assert not os.path.exists(work / (name + ".out") / "manifest.json")
-        assert not os.path.exists(work / (name + ".out") / ".shardkit-pack-spill")
+        assert not os.path.exists(work / (name + ".out") / ".shardkit-scratch")
 
 
 def test_hostile_members_of_a_tar_of_class_tars_are_skipped_by_name(tree, tmp_path):

@@ -383,6 +383,15 @@ def test_val_csv_as_people_save_it(src, tmp_path):
         assert "line 2" in out and not (tmp_path / (name + ".ds")).exists(), out
 
 
+def test_a_shard_pattern_too_large_and_one_malformed_are_told_apart(tmp_path):
+    """Too many paths names the whole pattern; a malformed brace says so,
+    whatever text the pattern holds (here " shards")."""
+    code, out = run("webdataset", tmp_path / "x-{0..9}-{0..999999}.tar", tmp_path / "o")
+    assert code == 2 and "x-{0..9}-{0..999999}.tar: more than 1000000 shards" in out, out
+    code, out = run("webdataset", tmp_path / "x-{0,1}-{ shards.tar", tmp_path / "o")
+    assert code == 2 and "a '{' without its '}'" in out and "more than" not in out, out
+
+
 def test_errors_say_their_cause(tmp_path):
     code, out = run("imagenet", tmp_path / "missing.tar", tmp_path / "o")
     assert code == 2 and "missing.tar: No such file or directory" in out, out

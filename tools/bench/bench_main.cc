@@ -353,7 +353,8 @@ struct LoaderFlags {
   uint64_t skip_budget = 100;
   std::string cache_dir;
   uint64_t cache_limit = 0;
-  LoaderOptions opt;  // the enum flags write here directly; ToOptions() the rest
+  LoaderOptions opt;                 // the enum flags write here directly; ToOptions() the rest
+  CLI::Option* transform = nullptr;  // --transform, to tell whether it was given
 };
 
 // `shardkit-bench reference`'s flags.
@@ -380,8 +381,8 @@ CLI::App* AddLoaderCommand(CLI::App& app, LoaderFlags* f) {
       ->capture_default_str()
       ->check(cli::IntIn(1, 1 << 20));
   f->opt.transform.kind = TransformKind::kTrain;
-  cli::AddEnum(cmd, "--transform", &f->opt.transform.kind, kTransformKindNames,
-               "the JPEG transform");
+  f->transform = cli::AddEnum(cmd, "--transform", &f->opt.transform.kind, kTransformKindNames,
+                              "the JPEG transform (not given: train, or none for raw records)");
   cmd->add_option("--size", f->size, "output side for JPEG transforms")
       ->capture_default_str()
       ->check(cli::IntIn(1, 4096));
@@ -628,6 +629,14 @@ int RunLoader(const LoaderFlags& f) {
   if (!workers_or.ok()) return Fail(workers_or.status());
   const std::vector<int> workers = *workers_or;
   if (Status v = ValidateLoaderOptions(opt); !v.ok()) return Fail(v);
+  // Raw records take only transform none (TransformApplies): the default
+  // follows them; a transform asked for is the loader's to refuse.
+  if (f.transform->count() == 0) {
+    auto manifest = ReadManifest(f.dir);
+    if (manifest.ok() && !TransformApplies(manifest->record.kind, opt.transform.kind)) {
+      opt.transform.kind = TransformKind::kNone;
+    }
+  }
 
   // Open once before printing anything, so that a bad dataset or options
   // that cannot be met (memory) end with one error line.
