@@ -5,7 +5,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
@@ -243,33 +242,60 @@ def test_skip_counts_records_and_replacements_apart(tmp_path):
         assert stats["corrupt_skipped"] == stats["samples_replaced"]
 
 
-def test_another_thread_runs_while_the_loader_works(jpeg_ds):
-    # With a switch interval of 10 s, a thread that held the GIL through
-    # C++ work would leave the counter where it was.
-    loader = sk.Loader(jpeg_ds, 40, workers=1, size=160, transform="val", rank=0, world_size=1,
-                       prefetch=1)
-    count, stop = [0], threading.Event()
+# A web server in a thread of the reading process: the loader's reads (its
+# open, and every batch) can be answered only while they run without the GIL.
+GIL_SCRIPT = r"""
+import http.server, os, sys, threading
+import shardkit
+root = sys.argv[1]
 
-    def spin():
-        import time
-        while not stop.is_set():
-            count[0] += 1
-            time.sleep(0.0001)  # gives the GIL back, so the main thread resumes at once
+class Files(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *args):
+        pass
+    def do_HEAD(self):
+        self.serve(False)
+    def do_GET(self):
+        self.serve(True)
+    def serve(self, body):
+        path = os.path.join(root, self.path.lstrip("/").split("?")[0])
+        if not os.path.isfile(path):
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        data = open(path, "rb").read()
+        part, status = data, 200
+        if body and self.headers.get("Range"):
+            a, b = self.headers["Range"].split("=")[1].split("-")
+            a, b = int(a), min(int(b), len(data) - 1)
+            part, status = data[a:b + 1], 206
+        self.send_response(status)
+        if status == 206:
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (a, b, len(data)))
+        self.send_header("ETag", '"%x"' % os.stat(path).st_mtime_ns)
+        self.send_header("Content-Length", str(len(part)))
+        self.end_headers()
+        if body:
+            self.wfile.write(part)
 
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(10)
-    t = threading.Thread(target=spin)
-    try:
-        t.start()
-        before = count[0]
-        for _ in loader:  # one batch of 40 decodes and resizes on one worker
-            pass
-        during = count[0] - before
-    finally:
-        stop.set()
-        sys.setswitchinterval(old)
-        t.join()
-    assert during > 0
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Files)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+url = "http://127.0.0.1:%d" % server.server_address[1]
+loader = shardkit.Loader(url, 8, workers=1, size=64, transform="val", rank=0, world_size=1)
+print("records", sum(len(labels) for _, labels in loader))
+"""
+
+
+def test_python_threads_run_while_the_loader_opens_and_reads(jpeg_ds):
+    # Held through C++ work, the GIL would keep the server thread from ever
+    # answering: the open or a batch would fail once its retries ran out.
+    env = dict(os.environ, SHARDKIT_RETRY_SECONDS="20", SHARDKIT_STALL_SECONDS="20",
+               PYTHONPATH=os.path.dirname(os.path.dirname(sk.__file__)))
+    r = subprocess.run([sys.executable, "-c", GIL_SCRIPT, jpeg_ds], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["records", "40"], r.stdout + r.stderr
 
 
 def test_bad_arguments_are_value_errors_and_missing_paths_os_errors(jpeg_ds, tmp_path):
