@@ -352,22 +352,14 @@ Status CachedFile::Read(uint64_t offset, size_t n, void* dst) const {
   return Status::OK();
 }
 
-// The chunks of the range not on disk yet: fetched ahead by storage, whole,
-// each run of neighbours with one read (a request each would cost the
-// server per chunk what one larger request costs it once).
+// The chunks of the range not on disk yet: fetched ahead by storage, whole.
 void CachedFile::WillNeed(uint64_t offset, size_t n) const {
   if (!usable_ || offset >= size()) return;
   const uint64_t last = (std::min<uint64_t>(offset + n, size()) - 1) / kCacheChunkBytes;
-  uint64_t run = 0, run_bytes = 0;  // missing chunks [run, run + run_bytes / chunk)
-  for (uint64_t c = offset / kCacheChunkBytes; c <= last + 1; ++c) {
-    const bool missing = c <= last && checked_[c].load(std::memory_order_relaxed) == 0 &&
-                         static_cast<uint32_t>(Entry(c)) != kPresent;
-    if (missing) {
-      if (run_bytes == 0) run = c;
-      run_bytes += ChunkLength(c);
-    } else if (run_bytes > 0) {
-      remote_->WillNeed(run * kCacheChunkBytes, run_bytes);
-      run_bytes = 0;
+  for (uint64_t c = offset / kCacheChunkBytes; c <= last; ++c) {
+    if (checked_[c].load(std::memory_order_relaxed) == 0 &&
+        static_cast<uint32_t>(Entry(c)) != kPresent) {
+      remote_->WillNeed(c * kCacheChunkBytes, ChunkLength(c));
     }
   }
 }
