@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <jpeglib.h>
+#include <netinet/in.h>
 #include <png.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -285,6 +288,37 @@ double MeanAbsDiff(const uint8_t* a, const uint8_t* b, size_t n) {
   double s = 0;
   for (size_t i = 0; i < n; ++i) s += std::abs(int(a[i]) - int(b[i]));
   return s / n;
+}
+
+namespace {
+
+// True when a TCP socket can bind port on every address now.
+bool PortFree(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
+}
+
+}  // namespace
+
+int TrainingPort() {
+  static const int port = [] {
+    std::random_device seed;
+    std::mt19937 rng(seed());
+    std::uniform_int_distribution<int> pick(20000, 31999);
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+      const int p = pick(rng);
+      if (PortFree(p)) return p;
+    }
+    throw std::runtime_error("no free port in 20000-31999 after 1000 draws");
+  }();
+  return port;
 }
 
 }  // namespace shardkit::testing

@@ -86,6 +86,14 @@ class FakeClock : public Clock {
   std::atomic<uint64_t> tick_{0};
 };
 
+// A port for a training rendezvous, in 20000-31999 (below the kernel's
+// ephemeral range, so no outgoing connection takes it; the range
+// shardkit-train derives from a SLURM job id) that nothing listens on now.
+// Drawn at random, not from the pid, so that tests started one after the
+// other (adjacent pids) do not draw neighbouring ports. Chosen once per
+// process: every rank a test starts gets the same one.
+int TrainingPort();
+
 // Absolute paths of the built tools (from compile definitions).
 std::string PackTool();
 

@@ -284,8 +284,7 @@ TEST(TrainTest, SigtermCheckpointsAndResumeFinishes) {
 // Rank `rank` of 2 on dir/data (batch 4, progress every step, checkpoints
 // in dir/ck), rendezvousing through environment variables as torchrun's do.
 std::string RankCmd(const TempDir& dir, int rank, const std::string& extra) {
-  // Below Linux's ephemeral range (32768-60999), so no outgoing connection holds it.
-  const std::string port = std::to_string(20000 + getpid() % 12000);
+  const std::string port = std::to_string(testing::TrainingPort());
   return "env RANK=" + std::to_string(rank) +
          " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " + kTrain + " --data " +
          dir / "data" +
@@ -296,7 +295,8 @@ std::string RankCmd(const TempDir& dir, int rank, const std::string& extra) {
 // Ranks as a bare `srun` starts them: SLURM_PROCID, SLURM_NTASKS,
 // SLURM_LOCALID, the job's node list and id, no torchrun variables.
 std::string SrunRankCmd(const TempDir& dir, int rank, const std::string& nodes) {
-  const std::string job = std::to_string(getpid() % 12000 + 1);  // port 20000 + job % 12000
+  // shardkit-train's port is 20000 + job % 12000.
+  const std::string job = std::to_string(testing::TrainingPort() - 20000);
   return "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT SLURM_PROCID=" +
          std::to_string(rank) + " SLURM_NTASKS=2 SLURM_LOCALID=" + std::to_string(rank) +
          " SLURM_JOB_NODELIST=" + nodes + " SLURM_JOB_ID=" + job + " " + kTrain + " --data " +
