@@ -138,7 +138,8 @@ Status RecordReader::Read(uint64_t global, Record* out) const {
     uint64_t offset = 0;
     uint32_t length = 0;
     r.StoredExtent(local, &offset, &length);
-    SK_RETURN_IF_ERROR(r.ReadRaw(offset, length, out->bytes.data()).WithContext(r.Where(local)));
+    const Status read = r.ReadRaw(offset, length, out->bytes.data());
+    if (!read.ok()) return read.WithContext(r.Where(local));  // named only when it failed
     out->payload = std::string_view(out->bytes.data(), length);
     return r.CheckStored(local, out->payload);
   }

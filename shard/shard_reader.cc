@@ -275,16 +275,20 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
   if (b >= blocks_.size())
     return Status::InvalidArgument(path() + ": no block " + std::to_string(b));
   const BlockEntry& e = blocks_[b];
-  // "block 3 at offset 4096": read errors already name the path.
-  const std::string block = "block " + std::to_string(b) + " at offset " + std::to_string(e.offset);
-  const std::string where = path() + ": " + block;
+  // "block 3 at offset 4096": read errors already name the path. Made only
+  // for an error: a block read is on every loader's path.
+  const auto block = [&] {
+    return "block " + std::to_string(b) + " at offset " + std::to_string(e.offset);
+  };
+  const auto where = [&] { return path() + ": " + block(); };
   if (e.codec == static_cast<uint32_t>(format::Codec::kStored)) {
     out->resize(e.raw_size);
-    SK_RETURN_IF_ERROR(file_->Read(e.offset, e.stored_size, out->data()).WithContext(block));
+    const Status read = file_->Read(e.offset, e.stored_size, out->data());
+    if (!read.ok()) return read.WithContext(block());
     file_->Release(e.offset, e.stored_size);
     if (stored != nullptr) *stored = std::string_view(out->data(), e.stored_size);
     if (crc32c::Value(out->data(), e.stored_size) != e.crc32c) {
-      return Status::Corruption(where + ": checksum mismatch");
+      return Status::Corruption(where() + ": checksum mismatch");
     }
     return Status::OK();
   }
@@ -293,15 +297,15 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
     SK_RETURN_IF_ERROR(file_->View(e.offset, e.stored_size, &in));
   } else {
     scratch->stored.resize(e.stored_size);
-    SK_RETURN_IF_ERROR(
-        file_->Read(e.offset, e.stored_size, scratch->stored.data()).WithContext(block));
+    const Status read = file_->Read(e.offset, e.stored_size, scratch->stored.data());
+    if (!read.ok()) return read.WithContext(block());
     in = std::string_view(scratch->stored.data(), e.stored_size);
   }
   if (stored != nullptr) *stored = in;
   const uint32_t got = crc32c::Value(in.data(), in.size());
   if (got != e.crc32c) {
-    return Status::Corruption(where + ": checksum mismatch (expected " + Hex(e.crc32c) + ", got " +
-                              Hex(got) + ")");
+    return Status::Corruption(where() + ": checksum mismatch (expected " + Hex(e.crc32c) +
+                              ", got " + Hex(got) + ")");
   }
   if (scratch->dctx == nullptr) scratch->dctx = ZSTD_createDCtx();
   out->resize(e.raw_size);
@@ -309,10 +313,10 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
   // it fails with dstSize_tooSmall instead of allocating.
   size_t n = ZSTD_decompressDCtx(scratch->dctx, out->data(), e.raw_size, in.data(), in.size());
   if (ZSTD_isError(n)) {
-    return Status::Corruption(where + ": zstd: " + ZSTD_getErrorName(n));
+    return Status::Corruption(where() + ": zstd: " + ZSTD_getErrorName(n));
   }
   if (n != e.raw_size) {
-    return Status::Corruption(where + ": decompressed to " + std::to_string(n) +
+    return Status::Corruption(where() + ": decompressed to " + std::to_string(n) +
                               " bytes, expected " + std::to_string(e.raw_size));
   }
   file_->Release(e.offset, e.stored_size);  // the decompressed copy is what is used from now on
@@ -352,8 +356,8 @@ Status ShardReader::ReadRecord(uint32_t i, ReadScratch* scratch, std::string_vie
   const BlockEntry& b = blocks_[r.block];
   if (b.codec == static_cast<uint32_t>(format::Codec::kStored)) {
     scratch->raw.resize(r.length);
-    SK_RETURN_IF_ERROR(
-        file_->Read(b.offset + r.offset, r.length, scratch->raw.data()).WithContext(Where(i)));
+    const Status read = file_->Read(b.offset + r.offset, r.length, scratch->raw.data());
+    if (!read.ok()) return read.WithContext(Where(i));  // named only when it failed
     file_->Release(b.offset + r.offset, r.length);
     SK_RETURN_IF_ERROR(CheckStored(i, std::string_view(scratch->raw.data(), r.length)));
     *payload = std::string_view(scratch->raw.data(), r.length);

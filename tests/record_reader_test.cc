@@ -149,7 +149,9 @@ TEST_P(RecordReaderTest, ACacheSmallerThanTheDataReadsInOrderOncePerBlockAndRand
   RecordReader reader(ds_.get(), 2 * block);  // room for 2 of the blocks
   EXPECT_EQ(ReadAll(reader, InOrder()), compressed() ? blocks_ : kRecords);
   ReadAll(reader, Shuffled(4));  // checks every byte; blocks come and go
-  if (compressed()) EXPECT_GT(reader.blocks_decompressed(), blocks_);
+  if (compressed()) {
+    EXPECT_GT(reader.blocks_decompressed(), blocks_);
+  }
 }
 
 TEST_P(RecordReaderTest, ShardReaderReadRecordRemembersItsBlockInTheScratch) {
@@ -182,6 +184,12 @@ TEST_P(RecordReaderTest, AnUnreadableBlockIsAnErrorNamingItsShardAndLaterReadsRe
 }
 
 TEST_P(RecordReaderTest, AForkedChildReadsWithACacheOfItsOwnWhileItsParentReads) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // GCC 12's sanitizer runtimes do not hold their allocator's lock across
+  // fork (LLVM 15's do): a child forked while the busy thread allocates
+  // waits on that lock forever. glibc's malloc, which users run, does.
+  GTEST_SKIP() << "a sanitizer allocator is not fork-safe under a busy thread";
+#endif
   const std::unique_ptr<Dataset> plain = OpenPlain();
   const uint64_t block = plain->shard(0).block(0).raw_size;
   RecordReader reader(plain.get(), 2 * block);  // small: the parent's thread keeps changing it
