@@ -622,7 +622,13 @@ Result<HttpResponse> ObjectStore::Call(const Target& t, const std::string& metho
                                        const Query& query, std::string_view body,
                                        const std::vector<std::string>& headers) {
   HttpResponse out;
-  const std::string sha = sigv4::Sha256Hex(body);
+  // A body whose MD5 is a signed header (Content-MD5, which S3 checks) is
+  // sent UNSIGNED-PAYLOAD: hashing it again with SHA-256 would add nothing
+  // the signature does not already cover, and cost a pass over every byte.
+  const bool md5_signed = std::any_of(headers.begin(), headers.end(), [](const std::string& h) {
+    return h.rfind("Content-MD5:", 0) == 0;
+  });
+  const std::string sha = md5_signed ? "UNSIGNED-PAYLOAD" : sigv4::Sha256Hex(body);
   SK_RETURN_IF_ERROR(WithRetries(t.shown, nullptr, [&]() -> Attempt {
     HttpRequest q;
     q.method = method;
@@ -736,28 +742,36 @@ class ObjectWritableFile final : public WritableFile {
   }
 
  protected:
+  // Parts are sent as they fill, once a byte past them arrives (the last
+  // part, 1 byte to a whole part, goes at Close); no byte is copied twice.
   Status AppendBytes(const char* data, size_t n) override {
     if (closed_) return Status::IOError(t_.shown + ": append after close");
-    buffer_.append(data, n);
-    etag_.Update(std::string_view(data, n));
-    while (buffer_.size() > kObjectPartBytes) {
-      std::string part = buffer_.substr(0, kObjectPartBytes);
-      buffer_.erase(0, kObjectPartBytes);
-      SK_RETURN_IF_ERROR(UploadPart(std::move(part)));
+    while (n > 0) {
+      if (buffer_.size() == kObjectPartBytes) {
+        SK_RETURN_IF_ERROR(UploadPart(std::move(buffer_)));
+        buffer_ = std::string();
+      }
+      if (buffer_.capacity() < kObjectPartBytes) buffer_.reserve(kObjectPartBytes);
+      const size_t take = std::min(n, kObjectPartBytes - buffer_.size());
+      buffer_.append(data, take);
+      data += take;
+      n -= take;
     }
     return Status::OK();
   }
 
  private:
-  // Sends `body` with its MD5 and checks the ETag S3 answers with.
-  Status Put(const ObjectStore::Query& query, std::string_view body, std::string* etag) const {
-    const std::string md5 = sigv4::Md5(body);
+  // Sends `body` with its MD5 (signed, as Content-MD5: the payload's
+  // integrity, so it is not hashed a second time) and checks the ETag S3
+  // answers with. The MD5 is left in *md5.
+  Status Put(const ObjectStore::Query& query, std::string_view body, std::string* md5) const {
+    *md5 = sigv4::Md5(body);
     SK_ASSIGN_OR_RETURN(HttpResponse r, store_->Call(t_, "PUT", query, body,
-                                                     {"Content-MD5: " + sigv4::Base64(md5)}));
-    *etag = r.header("etag");
-    if (*etag != "\"" + sigv4::Hex(md5) + "\"") {
+                                                     {"Content-MD5: " + sigv4::Base64(*md5)}));
+    const std::string etag = r.header("etag");
+    if (etag != "\"" + sigv4::Hex(*md5) + "\"") {
       return Status::IOError(t_.shown + ": the server stored " + std::to_string(body.size()) +
-                             " bytes as ETag " + *etag + ", not the MD5 sent (" + sigv4::Hex(md5) +
+                             " bytes as ETag " + etag + ", not the MD5 sent (" + sigv4::Hex(*md5) +
                              ")");
     }
     return Status::OK();
@@ -796,20 +810,21 @@ class ObjectWritableFile final : public WritableFile {
     return parts_status_;
   }
   Status Finish() {
-    std::string etag;
-    if (upload_id_.empty()) return Put({}, buffer_, &etag);
+    std::string md5;
+    if (upload_id_.empty()) return Put({}, buffer_, &md5);
     if (!buffer_.empty()) SK_RETURN_IF_ERROR(UploadPart(std::move(buffer_)));
     SK_RETURN_IF_ERROR(WaitParts(0));
     std::string xml = "<CompleteMultipartUpload>";
     for (size_t i = 0; i < parts_.size(); ++i) {
-      xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + parts_[i] +
-             "</ETag></Part>";
+      xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>\"" +
+             sigv4::Hex(parts_[i]) + "\"</ETag></Part>";
     }
     xml += "</CompleteMultipartUpload>";
     SK_ASSIGN_OR_RETURN(HttpResponse r,
                         store_->Call(t_, "POST", {{"uploadId", upload_id_}}, xml, {}));
     upload_id_.clear();  // complete: nothing to abort
-    const std::string got = XmlText(XmlField(r.body, "ETag")), want = etag_.Finish();
+    const std::string got = XmlText(XmlField(r.body, "ETag"));
+    const std::string want = ObjectETag::OfParts({parts_.begin(), parts_.end()});
     if (!got.empty() && got != want) {
       return Status::IOError(t_.shown + ": the completed upload's ETag is " + got + ", not " +
                              want);
@@ -825,12 +840,11 @@ class ObjectWritableFile final : public WritableFile {
   ObjectStore* const store_;
   const Target t_;
   std::string buffer_, upload_id_;
-  // The parts' ETags, as S3 answered; a deque, so that a part's thread
-  // writes its own element while the next parts are added.
+  // The parts' MD5s (S3 answered each with it as its ETag); a deque, so
+  // that a part's thread writes its own element while the next parts are added.
   std::deque<std::string> parts_;
   std::deque<std::unique_ptr<Sending>> sending_;  // oldest first
   Status parts_status_;                           // the first part that failed
-  ObjectETag etag_;
   bool closed_ = false;
   Status status_;
 };
@@ -846,20 +860,31 @@ Result<std::unique_ptr<WritableFile>> ObjectStore::NewWritableFile(const std::st
 void ObjectETag::Update(std::string_view data) {
   size_ += data.size();
   while (!data.empty()) {
-    const size_t take = std::min(data.size(), kObjectPartBytes - part_.size());
-    part_.append(data.substr(0, take));
-    data.remove_prefix(take);
-    if (part_.size() == kObjectPartBytes && !data.empty()) {
-      md5s_ += sigv4::Md5(part_);
-      part_.clear();
+    if (in_part_ == kObjectPartBytes) {  // a full part, and more bytes: the next part
+      md5s_.push_back(part_.Finish());
+      in_part_ = 0;
     }
+    const size_t take = std::min(data.size(), kObjectPartBytes - in_part_);
+    part_.Update(data.substr(0, take));
+    in_part_ += take;
+    data.remove_prefix(take);
   }
 }
 
-std::string ObjectETag::Finish() const {
-  if (md5s_.empty()) return "\"" + sigv4::Hex(sigv4::Md5(part_)) + "\"";
-  const std::string all = md5s_ + sigv4::Md5(part_);
-  return "\"" + sigv4::Hex(sigv4::Md5(all)) + "-" + std::to_string(all.size() / 16) + "\"";
+std::string ObjectETag::Finish() {
+  std::vector<std::string> md5s = std::move(md5s_);
+  md5s.push_back(part_.Finish());
+  md5s_.clear();
+  in_part_ = 0;
+  size_ = 0;
+  return OfParts(md5s);
+}
+
+std::string ObjectETag::OfParts(const std::vector<std::string>& part_md5s) {
+  if (part_md5s.size() == 1) return "\"" + sigv4::Hex(part_md5s[0]) + "\"";
+  std::string all;
+  for (const std::string& m : part_md5s) all += m;
+  return "\"" + sigv4::Hex(sigv4::Md5(all)) + "-" + std::to_string(part_md5s.size()) + "\"";
 }
 
 bool IsObjectStoreUrl(const std::string& path) {

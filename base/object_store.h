@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/env.h"
 #include "base/http_client.h"
@@ -72,15 +73,20 @@ inline constexpr size_t kObjectPartBytes = 16 << 20;
 // The ETag S3 gives an object written by this file's Env: the MD5 of its
 // bytes, or of its parts' MD5s and "-N" for N parts of kObjectPartBytes; a
 // publisher compares it with the one a HEAD answers to tell whether an
-// object holds a file's bytes. (Holds a part in memory.)
+// object holds a file's bytes.
 class ObjectETag {
  public:
   void Update(std::string_view data);
-  std::string Finish() const;  // quoted, as S3 answers it
+  // Quoted, as S3 answers it. Once: the tag starts again, empty.
+  std::string Finish();
   uint64_t size() const { return size_; }
+  // The ETag of an object sent in parts whose MD5s are these (16 bytes each).
+  static std::string OfParts(const std::vector<std::string>& part_md5s);
 
  private:
-  std::string part_, md5s_;
+  sigv4::Md5Stream part_;
+  size_t in_part_ = 0;  // bytes of the current part
+  std::vector<std::string> md5s_;
   uint64_t size_ = 0;
 };
 

@@ -60,6 +60,25 @@ std::string Md5(std::string_view data) {
   return std::string(reinterpret_cast<const char*>(md), n);
 }
 
+Md5Stream::Md5Stream() : ctx_(EVP_MD_CTX_new()) {
+  EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_md5(), nullptr);
+}
+
+Md5Stream::~Md5Stream() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
+
+void Md5Stream::Update(std::string_view data) {
+  EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data.data(), data.size());
+}
+
+std::string Md5Stream::Finish() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_MD_CTX* ctx = static_cast<EVP_MD_CTX*>(ctx_);
+  EVP_DigestFinal_ex(ctx, md, &n);
+  EVP_DigestInit_ex(ctx, EVP_md5(), nullptr);
+  return std::string(reinterpret_cast<const char*>(md), n);
+}
+
 std::string Hex(std::string_view bytes) {
   return HexOf(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
 }

@@ -17,6 +17,12 @@ namespace {
 
 constexpr size_t kChunk = kObjectPartBytes;
 
+Status DamagedLocal(const std::string& path) {
+  return Status::Corruption(path +
+                            ": its checksum is not the manifest's: a damaged local "
+                            "shard is not published (shardkit-pack verify tells more)");
+}
+
 // The local shard's S3 ETag and CRC32C, read once; its CRC must be the
 // manifest's (a damaged local shard is never published).
 Status LocalDigest(const std::string& path, const ShardInfo& info, std::string* etag) {
@@ -34,25 +40,31 @@ Status LocalDigest(const std::string& path, const ShardInfo& info, std::string* 
     tag.Update(std::string_view(buf.data(), n));
     crc = crc32c::Extend(crc, buf.data(), n);
   }
-  if (crc != info.crc32c) {
-    return Status::Corruption(path +
-                              ": its checksum is not the manifest's: a damaged local "
-                              "shard is not published (shardkit-pack verify tells more)");
-  }
+  if (crc != info.crc32c) return DamagedLocal(path);
   *etag = tag.Finish();
   return Status::OK();
 }
 
 // One shard: kept if the remote object is the same bytes, else uploaded.
+// The local file is read twice only when a remote object of its size is
+// there to compare with; an upload checks its CRC against the manifest's
+// before completing, so a damaged local shard is never left complete.
 Status PushShard(Env* env, const std::string& local, const std::string& remote,
                  const ShardInfo& info, const std::function<void(uint64_t)>& sent, bool* kept) {
-  std::string etag;
-  SK_RETURN_IF_ERROR(LocalDigest(local, info, &etag));
+  *kept = false;
   auto there = env->OpenForReads(remote);
   if (!there.ok() && !there.status().IsNotFound()) return there.status();
-  *kept = there.ok() && (*there)->size() == info.bytes && (*there)->version() == etag;
-  if (*kept) return Status::OK();
+  if (there.ok() && (*there)->size() == info.bytes) {
+    std::string etag;
+    SK_RETURN_IF_ERROR(LocalDigest(local, info, &etag));
+    *kept = (*there)->version() == etag;
+    if (*kept) return Status::OK();
+  }
   SK_ASSIGN_OR_RETURN(auto in, Env::Default()->OpenForReads(local));
+  if (in->size() != info.bytes) {
+    return Status::Corruption(local + ": " + std::to_string(in->size()) +
+                              " bytes, the manifest says " + std::to_string(info.bytes));
+  }
   SK_ASSIGN_OR_RETURN(auto out, env->NewWritableFile(remote));
   std::string buf(kChunk, '\0');
   for (uint64_t off = 0; off < in->size(); off += kChunk) {
@@ -61,11 +73,9 @@ Status PushShard(Env* env, const std::string& local, const std::string& remote,
     SK_RETURN_IF_ERROR(out->Append(buf.data(), n));
     sent(n);
   }
-  SK_RETURN_IF_ERROR(out->Close());
-  if (out->crc32c() != info.crc32c) {  // the local file changed while it was sent
-    return Status::Corruption(local + ": changed while it was uploaded");
-  }
-  return Status::OK();
+  // Before Close: an upload not completed is aborted when `out` goes.
+  if (out->crc32c() != info.crc32c) return DamagedLocal(local);
+  return out->Close();
 }
 
 // The remote manifest: absent, the same as `text`, or another dataset's

@@ -127,6 +127,30 @@ def test_a_shard_of_many_parts_goes_up_whole_and_a_failed_part_leaves_nothing(
     body = client.get_object(Bucket=bucket, Key=prefix + shard.name)["Body"].read()
     assert body == shard.read_bytes()
     assert run([PACK, "verify", url], child_env(rgw, nginx)).returncode == 0
+    # The ETag the push expects of three parts is the server's: a rerun keeps the shard.
+    r = run([PACK, "push", src, url], child_env(rgw, nginx))
+    assert "uploaded 0 of 1 shards" in r.stdout, r.stdout
+
+
+def test_a_damaged_local_shard_is_never_published(datasets, rgw, nginx, s3, tmp_path):
+    _, bucket = datasets
+    images, labels = idx_files(tmp_path, 60_000)  # 47 MB: one shard, three 16 MiB parts
+    src = tmp_path / "big"
+    run([PACK, "idx", "--images", images, "--labels", labels, "--shard-size", 100_000_000, src],
+        os.environ)
+    shard = src / "shard-00000.sks"
+    data = bytearray(shard.read_bytes())
+    data[len(data) * 3 // 4] ^= 0x10  # in the last part: found only once every byte was read
+    shard.write_bytes(bytes(data))
+    client, prefix = s3(rgw), f"damaged-{uuid.uuid4().hex[:6]}/"
+    url = f"s3://{bucket}/{prefix.rstrip('/')}"
+    r = run([PACK, "push", src, url], child_env(rgw, nginx), check=False)
+    assert r.returncode == 2, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("shardkit-pack: error:")]
+    assert len(errors) == 1 and "shard-00000.sks" in errors[0], r.stderr
+    assert "checksum is not the manifest's" in errors[0], r.stderr
+    assert keys(client, bucket, prefix) == []
+    assert client.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", []) == []
 
 
 def test_a_push_over_another_dataset_never_shows_a_manifest_naming_what_it_replaces(
