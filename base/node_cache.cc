@@ -172,11 +172,6 @@ class CachedFile final : public RandomAccessFile {
   uint64_t size() const override { return remote_->size(); }
   std::string version() const override { return remote_->version(); }
   Status Read(uint64_t offset, size_t n, void* dst) const override;
-  // Views of chunks on disk, in place: a second epoch decompresses from the
-  // page cache as a local file's reader does, without a copy. A range not
-  // cacheable now (the limit) has no view: the caller reads it.
-  bool mapped() const override { return data_map_ != nullptr; }
-  Status View(uint64_t offset, size_t n, std::string_view* out) const override;
   void WillNeed(uint64_t offset, size_t n) const override;
   void Abort() const override { remote_->Abort(); }
 
@@ -190,8 +185,6 @@ class CachedFile final : public RandomAccessFile {
   // cacheable now (the limit): read it from storage.
   Status Ensure(uint64_t c, bool* cached) const;
   bool Verify(uint64_t c, std::vector<char>* buf) const;  // the entry's CRC over the chunk
-  // Every chunk of the range on disk and checked (false: read it from storage).
-  Status EnsureRange(uint64_t offset, size_t n, bool* cached) const;
   Status Fill(uint64_t c, std::vector<char>* buf, bool* cached) const;
   uint64_t Entry(uint64_t c) const {  // tag and CRC, as the shared mapping shows them
     uint64_t e;
@@ -206,10 +199,6 @@ class CachedFile final : public RandomAccessFile {
   int map_fd_ = -1, data_fd_ = -1;
   const char* map_ = nullptr;
   uint64_t map_bytes_ = 0;
-  // The data file, mapped read-only (null where it could not be). Chunks are
-  // written once and never truncated away while open (eviction unlinks), so
-  // a checked chunk's pages stay what its CRC said.
-  const char* data_map_ = nullptr;
   bool usable_ = false;
   mutable std::unique_ptr<std::atomic<uint8_t>[]> checked_;  // per chunk: verified by this process
   mutable std::mutex mu_;
@@ -219,7 +208,6 @@ class CachedFile final : public RandomAccessFile {
 
 CachedFile::~CachedFile() {
   if (map_ != nullptr) ::munmap(const_cast<char*>(map_), map_bytes_);
-  if (data_map_ != nullptr) ::munmap(const_cast<char*>(data_map_), size());
   if (data_fd_ >= 0) ::close(data_fd_);
   if (map_fd_ >= 0) ::close(map_fd_);  // releases the in-use lock
 }
@@ -279,11 +267,6 @@ Status CachedFile::Open() {
       return Errno("cannot size the cache file", data, errno);
     }
   }
-  // Mapped only at its full size: no page of the mapping lies past the file's end.
-  if (size() > 0 && ::fstat(data_fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) == size()) {
-    void* d = ::mmap(nullptr, size(), PROT_READ, MAP_SHARED, data_fd_, 0);
-    if (d != MAP_FAILED) data_map_ = static_cast<const char*>(d);
-  }
   ::futimens(map_fd_, nullptr);  // used now: the last to go
   checked_.reset(new std::atomic<uint8_t>[chunks()]());
   usable_ = true;
@@ -294,9 +277,6 @@ bool CachedFile::Verify(uint64_t c, std::vector<char>* buf) const {
   const uint64_t e = Entry(c);
   if (static_cast<uint32_t>(e) != kPresent) return false;
   const uint64_t len = ChunkLength(c);
-  if (data_map_ != nullptr) {  // in place: no copy of the chunk
-    return crc32c::Value(data_map_ + c * kCacheChunkBytes, len) == static_cast<uint32_t>(e >> 32);
-  }
   buf->resize(len);
   const ssize_t got = ::pread(data_fd_, buf->data(), len, static_cast<off_t>(c * kCacheChunkBytes));
   return got == static_cast<ssize_t>(len) &&
@@ -357,28 +337,6 @@ Status CachedFile::Ensure(uint64_t c, bool* cached) const {
   return s;
 }
 
-Status CachedFile::EnsureRange(uint64_t offset, size_t n, bool* cached) const {
-  *cached = usable_ && n > 0;
-  for (uint64_t c = offset / kCacheChunkBytes; *cached && c * kCacheChunkBytes < offset + n; ++c) {
-    SK_RETURN_IF_ERROR(Ensure(c, cached));
-  }
-  return Status::OK();
-}
-
-Status CachedFile::View(uint64_t offset, size_t n, std::string_view* out) const {
-  if (data_map_ == nullptr) return RandomAccessFile::View(offset, n, out);
-  if (offset > size() || n > size() - offset) {
-    return Status::Corruption(path() + ": a view of " + std::to_string(n) + " bytes at offset " +
-                              std::to_string(offset) + " is past its end (" +
-                              std::to_string(size()) + " bytes)");
-  }
-  bool cached = false;
-  SK_RETURN_IF_ERROR(EnsureRange(offset, n, &cached));
-  if (!cached) return Status::Unsupported(path() + ": not in the node cache (its limit): read it");
-  *out = std::string_view(data_map_ + offset, n);
-  return Status::OK();
-}
-
 Status CachedFile::Read(uint64_t offset, size_t n, void* dst) const {
   if (offset > size() || n > size() - offset) return remote_->Read(offset, n, dst);  // its error
   if (!usable_) return remote_->Read(offset, n, dst);
@@ -389,10 +347,8 @@ Status CachedFile::Read(uint64_t offset, size_t n, void* dst) const {
     bool cached = false;
     SK_RETURN_IF_ERROR(Ensure(c, &cached));
     const size_t len = static_cast<size_t>(end - pos);
-    if (cached && data_map_ != nullptr) {
-      std::memcpy(out + (pos - offset), data_map_ + pos, len);
-    } else if (!cached || ::pread(data_fd_, out + (pos - offset), len, static_cast<off_t>(pos)) !=
-                              static_cast<ssize_t>(len)) {
+    if (!cached || ::pread(data_fd_, out + (pos - offset), len, static_cast<off_t>(pos)) !=
+                       static_cast<ssize_t>(len)) {
       SK_RETURN_IF_ERROR(remote_->Read(pos, len, out + (pos - offset)));
     }
     pos = end;
@@ -400,24 +356,21 @@ Status CachedFile::Read(uint64_t offset, size_t n, void* dst) const {
   return Status::OK();
 }
 
-// The chunks of the range on disk: read ahead into the page cache, as a
-// local file's hint does. Those not on disk yet: fetched ahead by storage,
-// whole; or, while the cache is full, only the range asked for, as without a
-// cache (a whole chunk would sit in storage's read-ahead until every block
-// of it was read, pushing out what is read sooner).
+// The chunks of the range not on disk yet: fetched ahead by storage, whole;
+// or, while the cache is full, only the range asked for, as without a cache
+// (a whole chunk would sit in storage's read-ahead until every block of it
+// was read, pushing out what is read sooner).
 void CachedFile::WillNeed(uint64_t offset, size_t n) const {
   if (!usable_ || offset >= size()) return;
   const uint64_t end = std::min<uint64_t>(offset + n, size());
   for (uint64_t c = offset / kCacheChunkBytes; c * kCacheChunkBytes < end; ++c) {
+    if (checked_[c].load(std::memory_order_relaxed) != 0 ||
+        static_cast<uint32_t>(Entry(c)) == kPresent) {
+      continue;
+    }
     const uint64_t chunk = c * kCacheChunkBytes, chunk_end = chunk + ChunkLength(c);
-    const uint64_t from = std::max(offset, chunk), to = std::min(end, chunk_end);
-    const bool checked = checked_[c].load(std::memory_order_relaxed) != 0;
-    if (checked || static_cast<uint32_t>(Entry(c)) == kPresent) {
-      // A chunk this process has not checked yet is read whole first (its CRC).
-      const uint64_t a = checked ? from : chunk, b = checked ? to : chunk_end;
-      ::posix_fadvise(data_fd_, static_cast<off_t>(a), static_cast<off_t>(b - a),
-                      POSIX_FADV_WILLNEED);
-    } else if (budget_->full()) {
+    if (budget_->full()) {
+      const uint64_t from = std::max(offset, chunk), to = std::min(end, chunk_end);
       remote_->WillNeed(from, to - from);
     } else {
       remote_->WillNeed(chunk, chunk_end - chunk);

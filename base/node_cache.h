@@ -16,11 +16,9 @@
 // chunk's CRC32C). A chunk is written, then its entry: an entry is never set
 // for bytes not written, and every process checks a chunk's CRC before its
 // first use of it, so a file left half-written by a killed job is fetched
-// again, never taken as whole. A process reads checked chunks in place (the
-// data file is mapped at its full size; eviction unlinks, never truncates),
-// so a block decompresses from the page cache as from a local shard. One
-// fetch per chunk per node: a chunk's filler holds a lock on its entry (OFD
-// lock: released by the kernel if the process dies) and the others wait for it.
+// again, never taken as whole. One fetch per chunk per node: a chunk's filler
+// holds a lock on its entry (OFD lock: released by the kernel if the process
+// dies) and the others wait for it.
 //
 // The limit: chunks are added while the directory's files stay within it;
 // beyond it the least recently used objects that no process has open are

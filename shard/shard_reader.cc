@@ -293,12 +293,9 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
     return Status::OK();
   }
   std::string_view in;
-  // A view where the file gives one; a node cache gives none (Unsupported)
-  // for a range its limit keeps out: that range is read.
-  Status viewed = Status::Unsupported("");
-  if (file_->mapped()) viewed = file_->View(e.offset, e.stored_size, &in);
-  if (!viewed.ok() && !viewed.IsUnsupported()) return viewed.WithContext(block());
-  if (!viewed.ok()) {
+  if (file_->mapped()) {
+    SK_RETURN_IF_ERROR(file_->View(e.offset, e.stored_size, &in));
+  } else {
     scratch->stored.resize(e.stored_size);
     const Status read = file_->Read(e.offset, e.stored_size, scratch->stored.data());
     if (!read.ok()) return read.WithContext(block());

@@ -172,31 +172,6 @@ TEST_F(NodeCacheTest, WhatIsInUseIsNeverEvictedAndTheRestIsReadUncached) {
   EXPECT_EQ(storage_.reads(), before);
 }
 
-// A block is decompressed from the page cache in place, as from a local
-// file; a range the limit keeps out has no view (Unsupported: the reader
-// reads it), never a view of bytes that are not there.
-TEST_F(NodeCacheTest, ViewsAreTheCachedBytesInPlaceAndAFullCacheGivesNone) {
-  const std::string path = Object("shard-00000.sks", 3 * kChunk + 123, 9);
-  const std::string want = *ReadFileToString(path, 1 << 30);
-  auto env = Cache(kChunk + 2 * 4096 + 8192);  // room for one chunk
-  auto f = env->OpenForReads(path);
-  ASSERT_TRUE(f.ok());
-  ASSERT_TRUE((*f)->mapped());
-  std::string_view v;
-  ASSERT_TRUE((*f)->View(100, 5000, &v).ok());
-  EXPECT_EQ(v, want.substr(100, 5000));
-  EXPECT_EQ(storage_.reads(), 1u);
-  const Status full = (*f)->View(2 * kChunk + 7, 100, &v);  // chunk 2: no room
-  EXPECT_TRUE(full.IsUnsupported()) << full.ToString();
-  std::string read(100, '\0');
-  ASSERT_TRUE((*f)->Read(2 * kChunk + 7, read.size(), read.data()).ok());
-  EXPECT_EQ(read, want.substr(2 * kChunk + 7, 100));
-  EXPECT_FALSE((*f)->View(3 * kChunk, 200, &v).ok());  // past the end: an error
-  ASSERT_TRUE((*f)->View(0, kChunk, &v).ok());         // chunk 0 again: from disk
-  EXPECT_EQ(v, want.substr(0, kChunk));
-  EXPECT_EQ(storage_.reads(), 2u);
-}
-
 TEST_F(NodeCacheTest, FetchesInFlightCountAgainstTheLimit) {
   // Many chunks fetched at once by one process: the ones not yet on disk
   // count, so the directory never passes the limit.
