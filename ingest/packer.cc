@@ -468,6 +468,9 @@ Status Packer::Run() {
   wo.shard.zstd_level = o_.zstd_level;
   wo.shard.block_size = o_.block_size;
   SK_RETURN_IF_ERROR(SetUpRange(&wo));
+  // Shards of a fixed record count end where they end however blocks
+  // compress: their blocks compress on every thread, the same bytes.
+  if (wo.records_per_shard > 0) wo.shard.compression_threads = threads_;
   SK_RETURN_IF_ERROR(source_->CheckOutput(o_.out));
   // OUT first (its lock, and the refusal to replace a dataset without
   // --force) before the source is read; then the spill beside the shards.

@@ -33,6 +33,11 @@ struct ShardWriterOptions {
   int zstd_level = 3;
   uint32_t block_size = 1 << 20;  // target raw bytes per block
   format::RecordKind kind = format::RecordKind::kBytes;
+  // Blocks compressed this many at once, on as many threads, then written in
+  // order: the same bytes as one at a time. While blocks wait, the writer's
+  // estimated_size() counts them uncompressed, so a caller that ends shards
+  // by size (not by record count) would end them earlier: keep 1 there.
+  int compression_threads = 1;
 };
 
 // A finished shard as the manifest lists it.
@@ -69,13 +74,22 @@ class ShardWriter {
  private:
   ShardWriter(std::unique_ptr<WritableFile> file, const ShardWriterOptions& options);
   Status FlushBlock();
+  // Compresses the queued blocks (in parallel) and appends them in order.
+  Status WriteQueued();
+  struct Queued {
+    std::string raw;
+    uint32_t first_record = 0, num_records = 0;
+  };
 
   ShardWriterOptions options_;
   std::unique_ptr<WritableFile> file_;
   ZSTD_CCtx* cctx_ = nullptr;
-  std::string pending_;         // raw bytes of the open block
-  uint32_t pending_first_ = 0;  // first record of the open block
-  std::vector<char> compressed_;
+  std::vector<Queued> queued_;     // closed blocks not written yet
+  std::vector<ZSTD_CCtx*> cctxs_;  // one per compression thread beyond the first
+  uint64_t queued_bytes_ = 0;
+  std::string pending_;                        // raw bytes of the open block
+  uint32_t pending_first_ = 0;                 // first record of the open block
+  std::vector<std::vector<char>> compressed_;  // per queued block, kept for reuse
   std::vector<format::BlockEntry> blocks_;
   std::vector<format::RecordEntry> records_;
   std::string keys_;

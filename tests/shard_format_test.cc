@@ -28,10 +28,11 @@ struct Written {
 };
 
 Written WriteShard(const std::string& path, const std::vector<size_t>& sizes, CompressionMode mode,
-                   uint32_t block_size) {
+                   uint32_t block_size, int compression_threads = 1) {
   ShardWriterOptions o;
   o.compression = mode;
   o.block_size = block_size;
+  o.compression_threads = compression_threads;
   auto w = ShardWriter::Create(path, o);
   EXPECT_TRUE(w.ok()) << w.status().ToString();
   Written out;
@@ -73,6 +74,27 @@ TEST(ShardRoundTrip, ManySizesIncludingEmptyAcrossBlockBoundaries) {
       std::string path = dir / ("s" + std::to_string(int(mode)) + "_" + std::to_string(block));
       Written w = WriteShard(path, sizes, mode, block);
       ExpectRoundTrip(path, w);
+    }
+  }
+}
+
+// Blocks compressed several at once are the bytes of one at a time, for
+// every mode and block count (a multiple of the threads, or not, or fewer).
+TEST(ShardRoundTrip, BlocksCompressedOnSeveralThreadsAreTheSameFile) {
+  TempDir dir;
+  std::vector<size_t> sizes = {0,    1,    2,    63, 64,    65, 0,     1000,
+                               4095, 4096, 4097, 0,  10000, 3,  70000, 0};
+  for (CompressionMode mode :
+       {CompressionMode::kStore, CompressionMode::kZstd, CompressionMode::kAuto}) {
+    for (uint32_t block : {1u, 64u, 4096u, 1u << 20}) {
+      const std::string one = dir / "one", many = dir / "many";
+      WriteShard(one, sizes, mode, block, 1);
+      for (int threads : {2, 3, 5}) {
+        Written w = WriteShard(many, sizes, mode, block, threads);
+        EXPECT_EQ(ReadFile(many), ReadFile(one))
+            << int(mode) << " block " << block << " threads " << threads;
+        ExpectRoundTrip(many, w);
+      }
     }
   }
 }
