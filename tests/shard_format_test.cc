@@ -23,6 +23,10 @@ std::string Payload(size_t n, uint64_t seed) {
   return s;
 }
 
+// Record sizes that fall on, before and after block boundaries, with empty ones.
+const std::vector<size_t> kSizesAcrossBlocks = {0,    1,    2,    63, 64,    65, 0,     1000,
+                                                4095, 4096, 4097, 0,  10000, 3,  70000, 0};
+
 struct Written {
   std::vector<std::string> payloads;
 };
@@ -66,8 +70,7 @@ void ExpectRoundTrip(const std::string& path, const Written& w) {
 
 TEST(ShardRoundTrip, ManySizesIncludingEmptyAcrossBlockBoundaries) {
   TempDir dir;
-  std::vector<size_t> sizes = {0,    1,    2,    63, 64,    65, 0,     1000,
-                               4095, 4096, 4097, 0,  10000, 3,  70000, 0};
+  const std::vector<size_t>& sizes = kSizesAcrossBlocks;
   for (CompressionMode mode :
        {CompressionMode::kStore, CompressionMode::kZstd, CompressionMode::kAuto}) {
     for (uint32_t block : {1u, 64u, 4096u, 1u << 20}) {
@@ -82,8 +85,7 @@ TEST(ShardRoundTrip, ManySizesIncludingEmptyAcrossBlockBoundaries) {
 // every mode and block count (a multiple of the threads, or not, or fewer).
 TEST(ShardRoundTrip, BlocksCompressedOnSeveralThreadsAreTheSameFile) {
   TempDir dir;
-  std::vector<size_t> sizes = {0,    1,    2,    63, 64,    65, 0,     1000,
-                               4095, 4096, 4097, 0,  10000, 3,  70000, 0};
+  const std::vector<size_t>& sizes = kSizesAcrossBlocks;
   for (CompressionMode mode :
        {CompressionMode::kStore, CompressionMode::kZstd, CompressionMode::kAuto}) {
     for (uint32_t block : {1u, 64u, 4096u, 1u << 20}) {

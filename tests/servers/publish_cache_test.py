@@ -97,14 +97,19 @@ def idx_files(root, n, seed=7):
     return images, labels
 
 
+def big_shard(root):
+    """A dataset of one 47 MB shard (three 16 MiB parts): its directory and shard."""
+    images, labels = idx_files(root, 60_000)
+    src = root / "big"
+    run([PACK, "idx", "--images", images, "--labels", labels, "--shard-size", 100_000_000, src],
+        os.environ)
+    return src, src / "shard-00000.sks"
+
+
 def test_a_shard_of_many_parts_goes_up_whole_and_a_failed_part_leaves_nothing(
         datasets, rgw, nginx, s3, proxied, tmp_path):
     _, bucket = datasets
-    images, labels = idx_files(tmp_path, 60_000)  # 47 MB: one shard, three 16 MiB parts
-    src = tmp_path / "big"
-    run([PACK, "idx", "--images", images, "--labels", labels, "--shard-size", 100_000_000, src],
-        os.environ)
-    shard = src / "shard-00000.sks"
+    src, shard = big_shard(tmp_path)
     assert shard.stat().st_size > 2 * (16 << 20)
     client, prefix = s3(rgw), f"parts-{uuid.uuid4().hex[:6]}/"
     url = f"s3://{bucket}/{prefix.rstrip('/')}"
@@ -134,11 +139,7 @@ def test_a_shard_of_many_parts_goes_up_whole_and_a_failed_part_leaves_nothing(
 
 def test_a_damaged_local_shard_is_never_published(datasets, rgw, nginx, s3, tmp_path):
     _, bucket = datasets
-    images, labels = idx_files(tmp_path, 60_000)  # 47 MB: one shard, three 16 MiB parts
-    src = tmp_path / "big"
-    run([PACK, "idx", "--images", images, "--labels", labels, "--shard-size", 100_000_000, src],
-        os.environ)
-    shard = src / "shard-00000.sks"
+    src, shard = big_shard(tmp_path)
     data = bytearray(shard.read_bytes())
     data[len(data) * 3 // 4] ^= 0x10  # in the last part: found only once every byte was read
     shard.write_bytes(bytes(data))
