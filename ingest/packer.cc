@@ -469,8 +469,10 @@ Status Packer::Run() {
   wo.shard.block_size = o_.block_size;
   SK_RETURN_IF_ERROR(SetUpRange(&wo));
   // Shards of a fixed record count end where they end however blocks
-  // compress: their blocks compress on every thread, the same bytes.
-  if (wo.records_per_shard > 0) wo.shard.compression_threads = threads_;
+  // compress: their blocks compress on several threads, the same bytes (at
+  // most 16: each holds a zstd context, tens of MB at high levels, and 16
+  // compress faster than any source here produces).
+  if (wo.records_per_shard > 0) wo.shard.compression_threads = std::min(threads_, 16);
   SK_RETURN_IF_ERROR(source_->CheckOutput(o_.out));
   // OUT first (its lock, and the refusal to replace a dataset without
   // --force) before the source is read; then the spill beside the shards.

@@ -23,14 +23,21 @@ Status DamagedLocal(const std::string& path) {
                             "shard is not published (shardkit-pack verify tells more)");
 }
 
-// The local shard's S3 ETag and CRC32C, read once; its CRC must be the
-// manifest's (a damaged local shard is never published).
-Status LocalDigest(const std::string& path, const ShardInfo& info, std::string* etag) {
+// The local shard, opened, of the size the manifest gives.
+Result<std::unique_ptr<RandomAccessFile>> OpenLocal(const std::string& path,
+                                                    const ShardInfo& info) {
   SK_ASSIGN_OR_RETURN(auto in, Env::Default()->OpenForReads(path));
   if (in->size() != info.bytes) {
     return Status::Corruption(path + ": " + std::to_string(in->size()) +
                               " bytes, the manifest says " + std::to_string(info.bytes));
   }
+  return in;
+}
+
+// The local shard's S3 ETag and CRC32C, read once; its CRC must be the
+// manifest's (a damaged local shard is never published).
+Status LocalDigest(const std::string& path, const ShardInfo& info, std::string* etag) {
+  SK_ASSIGN_OR_RETURN(auto in, OpenLocal(path, info));
   ObjectETag tag;
   uint32_t crc = 0;
   std::string buf(kChunk, '\0');
@@ -60,11 +67,7 @@ Status PushShard(Env* env, const std::string& local, const std::string& remote,
     *kept = (*there)->version() == etag;
     if (*kept) return Status::OK();
   }
-  SK_ASSIGN_OR_RETURN(auto in, Env::Default()->OpenForReads(local));
-  if (in->size() != info.bytes) {
-    return Status::Corruption(local + ": " + std::to_string(in->size()) +
-                              " bytes, the manifest says " + std::to_string(info.bytes));
-  }
+  SK_ASSIGN_OR_RETURN(auto in, OpenLocal(local, info));
   SK_ASSIGN_OR_RETURN(auto out, env->NewWritableFile(remote));
   std::string buf(kChunk, '\0');
   for (uint64_t off = 0; off < in->size(); off += kChunk) {
