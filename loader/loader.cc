@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "base/system.h"
@@ -29,11 +30,19 @@ struct Loader::Impl {
   // Epoch state: written only while no producer runs.
   uint64_t epoch = 0;
   // After Restore on another world or batch size: epoch rest_epoch is only
-  // these positions (the ones left of it), until it is read to its end or
-  // another epoch starts. Under consumer_mu.
+  // these positions (the ones left of it), until it is read to its end (Next
+  // gives no batch) or another epoch starts. Under consumer_mu.
   std::shared_ptr<const EpochPositions> rest;
   uint64_t rest_epoch = 0;
   bool started = false;
+  // Passes (BeginPass), under consumer_mu: the epoch SetEpoch or Restore
+  // chose for the next pass (if chosen), the (epoch, batch) Restore saved,
+  // kept until that epoch is read to its end, and whether a pass is over.
+  bool epoch_chosen = true;  // a new loader's first pass reads epoch 0
+  uint64_t chosen_epoch = 0;
+  std::optional<std::pair<uint64_t, uint64_t>> resume_at;
+  bool between_passes = true;
+  bool pass_read = false;  // the epoch started last was read to its end (Next gave no batch)
   std::thread producer;
   std::vector<PrefetchRing::Slot*> claimed;
   std::vector<BatchFiller::Job> jobs;
@@ -54,6 +63,10 @@ struct Loader::Impl {
 
   // Under consumer_mu: StartEpoch and Next.
   Status Start(uint64_t epoch, uint64_t start_batch);
+  uint64_t NextPassEpoch() const {
+    if (epoch_chosen) return chosen_epoch;
+    return pass_read ? epoch + 1 : epoch;
+  }
   Status Take(std::shared_ptr<const Batch>* batch, uint64_t timeout_ns, bool* ready);
 
   // Claims the slots of the next batches, fills them, publishes them; a
@@ -131,7 +144,40 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
 
 Status Loader::StartEpoch(uint64_t epoch, uint64_t start_batch) {
   std::lock_guard<std::mutex> lock(impl_->consumer_mu);
+  impl_->epoch_chosen = false;
+  impl_->between_passes = false;
   return impl_->Start(epoch, start_batch);
+}
+
+void Loader::SetEpoch(uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(impl_->consumer_mu);
+  impl_->chosen_epoch = epoch;
+  impl_->epoch_chosen = true;
+}
+
+Status Loader::BeginPass() {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.consumer_mu);
+  const uint64_t epoch = d.NextPassEpoch();
+  uint64_t start = 0;
+  if (d.resume_at && d.resume_at->first == epoch) {
+    start = d.resume_at->second;
+  } else {
+    d.resume_at.reset();  // another epoch was chosen: the saved one is not resumed
+  }
+  d.epoch_chosen = false;
+  d.between_passes = false;
+  return d.Start(epoch, start);
+}
+
+void Loader::EndPass() {
+  std::lock_guard<std::mutex> lock(impl_->consumer_mu);
+  impl_->between_passes = true;
+}
+
+uint64_t Loader::pass_epoch() const {
+  std::lock_guard<std::mutex> lock(impl_->consumer_mu);
+  return impl_->between_passes ? impl_->NextPassEpoch() : impl_->epoch;
 }
 
 Status Loader::Impl::Start(uint64_t new_epoch, uint64_t start_batch) {
@@ -148,6 +194,7 @@ Status Loader::Impl::Start(uint64_t new_epoch, uint64_t start_batch) {
   }
   d.held.reset();
   d.error = Status::OK();
+  d.pass_read = false;
   d.next_batch = start_batch;
   d.epoch = new_epoch;
   d.started = true;
@@ -160,7 +207,14 @@ Status Loader::Impl::Take(std::shared_ptr<const Batch>* batch, uint64_t timeout_
   if (ready != nullptr) *ready = true;
   if (!started) return Status::InvalidArgument("Next() before StartEpoch()");
   if (!error.ok()) return error;
-  if (next_batch >= part().batches) return Status::OK();
+  if (next_batch >= part().batches) {
+    // The end, seen: a restored epoch is read (a peek at its last batch is
+    // not its end), and the next pass reads the epoch after it.
+    rest.reset();
+    if (resume_at && resume_at->first == epoch) resume_at.reset();
+    pass_read = true;
+    return Status::OK();
+  }
   uint64_t waited = 0;
   Status s = ring->Take(next_batch, batch, &waited, timeout_ns, ready);
   wait_ns.fetch_add(waited, std::memory_order_relaxed);
@@ -169,7 +223,6 @@ Status Loader::Impl::Take(std::shared_ptr<const Batch>* batch, uint64_t timeout_
     return s;
   }
   if (ready == nullptr || *ready) ++next_batch;
-  if (next_batch >= part().batches) rest.reset();  // a resumed epoch read to its end
   return Status::OK();
 }
 
@@ -232,7 +285,10 @@ LoaderState Loader::state() const {
   LoaderState s;
   s.epoch = d.epoch;
   s.batch = d.next_batch;
-  if (d.started && s.batch >= d.part().batches) {  // read to its end: the next epoch's start
+  if (d.between_passes) {  // where the next pass starts
+    s.epoch = d.NextPassEpoch();
+    s.batch = d.resume_at && d.resume_at->first == s.epoch ? d.resume_at->second : 0;
+  } else if (d.started && s.batch >= d.part().batches) {  // read to its end: the next epoch's start
     ++s.epoch;
     s.batch = 0;
   }
@@ -255,6 +311,9 @@ Status Loader::Restore(const LoaderState& saved) {
   SK_ASSIGN_OR_RETURN(ResumePoint at, PlanResume(saved, current, d.opt.rank));
   d.rest = std::move(at.rest);
   d.rest_epoch = at.epoch;
+  d.epoch_chosen = false;  // a pass of its own choosing, as StartEpoch
+  d.between_passes = false;
+  d.resume_at.emplace(at.epoch, at.batch);
   return d.Start(at.epoch, at.batch);
 }
 

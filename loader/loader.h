@@ -64,7 +64,8 @@ class Loader {
   uint64_t epoch() const;
   uint64_t next_batch() const;
   // The same with what decides the batches (LoaderState); an epoch read to
-  // its end is (epoch + 1, 0).
+  // its end is (epoch + 1, 0); between passes (EndPass), where the next pass
+  // starts.
   LoaderState state() const;
   // Checks `saved` against this loader (CheckResumable: InvalidArgument
   // naming what differs) and starts its epoch at its batch. Saved with
@@ -73,9 +74,27 @@ class Loader {
   // read, cut for this loader (Partition::Remaining), each record once and
   // augmented as it would have been; its batches are numbered from 0, and
   // StartEpoch of that epoch restarts them until the epoch is read to its end
-  // or another epoch starts. batches_per_epoch() and the samples counts then
+  // (Next gives no batch) or another epoch starts. batches_per_epoch() and the samples counts then
   // describe that rest.
   Status Restore(const LoaderState& saved);
+
+  // Passes: how an iterator protocol reads the loader (Python's `for batch
+  // in loader`, a DataLoader's epochs), with its position rules here, once.
+  // SetEpoch(e) chooses the epoch the next pass reads. BeginPass() starts the
+  // next pass: the epoch chosen since the last pass began; else the one after
+  // the last pass's if that was read to its end (Next gave no batch: taking
+  // the last batch is not the end), or the same one again, from
+  // its start, if it stopped early. A pass of the epoch Restore() saved
+  // starts at the saved batch, until a pass of it is read to its end (so a
+  // peek at the first batch does not lose the saved position). EndPass()
+  // marks the pass over, read or abandoned: state() then says where the
+  // next pass starts. StartEpoch() and Restore() start a pass of their own
+  // choosing.
+  void SetEpoch(uint64_t epoch);
+  Status BeginPass();
+  void EndPass();
+  // The epoch of the pass in progress, else the one the next pass reads.
+  uint64_t pass_epoch() const;
 
   uint64_t batches_per_epoch() const;       // of the epoch started last
   uint64_t samples_per_epoch() const;       // this rank's

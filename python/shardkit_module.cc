@@ -263,6 +263,15 @@ class PyLoader {
     loader_.reset();
   }
 
+  void BeginPass() {
+    Status s;
+    {
+      py::gil_scoped_release release;  // stopping the last pass's producer may wait for a batch
+      s = loader_->BeginPass();
+    }
+    Check(s);
+  }
+
   void StartEpoch(uint64_t epoch, uint64_t start_batch) {
     Status s;
     {
@@ -592,6 +601,12 @@ PYBIND11_MODULE(_shardkit, m) {
            }),
            py::arg("path"))
       .def("start_epoch", &PyLoader::StartEpoch, py::arg("epoch"), py::arg("start_batch") = 0)
+      .def(
+          "set_epoch", [](PyLoader& l, uint64_t epoch) { l.loader().SetEpoch(epoch); },
+          py::arg("epoch"))
+      .def("begin_pass", &PyLoader::BeginPass)
+      .def("end_pass", [](PyLoader& l) { l.loader().EndPass(); })
+      .def_property_readonly("pass_epoch", [](PyLoader& l) { return l.loader().pass_epoch(); })
       .def("next", &PyLoader::Next)
       .def("stats", &PyLoader::Stats)
       .def("state", &PyLoader::State)

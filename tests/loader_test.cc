@@ -227,6 +227,92 @@ TEST(LoaderTest, ResumeEqualsUninterrupted) {
   }
 }
 
+// The batch ids of one pass: BeginPass, at most `max` batches, EndPass.
+std::vector<std::vector<uint64_t>> Pass(Loader* l, size_t max = SIZE_MAX) {
+  std::vector<std::vector<uint64_t>> ids;
+  EXPECT_TRUE(l->BeginPass().ok());
+  while (ids.size() < max) {
+    const Batch* b = nullptr;
+    EXPECT_TRUE(l->Next(&b).ok());
+    if (b == nullptr) break;
+    ids.emplace_back(b->sample_ids, b->sample_ids + b->size);
+  }
+  l->EndPass();
+  return ids;
+}
+
+// The rules an iterator protocol (Python's loader) reads the core by: a pass
+// read to its end is followed by the next epoch, one stopped early by the
+// same epoch from its start; set_epoch chooses; a restored position survives
+// a peek at its epoch's first (or last) batch until a pass reads it to its
+// end; state() between passes says where the next pass starts.
+TEST(LoaderTest, PassesFollowTheEpochAndKeepARestoredPositionUntilItsEndIsSeen) {
+  TempDir dir;
+  WriteRawDataset(dir.path(), 100, 4096);
+  LoaderOptions o;
+  o.batch_size = 16;  // 7 batches
+  o.workers = 2;
+  auto l = Loader::Open(dir.path(), o);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  Loader& a = **l;
+  EXPECT_EQ(a.pass_epoch(), 0u);
+  const auto e0 = Pass(&a);
+  ASSERT_EQ(e0.size(), 7u);
+  EXPECT_EQ(a.pass_epoch(), 1u);
+  EXPECT_EQ(a.state().epoch, 1u);
+  EXPECT_EQ(a.state().batch, 0u);
+  const auto peek = Pass(&a, 1);  // epoch 1, stopped early: the next pass reads it again
+  EXPECT_EQ(a.pass_epoch(), 1u);
+  LoaderState between = a.state();
+  EXPECT_EQ(between.epoch, 1u);
+  EXPECT_EQ(between.batch, 0u);
+  const auto e1 = Pass(&a);
+  ASSERT_EQ(e1.size(), 7u);
+  EXPECT_EQ(peek[0], e1[0]);
+  EXPECT_NE(e0, e1);
+  a.SetEpoch(0);
+  EXPECT_EQ(a.pass_epoch(), 0u);
+  EXPECT_EQ(Pass(&a), e0);
+
+  // Stopped after 3 batches of epoch 1 inside a pass: state() is that position.
+  ASSERT_TRUE(a.BeginPass().ok());  // epoch 1 (epoch 0 was read to its end)
+  for (int i = 0; i < 3; ++i) {
+    const Batch* b = nullptr;
+    ASSERT_TRUE(a.Next(&b).ok());
+    ASSERT_NE(b, nullptr);
+  }
+  const LoaderState saved = a.state();
+  EXPECT_EQ(saved.epoch, 1u);
+  EXPECT_EQ(saved.batch, 3u);
+  a.EndPass();
+
+  auto m = Loader::Open(dir.path(), o);
+  ASSERT_TRUE(m.ok());
+  Loader& b = **m;
+  ASSERT_TRUE(b.Restore(saved).ok());
+  EXPECT_EQ(b.pass_epoch(), 1u);
+  EXPECT_EQ(b.state().batch, 3u);
+  b.SetEpoch(1);                     // the script's set_epoch of the saved epoch
+  EXPECT_EQ(Pass(&b, 1)[0], e1[3]);  // a peek does not use up the position
+  EXPECT_EQ(b.state().batch, 3u);
+  const auto rest = Pass(&b, 4);  // up to the last batch, its end not seen yet
+  EXPECT_EQ(rest.back(), e1.back());
+  EXPECT_EQ(b.pass_epoch(), 1u);  // ... so the position still holds
+  const auto whole_rest = Pass(&b);
+  ASSERT_EQ(whole_rest.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(whole_rest[i], e1[3 + i]);
+  EXPECT_EQ(b.pass_epoch(), 2u);
+  b.SetEpoch(1);  // the saved position was used up: epoch 1 again is the whole epoch
+  EXPECT_EQ(Pass(&b), e1);
+  // Another epoch chosen after a restore drops the saved position.
+  auto n = Loader::Open(dir.path(), o);
+  ASSERT_TRUE(n.ok());
+  ASSERT_TRUE((*n)->Restore(saved).ok());
+  (*n)->SetEpoch(0);
+  EXPECT_EQ(Pass(n->get()), e0);
+  (*n)->SetEpoch(1);
+  EXPECT_EQ(Pass(n->get()), e1);
+}
 TEST(LoaderTest, NchwAndNhwcLayouts) {
   TempDir dir;
   // 2x2x3 records: pixel p channel c = 10 * p + c.

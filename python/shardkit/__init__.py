@@ -346,15 +346,6 @@ class Loader:
         self.pin_memory = bool(pin_memory) and torch.cuda.is_available()
         if pin_memory and not self.pin_memory:
             _once("pin", _log.info, "shardkit.Loader: pin_memory=True, but CUDA is not available: not pinned")
-        self._epoch = 0          # the epoch set, or of the last iteration
-        self._epoch_set = True   # set_epoch since the last iteration began: it reads self._epoch
-        self._iterated = False
-        self._completed = False  # the last iteration reached its epoch's end
-        # (epoch, batch) from load_state_dict: every iteration of that epoch
-        # starts there until one reaches its end (a peek such as
-        # next(iter(loader)) does not use it up).
-        self._resume = None
-        self._reading = 0  # the epoch of the iteration in progress
         self._dataset = None
         self._skipped_logged = 0
         # Reentrant: a generator collected while the lock is held runs its
@@ -380,20 +371,15 @@ class Loader:
         """(C, H, W) of every sample."""
         return self._core.shape
 
-    def _next_epoch(self):
-        """The epoch the next iteration reads: the one set with set_epoch; else
-        the one after the last iteration if that reached its end, or the same
-        one again if it stopped early (a new iteration is a new pass over the
-        same epoch, as with DataLoader)."""
-        if self._epoch_set or not self._iterated:
-            return self._epoch
-        return self._epoch + 1 if self._completed else self._epoch
-
     @property
     def epoch(self):
         """The epoch being read while an iteration is in progress, else the
-        epoch the next iteration reads."""
-        return self._reading if self._active is not None else self._next_epoch()
+        epoch the next iteration reads: the one set with set_epoch; else the
+        one after the last iteration's if that reached its end, or the same
+        one again if it stopped early (a new iteration is a new pass over the
+        same epoch, as with DataLoader). The core keeps these rules
+        (Loader::BeginPass); this package keeps no position of its own."""
+        return self._core.pass_epoch
 
     def set_epoch(self, epoch):
         """The epoch the next iteration reads (its shuffle and augmentation).
@@ -401,8 +387,7 @@ class Loader:
         epoch = _int("epoch", epoch)
         if epoch < 0:
             raise ValueError("epoch must be >= 0, not %d" % epoch)
-        self._epoch = epoch
-        self._epoch_set = True
+        self._core.set_epoch(epoch)
 
     @property
     def sampler(self):
@@ -431,16 +416,7 @@ class Loader:
 
         token = self._begin_iteration()
         try:
-            epoch = self._next_epoch()
-            self._epoch, self._epoch_set, self._iterated, self._completed = epoch, False, True, False
-            self._reading = epoch
-            start = 0
-            if self._resume is not None:
-                if self._resume[0] == epoch:
-                    start = self._resume[1]
-                else:
-                    self._resume = None  # another epoch was chosen: the saved one is not resumed
-            self._core.start_epoch(epoch, start)
+            self._core.begin_pass()
             while True:
                 if self._active is not token:  # before taking a batch that belongs to the newer one
                     raise RuntimeError("shardkit.Loader: this iteration was superseded by a newer one "
@@ -458,13 +434,11 @@ class Loader:
                 if self.pin_memory:
                     images = images.pin_memory()
                 yield images, torch.from_numpy(labels), torch.from_numpy(ids), real
-            if self._active is token:
-                self._completed = True
-                self._resume = None
         finally:
             with self._lock:
                 if self._active is token:
                     self._active = None
+                    self._core.end_pass()
             self._log_skips()
 
     def _begin_iteration(self):
@@ -500,14 +474,7 @@ class Loader:
         between iterations, where the next iteration starts. A new loader
         given this state continues with exactly the batches this one would
         have yielded next."""
-        state = json.loads(self._core.state())
-        if self._active is None:
-            epoch = self._next_epoch()
-            if epoch != state["epoch"]:
-                state["positions"] = []  # the rest of a resumed epoch is that epoch's only
-            state["epoch"] = epoch
-            state["batch"] = self._resume[1] if self._resume and self._resume[0] == epoch else 0
-        return state
+        return json.loads(self._core.state())
 
     def load_state_dict(self, state):
         """Continue from `state` (from state_dict): every iteration of its
@@ -527,9 +494,9 @@ class Loader:
         except (TypeError, ValueError) as e:
             raise ValueError("not a shardkit loader state: %s" % e) from None
         self._core.restore(text)
-        self._epoch = self._core.epoch
-        self._epoch_set = True
-        self._resume = (self._core.epoch, self._core.next_batch)
+        with self._lock:
+            if self._active is None:  # between iterations: state_dict is where the next one starts
+                self._core.end_pass()
 
     def stats(self):
         """Seconds per stage summed over workers (read, decompress, decode,
