@@ -182,10 +182,18 @@ class CachedFile final : public RandomAccessFile {
   }
   bool InitHeader();
   // Chunk c on disk and checked by this process (*cached), or not
-  // cacheable now (the limit): read it from storage.
-  Status Ensure(uint64_t c, bool* cached) const;
+  // cacheable now (the limit): read it from storage. *held: this call read
+  // the chunk whole to check or fetch it, and it is in the calling thread's
+  // buffer (Held()), so its bytes need no second read.
+  Status Ensure(uint64_t c, bool* cached, bool* held) const;
+  static std::vector<char>& Held() {
+    thread_local std::vector<char> buf;
+    return buf;
+  }
   bool Verify(uint64_t c, std::vector<char>* buf) const;  // the entry's CRC over the chunk
-  Status Fill(uint64_t c, std::vector<char>* buf, bool* cached) const;
+  // *in_buf: buf holds the chunk (checked, or fetched from storage) even
+  // where it could not be cached.
+  Status Fill(uint64_t c, std::vector<char>* buf, bool* cached, bool* in_buf) const;
   uint64_t Entry(uint64_t c) const {  // tag and CRC, as the shared mapping shows them
     uint64_t e;
     std::memcpy(&e, map_ + kHeaderBytes + 8 * c, 8);
@@ -241,11 +249,29 @@ Status CachedFile::Open() {
   name_ = sigv4::Sha256Hex(id).substr(0, 32);
   const std::string map = JoinPath(budget_->dir(), name_ + ".map");
   const std::string data = JoinPath(budget_->dir(), name_ + ".data");
-  map_fd_ = ::open(map.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (map_fd_ < 0) return Errno("cannot open the cache file", map, errno);
-  // In use from now on; then the header, once, by whoever comes first.
-  if (!Lock(map_fd_, F_RDLCK, kInUse, 1, /*wait=*/true) ||
-      !Lock(map_fd_, F_WRLCK, kInit, 1, /*wait=*/true)) {
+  // In use from the in-use lock on; but an evictor may have removed the
+  // file between our open and our lock (it was not in use yet): then the
+  // lock is on a file nobody will find, and the data file we would create
+  // beside it would be counted by no one. Locked, the path must still be
+  // our file; else open it again.
+  for (int tries = 0;; ++tries) {
+    map_fd_ = ::open(map.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (map_fd_ < 0) return Errno("cannot open the cache file", map, errno);
+    if (!Lock(map_fd_, F_RDLCK, kInUse, 1, /*wait=*/true)) {
+      return Errno("cannot lock the cache file", map, errno);
+    }
+    struct stat ours, there;
+    if (::fstat(map_fd_, &ours) != 0) return Errno("cannot stat", map, errno);
+    if (::stat(map.c_str(), &there) == 0 && there.st_ino == ours.st_ino &&
+        there.st_dev == ours.st_dev) {
+      break;
+    }
+    ::close(map_fd_);  // removed meanwhile
+    map_fd_ = -1;
+    if (tries == 100) return Status::IOError(map + ": removed as soon as created, again and again");
+  }
+  // Then the header, once, by whoever comes first.
+  if (!Lock(map_fd_, F_WRLCK, kInit, 1, /*wait=*/true)) {
     return Errno("cannot lock the cache file", map, errno);
   }
   const bool header = InitHeader();
@@ -285,7 +311,8 @@ bool CachedFile::Verify(uint64_t c, std::vector<char>* buf) const {
 
 // Under this process's claim on chunk c: the cross-process lock on its
 // entry, then (if nobody filled it meanwhile) storage -> disk -> entry.
-Status CachedFile::Fill(uint64_t c, std::vector<char>* buf, bool* cached) const {
+Status CachedFile::Fill(uint64_t c, std::vector<char>* buf, bool* cached, bool* in_buf) const {
+  *in_buf = false;
   const off_t at = EntryOffset(c);
   if (!Lock(map_fd_, F_WRLCK, at, 8, /*wait=*/true)) {
     *cached = false;
@@ -296,7 +323,10 @@ Status CachedFile::Fill(uint64_t c, std::vector<char>* buf, bool* cached) const 
     off_t at;
     ~Unlock() { Lock(fd, F_UNLCK, at, 8, false); }
   } unlock{map_fd_, at};
-  if (Verify(c, buf)) return Status::OK();  // another process just filled it
+  if (Verify(c, buf)) {  // another process just filled it
+    *in_buf = true;
+    return Status::OK();
+  }
   const uint64_t len = ChunkLength(c), offset = c * kCacheChunkBytes;
   if (!budget_->Reserve(len)) {
     *cached = false;  // the cache is full of what others read: storage it is
@@ -309,6 +339,7 @@ Status CachedFile::Fill(uint64_t c, std::vector<char>* buf, bool* cached) const 
   } written{budget_, len};
   buf->resize(len);
   SK_RETURN_IF_ERROR(remote_->Read(offset, len, buf->data()));
+  *in_buf = true;
   const uint64_t entry = (uint64_t{crc32c::Value(buf->data(), len)} << 32) | kPresent;
   if (::pwrite(data_fd_, buf->data(), len, static_cast<off_t>(offset)) !=
           static_cast<ssize_t>(len) ||
@@ -318,8 +349,9 @@ Status CachedFile::Fill(uint64_t c, std::vector<char>* buf, bool* cached) const 
   return Status::OK();
 }
 
-Status CachedFile::Ensure(uint64_t c, bool* cached) const {
+Status CachedFile::Ensure(uint64_t c, bool* cached, bool* held) const {
   *cached = true;
+  *held = false;
   if (checked_[c].load(std::memory_order_acquire) != 0) return Status::OK();
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -327,10 +359,12 @@ Status CachedFile::Ensure(uint64_t c, bool* cached) const {
     if (checked_[c].load(std::memory_order_acquire) != 0) return Status::OK();
     filling_.insert(c);
   }
-  thread_local std::vector<char> buf;
+  std::vector<char>& buf = Held();
   Status s;
-  if (!Verify(c, &buf)) s = Fill(c, &buf, cached);
+  bool in_buf = Verify(c, &buf);
+  if (!in_buf) s = Fill(c, &buf, cached, &in_buf);
   if (s.ok() && *cached) checked_[c].store(1, std::memory_order_release);
+  *held = s.ok() && in_buf;  // checked or fetched whole into buf just now
   std::lock_guard<std::mutex> lock(mu_);
   filling_.erase(c);
   cv_.notify_all();
@@ -344,11 +378,13 @@ Status CachedFile::Read(uint64_t offset, size_t n, void* dst) const {
   for (uint64_t pos = offset; pos < offset + n;) {
     const uint64_t c = pos / kCacheChunkBytes;
     const uint64_t end = std::min<uint64_t>(offset + n, (c + 1) * kCacheChunkBytes);
-    bool cached = false;
-    SK_RETURN_IF_ERROR(Ensure(c, &cached));
+    bool cached = false, held = false;
+    SK_RETURN_IF_ERROR(Ensure(c, &cached, &held));
     const size_t len = static_cast<size_t>(end - pos);
-    if (!cached || ::pread(data_fd_, out + (pos - offset), len, static_cast<off_t>(pos)) !=
-                       static_cast<ssize_t>(len)) {
+    if (held) {
+      std::memcpy(out + (pos - offset), Held().data() + (pos - c * kCacheChunkBytes), len);
+    } else if (!cached || ::pread(data_fd_, out + (pos - offset), len, static_cast<off_t>(pos)) !=
+                              static_cast<ssize_t>(len)) {
       SK_RETURN_IF_ERROR(remote_->Read(pos, len, out + (pos - offset)));
     }
     pos = end;
