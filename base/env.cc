@@ -1,6 +1,9 @@
 // The storage seam's parts that no backend owns: the defaults of Env and
-// RandomAccessFile, WritableFile's checksum, WriteFileAtomic.
+// RandomAccessFile (the copy of LinkOrCopyFile among them), WritableFile's
+// checksum, WriteFileAtomic, FileCrc32c.
 #include "base/env.h"
+
+#include <algorithm>
 
 #include "base/crc32c.h"
 #include "base/file_io.h"
@@ -61,6 +64,40 @@ Result<std::vector<std::string>> Env::ListDir(const std::string& dir) {
 }
 Result<std::unique_ptr<DirLock>> Env::LockDir(const std::string& dir) {
   return Cannot(dir, "lock a directory against other writers");
+}
+
+Result<bool> Env::LinkOrCopyFile(const std::string& from, const std::string& to) {
+  SK_ASSIGN_OR_RETURN(auto in, OpenForReads(from));
+  SK_ASSIGN_OR_RETURN(auto out, NewWritableFile(to));
+  std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(4 << 20, in->size())));
+  Status s;
+  for (uint64_t off = 0; s.ok() && off < in->size();) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), in->size() - off));
+    s = in->Read(off, n, buf.data());
+    if (s.ok()) s = out->Append(buf.data(), n);
+    off += n;
+  }
+  if (s.ok()) s = out->Sync();
+  if (s.ok()) s = out->Close();
+  if (!s.ok()) {
+    out.reset();
+    RemoveFile(to).IgnoreError();
+    return s;
+  }
+  return false;
+}
+
+Result<uint32_t> FileCrc32c(Env* env, const std::string& path) {
+  SK_ASSIGN_OR_RETURN(auto f, env->OpenForReads(path));
+  std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(4 << 20, f->size())));
+  uint32_t crc = 0;
+  for (uint64_t off = 0; off < f->size();) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), f->size() - off));
+    SK_RETURN_IF_ERROR(f->Read(off, n, buf.data()));
+    crc = crc32c::Extend(crc, buf.data(), n);
+    off += n;
+  }
+  return crc;
 }
 
 Status WritableFile::Append(const void* data, size_t n) {

@@ -234,7 +234,17 @@ class Env {
   // An exclusive writer's lock on `dir`: a second writer is refused at
   // once, naming the directory.
   virtual Result<std::unique_ptr<DirLock>> LockDir(const std::string& dir);
+  // Makes `to` (which must not exist) hold the bytes of `from`, a regular
+  // file on this storage (anything else is refused by path); `from` is only
+  // read. True: `to` is `from`'s own file, hard-linked (POSIX, where the
+  // filesystem allows it); false: a copy, synced and closed. A failed copy
+  // leaves no `to`. The default copies through OpenForReads and
+  // NewWritableFile, so every backend that reads and writes files can.
+  virtual Result<bool> LinkOrCopyFile(const std::string& from, const std::string& to);
 };
+
+// The CRC32C of a whole file, read through `env`.
+Result<uint32_t> FileCrc32c(Env* env, const std::string& path);
 
 // Writes `data` to `path` so that it is either whole or absent: POSIX writes
 // path.tmp, syncs it, renames it over `path` and syncs the directory; object

@@ -37,11 +37,7 @@ std::string JoinPath(const std::string& a, const std::string& b);
 // no root needed), so the next read comes from storage: cold-read benchmarks.
 // Pages that a process still maps stay.
 Status EvictFromPageCache(const std::string& path);
-// Streams a file's bytes through CRC32C.
+// FileCrc32c(Env::Default(), path) (base/env.h).
 Result<uint32_t> FileCrc32c(const std::string& path);
-// Makes `to` (which must not exist) hold `from`'s bytes: a hard link where the
-// filesystem allows one (the same filesystem; true), else a copy, synced
-// (false). `from` is only read. A failed copy leaves no `to`.
-Result<bool> LinkOrCopyFile(const std::string& from, const std::string& to);
 
 }  // namespace shardkit

@@ -1,7 +1,7 @@
 // The POSIX backend of the storage seam (base/env.h): files read with pread,
 // a read-only mapping or O_DIRECT, files written through a buffer, scratch
 // files without a name, and the directory operations datasets are published
-// with (rename, fsync of the directory, flock).
+// with (rename, fsync of the directory, flock), and hard links (LinkOrCopyFile).
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -504,6 +504,20 @@ class PosixEnv final : public Env {
       return Errno("cannot lock", path, err);
     }
     return std::unique_ptr<DirLock>(new PosixDirLock(fd));
+  }
+  Result<bool> LinkOrCopyFile(const std::string& from, const std::string& to) override {
+    SK_RETURN_IF_ERROR(CheckRegularFile(from));
+    // AT_SYMLINK_FOLLOW: a symbolic link is followed to the file it names (a
+    // bare link(2) would link the symlink itself, which may point elsewhere
+    // once it sits in another directory).
+    if (::linkat(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), AT_SYMLINK_FOLLOW) == 0) return true;
+    const int err = errno;
+    // Another filesystem, or one without hard links: copy. Anything else (no
+    // such file, no permission, `to` exists) is the error it is.
+    if (err != EXDEV && err != EPERM && err != EMLINK && err != ENOTSUP && err != EOPNOTSUPP) {
+      return Errno("cannot link to " + to, from, err);
+    }
+    return Env::LinkOrCopyFile(from, to);
   }
 };
 

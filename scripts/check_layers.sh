@@ -8,6 +8,11 @@
 # it does for a source directory outside tests/ that the table does not name
 # (a new module or tool: add its line). tests/ are on top of everything and
 # not checked.
+# The API is the headers cmake/public_headers.txt lists (what is installed):
+# a public header includes only public headers (so an installed tree compiles
+# on its own), and tools/ and python/ include only public headers of the
+# library (and their own). bench/'s probes measure the stages themselves and
+# may include a module's inside.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 declare -A allowed=(
@@ -38,6 +43,11 @@ module_of() {
   esac
 }
 status=0
+declare -A public=()
+while read -r header; do
+  public[$header]=1
+  [ -f "$header" ] || { echo "cmake/public_headers.txt: $header does not exist"; status=1; }
+done < <(grep -E '^[a-z]' cmake/public_headers.txt)
 declare -A unknown=()
 files=$(git ls-files '*.cc' '*.h' ':!:tests/')
 for file in $files; do
@@ -55,12 +65,24 @@ while IFS=: read -r file line path; do
     *)
       echo "$file:$line: $module/ includes $mod/ (allowed: ${allowed[$module]})"
       status=1
+      continue
       ;;
   esac
+  case $module:$mod in
+    tools/*:tools/*) continue ;;                   # a tool's own helpers
+    tools/*:* | python:*) what="$module/" ;;       # the library's API only
+    *) [ -n "${public[$file]+set}" ] || continue   # a module's inside
+       what="public header" ;;
+  esac
+  if [ -z "${public[$path]+set}" ]; then
+    echo "$file:$line: $what includes $path, which is not public (cmake/public_headers.txt)"
+    status=1
+  fi
 done < <(grep -Hn '^#include "[a-z_]*/' $files | sed -E 's|^([^:]*):([0-9]+):#include "([^"]*)".*|\1:\2:\3|')
 for module in "${!unknown[@]}"; do
   echo "$module/: sources that scripts/check_layers.sh does not know; add the module to its table"
   status=1
 done
-[ $status = 0 ] && echo "layers: every module includes only the modules below it (tools/ too)"
+[ $status = 0 ] && echo "layers: every module includes only the modules below it (tools/ too)," \
+  "and public headers, tools/ and python/ only public headers"
 exit $status

@@ -155,7 +155,7 @@ Status DatasetWriter::KeepFinishedShards() {
     if (!r.ok() || !(*r)->CheckIndex().ok() || (*r)->num_records() != options_.records_per_shard) {
       break;
     }
-    auto crc = FileCrc32c(temp);
+    auto crc = FileCrc32c(env_, temp);
     if (!crc.ok()) break;
     ShardInfo info{ShardFileName(next_index()), (*r)->num_records(), (*r)->file_size(), 0, *crc};
     for (uint32_t i = 0; i < (*r)->num_records(); ++i) {
@@ -252,25 +252,25 @@ Status DatasetWriter::AdoptShard(const std::string& path, const ShardInfo& expec
                                  size_t num_classes, bool* linked) {
   if (finished_) return Status::InvalidArgument(dir_ + ": AdoptShard after Finish");
   if (current_ != nullptr) SK_RETURN_IF_ERROR(CloseShard());
-  SK_RETURN_IF_ERROR(CheckRegularFile(path));
   const std::string temp = JoinPath(dir_, TempShardFileName(next_index()));
-  SK_ASSIGN_OR_RETURN(*linked, LinkOrCopyFile(path, temp));
+  SK_ASSIGN_OR_RETURN(*linked, env_->LinkOrCopyFile(path, temp));
   // What is checked is what landed in dir (the part's own file, if linked).
   auto bad = [&](const std::string& what) {
-    RemoveFile(temp).IgnoreError();
+    env_->RemoveFile(temp).IgnoreError();
     return Status::Corruption(path + ": " + what);
   };
-  auto size = FileSize(temp);
-  if (!size.ok()) return bad(size.status().message());
-  if (*size != expected.bytes) {
-    return bad(std::to_string(*size) + " bytes, expected " + std::to_string(expected.bytes));
+  auto file = env_->OpenForReads(temp);
+  if (!file.ok()) return bad(file.status().message());
+  if ((*file)->size() != expected.bytes) {
+    return bad(std::to_string((*file)->size()) + " bytes, expected " +
+               std::to_string(expected.bytes));
   }
-  auto crc = FileCrc32c(temp);
+  auto crc = FileCrc32c(env_, temp);
   if (!crc.ok()) return bad(crc.status().message());
   if (*crc != expected.crc32c) {
     return bad("CRC32C " + Crc32cHex(*crc) + ", expected " + Crc32cHex(expected.crc32c));
   }
-  auto reader = ShardReader::Open(temp);
+  auto reader = ShardReader::Open(std::move(*file));
   if (!reader.ok()) return bad(reader.status().message());
   if (Status index = (*reader)->CheckIndex(); !index.ok()) return bad(index.message());
   if ((*reader)->num_records() != expected.records) {

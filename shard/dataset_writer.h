@@ -23,8 +23,8 @@ namespace shardkit {
 
 struct DatasetWriterOptions {
   // Where the dataset is written (its files, lock, renames, manifest): null
-  // is the POSIX filesystem (Env::Default()). AdoptShard links or copies
-  // through the POSIX filesystem whatever this is.
+  // is the POSIX filesystem (Env::Default()). AdoptShard reads the shard it
+  // adopts through it too, and links or copies it (Env::LinkOrCopyFile).
   Env* env = nullptr;
   uint64_t shard_size = 256ull << 20;  // target bytes per shard file
   ShardWriterOptions shard;
@@ -105,9 +105,10 @@ class DatasetWriter {
   // out is InvalidArgument naming the record by key and number, and nothing
   // is written for it.
   Status Add(std::string_view payload, int32_t label, std::string_view key);
-  // Takes a finished shard file as the next shard (shardkit-pack merge): a
-  // hard link to `path` under the shard's temporary name where the
-  // filesystem allows, else a copy; `path` is only read. Checked against
+  // Takes a finished shard file as the next shard (shardkit-pack merge),
+  // through options.env (Env::LinkOrCopyFile): a hard link to `path` under
+  // the shard's temporary name where the storage allows, else a copy; `path`
+  // is only read, and a failed copy is its error, with nothing kept. Checked against
   // `expected` (size, whole-file CRC32C, record count) and, with num_classes
   // > 0, every label (-1, or below num_classes): Corruption naming `path` if
   // it differs, and nothing is kept of it. *linked says which.

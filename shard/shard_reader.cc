@@ -307,19 +307,26 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
     return Status::Corruption(where() + ": checksum mismatch (expected " + Hex(e.crc32c) +
                               ", got " + Hex(got) + ")");
   }
-  if (scratch->dctx == nullptr) scratch->dctx = ZSTD_createDCtx();
-  out->resize(e.raw_size);
-  // The output buffer is exactly the declared size: a frame that expands past
-  // it fails with dstSize_tooSmall instead of allocating.
-  size_t n = ZSTD_decompressDCtx(scratch->dctx, out->data(), e.raw_size, in.data(), in.size());
-  if (ZSTD_isError(n)) {
-    return Status::Corruption(where() + ": zstd: " + ZSTD_getErrorName(n));
-  }
-  if (n != e.raw_size) {
-    return Status::Corruption(where() + ": decompressed to " + std::to_string(n) +
-                              " bytes, expected " + std::to_string(e.raw_size));
+  if (Status d = DecompressBlock(in, e.raw_size, scratch, out); !d.ok()) {
+    return Status::Corruption(where() + ": " + d.message());
   }
   file_->Release(e.offset, e.stored_size);  // the decompressed copy is what is used from now on
+  return Status::OK();
+}
+
+Status DecompressBlock(std::string_view stored, uint32_t raw_size, ReadScratch* scratch,
+                       std::vector<char>* out) {
+  if (scratch->dctx == nullptr) scratch->dctx = ZSTD_createDCtx();
+  out->resize(raw_size);
+  // The output buffer is exactly the declared size: a frame that expands past
+  // it fails with dstSize_tooSmall instead of allocating.
+  size_t n =
+      ZSTD_decompressDCtx(scratch->dctx, out->data(), raw_size, stored.data(), stored.size());
+  if (ZSTD_isError(n)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(n));
+  if (n != raw_size) {
+    return Status::Corruption("decompressed to " + std::to_string(n) + " bytes, expected " +
+                              std::to_string(raw_size));
+  }
   return Status::OK();
 }
 

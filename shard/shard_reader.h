@@ -44,6 +44,14 @@ struct ReadScratch {
   uint32_t block_index = 0;
 };
 
+// Decompresses a zstd block's stored bytes into *out, resized to raw_size
+// (never allocating past it), with scratch's context: Corruption ("zstd:
+// ...", or a size other than raw_size) if they do not make exactly raw_size
+// bytes. The readers' own step (ReadBlock, ReadBlockInto), after the stored
+// bytes' CRC was checked; the caller adds where the block lies.
+Status DecompressBlock(std::string_view stored, uint32_t raw_size, ReadScratch* scratch,
+                       std::vector<char>* out);
+
 class ShardReader {
  public:
   // Opens `path` through `env` (null: Env::Default()).

@@ -8,6 +8,7 @@
 
 #include "base/crc32c.h"
 #include "shard/shard.h"
+#include "tests/storage_double.h"
 #include "tests/test_util.h"
 
 namespace shardkit {
@@ -465,6 +466,58 @@ TEST(DatasetTest, APartIsNamedAsTheWholeAndItsShardsAreAdoptedOnlyIntact) {
   EXPECT_EQ(back->shards[0].file, "shard-00000.sks");
   EXPECT_EQ(ReadFile(dir / "whole/shard-00000.sks"), ReadFile(dir / "part/shard-00003.sks"));
   EXPECT_TRUE(ReadPartManifest(dir / "part").ok()) << "the part is left as it was";
+}
+
+// Adopting goes through the writer's Env, whatever it is: a WriteFaultEnv
+// (which links nothing, so Env's own copy runs) is charged every byte of the
+// shards, and when its disk fills up during a copy the adoption fails with
+// the disk's error and nothing of it looks complete: no temporary, and once
+// the writer is gone, no manifest and no shard.
+TEST(DatasetTest, AShardIsAdoptedThroughTheWritersEnvAndAFullDiskKeepsNothing) {
+  TempDir dir;
+  ASSERT_TRUE(WriteDataset(dir / "src", 300, 8192).ok());
+  auto src = ReadManifest(dir / "src");
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  ASSERT_GE(src->shards.size(), 2u);
+
+  testing::WriteFaultEnv full(src->shards[0].bytes - 1);
+  DatasetWriterOptions o;
+  o.env = &full;
+  {
+    auto w = DatasetWriter::Create(dir / "full", o);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    bool linked = true;
+    Status s = (*w)->AdoptShard(dir / ("src/" + src->shards[0].file), src->shards[0], 0, &linked);
+    EXPECT_TRUE(s.IsIOError()) << s.ToString();
+    EXPECT_NE(s.message().find("No space left on device"), std::string::npos) << s.ToString();
+    EXPECT_GE(full.refused(), 1u);
+    EXPECT_FALSE(FileExists(dir / "full/.shard-00000.sks.tmp")) << "nothing kept of the copy";
+  }
+  if (FileExists(dir / "full")) {
+    for (const auto& name : *ListDir(dir / "full")) ADD_FAILURE() << "left behind: " << name;
+  }
+
+  testing::WriteFaultEnv room;
+  o.env = &room;
+  auto w = DatasetWriter::Create(dir / "whole", o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  uint64_t bytes = 0;
+  for (const auto& info : src->shards) {
+    bool linked = true;
+    ASSERT_TRUE((*w)->AdoptShard(dir / ("src/" + info.file), info, 0, &linked).ok());
+    EXPECT_FALSE(linked) << "this Env copies";
+    bytes += info.bytes;
+  }
+  Manifest whole;
+  whole.record = src->record;
+  ASSERT_TRUE((*w)->Finish(whole).ok());
+  EXPECT_GE(room.written(), bytes) << "every shard's bytes went through the Env";
+  auto back = ReadManifest(dir / "whole");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->shards.size(), src->shards.size());
+  for (const auto& info : back->shards) {
+    EXPECT_EQ(ReadFile(dir / ("whole/" + info.file)), ReadFile(dir / ("src/" + info.file)));
+  }
 }
 
 TEST(DatasetTest, DirectoryWithoutManifestIsNotADataset) {

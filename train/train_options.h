@@ -9,7 +9,7 @@
 #include <string>
 
 #include "base/names.h"
-#include "loader/corrupt_policy.h"
+#include "loader/options.h"
 #include "train/models/model_spec.h"
 
 namespace shardkit {

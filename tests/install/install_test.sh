@@ -8,9 +8,12 @@
 #  3. examples/train_imagenet.py runs a few steps on shards packed by the
 #     installed shardkit-pack;
 #  4. `pip wheel .` makes a wheel that installs into a second venv;
-#  5. `cmake --install BUILD --component dev` into a prefix, and a C++
-#     project outside the tree builds against it with
-#     find_package(shardkit CONFIG REQUIRED) and reads the dataset.
+#  5. `cmake --install BUILD --component dev` into a prefix holds exactly the
+#     public headers (cmake/public_headers.txt), each compiling on its own,
+#     and a C++ project outside the tree builds against it with
+#     find_package(shardkit CONFIG REQUIRED COMPONENTS ingest train), reads
+#     the dataset, packs one with shardkit::ingest and trains two steps with
+#     shardkit::train.
 # usage: install_test.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -67,16 +70,43 @@ cmake --install "$build" --prefix "$tmp/prefix" --component dev >/dev/null || fa
 inc=$tmp/prefix/include/shardkit
 [ "$(cd "$inc/loader" && ls | tr '\n' ' ')" = "batch.h loader.h loader_state.h options.h " ] ||
   fail "installed loader headers: $(ls "$inc/loader" | tr '\n' ' ') (only the public ones belong there)"
-# Every installed header compiles on its own, from the prefix alone.
-for h in $(cd "$inc" && find . -name '*.h' | sort); do
+# What is installed is the API, cmake/public_headers.txt, and nothing else.
+want=$(grep -E '^[a-z]' "$src/cmake/public_headers.txt" | sort)
+got=$(cd "$inc" && find . -name '*.h' | sed 's|^\./||' | sort)
+[ "$want" = "$got" ] || fail "installed headers differ from cmake/public_headers.txt (<: listed, >: installed):" \
+  "$(diff <(echo "$want") <(echo "$got") | grep '^[<>]' | tr '\n' ' ')"
+# Every installed header compiles on its own, from the prefix alone (train's
+# need LibTorch's headers: the consumer compiles them with shardkit::train's
+# usage requirements).
+for h in $(cd "$inc" && find . -name '*.h' -not -path './train/*' | sort); do
   echo "#include \"${h#./}\"" | c++ -std=c++17 -fsyntax-only -DSHARDKIT_VERSION="\"$version\"" -I"$inc" -x c++ - 2>"$tmp/header.log" ||
     { cat "$tmp/header.log"; fail "installed header ${h#./} does not compile alone"; }
 done
-cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" >"$tmp/consumer.log" 2>&1 ||
+# The components too: shardkit::ingest and shardkit::train with their
+# dependencies found by shardkitConfig.cmake (LibTorch where this build found it).
+torch_dir=$(sed -n 's/^Torch_DIR:PATH=//p' "$build/CMakeCache.txt")
+cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  -DCONSUMER_COMPONENTS="ingest;train" ${torch_dir:+-DTorch_DIR="$torch_dir"} >"$tmp/consumer.log" 2>&1 ||
   { cat "$tmp/consumer.log"; fail "configure the consumer"; }
 cmake --build "$tmp/consumer" >>"$tmp/consumer.log" 2>&1 || { cat "$tmp/consumer.log"; fail "build the consumer"; }
 out=$("$tmp/consumer/consumer" "$tmp/shards") || fail "run the consumer"
 records=$("$tmp/venv/bin/python" -c "import shardkit, sys; print(len(shardkit.Dataset(sys.argv[1])))" "$tmp/shards")
 case $out in "shardkit $version: $records records"*) ;; *) fail "the consumer printed '$out'" ;; esac
 echo "$out"
+# 40 8x8 gray images, labels 0..9 four times (label sum 180), as MNIST-style IDX,
+# packed by the installed ingest library and read by the installed loader.
+/usr/bin/python3 - "$tmp" <<'EOF'
+import struct, sys
+n = 40
+with open(sys.argv[1] + "/images.idx", "wb") as f:
+    f.write(struct.pack(">HBBIII", 0, 8, 3, n, 8, 8) + bytes((i * 3 + j) % 256 for i in range(n) for j in range(64)))
+with open(sys.argv[1] + "/labels.idx", "wb") as f:
+    f.write(struct.pack(">HBBI", 0, 8, 1, n) + bytes(i % 10 for i in range(n)))
+EOF
+out=$("$tmp/consumer/ingest_consumer" "$tmp/images.idx" "$tmp/labels.idx" "$tmp/idx") || fail "run ingest_consumer"
+[ "$out" = "packed 40 records into 1 shards" ] || fail "ingest_consumer printed '$out'"
+out=$("$tmp/consumer/consumer" "$tmp/idx") || fail "run the consumer on ingest_consumer's dataset"
+case $out in *": 40 records, 3 batches, label sum 180") ;; *) fail "the consumer printed '$out'" ;; esac
+out=$("$tmp/consumer/train_consumer" "$tmp/shards" 2>"$tmp/train.log") || { cat "$tmp/train.log"; fail "run train_consumer"; }
+[ "$out" = "trained 2 steps" ] || fail "train_consumer printed '$out'"
 echo "install_test: every check passed"
