@@ -311,6 +311,28 @@ TEST(FaultInjection, ImagePackKilledMidWayResumesToTheBytesOfAnUninterruptedPack
   EXPECT_GE(ResumedShards(r.out), shards / 3) << r.out;
   ExpectSameDataset(dir / "tar_ref", dir / "tar");
 
+  // A WebDataset shard of the same images (each group added as it streams
+  // by): resumed the same way.
+  testing::MakeDirs(dir / "wds");
+  for (int c = 0; c < 4; ++c) {
+    for (int i = 0; i < 60; ++i) {
+      const std::string key = dir / ("wds/c" + std::to_string(c) + "_" + std::to_string(i));
+      testing::WriteFile(key + ".jpg", image(c, i, 0));
+      testing::WriteFile(key + ".cls", std::to_string(c));
+    }
+  }
+  ASSERT_EQ(RunCommand("cd " + dir / "wds" + " && tar -cf ../wds.tar *").exit_code, 0);
+  auto wds = [&](const std::string& out) {
+    return testing::PackTool() + " webdataset " + dir / "wds.tar" + " " + out +
+           " --threads 1 --resize-short 100 " + flags;
+  };
+  ASSERT_EQ(RunCommand(wds(dir / "wds_ref")).exit_code, 0);
+  killed_at_a_third(wds(dir / "wds_out"), dir / "wds_out");
+  r = RunCommand(wds(dir / "wds_out"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_GE(ResumedShards(r.out), shards / 3) << r.out;
+  ExpectSameDataset(dir / "wds_ref", dir / "wds_out");
+
   // One image replaced after the kill (in the folder: its file's stamp
   // changes; in the tar, which the settings name by path only: its stored
   // bytes' checksum): nothing stale is kept, and the tar packs as its
