@@ -211,16 +211,27 @@ TEST(FaultInjection, PackKilledMidWayResumesToTheBytesOfAnUninterruptedPack) {
   EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + dir / "other").exit_code, 0);
 }
 
-TEST(FaultInjection, ImageNetPackKilledAtAnyPointRestartsCleanly) {
-  TempDir dir;
+// Image c/i of the class-folder trees the image packs here are killed in
+// (version > 0: another picture in its place).
+std::string TreeImage(int c, int i, uint64_t version = 0) {
+  return testing::MakeJpeg(testing::SyntheticImage(160, 120, 3, version * 1000 + c * 100 + i),
+                           testing::JpegFlavor::kRgb);
+}
+
+// 4 class folders of 60 JPEGs each under `src`.
+void WriteClassTree(const std::string& src) {
   for (int c = 0; c < 4; ++c) {
-    testing::MakeDirs(dir / ("src/c" + std::to_string(c)));
+    testing::MakeDirs(src + "/c" + std::to_string(c));
     for (int i = 0; i < 60; ++i) {
-      testing::WriteFile(dir / ("src/c" + std::to_string(c) + "/" + std::to_string(i) + ".JPEG"),
-                         testing::MakeJpeg(testing::SyntheticImage(160, 120, 3, c * 100 + i),
-                                           testing::JpegFlavor::kRgb));
+      testing::WriteFile(src + "/c" + std::to_string(c) + "/" + std::to_string(i) + ".JPEG",
+                         TreeImage(c, i));
     }
   }
+}
+
+TEST(FaultInjection, ImageNetPackKilledAtAnyPointRestartsCleanly) {
+  TempDir dir;
+  WriteClassTree(dir / "src");
   // Resized, so that every image is decoded and encoded again: work to kill it in.
   const std::string cmd = testing::PackTool() + " imagenet " + dir / "src" + " " +
                           dir / "out --shard-size 100000 --threads 1 --resize-short 100";
@@ -245,17 +256,7 @@ TEST(FaultInjection, ImageNetPackKilledAtAnyPointRestartsCleanly) {
 // nothing and equals an uninterrupted pack of what it was given.
 TEST(FaultInjection, ImagePackKilledMidWayResumesToTheBytesOfAnUninterruptedPack) {
   TempDir dir;
-  auto image = [](int c, int i, uint64_t version) {
-    return testing::MakeJpeg(testing::SyntheticImage(160, 120, 3, version * 1000 + c * 100 + i),
-                             testing::JpegFlavor::kRgb);
-  };
-  for (int c = 0; c < 4; ++c) {
-    testing::MakeDirs(dir / ("src/c" + std::to_string(c)));
-    for (int i = 0; i < 60; ++i) {
-      testing::WriteFile(dir / ("src/c" + std::to_string(c) + "/" + std::to_string(i) + ".JPEG"),
-                         image(c, i, 0));
-    }
-  }
+  WriteClassTree(dir / "src");
   // Resized, so that every image is decoded and encoded again: work to kill it in.
   auto pack = [&](const std::string& src, const std::string& out, const std::string& flags) {
     return testing::PackTool() + " imagenet " + src + " " + out +
@@ -317,7 +318,7 @@ TEST(FaultInjection, ImagePackKilledMidWayResumesToTheBytesOfAnUninterruptedPack
   for (int c = 0; c < 4; ++c) {
     for (int i = 0; i < 60; ++i) {
       const std::string key = dir / ("wds/c" + std::to_string(c) + "_" + std::to_string(i));
-      testing::WriteFile(key + ".jpg", image(c, i, 0));
+      testing::WriteFile(key + ".jpg", TreeImage(c, i));
       testing::WriteFile(key + ".cls", std::to_string(c));
     }
   }
@@ -340,7 +341,7 @@ TEST(FaultInjection, ImagePackKilledMidWayResumesToTheBytesOfAnUninterruptedPack
   killed_at_a_third(pack(dir / "src", dir / "out2", flags), dir / "out2");
   killed_at_a_third(pack(dir / "src.tar", dir / "tar2", flags), dir / "tar2");
   const std::string replaced = dir / "src/c2/5.JPEG";
-  testing::WriteFile(replaced, image(2, 5, 1));
+  testing::WriteFile(replaced, TreeImage(2, 5, 1));
   ASSERT_EQ(RunCommand("tar -C " + dir / "src" + " -cf " + dir / "src.tar .").exit_code, 0);
   ASSERT_EQ(RunCommand(pack(dir / "src", dir / "ref2", flags)).exit_code, 0);
   r = RunCommand(pack(dir / "src", dir / "out2", flags));
