@@ -207,6 +207,7 @@ class Packer : public SampleSink {
   Status Flush();
   Status SetUpRange(DatasetWriterOptions* wo);
   Status SetUpResume(DatasetWriterOptions* wo);
+  Result<nlohmann::json> Settings(const DatasetWriterOptions& wo, bool* identified) const;
   std::string PlanDigest(const std::vector<Sample>& samples) const;
   Status ResumeFromPlan(const std::vector<Sample>& samples, size_t* first);
   Result<bool> AcceptShard(const std::vector<Sample>& samples, const ShardReader& shard);
@@ -415,6 +416,21 @@ Result<PartInfo> PlanPart(const std::string& source, uint64_t records, uint64_t 
   return p;
 }
 
+// The tool's settings (PackOptions::settings) with the packer's that every
+// pack's bytes depend on; *identified: the tool gave some.
+Result<nlohmann::json> Packer::Settings(const DatasetWriterOptions& wo, bool* identified) const {
+  nlohmann::json settings = nlohmann::json::parse(o_.settings, nullptr, /*allow_exceptions=*/false);
+  if (!settings.is_object()) return Status::InvalidArgument("settings: not a JSON object");
+  *identified = !settings.empty();
+  settings["shardkit"] = kVersion;
+  settings["kind"] = RecordKindName(spec_.kind);
+  settings["shape"] = spec_.shape;
+  settings["compression"] = NameOf(kCompressionModeNames, wo.shard.compression);
+  settings["zstd_level"] = wo.shard.zstd_level;
+  settings["block_size"] = wo.shard.block_size;
+  return settings;
+}
+
 // Refuses --part for a source whose records cannot be split exactly. For a
 // source of fixed-size records known up front, plans the records this run
 // writes (a part's, named as the whole's shards, or all of them) and the
@@ -443,17 +459,10 @@ Status Packer::SetUpRange(DatasetWriterOptions* wo) {
                                         o_.part_index, o_.part_count, &part_end_));
     wo->first_shard = part_.first_shard;
   }
-  nlohmann::json settings = nlohmann::json::parse(o_.settings, nullptr, /*allow_exceptions=*/false);
-  if (!settings.is_object()) return Status::InvalidArgument("settings: not a JSON object");
-  const bool identified = !settings.empty();
-  settings["shardkit"] = kVersion;
-  settings["kind"] = RecordKindName(spec_.kind);
-  settings["shape"] = spec_.shape;
+  bool identified = false;
+  SK_ASSIGN_OR_RETURN(nlohmann::json settings, Settings(*wo, &identified));
   settings["records"] = spec_.records;
   settings["records_per_shard"] = wo->records_per_shard;
-  settings["compression"] = NameOf(kCompressionModeNames, wo->shard.compression);
-  settings["zstd_level"] = wo->shard.zstd_level;
-  settings["block_size"] = wo->shard.block_size;
   settings_ = settings.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (part_.count > 0) part_.settings = SettingsDigest(settings_);
   if (identified) {
@@ -473,18 +482,12 @@ Status Packer::SetUpRange(DatasetWriterOptions* wo) {
 // whose samples go straight to the writer as they stream is not resumed.
 Status Packer::SetUpResume(DatasetWriterOptions* wo) {
   if (spec_.source_order) return Status::OK();
-  nlohmann::json settings = nlohmann::json::parse(o_.settings, nullptr, /*allow_exceptions=*/false);
-  if (!settings.is_object()) return Status::InvalidArgument("settings: not a JSON object");
+  bool identified = false;
+  SK_ASSIGN_OR_RETURN(nlohmann::json settings, Settings(*wo, &identified));
   resume_later_ = true;
   wo->resume_later = true;
-  if (settings.empty()) return Status::OK();  // not identified: never resumed
-  settings["shardkit"] = kVersion;
-  settings["kind"] = RecordKindName(spec_.kind);
-  settings["shape"] = spec_.shape;
+  if (!identified) return Status::OK();  // never resumed
   settings["shard_size"] = wo->shard_size;
-  settings["compression"] = NameOf(kCompressionModeNames, wo->shard.compression);
-  settings["zstd_level"] = wo->shard.zstd_level;
-  settings["block_size"] = wo->shard.block_size;
   settings["resize_short"] = o_.resize_short;
   settings["quality"] = o_.quality;
   settings["seed"] = o_.seed;
