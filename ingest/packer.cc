@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/crc32c.h"
 #include "base/file_io.h"
 #include "base/openmp.h"
 #include "base/random.h"
@@ -95,8 +96,17 @@ class Spill {
 struct Held {
   int64_t offset = -1;
   uint64_t size = 0;
+  uint32_t crc = 0;  // CRC32C of the stored bytes (a resumed pack's plan)
   PreparedImage::Change change = PreparedImage::Change::kNone;
   std::string error;
+};
+
+// One listed sample made ready to write: from the spill, or read from the
+// source and prepared. `status` is the sample's (skipped), `fatal` the pack's.
+struct Slot {
+  Status status, fatal;
+  PreparedImage image;
+  uint64_t in_bytes = 0;
 };
 
 // A record's bytes made ready to store: a JPEG through PrepareImage, a raw
@@ -196,11 +206,15 @@ class Packer : public SampleSink {
   }
   Status Flush();
   Status SetUpRange(DatasetWriterOptions* wo);
-  Manifest MakeManifest(const Listing& listing) const;
-  Status CheckKeys(std::vector<Sample>* samples);
-  Status WriteAll(std::vector<Sample>* samples);
-  Status Write(const Sample& s, PreparedImage* p) {
-    switch (p->change) {
+  Status SetUpResume(DatasetWriterOptions* wo);
+  Result<nlohmann::json> Settings(const DatasetWriterOptions& wo, bool* identified) const;
+  std::string PlanDigest(const std::vector<Sample>& samples) const;
+  Status ResumeFromPlan(const std::vector<Sample>& samples, size_t* first);
+  Result<bool> AcceptShard(const std::vector<Sample>& samples, const ShardReader& shard);
+  void Prepare(const Sample& s, Slot* slot) const;
+  Status SkipUnprepared(const Sample& s, const Status& why);
+  void CountChange(PreparedImage::Change change) {
+    switch (change) {
       case PreparedImage::Change::kCmyk:
         sum_->converted_cmyk++;
         break;
@@ -213,6 +227,12 @@ class Packer : public SampleSink {
       case PreparedImage::Change::kNone:
         break;
     }
+  }
+  Manifest MakeManifest(const Listing& listing) const;
+  Status CheckKeys(std::vector<Sample>* samples);
+  Status WriteAll(std::vector<Sample>* samples, size_t first);
+  Status Write(const Sample& s, PreparedImage* p) {
+    CountChange(p->change);
     SK_RETURN_IF_ERROR(writer_->Add(p->jpeg, s.label, s.key));
     sum_->packed++;
     return Status::OK();
@@ -239,15 +259,22 @@ class Packer : public SampleSink {
   bool ranged_ = false;
   uint64_t part_end_ = 0;
   std::string settings_;  // a part's, or a resumable pack's, as JSON
+  // Records known only after Scan (images): resumption is decided then, over
+  // the plan (PlanDigest); resume_cursor_ is the next planned sample the
+  // shards kept so far have not covered.
+  bool resume_later_ = false;
+  size_t resume_cursor_ = 0;
 };
 
 Status Packer::Flush() {
   const size_t n = batch_.size();
   std::vector<Status> status(n);
   std::vector<PreparedImage> prepared(n);
+  std::vector<uint32_t> crc(n);
 #pragma omp parallel for num_threads(threads_) schedule(dynamic, 4)
   for (size_t i = 0; i < n; ++i) {
     status[i] = PrepareRecord(spec_, raw_size_, o_, std::move(batch_[i].bytes), &prepared[i]);
+    if (status[i].ok()) crc[i] = crc32c::Value(prepared[i].jpeg.data(), prepared[i].jpeg.size());
   }
   for (size_t i = 0; i < n; ++i) {
     Held& h = held_[static_cast<size_t>(batch_[i].handle)];
@@ -257,6 +284,7 @@ Status Packer::Flush() {
     }
     SK_RETURN_IF_ERROR(spill_.Append(prepared[i].jpeg, &h.offset));
     h.size = prepared[i].jpeg.size();
+    h.crc = crc[i];
     h.change = prepared[i].change;
   }
   batch_.clear();
@@ -302,57 +330,59 @@ Status Packer::CheckKeys(std::vector<Sample>* samples) {
   return Status::OK();
 }
 
-Status Packer::WriteAll(std::vector<Sample>* samples) {
+// A listed sample's stored bytes, into slot: from the spill, or read from
+// the source and prepared. Thread-safe.
+void Packer::Prepare(const Sample& s, Slot* slot) const {
+  slot->in_bytes = 0;
+  slot->status = slot->fatal = Status::OK();
+  if (s.held >= 0) {
+    const Held& h = held_[static_cast<size_t>(s.held)];
+    if (!h.error.empty()) {
+      slot->status = Status::Corruption(h.error);
+      return;
+    }
+    slot->image.change = h.change;
+    slot->fatal = spill_.Read(h.offset, h.size, &slot->image.jpeg);
+    return;
+  }
+  std::string bytes;
+  try {
+    slot->status = source_->Read(s, kMaxSourceMember, &bytes);
+  } catch (const std::exception& e) {
+    slot->fatal = Status::IOError(s.name + ": " + e.what());
+    return;
+  }
+  if (!slot->status.ok()) return;
+  slot->in_bytes = bytes.size();
+  slot->status = PrepareRecord(spec_, raw_size_, o_, std::move(bytes), &slot->image);
+}
+
+// A sample that could not be prepared: skipped, named. A reader's error is
+// located at the file (the member named); a decoder's is not.
+Status Packer::SkipUnprepared(const Sample& s, const Status& why) {
+  const ErrorLocation* at = why.location();
+  const bool named = at != nullptr && at->ToString() == s.name;
+  return Skip(s.name, named ? why.what() : why.message(), Unusable::kBadImage);
+}
+
+// The samples from `first` on (those before it are in shards a killed run
+// finished), prepared in parallel chunks and written in order.
+Status Packer::WriteAll(std::vector<Sample>* samples, size_t first) {
   const std::string phase = "write shards";
   const size_t chunk = static_cast<size_t>(threads_) * 64;
-  struct Slot {
-    Status status, fatal;
-    PreparedImage image;
-    uint64_t in_bytes = 0;
-  };
   std::vector<Slot> slots(chunk);
-  for (size_t begin = 0; begin < samples->size(); begin += chunk) {
+  for (size_t begin = first; begin < samples->size(); begin += chunk) {
     SK_RETURN_IF_ERROR(Interrupted());
     const size_t n = std::min(chunk, samples->size() - begin);
 #pragma omp parallel for num_threads(threads_) schedule(dynamic, 4)
-    for (size_t i = 0; i < n; ++i) {
-      Slot& slot = slots[i];
-      const Sample& s = (*samples)[begin + i];
-      slot.in_bytes = 0;
-      slot.status = slot.fatal = Status::OK();
-      if (s.held >= 0) {
-        const Held& h = held_[static_cast<size_t>(s.held)];
-        if (!h.error.empty()) {
-          slot.status = Status::Corruption(h.error);
-          continue;
-        }
-        slot.image.change = h.change;
-        slot.fatal = spill_.Read(h.offset, h.size, &slot.image.jpeg);
-        continue;
-      }
-      std::string bytes;
-      try {
-        slot.status = source_->Read(s, kMaxSourceMember, &bytes);
-      } catch (const std::exception& e) {
-        slot.fatal = Status::IOError(s.name + ": " + e.what());
-        continue;
-      }
-      if (!slot.status.ok()) continue;
-      slot.in_bytes = bytes.size();
-      slot.status = PrepareRecord(spec_, raw_size_, o_, std::move(bytes), &slot.image);
-    }
+    for (size_t i = 0; i < n; ++i) Prepare((*samples)[begin + i], &slots[i]);
     for (size_t i = 0; i < n; ++i) {
       Slot& slot = slots[i];
       const Sample& s = (*samples)[begin + i];
       sum_->bytes_in += slot.in_bytes;
       SK_RETURN_IF_ERROR(slot.fatal);  // the spill, not the member: no dataset
       if (!slot.status.ok()) {
-        // A reader's error is located at the file (the member named);
-        // a decoder's is not.
-        const ErrorLocation* at = slot.status.location();
-        const bool named = at != nullptr && at->ToString() == s.name;
-        SK_RETURN_IF_ERROR(
-            Skip(s.name, named ? slot.status.what() : slot.status.message(), Unusable::kBadImage));
+        SK_RETURN_IF_ERROR(SkipUnprepared(s, slot.status));
         continue;
       }
       SK_RETURN_IF_ERROR(Write(s, &slot.image));
@@ -386,6 +416,21 @@ Result<PartInfo> PlanPart(const std::string& source, uint64_t records, uint64_t 
   return p;
 }
 
+// The tool's settings (PackOptions::settings) with the packer's that every
+// pack's bytes depend on; *identified: the tool gave some.
+Result<nlohmann::json> Packer::Settings(const DatasetWriterOptions& wo, bool* identified) const {
+  nlohmann::json settings = nlohmann::json::parse(o_.settings, nullptr, /*allow_exceptions=*/false);
+  if (!settings.is_object()) return Status::InvalidArgument("settings: not a JSON object");
+  *identified = !settings.empty();
+  settings["shardkit"] = kVersion;
+  settings["kind"] = RecordKindName(spec_.kind);
+  settings["shape"] = spec_.shape;
+  settings["compression"] = NameOf(kCompressionModeNames, wo.shard.compression);
+  settings["zstd_level"] = wo.shard.zstd_level;
+  settings["block_size"] = wo.shard.block_size;
+  return settings;
+}
+
 // Refuses --part for a source whose records cannot be split exactly. For a
 // source of fixed-size records known up front, plans the records this run
 // writes (a part's, named as the whole's shards, or all of them) and the
@@ -406,7 +451,7 @@ Status Packer::SetUpRange(DatasetWriterOptions* wo) {
                                " does not know its records before reading them all; pack it in "
                                "one process");
   }
-  if (!fixed) return Status::OK();
+  if (!fixed) return SetUpResume(wo);
   ranged_ = true;
   part_end_ = spec_.records;
   if (o_.part_count > 0) {
@@ -414,17 +459,10 @@ Status Packer::SetUpRange(DatasetWriterOptions* wo) {
                                         o_.part_index, o_.part_count, &part_end_));
     wo->first_shard = part_.first_shard;
   }
-  nlohmann::json settings = nlohmann::json::parse(o_.settings, nullptr, /*allow_exceptions=*/false);
-  if (!settings.is_object()) return Status::InvalidArgument("settings: not a JSON object");
-  const bool identified = !settings.empty();
-  settings["shardkit"] = kVersion;
-  settings["kind"] = RecordKindName(spec_.kind);
-  settings["shape"] = spec_.shape;
+  bool identified = false;
+  SK_ASSIGN_OR_RETURN(nlohmann::json settings, Settings(*wo, &identified));
   settings["records"] = spec_.records;
   settings["records_per_shard"] = wo->records_per_shard;
-  settings["compression"] = NameOf(kCompressionModeNames, wo->shard.compression);
-  settings["zstd_level"] = wo->shard.zstd_level;
-  settings["block_size"] = wo->shard.block_size;
   settings_ = settings.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (part_.count > 0) part_.settings = SettingsDigest(settings_);
   if (identified) {
@@ -436,6 +474,107 @@ Status Packer::SetUpRange(DatasetWriterOptions* wo) {
     wo->resume_max_shards = (part_end_ - part_.first_record - 1) / wo->records_per_shard;
   }
   return Status::OK();
+}
+
+// Records known only once the source is read (images, cut into shards by
+// bytes): the settings that decide their bytes, with the packer's own; the
+// fingerprint adds the plan once Scan has made it (ResumeFromPlan). A source
+// whose samples go straight to the writer as they stream is not resumed.
+Status Packer::SetUpResume(DatasetWriterOptions* wo) {
+  if (spec_.source_order) return Status::OK();
+  bool identified = false;
+  SK_ASSIGN_OR_RETURN(nlohmann::json settings, Settings(*wo, &identified));
+  resume_later_ = true;
+  wo->resume_later = true;
+  if (!identified) return Status::OK();  // never resumed
+  settings["shard_size"] = wo->shard_size;
+  settings["resize_short"] = o_.resize_short;
+  settings["quality"] = o_.quality;
+  settings["seed"] = o_.seed;
+  settings_ = settings.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return Status::OK();
+}
+
+// What decides every record's stored bytes and place, in write order: its
+// key and label, and its stored bytes (size and CRC32C, kept from the spill),
+// or for a file the source reads at write time, the file's stamp. Digested a
+// megabyte at a time, so a large listing needs no copy of itself.
+std::string Packer::PlanDigest(const std::vector<Sample>& samples) const {
+  std::string chunk, digests;
+  auto put = [&chunk](uint64_t v) { chunk.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  for (const Sample& s : samples) {
+    put(s.key.size());
+    chunk += s.key;
+    put(static_cast<uint64_t>(static_cast<int64_t>(s.label)));
+    if (s.held < 0) {
+      chunk += 'R';
+      put(s.stamp);
+    } else if (const Held& h = held_[static_cast<size_t>(s.held)]; !h.error.empty()) {
+      chunk += 'E';
+      put(h.error.size());
+      chunk += h.error;
+    } else {
+      chunk += 'H';
+      put(h.size);
+      put(h.crc);
+    }
+    if (chunk.size() >= (1u << 20)) digests += SettingsDigest(chunk), chunk.clear();
+  }
+  return SettingsDigest(digests + SettingsDigest(chunk));
+}
+
+// Decides, once the plan is known, what of a killed run of the same settings
+// and plan is kept: its finished shards, each checked against the plan
+// (AcceptShard). *first is the first planned sample left to write.
+Status Packer::ResumeFromPlan(const std::vector<Sample>& samples, size_t* first) {
+  *first = 0;
+  if (!resume_later_) return Status::OK();
+  std::string fingerprint;
+  if (!settings_.empty()) {
+    const nlohmann::json f = {{"settings", nlohmann::json::parse(settings_)},
+                              {"samples", samples.size()},
+                              {"plan", PlanDigest(samples)}};
+    fingerprint = f.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  resume_cursor_ = 0;
+  SK_RETURN_IF_ERROR(writer_->Resume(fingerprint, UINT64_MAX, [&](const ShardReader& shard) {
+    return AcceptShard(samples, shard);
+  }));
+  sum_->resumed_shards = writer_->resumed_shards();
+  sum_->packed = writer_->records();
+  *first = resume_cursor_;
+  return Status::OK();
+}
+
+// A kept shard is the next one this run would write: its records are the
+// next planned samples in order (key, label, and for spilled ones the stored
+// size and CRC32C), and every planned sample it passes over is one this run
+// skips too (reported and counted here, as a run never killed does).
+Result<bool> Packer::AcceptShard(const std::vector<Sample>& samples, const ShardReader& shard) {
+  size_t at = resume_cursor_;
+  std::vector<std::pair<const Sample*, Status>> skipped;
+  Slot slot;
+  for (uint32_t i = 0; i < shard.num_records(); ++i, ++at) {
+    for (; at < samples.size() && samples[at].key != shard.key(i); ++at) {
+      Prepare(samples[at], &slot);
+      SK_RETURN_IF_ERROR(slot.fatal);
+      if (slot.status.ok()) return false;  // this run writes it
+      skipped.emplace_back(&samples[at], slot.status);
+    }
+    if (at == samples.size()) return false;
+    const Sample& s = samples[at];
+    const format::RecordEntry e = shard.record(i);
+    if (e.label != s.label) return false;
+    if (s.held < 0) continue;  // its file's stamp is in the plan
+    const Held& h = held_[static_cast<size_t>(s.held)];
+    if (!h.error.empty() || e.length != h.size || e.crc32c != h.crc) return false;
+  }
+  for (const auto& [s, why] : skipped) SK_RETURN_IF_ERROR(SkipUnprepared(*s, why));
+  for (size_t k = resume_cursor_; k < at; ++k) {
+    if (samples[k].held >= 0) CountChange(held_[static_cast<size_t>(samples[k].held)].change);
+  }
+  resume_cursor_ = at;
+  return true;
 }
 
 // The manifest (a part's: with its place and settings, which created_by
@@ -479,6 +618,7 @@ Status Packer::Run() {
   SK_ASSIGN_OR_RETURN(writer_, DatasetWriter::Create(o_.out, wo));
   SK_RETURN_IF_ERROR(spill_.Open(env_, o_.out));
   // What a killed run finished is kept: the source lists what comes after it.
+  // (Images: decided once the plan is known, ResumeFromPlan.)
   sum_->resumed_shards = writer_->resumed_shards();
   sum_->packed = writer_->records();
   if (ranged_) {
@@ -496,7 +636,9 @@ Status Packer::Run() {
   for (auto& s : listing.samples) samples.push_back(std::move(s));
   SK_RETURN_IF_ERROR(CheckKeys(&samples));
   if (!spec_.source_order) KeyedShuffle(&samples, KeyedRng(o_.seed, 0x1A6E7E7));
-  SK_RETURN_IF_ERROR(WriteAll(&samples));
+  size_t first = 0;
+  SK_RETURN_IF_ERROR(ResumeFromPlan(samples, &first));
+  SK_RETURN_IF_ERROR(WriteAll(&samples, first));
   if (sum_->packed == 0) {
     return Status::InvalidArgument(source_->name() + ": no " +
                                    (spec_.kind == format::RecordKind::kJpeg ? "image" : "record") +

@@ -7,11 +7,16 @@
 // interrupt), OUT is left as it was found: no shard, no temporary file, no
 // spill (the spill has no name at all), and a directory the pack created is
 // removed. A pack that is killed instead (SIGKILL, the machine going down)
-// leaves its finished shards under temporary names; when its records are
-// fixed-size and known up front (IDX, HDF5, .mat, bigMNIST: the sources that
-// --part can split), the same pack run again keeps them and writes only the
-// rest (DatasetWriterOptions::resume_fingerprint), with the bytes of a run
-// never interrupted. Progress and problems reach the caller through
+// leaves its finished shards under temporary names, and the same pack run
+// again keeps them and writes only the rest, with the bytes of a run never
+// interrupted. Records fixed-size and known up front (IDX, HDF5, .mat,
+// bigMNIST: the sources that --part can split) are resumed by the settings
+// before the source is read (DatasetWriterOptions::resume_fingerprint);
+// images (folders, archives, WebDataset), whose records are known only once
+// Scan has read and prepared them, by the settings and the planned records
+// in their seeded order (keys, labels, stored sizes and checksums, a file's
+// stamp), once Scan is done (DatasetWriter::Resume), each kept shard checked
+// against that plan. Progress and problems reach the caller through
 // PackEvents; the library prints nothing.
 #pragma once
 
@@ -52,9 +57,9 @@ struct PackOptions {
   // content, as sizes and checksums or modification times; flags; not
   // --threads). A part's part.json carries a digest of them and of the
   // packer's own (record format, count, shard plan, version); created_by
-  // carries them in full, as "settings". With them and the part they are the
-  // fingerprint by which a killed pack is resumed; left "{}", a pack is not
-  // resumed.
+  // carries them in full, as "settings". With them and the part (images: and
+  // the planned records) they are the fingerprint by which a killed pack is
+  // resumed; left "{}", a pack is not resumed.
   std::string settings = "{}";
   // Where OUT is written (shards, spill, manifest, lock): null is the POSIX
   // filesystem (Env::Default()); a test passes a double that fails writes.

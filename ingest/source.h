@@ -51,6 +51,10 @@ struct Sample {
   int32_t label = -1;
   int64_t held = -1;  // SampleSink::Hold's handle; -1: the source reads it (Read)
   uint64_t ref = 0;   // the source's own handle for Read
+  // For a sample the source reads (held < 0): what it knows of the bytes
+  // before reading them (a file's size, times and inode, mixed), so that a
+  // killed pack is resumed only over the same files; 0: unknown.
+  uint64_t stamp = 0;
 };
 
 struct Listing {

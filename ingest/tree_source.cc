@@ -16,6 +16,7 @@
 
 #include "base/env.h"
 #include "base/file_io.h"
+#include "base/random.h"  // Mix64
 #include "image/codec.h"  // SniffImageFormat
 #include "ingest/archive_reader.h"
 #include "ingest/devkit.h"
@@ -88,6 +89,20 @@ Result<bool> IsImageFile(const std::string& path) {
   return SniffImageFormat(head, n) != ImageFormat::kUnknown;
 }
 
+// A folder's file as Sample::stamp: its size, modification and change
+// times and inode, mixed (0 if it cannot be stat'ed: Read reports why).
+uint64_t FileStamp(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  uint64_t h = Mix64(static_cast<uint64_t>(st.st_size));
+  for (int64_t v : {int64_t{st.st_mtim.tv_sec}, int64_t{st.st_mtim.tv_nsec},
+                    int64_t{st.st_ctim.tv_sec}, int64_t{st.st_ctim.tv_nsec},
+                    static_cast<int64_t>(st.st_ino), static_cast<int64_t>(st.st_dev)}) {
+    h = Mix64(h ^ static_cast<uint64_t>(v));
+  }
+  return h | 1;  // never 0, "unknown"
+}
+
 bool HiddenName(const std::string& c) { return c.empty() || c[0] == '.' || c == "__MACOSX"; }
 
 bool Hidden(const std::string& path) {
@@ -150,6 +165,7 @@ struct TreeFile {
   std::string name;  // for messages
   int64_t held = -1;
   uint64_t ref = 0;
+  uint64_t stamp = 0;    // a folder's file: Sample::stamp
   bool removed = false;  // replaced by a folder of its path
   bool image = false;    // an archive member's: a JPEG or PNG by its first bytes
 };
@@ -319,6 +335,7 @@ void AddSample(const std::string& rel, const TreeFile* f, int32_t label, Listing
   s.label = label;
   s.held = f->held;
   s.ref = f->ref;
+  s.stamp = f->stamp;
   listing->samples.push_back(std::move(s));
 }
 
@@ -579,6 +596,7 @@ class FolderTree : public SampleSource {
       f.path = child;
       f.name = path;
       f.ref = paths_.size();
+      f.stamp = FileStamp(path);
       paths_.push_back(path);
       SK_RETURN_IF_ERROR(layout->AddFile(std::move(f), sink));
     }

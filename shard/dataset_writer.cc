@@ -114,33 +114,57 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
                                                              const DatasetWriterOptions& options) {
   if (options.shard_size < 4096)
     return Status::InvalidArgument("shard size must be at least 4096 bytes");
-  if (!options.resume_fingerprint.empty() && options.records_per_shard == 0) {
-    return Status::InvalidArgument(dir + ": a resumable writer needs records_per_shard");
-  }
   Env* env = options.env != nullptr ? options.env : Env::Default();
   const bool existed = env->FileExists(dir);
   SK_RETURN_IF_ERROR(env->CreateDirs(dir));
   SK_ASSIGN_OR_RETURN(auto lock, env->LockDir(dir));
   // A dataset already there stays whole until Finish replaces it (--force);
-  // only what an interrupted run left (temporaries) goes now.
+  // only what an interrupted run left (temporaries) goes now, or once Resume
+  // has said what of it is kept.
   SK_RETURN_IF_ERROR(RefuseDatasetUnless(env, dir, options.overwrite));
   auto w = std::unique_ptr<DatasetWriter>(new DatasetWriter(dir, options, env, std::move(lock)));
   w->created_dir_ = !existed;
-  SK_RETURN_IF_ERROR(w->KeepFinishedShards());
-  SK_ASSIGN_OR_RETURN(auto names, env->ListDir(dir));
-  for (const auto& name : names) {
-    const int64_t index = TempShardIndex(name);
-    const bool kept = index >= 0 && static_cast<uint64_t>(index) >= options.first_shard &&
-                      static_cast<uint64_t>(index) < w->next_index();
-    if (IsTemporary(name) && !kept) SK_RETURN_IF_ERROR(env->RemoveFile(JoinPath(dir, name)));
+  if (options.resume_later) {
+    w->resume_pending_ = true;
+    return w;
   }
+  SK_RETURN_IF_ERROR(w->KeepFinishedShards(nullptr));
+  SK_RETURN_IF_ERROR(w->RemoveOtherTemporaries());
   return w;
 }
 
+Status DatasetWriter::Resume(const std::string& fingerprint, uint64_t max_shards,
+                             const ShardCheck& accept) {
+  if (!resume_pending_) {
+    return Status::InvalidArgument(dir_ +
+                                   ": Resume on a writer not created with resume_later, "
+                                   "or called twice");
+  }
+  resume_pending_ = false;
+  options_.resume_fingerprint = fingerprint;
+  options_.resume_max_shards = max_shards;
+  SK_RETURN_IF_ERROR(KeepFinishedShards(accept));
+  return RemoveOtherTemporaries();
+}
+
+// The temporaries that are not this writer's kept shards: what a run of
+// other settings, or the unkept rest of a killed one, left.
+Status DatasetWriter::RemoveOtherTemporaries() {
+  SK_ASSIGN_OR_RETURN(auto names, env_->ListDir(dir_));
+  for (const auto& name : names) {
+    const int64_t index = TempShardIndex(name);
+    const bool kept = index >= 0 && static_cast<uint64_t>(index) >= options_.first_shard &&
+                      static_cast<uint64_t>(index) < next_index();
+    if (IsTemporary(name) && !kept) SK_RETURN_IF_ERROR(env_->RemoveFile(JoinPath(dir_, name)));
+  }
+  return Status::OK();
+}
+
 // A run of the same fingerprint killed before its manifest: its finished
-// shards from first_shard on, in order, each read back whole, are kept. A
-// fingerprint of other settings (or none) goes, and the temporaries with it.
-Status DatasetWriter::KeepFinishedShards() {
+// shards from first_shard on, in order, each read back whole (its index and
+// whole-file checksum) and accepted, are kept. A fingerprint of other
+// settings (or none) goes, and the temporaries with it.
+Status DatasetWriter::KeepFinishedShards(const ShardCheck& accept) {
   const std::string path = JoinPath(dir_, kResumeFileName);
   if (!env_->FileExists(path)) return Status::OK();
   auto old = env_->ReadFile(path, 1 << 20);
@@ -152,11 +176,15 @@ Status DatasetWriter::KeepFinishedShards() {
     const std::string temp = JoinPath(dir_, TempShardFileName(next_index()));
     if (!env_->FileExists(temp)) break;
     auto r = ShardReader::Open(temp, env_);
-    if (!r.ok() || !(*r)->CheckIndex().ok() || (*r)->num_records() != options_.records_per_shard) {
-      break;
-    }
+    if (!r.ok() || !(*r)->CheckIndex().ok() || (*r)->num_records() == 0) break;
+    const uint64_t per_shard = options_.records_per_shard;
+    if (per_shard > 0 && (*r)->num_records() != per_shard) break;
     auto crc = FileCrc32c(env_, temp);
     if (!crc.ok()) break;
+    if (accept != nullptr) {
+      SK_ASSIGN_OR_RETURN(const bool same, accept(**r));
+      if (!same) break;
+    }
     ShardInfo info{ShardFileName(next_index()), (*r)->num_records(), (*r)->file_size(), 0, *crc};
     for (uint32_t i = 0; i < (*r)->num_records(); ++i) {
       info.raw_bytes += (*r)->record(i).length;
@@ -185,7 +213,9 @@ Status DatasetWriter::NoteResumable() {
 DatasetWriter::~DatasetWriter() {
   if (finished_) return;
   current_.reset();
-  for (uint64_t i = 0; i <= shards_.size(); ++i) {
+  // Resumption undecided, nothing written: the temporaries there are a
+  // killed run's, left as they were found for a later run to resume from.
+  for (uint64_t i = 0; !resume_pending_ && i <= shards_.size(); ++i) {
     const uint64_t index = options_.first_shard + i;
     env_->RemoveFile(JoinPath(dir_, TempShardFileName(index))).IgnoreError();
     if (i < published_) env_->RemoveFile(JoinPath(dir_, ShardFileName(index))).IgnoreError();
@@ -203,6 +233,7 @@ uint64_t DatasetWriter::bytes_written() const {
 
 Status DatasetWriter::Add(std::string_view payload, int32_t label, std::string_view key) {
   if (finished_) return Status::InvalidArgument(dir_ + ": Add after Finish");
+  if (resume_pending_) return Status::InvalidArgument(dir_ + ": Add before Resume");
   auto bad = [&](const std::string& what) {
     return Status::InvalidArgument(dir_ + ": record '" + Printable(key) + "' (number " +
                                    std::to_string(records_) + "): " + what);
@@ -251,6 +282,7 @@ Status DatasetWriter::CloseShard() {
 Status DatasetWriter::AdoptShard(const std::string& path, const ShardInfo& expected,
                                  size_t num_classes, bool* linked) {
   if (finished_) return Status::InvalidArgument(dir_ + ": AdoptShard after Finish");
+  if (resume_pending_) return Status::InvalidArgument(dir_ + ": AdoptShard before Resume");
   if (current_ != nullptr) SK_RETURN_IF_ERROR(CloseShard());
   const std::string temp = JoinPath(dir_, TempShardFileName(next_index()));
   SK_ASSIGN_OR_RETURN(*linked, env_->LinkOrCopyFile(path, temp));
@@ -296,6 +328,7 @@ Status DatasetWriter::AdoptShard(const std::string& path, const ShardInfo& expec
 // names, any old shard beyond them goes, and the manifest is written last.
 Status DatasetWriter::Finish(Manifest manifest) {
   if (finished_) return Status::InvalidArgument(dir_ + ": Finish called twice");
+  if (resume_pending_) return Status::InvalidArgument(dir_ + ": Finish before Resume");
   if (!manifest.shards.empty()) return Status::InvalidArgument("manifest.shards must be empty");
   if (!manifest.classes.empty() && max_label_ >= static_cast<int64_t>(manifest.classes.size())) {
     return Status::InvalidArgument(dir_ + ": labels go up to " + std::to_string(max_label_) +

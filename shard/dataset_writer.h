@@ -4,12 +4,14 @@
 // leaves a file, or a directory, that looks complete and is not; a dataset
 // being replaced (overwrite) stays whole until then; and a writer destroyed
 // before Finish removes every file it made (and the directory, if it made it).
-// A resumable writer (resume_fingerprint) killed before Finish leaves its
-// finished shards under their temporary names, and the next writer of the
-// same fingerprint keeps them.
+// A resumable writer (resume_fingerprint, or Resume) killed before Finish
+// leaves its finished shards under their temporary names, and the next writer
+// of the same fingerprint keeps them: fixed-record-count shards and shards cut
+// by bytes alike.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,6 +19,7 @@
 #include "base/file_io.h"
 #include "base/status.h"
 #include "shard/manifest.h"
+#include "shard/shard_reader.h"
 #include "shard/shard_writer.h"
 
 namespace shardkit {
@@ -49,10 +52,17 @@ struct DatasetWriterOptions {
   // is what a rerun resumes from). A writer that finds the same text there (a run of
   // the same settings killed before its manifest) keeps that run's finished
   // shards: the unbroken run of them from first_shard, at most
-  // resume_max_shards, each read back whole with exactly records_per_shard
-  // records (so records_per_shard must be > 0). Anything else starts over.
+  // resume_max_shards, each read back whole, with exactly records_per_shard
+  // records when that is > 0 (else at least one, and whatever Resume's check
+  // accepts). Anything else starts over.
   std::string resume_fingerprint;
   uint64_t resume_max_shards = 0;
+  // true: whether to resume is decided after Create, by Resume (a pack whose
+  // records, so its fingerprint, are known only once its source is read; the
+  // writer is created first for OUT's lock and the refusal to replace a
+  // dataset). Until then a killed run's temporaries and fingerprint are left
+  // as they are, by the writer's destruction too, and Add is refused.
+  bool resume_later = false;
 };
 
 // The file in a dataset directory that names the run its temporaries belong to.
@@ -97,6 +107,16 @@ class DatasetWriter {
  public:
   static Result<std::unique_ptr<DatasetWriter>> Create(const std::string& dir,
                                                        const DatasetWriterOptions& options);
+  // Decides, for a writer created with resume_later and before anything is
+  // added, what resume_fingerprint and resume_max_shards decide in Create:
+  // the finished shards of a killed run of `fingerprint` (empty: none) are
+  // kept, each also passed, in order, to `accept` (null: every one), which
+  // says whether it is the next shard this run would write (false: it and
+  // those after it are not kept; an error fails Resume). Every other
+  // temporary goes.
+  using ShardCheck = std::function<Result<bool>(const ShardReader& shard)>;
+  Status Resume(const std::string& fingerprint, uint64_t max_shards,
+                const ShardCheck& accept = nullptr);
   // Before Finish (or after it failed): removes this writer's shards and
   // temporaries, and its directory (lock file included) if it made it.
   ~DatasetWriter();
@@ -131,7 +151,8 @@ class DatasetWriter {
                 std::unique_ptr<DirLock> lock)
       : dir_(std::move(dir)), options_(options), env_(env), lock_(std::move(lock)) {}
   Status CloseShard();
-  Status KeepFinishedShards();
+  Status KeepFinishedShards(const ShardCheck& accept);
+  Status RemoveOtherTemporaries();
   Status NoteResumable();
   uint64_t next_index() const { return options_.first_shard + shards_.size(); }
 
@@ -149,6 +170,7 @@ class DatasetWriter {
   uint64_t published_ = 0;  // shards renamed to their final names by Finish
   uint64_t resumed_shards_ = 0;
   bool fingerprint_written_ = false;  // kResumeFileName is this writer's
+  bool resume_pending_ = false;       // created with resume_later, Resume not yet called
 };
 
 }  // namespace shardkit

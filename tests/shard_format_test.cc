@@ -1,6 +1,8 @@
 // Scenario tests for the shard format: round trips across sizes and block
 // boundaries, and every kind of damage the reader and verify must catch.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include <string>
@@ -555,6 +557,62 @@ TEST(DatasetTest, RestartAfterInterruptionRemovesLeftovers) {
   EXPECT_FALSE(FileExists(dir / "shard-00007.sks"));
   EXPECT_FALSE(FileExists(dir / ".shard-00008.sks.tmp"));
   EXPECT_TRUE(FileExists(dir / "notes.txt"));
+}
+
+// A writer that decides resumption after Create (a pack that knows its
+// records only once its source is read): until Resume, a killed run's
+// temporaries stay, even when this writer is destroyed, and nothing can be
+// added; Resume with the killed run's fingerprint keeps the finished shards
+// its check accepts, in order, and removes the rest; another fingerprint
+// keeps none.
+TEST(DatasetTest, AWriterResumingLaterKeepsAKilledRunsShardsOnlyWhenToldAndAccepted) {
+  TempDir dir;
+  DatasetWriterOptions o;
+  o.shard_size = 8192;  // shards cut by bytes
+  o.shard.kind = format::RecordKind::kRawU8;
+  o.resume_later = true;
+  // The killed run: a child that finishes 3 shards, begins a 4th and dies
+  // without its destructors.
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto w = DatasetWriter::Create(dir.path(), o);
+    if (!w.ok() || !(*w)->Resume("F", UINT64_MAX).ok()) _exit(2);
+    for (int i = 0; (*w)->shards() < 3; ++i) {
+      if (!(*w)->Add(Payload(1000, i), i % 3, std::to_string(i)).ok()) _exit(3);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_TRUE(FileExists(dir / TempShardFileName(3)));
+  ASSERT_TRUE(FileExists(dir / kResumeFileName));
+  {
+    auto w = DatasetWriter::Create(dir.path(), o);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    EXPECT_TRUE((*w)->Add("x", 0, "k").IsInvalidArgument());
+  }  // destroyed undecided: the killed run's files are as they were
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(FileExists(dir / TempShardFileName(i))) << i;
+  EXPECT_TRUE(FileExists(dir / kResumeFileName));
+  {
+    auto w = DatasetWriter::Create(dir.path(), o);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    int checked = 0;
+    ASSERT_TRUE((*w)->Resume("F", UINT64_MAX,
+                             [&](const ShardReader& shard) -> Result<bool> {
+                               EXPECT_GT(shard.num_records(), 1u);
+                               return ++checked <= 2;
+                             })
+                    .ok());
+    EXPECT_EQ(checked, 3);  // the third refused: it and those after it go
+    EXPECT_EQ((*w)->resumed_shards(), 2u);
+    EXPECT_FALSE(FileExists(dir / TempShardFileName(2)));
+    EXPECT_FALSE(FileExists(dir / TempShardFileName(3)));
+    EXPECT_TRUE((*w)->Resume("F", UINT64_MAX).IsInvalidArgument()) << "decided once";
+  }  // destroyed after deciding: what it kept goes, as any unfinished writer's
+  EXPECT_FALSE(FileExists(dir / TempShardFileName(0)));
+  EXPECT_FALSE(FileExists(dir / kResumeFileName));
 }
 
 TEST(DatasetTest, MissingShard) {
