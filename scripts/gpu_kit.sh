@@ -93,6 +93,9 @@ configure_and_build() {
     [ -n "$nccl" ] && [ -f "$nccl/nccl.h" ] && args+=("-DSHARDKIT_NCCL_INCLUDE_DIR=$nccl")
   fi
   args+=("-DPython3_EXECUTABLE=$(command -v "$py")")
+  # Asked for each time: a build folder whose last configure fell back to no
+  # binding (below) keeps OFF in its cache otherwise.
+  args+=(-DSHARDKIT_WITH_PYTHON=ON)
   command -v ninja >/dev/null && args+=(-G Ninja)
   export PKG_CONFIG_SYSROOT_DIR=$DEPS/root
   export PKG_CONFIG_LIBDIR=$DEPS/root/usr/lib/x86_64-linux-gnu/pkgconfig:$DEPS/root/usr/share/pkgconfig
