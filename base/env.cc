@@ -69,22 +69,26 @@ Result<std::unique_ptr<DirLock>> Env::LockDir(const std::string& dir) {
 Result<bool> Env::LinkOrCopyFile(const std::string& from, const std::string& to) {
   SK_ASSIGN_OR_RETURN(auto in, OpenForReads(from));
   SK_ASSIGN_OR_RETURN(auto out, NewWritableFile(to));
-  std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(4 << 20, in->size())));
-  Status s;
-  for (uint64_t off = 0; s.ok() && off < in->size();) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), in->size() - off));
-    s = in->Read(off, n, buf.data());
-    if (s.ok()) s = out->Append(buf.data(), n);
-    off += n;
-  }
-  if (s.ok()) s = out->Sync();
-  if (s.ok()) s = out->Close();
+  Status s = CopyInto(*in, out.get());
   if (!s.ok()) {
     out.reset();
     RemoveFile(to).IgnoreError();
     return s;
   }
   return false;
+}
+
+Status CopyInto(const RandomAccessFile& in, WritableFile* out, size_t chunk) {
+  std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(chunk, in.size())));
+  in.WillNeed(chunk, chunk);
+  for (uint64_t off = 0; off < in.size(); off += chunk) {
+    in.WillNeed(off + 2 * chunk, chunk);
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk, in.size() - off));
+    SK_RETURN_IF_ERROR(in.Read(off, n, buf.data()));
+    SK_RETURN_IF_ERROR(out->Append(buf.data(), n));
+  }
+  SK_RETURN_IF_ERROR(out->Sync());
+  return out->Close();
 }
 
 Result<uint32_t> FileCrc32c(Env* env, const std::string& path) {

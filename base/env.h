@@ -243,6 +243,12 @@ class Env {
   virtual Result<bool> LinkOrCopyFile(const std::string& from, const std::string& to);
 };
 
+// Copies `in` whole into `out` in chunks of `chunk` bytes, asking `in` for
+// the next two chunks ahead (a remote file streams instead of waiting a
+// request per chunk), then syncs and closes `out`. On an error `out` is left
+// as it is: the caller removes it.
+Status CopyInto(const RandomAccessFile& in, WritableFile* out, size_t chunk = 4 << 20);
+
 // The CRC32C of a whole file, read through `env`.
 Result<uint32_t> FileCrc32c(Env* env, const std::string& path);
 

@@ -176,19 +176,7 @@ Result<uint32_t> CopyToLocalFile(const std::string& from, const std::string& to)
   SK_ASSIGN_OR_RETURN(Env * env, Env::ForPath(from));
   SK_ASSIGN_OR_RETURN(auto in, env->OpenForReads(from));
   SK_ASSIGN_OR_RETURN(auto out, WritableFile::Create(to));
-  std::string buf(kChunk, '\0');
-  Status s;
-  // Two chunks ahead in the background: a remote file streams instead of
-  // waiting a request's latency per chunk.
-  in->WillNeed(kChunk, kChunk);
-  for (uint64_t off = 0; s.ok() && off < in->size(); off += kChunk) {
-    in->WillNeed(off + 2 * kChunk, kChunk);
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, in->size() - off));
-    s = in->Read(off, n, buf.data());
-    if (s.ok()) s = out->Append(buf.data(), n);
-  }
-  if (s.ok()) s = out->Sync();
-  if (s.ok()) s = out->Close();
+  Status s = CopyInto(*in, out.get(), kChunk);  // two chunks ahead: a remote file streams
   if (!s.ok()) {
     out.reset();
     RemoveFile(to).IgnoreError();
