@@ -38,6 +38,8 @@ constexpr uint64_t kRescanBytes = 16 * kCacheChunkBytes;
 // on disk (where a measure sees them), at most: the cache can exceed its
 // limit by this much per process sharing it, no more.
 constexpr uint64_t kMaxPendingBytes = 32 * kCacheChunkBytes;
+// A request ahead (WillNeed) to storage for at most this many bytes.
+constexpr uint64_t kMaxAheadBytes = 8 * kCacheChunkBytes;
 
 // An OFD lock (per open file description: released by the kernel when the
 // process dies; threads of one process sharing a descriptor do not exclude
@@ -131,6 +133,12 @@ uint64_t Budget::EvictOne(const std::string& name) {
 bool Budget::Reserve(uint64_t bytes) {
   if (limit_ == 0) return true;
   std::unique_lock<std::mutex> lock(mu_);
+  // Full at the last measure: measured again only after kRescanBytes more
+  // were asked for (a measure reads the whole directory), uncached till then.
+  if (full_.load(std::memory_order_relaxed) && since_scan_ < kRescanBytes) {
+    since_scan_ += bytes;
+    return false;
+  }
   cv_.wait(lock, [&] { return pending_ == 0 || pending_ + bytes <= kMaxPendingBytes; });
   if (since_scan_ < kRescanBytes && estimate_ + bytes <= limit_) {
     estimate_ += bytes;
@@ -209,6 +217,7 @@ class CachedFile final : public RandomAccessFile {
   uint64_t map_bytes_ = 0;
   bool usable_ = false;
   mutable std::unique_ptr<std::atomic<uint8_t>[]> checked_;  // per chunk: verified by this process
+  mutable std::unique_ptr<std::atomic<uint8_t>[]> asked_;    // per chunk: whole, ahead (WillNeed)
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   mutable std::set<uint64_t> filling_;  // chunks a thread of this process is filling
@@ -295,6 +304,7 @@ Status CachedFile::Open() {
   }
   ::futimens(map_fd_, nullptr);  // used now: the last to go
   checked_.reset(new std::atomic<uint8_t>[chunks()]());
+  asked_.reset(new std::atomic<uint8_t>[chunks()]());
   usable_ = true;
   return Status::OK();
 }
@@ -374,6 +384,14 @@ Status CachedFile::Ensure(uint64_t c, bool* cached, bool* held) const {
 Status CachedFile::Read(uint64_t offset, size_t n, void* dst) const {
   if (offset > size() || n > size() - offset) return remote_->Read(offset, n, dst);  // its error
   if (!usable_) return remote_->Read(offset, n, dst);
+  // A read over chunks to be fetched: one request for all of them, then each
+  // filled from it (an index; a header and its first block). Not while the
+  // cache is full: the range itself is then fetched, as the caller's own
+  // read-ahead asked for it (a request for a part of that would be another).
+  if (n > 0 && offset / kCacheChunkBytes != (offset + n - 1) / kCacheChunkBytes &&
+      !budget_->full()) {
+    WillNeed(offset, n);
+  }
   char* out = static_cast<char*>(dst);
   for (uint64_t pos = offset; pos < offset + n;) {
     const uint64_t c = pos / kCacheChunkBytes;
@@ -392,26 +410,53 @@ Status CachedFile::Read(uint64_t offset, size_t n, void* dst) const {
   return Status::OK();
 }
 
-// The chunks of the range not on disk yet: fetched ahead by storage, whole;
-// or, while the cache is full, only the range asked for, as without a cache
-// (a whole chunk would sit in storage's read-ahead until every block of it
-// was read, pushing out what is read sooner).
+// The chunks of the range not on disk yet, fetched ahead by storage: each run
+// of them with one request (of at most kMaxAheadBytes), as the caller asked
+// for the range (a request per chunk would make storage's latency a chunk's,
+// and many small requests outrun the number storage keeps in flight, so that
+// the rest are fetched when read, one at a time). The runs are of whole
+// chunks, which Fill reads, each asked for once (runs that overlapped the
+// ones asked before would fetch their chunks again). While the cache is full
+// they are only the range asked for, as without a cache (a whole chunk would
+// sit in storage's read-ahead until every block of it was read, pushing out
+// what is read sooner).
 void CachedFile::WillNeed(uint64_t offset, size_t n) const {
   if (!usable_ || offset >= size()) return;
   const uint64_t end = std::min<uint64_t>(offset + n, size());
+  const bool full = budget_->full();
+  uint64_t from = 0, to = 0;    // the run to ask storage for (empty: from == to)
+  uint64_t dfrom = 0, dto = 0;  // a run of chunks on disk, their pages read ahead
+  auto flush = [&] {
+    if (from < to) remote_->WillNeed(from, to - from);
+    from = to = 0;
+  };
+  auto flush_disk = [&] {  // as a local file's (PosixFile::WillNeed)
+    if (dfrom < dto) {
+      ::posix_fadvise(data_fd_, static_cast<off_t>(dfrom), static_cast<off_t>(dto - dfrom),
+                      POSIX_FADV_WILLNEED);
+    }
+    dfrom = dto = 0;
+  };
   for (uint64_t c = offset / kCacheChunkBytes; c * kCacheChunkBytes < end; ++c) {
-    if (checked_[c].load(std::memory_order_relaxed) != 0 ||
-        static_cast<uint32_t>(Entry(c)) == kPresent) {
+    const uint64_t chunk = c * kCacheChunkBytes, chunk_end = chunk + ChunkLength(c);
+    const bool checked = checked_[c].load(std::memory_order_relaxed) != 0;
+    if (checked || static_cast<uint32_t>(Entry(c)) == kPresent) {
+      flush();  // on disk: the range, or the whole chunk that Verify reads first
+      if (dfrom == dto) dfrom = checked ? std::max(offset, chunk) : chunk;
+      dto = checked ? std::min(end, chunk_end) : chunk_end;
       continue;
     }
-    const uint64_t chunk = c * kCacheChunkBytes, chunk_end = chunk + ChunkLength(c);
-    if (budget_->full()) {
-      const uint64_t from = std::max(offset, chunk), to = std::min(end, chunk_end);
-      remote_->WillNeed(from, to - from);
-    } else {
-      remote_->WillNeed(chunk, chunk_end - chunk);
+    flush_disk();
+    if (!full && asked_[c].exchange(1, std::memory_order_relaxed) != 0) {
+      flush();
+      continue;
     }
+    if (from < to && chunk_end - from > kMaxAheadBytes) flush();
+    if (from == to) from = full ? std::max(offset, chunk) : chunk;
+    to = full ? std::min(end, chunk_end) : chunk_end;
   }
+  flush();
+  flush_disk();
 }
 
 class CachingEnv final : public Env {

@@ -8,7 +8,10 @@
 // chunks are fetched when first read and then stay, so the first epoch fetches
 // each byte of the dataset about once (more only where a chunk is shared by
 // records of two ranks), and the ranks of a node share what any of them
-// fetched.
+// fetched. A read-ahead (WillNeed) asks storage once for each run of chunks
+// not on disk (each chunk once) and the disk for the pages of those that are,
+// so that a first epoch keeps as many requests in flight as one without the
+// cache, and a cold second epoch reads ahead as from a local file.
 //
 // On disk, per cached object (named by a hash of its URL, size and ETag: a
 // replaced object is another entry): NAME.data, a sparse file of the object's

@@ -172,6 +172,50 @@ TEST_F(NodeCacheTest, WhatIsInUseIsNeverEvictedAndTheRestIsReadUncached) {
   EXPECT_EQ(storage_.reads(), before);
 }
 
+TEST_F(NodeCacheTest, ARangeAheadIsOneRequestForItsWholeChunksEachAskedForOnce) {
+  // Storage's read-ahead keeps a limited number of requests in flight: a
+  // request per chunk would leave the rest to be fetched one by one when
+  // read, and a range overlapping one asked before would fetch its chunks
+  // again.
+  const std::string b = Object("b.sks", 5 * kChunk, 11);
+  auto env = Cache();
+  auto f = env->OpenForReads(b);
+  ASSERT_TRUE(f.ok());
+  const uint64_t hints = storage_.hints();
+  (*f)->WillNeed(100, 2 * kChunk);  // chunks 0-2
+  EXPECT_EQ(storage_.hints(), hints + 1);
+  (*f)->WillNeed(kChunk + 5, 3 * kChunk);  // chunks 1-4: only 3-4 are asked for
+  EXPECT_EQ(storage_.hints(), hints + 2);
+  (*f)->WillNeed(0, 5 * kChunk);
+  EXPECT_EQ(storage_.hints(), hints + 2);
+  f->reset();
+  EXPECT_EQ(ReadAll(env.get(), b), *ReadFileToString(b, 1 << 30));
+}
+
+TEST_F(NodeCacheTest, WhileFullARangeAcrossChunkEndsIsOneRequestAheadAsWithoutACache) {
+  // The cache full of an object in use: a range of another object over
+  // three chunks is asked of storage ahead as it is, once (a request per
+  // chunk would cost storage's latency per chunk), and read right.
+  const std::string a = Object("a.sks", 2 * kChunk, 9), b = Object("b.sks", 3 * kChunk, 10);
+  auto env = Cache(2 * kChunk + 3 * 8192);
+  auto held = env->OpenForReads(a);
+  ASSERT_TRUE(held.ok());
+  std::string whole(2 * kChunk, '\0');
+  ASSERT_TRUE((*held)->Read(0, whole.size(), whole.data()).ok());
+  auto f = env->OpenForReads(b);
+  ASSERT_TRUE(f.ok());
+  char first;
+  ASSERT_TRUE((*f)->Read(0, 1, &first).ok());  // no room: read uncached
+  const uint64_t hints = storage_.hints();
+  (*f)->WillNeed(kChunk - 100, kChunk + 200);
+  EXPECT_EQ(storage_.hints(), hints + 1);
+  std::string got(kChunk + 200, '\0');
+  ASSERT_TRUE((*f)->Read(kChunk - 100, got.size(), got.data()).ok());
+  EXPECT_EQ(got, ReadFileToString(b, 1 << 30)->substr(kChunk - 100, kChunk + 200));
+  EXPECT_EQ(CacheFiles(cache_.path(), ".data").size(), 2u);
+  EXPECT_LE(*NodeCacheBytes(cache_.path()), 2 * kChunk + 3 * 8192);
+}
+
 TEST_F(NodeCacheTest, FetchesInFlightCountAgainstTheLimit) {
   // Many chunks fetched at once by one process: the ones not yet on disk
   // count, so the directory never passes the limit.
