@@ -105,6 +105,10 @@ void ReadPlanner::FetchBlocksAhead(const std::vector<BatchSpan>& spans) {
   };
   if (s_.mode == ShuffleMode::kFull) {
     const uint64_t last = std::min<uint64_t>(spans.back().k + kReadAheadBatches, part_.batches - 1);
+    if (s_.cache->blocks() == s_.layout.blocks.size()) {  // every block in the cache: none to fetch
+      fetched_ahead_ = std::max(fetched_ahead_, last + 1);
+      return;
+    }
     for (uint64_t k = std::max(spans.front().k, fetched_ahead_); k <= last; ++k) {
       const uint64_t base = k * part_.batch_size, n = part_.BatchLength(k);
       for (uint64_t i = 0; i < n; ++i) {

@@ -60,6 +60,11 @@ bool BlockCache::Contains(Key key) const {
   return map_.count(key) != 0;
 }
 
+size_t BlockCache::blocks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return map_.size();
+}
+
 uint64_t BlockCache::bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return bytes_;

@@ -59,6 +59,9 @@ class BlockCache {
 
   bool Contains(Key key) const;
   uint64_t bytes() const;
+  // Blocks held or being read (each Contains); all of a dataset's: every
+  // Contains is true.
+  size_t blocks() const;
 
  private:
   const Dataset* dataset_;
