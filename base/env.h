@@ -95,7 +95,8 @@ class RandomAccessFile {
   // Whether View works: the bytes can be seen in place, without a copy.
   virtual bool mapped() const { return false; }
   // If mapped(): points *out at n bytes at offset (range checked like Read),
-  // valid while the file is open.
+  // valid while the file is open; or Unsupported where this range cannot be
+  // seen in place now (a node cache holding part of the file): read it.
   virtual Status View(uint64_t offset, size_t n, std::string_view* out) const;
   // [offset, offset + n) held in memory (FileRegion), range checked like
   // Read. The default reads a private copy; a backend that can map shares

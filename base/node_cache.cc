@@ -182,6 +182,13 @@ class CachedFile final : public RandomAccessFile {
   Status Read(uint64_t offset, size_t n, void* dst) const override;
   void WillNeed(uint64_t offset, size_t n) const override;
   void Abort() const override { remote_->Abort(); }
+  // Views (AccessHints::views) of the data file mapped, as a local file's:
+  // of chunks on disk and checked; a range with a chunk the cache cannot
+  // hold (the limit) is Unsupported, to be read instead.
+  Status SetAccess(const AccessHints& hints) override;
+  bool mapped() const override { return data_map_ != nullptr; }
+  Status View(uint64_t offset, size_t n, std::string_view* out) const override;
+  void Release(uint64_t offset, size_t n) const override;
 
  private:
   uint64_t chunks() const { return (size() + kCacheChunkBytes - 1) / kCacheChunkBytes; }
@@ -215,6 +222,10 @@ class CachedFile final : public RandomAccessFile {
   int map_fd_ = -1, data_fd_ = -1;
   const char* map_ = nullptr;
   uint64_t map_bytes_ = 0;
+  // The data file mapped (views): only for chunks checked by this process.
+  // Cache files are never made shorter while in use (Open only lengthens a
+  // file a killed process left short), so a mapped page is never cut away.
+  const char* data_map_ = nullptr;
   bool usable_ = false;
   mutable std::unique_ptr<std::atomic<uint8_t>[]> checked_;  // per chunk: verified by this process
   mutable std::unique_ptr<std::atomic<uint8_t>[]> asked_;    // per chunk: whole, ahead (WillNeed)
@@ -224,6 +235,7 @@ class CachedFile final : public RandomAccessFile {
 };
 
 CachedFile::~CachedFile() {
+  if (data_map_ != nullptr) ::munmap(const_cast<char*>(data_map_), size());
   if (map_ != nullptr) ::munmap(const_cast<char*>(map_), map_bytes_);
   if (data_fd_ >= 0) ::close(data_fd_);
   if (map_fd_ >= 0) ::close(map_fd_);  // releases the in-use lock
@@ -313,6 +325,10 @@ bool CachedFile::Verify(uint64_t c, std::vector<char>* buf) const {
   const uint64_t e = Entry(c);
   if (static_cast<uint32_t>(e) != kPresent) return false;
   const uint64_t len = ChunkLength(c);
+  if (data_map_ != nullptr) {  // in place, no copy: *buf is not filled
+    buf->clear();
+    return crc32c::Value(data_map_ + c * kCacheChunkBytes, len) == static_cast<uint32_t>(e >> 32);
+  }
   buf->resize(len);
   const ssize_t got = ::pread(data_fd_, buf->data(), len, static_cast<off_t>(c * kCacheChunkBytes));
   return got == static_cast<ssize_t>(len) &&
@@ -374,7 +390,7 @@ Status CachedFile::Ensure(uint64_t c, bool* cached, bool* held) const {
   bool in_buf = Verify(c, &buf);
   if (!in_buf) s = Fill(c, &buf, cached, &in_buf);
   if (s.ok() && *cached) checked_[c].store(1, std::memory_order_release);
-  *held = s.ok() && in_buf;  // checked or fetched whole into buf just now
+  *held = s.ok() && in_buf && !buf.empty();  // checked or fetched whole into buf just now
   std::lock_guard<std::mutex> lock(mu_);
   filling_.erase(c);
   cv_.notify_all();
@@ -401,6 +417,8 @@ Status CachedFile::Read(uint64_t offset, size_t n, void* dst) const {
     const size_t len = static_cast<size_t>(end - pos);
     if (held) {
       std::memcpy(out + (pos - offset), Held().data() + (pos - c * kCacheChunkBytes), len);
+    } else if (cached && data_map_ != nullptr) {
+      std::memcpy(out + (pos - offset), data_map_ + pos, len);
     } else if (!cached || ::pread(data_fd_, out + (pos - offset), len, static_cast<off_t>(pos)) !=
                               static_cast<ssize_t>(len)) {
       SK_RETURN_IF_ERROR(remote_->Read(pos, len, out + (pos - offset)));
@@ -408,6 +426,38 @@ Status CachedFile::Read(uint64_t offset, size_t n, void* dst) const {
     pos = end;
   }
   return Status::OK();
+}
+
+Status CachedFile::SetAccess(const AccessHints& hints) {
+  SK_RETURN_IF_ERROR(remote_->SetAccess(hints));
+  if (!hints.views || !usable_ || data_map_ != nullptr || size() == 0) return Status::OK();
+  void* p = ::mmap(nullptr, size(), PROT_READ, MAP_SHARED, data_fd_, 0);
+  if (p != MAP_FAILED) data_map_ = static_cast<const char*>(p);  // else reads, as before
+  return Status::OK();
+}
+
+Status CachedFile::View(uint64_t offset, size_t n, std::string_view* out) const {
+  if (data_map_ == nullptr || offset > size() || n > size() - offset) {
+    return RandomAccessFile::View(offset, n, out);
+  }
+  for (uint64_t c = offset / kCacheChunkBytes; c * kCacheChunkBytes < offset + n; ++c) {
+    bool cached = false, held = false;
+    SK_RETURN_IF_ERROR(Ensure(c, &cached, &held));
+    if (!cached)
+      return Status::Unsupported(path() + ": not in the node cache (its limit): read it");
+  }
+  *out = std::string_view(data_map_ + offset, n);
+  return Status::OK();
+}
+
+// As a local file's (PosixFile::Release): the pages leave this process's
+// mapping, not the page cache.
+void CachedFile::Release(uint64_t offset, size_t n) const {
+  if (data_map_ == nullptr || offset >= size()) return;
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  const uint64_t begin = (offset + page - 1) / page * page;
+  const uint64_t end = std::min<uint64_t>(offset + n, size()) / page * page;
+  if (end > begin) ::madvise(const_cast<char*>(data_map_) + begin, end - begin, MADV_DONTNEED);
 }
 
 // The chunks of the range not on disk yet, fetched ahead by storage: each run
@@ -419,7 +469,10 @@ Status CachedFile::Read(uint64_t offset, size_t n, void* dst) const {
 // ones asked before would fetch their chunks again). While the cache is full
 // they are only the range asked for, as without a cache (a whole chunk would
 // sit in storage's read-ahead until every block of it was read, pushing out
-// what is read sooner).
+// what is read sooner). Chunks on disk that this process has not checked yet
+// have their pages read ahead, once (Verify reads them whole; a hint of pages
+// already cached still walks the page cache, and callers hint a range again
+// until it is read).
 void CachedFile::WillNeed(uint64_t offset, size_t n) const {
   if (!usable_ || offset >= size()) return;
   const uint64_t end = std::min<uint64_t>(offset + n, size());
@@ -439,11 +492,19 @@ void CachedFile::WillNeed(uint64_t offset, size_t n) const {
   };
   for (uint64_t c = offset / kCacheChunkBytes; c * kCacheChunkBytes < end; ++c) {
     const uint64_t chunk = c * kCacheChunkBytes, chunk_end = chunk + ChunkLength(c);
-    const bool checked = checked_[c].load(std::memory_order_relaxed) != 0;
-    if (checked || static_cast<uint32_t>(Entry(c)) == kPresent) {
-      flush();  // on disk: the range, or the whole chunk that Verify reads first
-      if (dfrom == dto) dfrom = checked ? std::max(offset, chunk) : chunk;
-      dto = checked ? std::min(end, chunk_end) : chunk_end;
+    if (checked_[c].load(std::memory_order_relaxed) != 0) {  // read from disk by now
+      flush();
+      flush_disk();
+      continue;
+    }
+    if (static_cast<uint32_t>(Entry(c)) == kPresent) {  // on disk: Verify reads it whole
+      flush();
+      if (asked_[c].exchange(1, std::memory_order_relaxed) != 0) {
+        flush_disk();
+      } else {
+        if (dfrom == dto) dfrom = chunk;
+        dto = chunk_end;
+      }
       continue;
     }
     flush_disk();

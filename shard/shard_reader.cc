@@ -293,9 +293,10 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
     return Status::OK();
   }
   std::string_view in;
-  if (file_->mapped()) {
-    SK_RETURN_IF_ERROR(file_->View(e.offset, e.stored_size, &in));
-  } else {
+  Status view = Status::Unsupported("");
+  if (file_->mapped()) view = file_->View(e.offset, e.stored_size, &in);
+  if (!view.ok() && !view.IsUnsupported()) return view.WithContext(block());
+  if (!view.ok()) {  // not mapped, or not this range (a node cache at its limit)
     scratch->stored.resize(e.stored_size);
     const Status read = file_->Read(e.offset, e.stored_size, scratch->stored.data());
     if (!read.ok()) return read.WithContext(block());

@@ -216,6 +216,56 @@ TEST_F(NodeCacheTest, WhileFullARangeAcrossChunkEndsIsOneRequestAheadAsWithoutAC
   EXPECT_LE(*NodeCacheBytes(cache_.path()), 2 * kChunk + 3 * 8192);
 }
 
+TEST_F(NodeCacheTest, ViewsSeeTheChunksOnDiskInPlaceAndAskForAReadOfTheRest) {
+  // Views asked for (block-local reading): a range over chunks the cache
+  // holds is seen in the data file's mapping, checked first; one the limit
+  // keeps out is Unsupported (the shard reader reads it instead), and reads
+  // of it still give the bytes.
+  const std::string a = Object("a.sks", 2 * kChunk, 12), b = Object("b.sks", 2 * kChunk, 13);
+  const std::string want_a = *ReadFileToString(a, 1 << 30), want_b = *ReadFileToString(b, 1 << 30);
+  auto env = Cache(2 * kChunk + 3 * 8192);
+  AccessHints views;
+  views.views = true;
+  auto fa = env->OpenForReads(a);
+  ASSERT_TRUE(fa.ok());
+  ASSERT_TRUE((*fa)->SetAccess(views).ok());
+  ASSERT_TRUE((*fa)->mapped());
+  std::string_view seen;
+  ASSERT_TRUE((*fa)->View(kChunk - 10, 20, &seen).ok());
+  EXPECT_EQ(seen, std::string_view(want_a).substr(kChunk - 10, 20));
+  (*fa)->Release(0, 2 * kChunk);
+  ASSERT_TRUE((*fa)->View(0, 2 * kChunk, &seen).ok());  // released pages come back from disk
+  EXPECT_EQ(seen, want_a);
+  const uint64_t reads = storage_.reads();
+  auto fb = env->OpenForReads(b);  // a in use fills the cache
+  ASSERT_TRUE(fb.ok());
+  ASSERT_TRUE((*fb)->SetAccess(views).ok());
+  EXPECT_TRUE((*fb)->View(100, 200, &seen).IsUnsupported());
+  std::string got(200, '\0');
+  ASSERT_TRUE((*fb)->Read(100, got.size(), got.data()).ok());
+  EXPECT_EQ(got, want_b.substr(100, 200));
+  EXPECT_EQ(storage_.reads(), reads + 1);
+  // A chunk damaged on disk is fetched again before it is seen (where the
+  // limit leaves room for it).
+  std::string data;  // a's (b's is there too, empty: the limit kept it out)
+  for (const std::string& f : CacheFiles(cache_.path(), ".data")) {
+    if (*ReadFileToString(f, 1 << 30) == want_a) data = f;
+  }
+  ASSERT_FALSE(data.empty());
+  fa->reset();
+  std::string bytes = want_a;
+  bytes[5] ^= 1;
+  WriteBytes(data, bytes);
+  auto roomy = Cache();  // another process, without a limit
+  auto again = roomy->OpenForReads(a);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE((*again)->SetAccess(views).ok());
+  const uint64_t before = storage_.reads();
+  ASSERT_TRUE((*again)->View(0, 10, &seen).ok());
+  EXPECT_EQ(seen, std::string_view(want_a).substr(0, 10));
+  EXPECT_EQ(storage_.reads(), before + 1);
+}
+
 TEST_F(NodeCacheTest, FetchesInFlightCountAgainstTheLimit) {
   // Many chunks fetched at once by one process: the ones not yet on disk
   // count, so the directory never passes the limit.
