@@ -105,6 +105,9 @@ class RandomAccessFile {
   virtual Result<std::unique_ptr<FileRegion>> MapRegion(uint64_t offset, size_t n) const;
   // Whether reads bypass every cache (then reading ahead is futile).
   virtual bool uncached() const { return false; }
+  // Whether the whole file is on local disk, though its Env is remote (a node
+  // cache holding every byte of it): reads cost a local file's, not requests.
+  virtual bool held_locally() const { return false; }
   // Starts fetching [offset, offset + n) in the background: a hint, never an error.
   virtual void WillNeed(uint64_t offset, size_t n) const {}
   // The reader no longer looks at [offset, offset + n) of a view: the

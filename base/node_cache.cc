@@ -187,6 +187,7 @@ class CachedFile final : public RandomAccessFile {
   // hold (the limit) is Unsupported, to be read instead.
   Status SetAccess(const AccessHints& hints) override;
   bool mapped() const override { return data_map_ != nullptr; }
+  bool held_locally() const override;
   Status View(uint64_t offset, size_t n, std::string_view* out) const override;
   void Release(uint64_t offset, size_t n) const override;
 
@@ -426,6 +427,14 @@ Status CachedFile::Read(uint64_t offset, size_t n, void* dst) const {
     pos = end;
   }
   return Status::OK();
+}
+
+bool CachedFile::held_locally() const {
+  if (!usable_) return false;
+  for (uint64_t c = 0; c < chunks(); ++c) {
+    if (static_cast<uint32_t>(Entry(c)) != kPresent) return false;
+  }
+  return true;  // in use, so nothing of it is evicted
 }
 
 Status CachedFile::SetAccess(const AccessHints& hints) {

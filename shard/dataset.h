@@ -41,7 +41,8 @@ class Dataset {
     for (auto& s : shards_) SK_RETURN_IF_ERROR(s->SetAccess(hints));
     return Status::OK();
   }
-  // Whether its storage is remote (Env::remote): each read a request.
+  // Whether its storage is remote (Env::remote): each read a request. Not
+  // where a node cache holds every shard whole (held_locally).
   bool remote() const { return remote_; }
   // Whether every shard's reads bypass the caches.
   bool uncached() const {

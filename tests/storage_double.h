@@ -27,6 +27,9 @@ class StorageDouble final : public Env {
 
   // Every read waits this long before it is served.
   void set_latency_ns(uint64_t ns) { latency_ns_ = ns; }
+  // Whether it says it is remote (Env::remote), as object storage does.
+  void set_remote(bool remote) { remote_ = remote; }
+  bool remote() const override { return remote_; }
   // Reads of a file whose path ends in `suffix` that touch [offset, offset + n)
   // fail with an IOError ("injected read error"), as a failing disk's do.
   void FailReads(const std::string& suffix, uint64_t offset, uint64_t n);
@@ -51,6 +54,7 @@ class StorageDouble final : public Env {
   void AfterRead();
 
   std::atomic<uint64_t> latency_ns_{0};
+  std::atomic<bool> remote_{false};
   std::atomic<uint64_t> reads_{0}, bytes_{0}, hints_{0};
   std::atomic<int> in_flight_{0}, peak_{0};
   mutable std::mutex mu_;

@@ -11,6 +11,7 @@
 
 #include <cstring>
 
+#include "base/node_cache.h"
 #include "loader/loader.h"
 #include "shard/shard.h"
 #include "tests/storage_double.h"
@@ -201,6 +202,44 @@ TEST(StorageTest, IndexChunksHeldAsACopyAskTheStorageForNothing) {
   EXPECT_GT(chunks, 2u);
   EXPECT_EQ(env.reads(), reads);
   EXPECT_EQ(env.hints(), hints);
+}
+
+TEST(StorageTest, ADatasetTheNodeCacheHoldsWholeIsReadAsALocalOne) {
+  // Through the node cache, remote storage is read as remote (deep read
+  // queues, requests merged) until the cache holds every shard whole; then
+  // as a local dataset. Both read the batches the POSIX storage gives.
+  TempDir dir, cache;
+  // Shards of 3 chunks or more: opening one caches its first and last only.
+  testing::WriteRawDataset(dir.path(), 400, kSide, CompressionMode::kStore, 4 * kBytes,
+                           200 * kBytes);
+  const Epoch want = ReadEpoch(dir.path(), Options(ShuffleMode::kFull, 0));
+  ASSERT_TRUE(want.error.ok()) << want.error.ToString();
+  StorageDouble storage;
+  storage.set_remote(true);
+  auto env = NewCachingEnv(&storage, NodeCacheOptions{cache.path(), 0});
+  ASSERT_TRUE(env.ok());
+  auto before = Dataset::Open(dir.path(), env->get());
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  EXPECT_TRUE((*before)->remote());
+  LoaderOptions o = Options(ShuffleMode::kFull, kAutoReadDepth);
+  o.env = &storage;
+  o.cache_dir = cache.path();
+  for (int pass = 0; pass < 2; ++pass) {
+    const Epoch got = ReadEpoch(dir.path(), o);
+    ASSERT_TRUE(got.error.ok()) << got.error.ToString();
+    EXPECT_EQ(got.ids, want.ids);
+    EXPECT_EQ(got.pixels, want.pixels);
+  }
+  before->reset();
+  auto after = Dataset::Open(dir.path(), env->get());
+  ASSERT_TRUE(after.ok());
+  EXPECT_FALSE((*after)->remote());
+  // Shards not on disk (the cache's files removed): remote again.
+  after->reset();
+  ASSERT_EQ(::system(("rm -f " + cache.path() + "/*").c_str()), 0);
+  auto partly = Dataset::Open(dir.path(), env->get());
+  ASSERT_TRUE(partly.ok());
+  EXPECT_TRUE((*partly)->remote());
 }
 
 TEST(StorageTest, TheLoaderTellsTheStorageHowItReads) {
