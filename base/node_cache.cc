@@ -40,6 +40,8 @@ constexpr uint64_t kRescanBytes = 16 * kCacheChunkBytes;
 constexpr uint64_t kMaxPendingBytes = 32 * kCacheChunkBytes;
 // A request ahead (WillNeed) to storage for at most this many bytes.
 constexpr uint64_t kMaxAheadBytes = 8 * kCacheChunkBytes;
+// What CachedFile::WillNeed asked for a chunk, bits of asked_.
+constexpr uint8_t kAskedStorage = 1, kAskedDisk = 2;
 
 // An OFD lock (per open file description: released by the kernel when the
 // process dies; threads of one process sharing a descriptor do not exclude
@@ -184,7 +186,9 @@ class CachedFile final : public RandomAccessFile {
   void Abort() const override { remote_->Abort(); }
   // Views (AccessHints::views) of the data file mapped, as a local file's:
   // of chunks on disk and checked; a range with a chunk the cache cannot
-  // hold (the limit) is Unsupported, to be read instead.
+  // hold (the limit, a failed write) is Unsupported, to be read instead.
+  // Reads and checks stay preads: a cache file cut short by something else
+  // is fetched again, where a mapping would fault (SIGBUS).
   Status SetAccess(const AccessHints& hints) override;
   bool mapped() const override { return data_map_ != nullptr; }
   bool held_locally() const override;
@@ -225,11 +229,14 @@ class CachedFile final : public RandomAccessFile {
   uint64_t map_bytes_ = 0;
   // The data file mapped (views): only for chunks checked by this process.
   // Cache files are never made shorter while in use (Open only lengthens a
-  // file a killed process left short), so a mapped page is never cut away.
+  // file a killed process left short), so a mapped page is never cut away
+  // by this code.
   const char* data_map_ = nullptr;
+  mutable std::atomic<bool> write_failed_{false};  // a chunk fetched could not be written
   bool usable_ = false;
   mutable std::unique_ptr<std::atomic<uint8_t>[]> checked_;  // per chunk: verified by this process
-  mutable std::unique_ptr<std::atomic<uint8_t>[]> asked_;    // per chunk: whole, ahead (WillNeed)
+  // Per chunk, what WillNeed asked for: kAskedStorage (whole, ahead), kAskedDisk.
+  mutable std::unique_ptr<std::atomic<uint8_t>[]> asked_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   mutable std::set<uint64_t> filling_;  // chunks a thread of this process is filling
@@ -326,10 +333,6 @@ bool CachedFile::Verify(uint64_t c, std::vector<char>* buf) const {
   const uint64_t e = Entry(c);
   if (static_cast<uint32_t>(e) != kPresent) return false;
   const uint64_t len = ChunkLength(c);
-  if (data_map_ != nullptr) {  // in place, no copy: *buf is not filled
-    buf->clear();
-    return crc32c::Value(data_map_ + c * kCacheChunkBytes, len) == static_cast<uint32_t>(e >> 32);
-  }
   buf->resize(len);
   const ssize_t got = ::pread(data_fd_, buf->data(), len, static_cast<off_t>(c * kCacheChunkBytes));
   return got == static_cast<ssize_t>(len) &&
@@ -372,6 +375,7 @@ Status CachedFile::Fill(uint64_t c, std::vector<char>* buf, bool* cached, bool* 
           static_cast<ssize_t>(len) ||
       ::pwrite(map_fd_, &entry, 8, at) != 8) {
     *cached = false;  // a full disk: read from storage, as if uncached
+    write_failed_.store(true, std::memory_order_relaxed);
   }
   return Status::OK();
 }
@@ -391,7 +395,7 @@ Status CachedFile::Ensure(uint64_t c, bool* cached, bool* held) const {
   bool in_buf = Verify(c, &buf);
   if (!in_buf) s = Fill(c, &buf, cached, &in_buf);
   if (s.ok() && *cached) checked_[c].store(1, std::memory_order_release);
-  *held = s.ok() && in_buf && !buf.empty();  // checked or fetched whole into buf just now
+  *held = s.ok() && in_buf;  // checked or fetched whole into buf just now
   std::lock_guard<std::mutex> lock(mu_);
   filling_.erase(c);
   cv_.notify_all();
@@ -418,8 +422,6 @@ Status CachedFile::Read(uint64_t offset, size_t n, void* dst) const {
     const size_t len = static_cast<size_t>(end - pos);
     if (held) {
       std::memcpy(out + (pos - offset), Held().data() + (pos - c * kCacheChunkBytes), len);
-    } else if (cached && data_map_ != nullptr) {
-      std::memcpy(out + (pos - offset), data_map_ + pos, len);
     } else if (!cached || ::pread(data_fd_, out + (pos - offset), len, static_cast<off_t>(pos)) !=
                               static_cast<ssize_t>(len)) {
       SK_RETURN_IF_ERROR(remote_->Read(pos, len, out + (pos - offset)));
@@ -434,12 +436,23 @@ bool CachedFile::held_locally() const {
   for (uint64_t c = 0; c < chunks(); ++c) {
     if (static_cast<uint32_t>(Entry(c)) != kPresent) return false;
   }
-  return true;  // in use, so nothing of it is evicted
+  // Entries over a data file that lost its bytes (cut short, or removed
+  // before its map file by an evictor that died): fetched again, remote.
+  struct stat st;
+  return ::fstat(data_fd_, &st) == 0 && static_cast<uint64_t>(st.st_blocks) * 512 >= size();
 }
 
 Status CachedFile::SetAccess(const AccessHints& hints) {
   SK_RETURN_IF_ERROR(remote_->SetAccess(hints));
-  if (!hints.views || !usable_ || data_map_ != nullptr || size() == 0) return Status::OK();
+  if (!usable_) return Status::OK();
+  // The kernel's read-ahead of the data file, as for a local file
+  // (PosixFile::Advise): none around a random record, more in sequence.
+  using Pattern = AccessHints::Pattern;
+  ::posix_fadvise(data_fd_, 0, 0,
+                  hints.pattern == Pattern::kRandom       ? POSIX_FADV_RANDOM
+                  : hints.pattern == Pattern::kSequential ? POSIX_FADV_SEQUENTIAL
+                                                          : POSIX_FADV_NORMAL);
+  if (!hints.views || data_map_ != nullptr || size() == 0) return Status::OK();
   void* p = ::mmap(nullptr, size(), PROT_READ, MAP_SHARED, data_fd_, 0);
   if (p != MAP_FAILED) data_map_ = static_cast<const char*>(p);  // else reads, as before
   return Status::OK();
@@ -449,7 +462,17 @@ Status CachedFile::View(uint64_t offset, size_t n, std::string_view* out) const 
   if (data_map_ == nullptr || offset > size() || n > size() - offset) {
     return RandomAccessFile::View(offset, n, out);
   }
-  for (uint64_t c = offset / kCacheChunkBytes; c * kCacheChunkBytes < offset + n; ++c) {
+  const uint64_t first = offset / kCacheChunkBytes;
+  if (n > 0 && first != (offset + n - 1) / kCacheChunkBytes && !budget_->full()) {
+    WillNeed(offset, n);  // one request for its chunks not on disk, as Read
+  }
+  for (uint64_t c = first; c * kCacheChunkBytes < offset + n; ++c) {
+    // A chunk that could not be kept (the limit, a failed write) would be
+    // fetched here and again by the read that follows: the read alone.
+    if (checked_[c].load(std::memory_order_acquire) == 0 &&
+        (budget_->full() || write_failed_.load(std::memory_order_relaxed))) {
+      return Status::Unsupported(path() + ": not in the node cache: read it");
+    }
     bool cached = false, held = false;
     SK_RETURN_IF_ERROR(Ensure(c, &cached, &held));
     if (!cached)
@@ -474,8 +497,9 @@ void CachedFile::Release(uint64_t offset, size_t n) const {
 // for the range (a request per chunk would make storage's latency a chunk's,
 // and many small requests outrun the number storage keeps in flight, so that
 // the rest are fetched when read, one at a time). The runs are of whole
-// chunks, which Fill reads, each asked for once (runs that overlapped the
-// ones asked before would fetch their chunks again). While the cache is full
+// chunks, which Fill reads, each in one run (runs that overlapped the ones
+// asked before would fetch their chunks again); a chunk asked for before is
+// asked for again alone. While the cache is full
 // they are only the range asked for, as without a cache (a whole chunk would
 // sit in storage's read-ahead until every block of it was read, pushing out
 // what is read sooner). Chunks on disk that this process has not checked yet
@@ -508,7 +532,7 @@ void CachedFile::WillNeed(uint64_t offset, size_t n) const {
     }
     if (static_cast<uint32_t>(Entry(c)) == kPresent) {  // on disk: Verify reads it whole
       flush();
-      if (asked_[c].exchange(1, std::memory_order_relaxed) != 0) {
+      if ((asked_[c].fetch_or(kAskedDisk, std::memory_order_relaxed) & kAskedDisk) != 0) {
         flush_disk();
       } else {
         if (dfrom == dto) dfrom = chunk;
@@ -517,8 +541,13 @@ void CachedFile::WillNeed(uint64_t offset, size_t n) const {
       continue;
     }
     flush_disk();
-    if (!full && asked_[c].exchange(1, std::memory_order_relaxed) != 0) {
+    if (!full &&
+        (asked_[c].fetch_or(kAskedStorage, std::memory_order_relaxed) & kAskedStorage) != 0) {
+      // Asked for before, in a run that storage may have dropped (too many
+      // in flight) or let go: again, alone; storage finds it in the run
+      // while it holds that (a lookup), else fetches it.
       flush();
+      remote_->WillNeed(chunk, chunk_end - chunk);
       continue;
     }
     if (from < to && chunk_end - from > kMaxAheadBytes) flush();

@@ -11,7 +11,10 @@
 // fetched. A read-ahead (WillNeed) asks storage once for each run of chunks
 // not on disk (each chunk once) and the disk for the pages of those that are,
 // so that a first epoch keeps as many requests in flight as one without the
-// cache, and a cold second epoch reads ahead as from a local file.
+// cache, and a cold second epoch in a new process reads ahead as from a
+// local file. Block-local reading with views sees checked chunks in place,
+// in the data file's mapping. A dataset whose every shard is on disk whole
+// is read as a local one (Dataset::held_locally).
 //
 // On disk, per cached object (named by a hash of its URL, size and ETag: a
 // replaced object is another entry): NAME.data, a sparse file of the object's

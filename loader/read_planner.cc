@@ -30,7 +30,7 @@ BlockLayout BlockLayout::Of(const Dataset& ds) {
 ReadPlanner::ReadPlanner(Setup setup)
     : s_(std::move(setup)),
       uncached_(s_.dataset->uncached()),
-      remote_(s_.dataset->remote()),
+      remote_(s_.dataset->remote_reads()),
       part_(s_.partition) {}
 
 void ReadPlanner::StartEpoch(uint64_t epoch, uint64_t start_batch,

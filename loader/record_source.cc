@@ -93,9 +93,11 @@ Result<std::unique_ptr<RecordSource>> RecordSource::Open(const std::string& dir,
   // copy costs less than a hint's system call, are not, unless each read is
   // a request to remote storage.
   const RecordFormat& f = m.record;
-  const bool remote = d.ds_->remote();
+  // Remote storage decides the shuffle, alike on every rank; how this node
+  // reads goes by whether its node cache holds the dataset whole.
+  const bool remote = d.ds_->remote(), remote_reads = d.ds_->remote_reads();
   p.read_ahead_records =
-      f.kind == format::RecordKind::kJpeg || remote ||
+      f.kind == format::RecordKind::kJpeg || remote_reads ||
       (f.kind == format::RecordKind::kRawU8 && f.raw_record_size() >= kReadAheadMinRecordBytes);
   // What the page cache could hold: decides the shuffle (auto) and the read path.
   const uint64_t memory_available = AvailableMemoryBytes();
@@ -110,11 +112,11 @@ Result<std::unique_ptr<RecordSource>> RecordSource::Open(const std::string& dir,
   d.cache_ = std::make_unique<BlockCache>(d.ds_.get(), o.block_cache_bytes);
   p.cache = d.cache_.get();
   const int depth = o.read_depth != kAutoReadDepth ? o.read_depth
-                    : remote                       ? kRemoteReadDepth
+                    : remote_reads                 ? kRemoteReadDepth
                                                    : kFilesystemReadDepth;
   if (p.read_ahead_records && !p.layout.compressed && depth > 0)
     d.queue_ = std::make_unique<ReadQueue>(d.ds_.get(), depth, o.read_ahead_bytes,
-                                           remote ? kRemoteMergeBytes : 0);
+                                           remote_reads ? kRemoteMergeBytes : 0);
   p.queue = d.queue_.get();
   d.planner_ = std::make_unique<ReadPlanner>(std::move(p));
   d.fetcher_ =

@@ -61,10 +61,9 @@ Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir, Env* env)
     ds->shards_[i] = std::move(reader).value();
     return Status::OK();
   }));
-  // A dataset a node cache holds whole is read as a local one (the depth,
-  // the plan and the shuffle chosen for a filesystem).
-  ds->remote_ = ds->remote_ && !std::all_of(ds->shards_.begin(), ds->shards_.end(),
-                                            [](const auto& r) { return r->file().held_locally(); });
+  ds->held_locally_ =
+      ds->remote_ && std::all_of(ds->shards_.begin(), ds->shards_.end(),
+                                 [](const auto& r) { return r->file().held_locally(); });
   ds->first_record_.push_back(0);
   for (const auto& r : ds->shards_) {
     ds->first_record_.push_back(ds->first_record_.back() + r->num_records());

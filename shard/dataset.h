@@ -41,9 +41,14 @@ class Dataset {
     for (auto& s : shards_) SK_RETURN_IF_ERROR(s->SetAccess(hints));
     return Status::OK();
   }
-  // Whether its storage is remote (Env::remote): each read a request. Not
-  // where a node cache holds every shard whole (held_locally).
+  // Whether its storage is remote (Env::remote): each read a request.
   bool remote() const { return remote_; }
+  // Whether, remote, a node cache held every shard whole on local disk when
+  // it was opened (RandomAccessFile::held_locally): reads cost a local
+  // file's. A node's own state: what every rank must agree on (the shuffle)
+  // goes by remote() alone.
+  bool held_locally() const { return held_locally_; }
+  bool remote_reads() const { return remote_ && !held_locally_; }
   // Whether every shard's reads bypass the caches.
   bool uncached() const {
     for (const auto& s : shards_)
@@ -56,6 +61,7 @@ class Dataset {
  private:
   std::string dir_;
   bool remote_ = false;
+  bool held_locally_ = false;
   Manifest manifest_;
   std::vector<std::unique_ptr<ShardReader>> shards_;
   std::vector<uint64_t> first_record_;  // size num_shards + 1

@@ -172,24 +172,30 @@ TEST_F(NodeCacheTest, WhatIsInUseIsNeverEvictedAndTheRestIsReadUncached) {
   EXPECT_EQ(storage_.reads(), before);
 }
 
-TEST_F(NodeCacheTest, ARangeAheadIsOneRequestForItsWholeChunksEachAskedForOnce) {
+TEST_F(NodeCacheTest, ARangeAheadIsOneRequestForItsWholeChunksEachInOneRun) {
   // Storage's read-ahead keeps a limited number of requests in flight: a
   // request per chunk would leave the rest to be fetched one by one when
-  // read, and a range overlapping one asked before would fetch its chunks
-  // again.
-  const std::string b = Object("b.sks", 5 * kChunk, 11);
+  // read, and a run overlapping one asked before would fetch its chunks
+  // again. A chunk asked for before is asked for alone (storage finds it in
+  // the run it holds, or fetches it if it let that go).
+  using Hints = std::vector<std::pair<uint64_t, size_t>>;
+  const std::string b = Object("b.sks", 5 * kChunk - 100, 11);
   auto env = Cache();
   auto f = env->OpenForReads(b);
   ASSERT_TRUE(f.ok());
-  const uint64_t hints = storage_.hints();
+  storage_.TakeHinted();
   (*f)->WillNeed(100, 2 * kChunk);  // chunks 0-2
-  EXPECT_EQ(storage_.hints(), hints + 1);
-  (*f)->WillNeed(kChunk + 5, 3 * kChunk);  // chunks 1-4: only 3-4 are asked for
-  EXPECT_EQ(storage_.hints(), hints + 2);
-  (*f)->WillNeed(0, 5 * kChunk);
-  EXPECT_EQ(storage_.hints(), hints + 2);
+  EXPECT_EQ(storage_.TakeHinted(), (Hints{{0, 3 * kChunk}}));
+  (*f)->WillNeed(kChunk + 5, 4 * kChunk);  // chunks 1-4, past the end
+  EXPECT_EQ(storage_.TakeHinted(),
+            (Hints{{kChunk, kChunk}, {2 * kChunk, kChunk}, {3 * kChunk, 2 * kChunk - 100}}));
   f->reset();
   EXPECT_EQ(ReadAll(env.get(), b), *ReadFileToString(b, 1 << 30));
+  storage_.TakeHinted();
+  auto again = env->OpenForReads(b);  // all on disk: nothing asked of storage
+  ASSERT_TRUE(again.ok());
+  (*again)->WillNeed(0, 5 * kChunk);
+  EXPECT_TRUE(storage_.TakeHinted().empty());
 }
 
 TEST_F(NodeCacheTest, WhileFullARangeAcrossChunkEndsIsOneRequestAheadAsWithoutACache) {

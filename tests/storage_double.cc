@@ -31,7 +31,11 @@ class StorageDouble::File final : public RandomAccessFile {
     h.pattern = hints.pattern;
     return base_->SetAccess(h);
   }
-  void WillNeed(uint64_t offset, size_t n) const override { env_->hints_.fetch_add(1); }
+  void WillNeed(uint64_t offset, size_t n) const override {
+    env_->hints_.fetch_add(1);
+    std::lock_guard<std::mutex> lock(env_->mu_);
+    env_->hinted_.emplace_back(offset, n);
+  }
 
  private:
   StorageDouble* env_;
@@ -47,6 +51,11 @@ void StorageDouble::GateUntilConcurrent(int n, int timeout_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   gate_ = n;
   gate_timeout_ms_ = timeout_ms;
+}
+
+std::vector<std::pair<uint64_t, size_t>> StorageDouble::TakeHinted() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::move(hinted_);
 }
 
 AccessHints StorageDouble::last_hints() const {

@@ -41,6 +41,8 @@ class StorageDouble final : public Env {
   uint64_t reads() const { return reads_.load(); }
   uint64_t bytes() const { return bytes_.load(); }
   uint64_t hints() const { return hints_.load(); }  // WillNeed calls
+  // The ranges of the WillNeed calls (offset, bytes) since the last call.
+  std::vector<std::pair<uint64_t, size_t>> TakeHinted();
   int peak_in_flight() const { return peak_.load(); }
   // The hints of the last SetAccess of any file (pattern, views, uncached).
   AccessHints last_hints() const;
@@ -67,6 +69,7 @@ class StorageDouble final : public Env {
   int gate_ = 0, waiting_ = 0, gate_timeout_ms_ = 0;
   std::atomic<bool> gate_opened_{false};
   AccessHints hints_seen_;
+  std::vector<std::pair<uint64_t, size_t>> hinted_;
 };
 
 // WriteFaultEnv: the POSIX filesystem (Env::Default()) as a disk that fills

@@ -207,7 +207,9 @@ TEST(StorageTest, IndexChunksHeldAsACopyAskTheStorageForNothing) {
 TEST(StorageTest, ADatasetTheNodeCacheHoldsWholeIsReadAsALocalOne) {
   // Through the node cache, remote storage is read as remote (deep read
   // queues, requests merged) until the cache holds every shard whole; then
-  // as a local dataset. Both read the batches the POSIX storage gives.
+  // as a local dataset, though still shuffled as a remote one (the ranks of
+  // other nodes may not hold it). Both read the batches the POSIX storage
+  // gives.
   TempDir dir, cache;
   // Shards of 3 chunks or more: opening one caches its first and last only.
   testing::WriteRawDataset(dir.path(), 400, kSide, CompressionMode::kStore, 4 * kBytes,
@@ -220,10 +222,18 @@ TEST(StorageTest, ADatasetTheNodeCacheHoldsWholeIsReadAsALocalOne) {
   ASSERT_TRUE(env.ok());
   auto before = Dataset::Open(dir.path(), env->get());
   ASSERT_TRUE(before.ok()) << before.status().ToString();
-  EXPECT_TRUE((*before)->remote());
+  EXPECT_TRUE((*before)->remote_reads());
   LoaderOptions o = Options(ShuffleMode::kFull, kAutoReadDepth);
   o.env = &storage;
   o.cache_dir = cache.path();
+  auto shuffle_reason = [&] {
+    LoaderOptions a = o;
+    a.shuffle = ShuffleMode::kAuto;
+    auto l = Loader::Open(dir.path(), a);
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    return l.ok() ? (*l)->shuffle_reason() : std::string();
+  };
+  const std::string reason = shuffle_reason();
   for (int pass = 0; pass < 2; ++pass) {
     const Epoch got = ReadEpoch(dir.path(), o);
     ASSERT_TRUE(got.error.ok()) << got.error.ToString();
@@ -233,13 +243,15 @@ TEST(StorageTest, ADatasetTheNodeCacheHoldsWholeIsReadAsALocalOne) {
   before->reset();
   auto after = Dataset::Open(dir.path(), env->get());
   ASSERT_TRUE(after.ok());
-  EXPECT_FALSE((*after)->remote());
+  EXPECT_FALSE((*after)->remote_reads());
+  EXPECT_TRUE((*after)->remote());  // what every rank agrees on (the shuffle) stays
+  EXPECT_EQ(shuffle_reason(), reason);
   // Shards not on disk (the cache's files removed): remote again.
   after->reset();
   ASSERT_EQ(::system(("rm -f " + cache.path() + "/*").c_str()), 0);
   auto partly = Dataset::Open(dir.path(), env->get());
   ASSERT_TRUE(partly.ok());
-  EXPECT_TRUE((*partly)->remote());
+  EXPECT_TRUE((*partly)->remote_reads());
 }
 
 TEST(StorageTest, TheLoaderTellsTheStorageHowItReads) {
