@@ -19,6 +19,7 @@
 
 #include "base/crc32c.h"
 #include "base/file_io.h"
+#include "base/posix_advice.h"
 #include "base/posix_errors.h"
 #include "base/sigv4.h"
 
@@ -211,6 +212,7 @@ class CachedFile final : public RandomAccessFile {
     return buf;
   }
   bool Verify(uint64_t c, std::vector<char>* buf) const;  // the entry's CRC over the chunk
+  void AskAhead(uint64_t offset, size_t n) const;
   // *in_buf: buf holds the chunk (checked, or fetched from storage) even
   // where it could not be cached.
   Status Fill(uint64_t c, std::vector<char>* buf, bool* cached, bool* in_buf) const;
@@ -402,17 +404,21 @@ Status CachedFile::Ensure(uint64_t c, bool* cached, bool* held) const {
   return s;
 }
 
-Status CachedFile::Read(uint64_t offset, size_t n, void* dst) const {
-  if (offset > size() || n > size() - offset) return remote_->Read(offset, n, dst);  // its error
-  if (!usable_) return remote_->Read(offset, n, dst);
-  // A read over chunks to be fetched: one request for all of them, then each
-  // filled from it (an index; a header and its first block). Not while the
-  // cache is full: the range itself is then fetched, as the caller's own
-  // read-ahead asked for it (a request for a part of that would be another).
+// A read or view over chunks to be fetched: one request for all of them,
+// then each filled from it (an index; a header and its first block). Not
+// while the cache is full: the range itself is then fetched, as the caller's
+// own read-ahead asked for it (a request for a part of that would be another).
+void CachedFile::AskAhead(uint64_t offset, size_t n) const {
   if (n > 0 && offset / kCacheChunkBytes != (offset + n - 1) / kCacheChunkBytes &&
       !budget_->full()) {
     WillNeed(offset, n);
   }
+}
+
+Status CachedFile::Read(uint64_t offset, size_t n, void* dst) const {
+  if (offset > size() || n > size() - offset) return remote_->Read(offset, n, dst);  // its error
+  if (!usable_) return remote_->Read(offset, n, dst);
+  AskAhead(offset, n);
   char* out = static_cast<char*>(dst);
   for (uint64_t pos = offset; pos < offset + n;) {
     const uint64_t c = pos / kCacheChunkBytes;
@@ -445,13 +451,7 @@ bool CachedFile::held_locally() const {
 Status CachedFile::SetAccess(const AccessHints& hints) {
   SK_RETURN_IF_ERROR(remote_->SetAccess(hints));
   if (!usable_) return Status::OK();
-  // The kernel's read-ahead of the data file, as for a local file
-  // (PosixFile::Advise): none around a random record, more in sequence.
-  using Pattern = AccessHints::Pattern;
-  ::posix_fadvise(data_fd_, 0, 0,
-                  hints.pattern == Pattern::kRandom       ? POSIX_FADV_RANDOM
-                  : hints.pattern == Pattern::kSequential ? POSIX_FADV_SEQUENTIAL
-                                                          : POSIX_FADV_NORMAL);
+  AdviseKernel(data_fd_, nullptr, size(), hints.pattern);  // as for a local file
   if (!hints.views || data_map_ != nullptr || size() == 0) return Status::OK();
   void* p = ::mmap(nullptr, size(), PROT_READ, MAP_SHARED, data_fd_, 0);
   if (p != MAP_FAILED) data_map_ = static_cast<const char*>(p);  // else reads, as before
@@ -462,11 +462,8 @@ Status CachedFile::View(uint64_t offset, size_t n, std::string_view* out) const 
   if (data_map_ == nullptr || offset > size() || n > size() - offset) {
     return RandomAccessFile::View(offset, n, out);
   }
-  const uint64_t first = offset / kCacheChunkBytes;
-  if (n > 0 && first != (offset + n - 1) / kCacheChunkBytes && !budget_->full()) {
-    WillNeed(offset, n);  // one request for its chunks not on disk, as Read
-  }
-  for (uint64_t c = first; c * kCacheChunkBytes < offset + n; ++c) {
+  AskAhead(offset, n);
+  for (uint64_t c = offset / kCacheChunkBytes; c * kCacheChunkBytes < offset + n; ++c) {
     // A chunk that could not be kept (the limit, a failed write) would be
     // fetched here and again by the read that follows: the read alone.
     if (checked_[c].load(std::memory_order_acquire) == 0 &&
@@ -482,14 +479,8 @@ Status CachedFile::View(uint64_t offset, size_t n, std::string_view* out) const 
   return Status::OK();
 }
 
-// As a local file's (PosixFile::Release): the pages leave this process's
-// mapping, not the page cache.
 void CachedFile::Release(uint64_t offset, size_t n) const {
-  if (data_map_ == nullptr || offset >= size()) return;
-  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
-  const uint64_t begin = (offset + page - 1) / page * page;
-  const uint64_t end = std::min<uint64_t>(offset + n, size()) / page * page;
-  if (end > begin) ::madvise(const_cast<char*>(data_map_) + begin, end - begin, MADV_DONTNEED);
+  ReleaseMappedPages(data_map_, size(), offset, n);  // as a local file's
 }
 
 // The chunks of the range not on disk yet, fetched ahead by storage: each run
@@ -499,10 +490,10 @@ void CachedFile::Release(uint64_t offset, size_t n) const {
 // the rest are fetched when read, one at a time). The runs are of whole
 // chunks, which Fill reads, each in one run (runs that overlapped the ones
 // asked before would fetch their chunks again); a chunk asked for before is
-// asked for again alone. While the cache is full
-// they are only the range asked for, as without a cache (a whole chunk would
-// sit in storage's read-ahead until every block of it was read, pushing out
-// what is read sooner). Chunks on disk that this process has not checked yet
+// asked for again alone. While the cache is full they are only the range
+// asked for, as without a cache (a whole chunk would sit in storage's
+// read-ahead until every block of it was read, pushing out what is read
+// sooner). Chunks on disk that this process has not checked yet
 // have their pages read ahead, once (Verify reads them whole; a hint of pages
 // already cached still walks the page cache, and callers hint a range again
 // until it is read).

@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "base/file_io.h"
+#include "base/posix_advice.h"
 #include "base/posix_errors.h"
 
 namespace shardkit {
@@ -71,6 +72,28 @@ Status CheckRegularFile(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) return Errno("cannot open", path, errno);
   if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
   return Status::OK();
+}
+
+void AdviseKernel(int fd, const char* map, uint64_t size, AccessHints::Pattern pattern) {
+  using Pattern = AccessHints::Pattern;
+  const int fadv = pattern == Pattern::kRandom       ? POSIX_FADV_RANDOM
+                   : pattern == Pattern::kSequential ? POSIX_FADV_SEQUENTIAL
+                                                     : POSIX_FADV_NORMAL;
+  ::posix_fadvise(fd, 0, 0, fadv);
+  if (map != nullptr) {
+    const int madv = pattern == Pattern::kRandom       ? MADV_RANDOM
+                     : pattern == Pattern::kSequential ? MADV_SEQUENTIAL
+                                                       : MADV_NORMAL;
+    ::madvise(const_cast<char*>(map), size, madv);
+  }
+}
+
+void ReleaseMappedPages(const char* map, uint64_t size, uint64_t offset, size_t n) {
+  if (map == nullptr || offset >= size) return;
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  const uint64_t begin = (offset + page - 1) / page * page;
+  const uint64_t end = std::min<uint64_t>(offset + n, size) / page * page;
+  if (end > begin) ::madvise(const_cast<char*>(map) + begin, end - begin, MADV_DONTNEED);
 }
 
 namespace {
@@ -258,17 +281,7 @@ Status PosixFile::SetAccess(const AccessHints& hints) {
 }
 
 void PosixFile::Advise(AccessHints::Pattern pattern) const {
-  using Pattern = AccessHints::Pattern;
-  const int fadv = pattern == Pattern::kRandom       ? POSIX_FADV_RANDOM
-                   : pattern == Pattern::kSequential ? POSIX_FADV_SEQUENTIAL
-                                                     : POSIX_FADV_NORMAL;
-  ::posix_fadvise(fd_, 0, 0, fadv);
-  if (map_ != nullptr) {
-    const int madv = pattern == Pattern::kRandom       ? MADV_RANDOM
-                     : pattern == Pattern::kSequential ? MADV_SEQUENTIAL
-                                                       : MADV_NORMAL;
-    ::madvise(const_cast<char*>(map_), size_, madv);
-  }
+  AdviseKernel(fd_, map_, size_, pattern);
 }
 
 void PosixFile::WillNeed(uint64_t offset, size_t n) const {
@@ -278,11 +291,7 @@ void PosixFile::WillNeed(uint64_t offset, size_t n) const {
 }
 
 void PosixFile::Release(uint64_t offset, size_t n) const {
-  if (map_ == nullptr || offset >= size_) return;
-  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
-  const uint64_t begin = (offset + page - 1) / page * page;
-  const uint64_t end = std::min<uint64_t>(offset + n, size_) / page * page;
-  if (end > begin) ::madvise(const_cast<char*>(map_) + begin, end - begin, MADV_DONTNEED);
+  ReleaseMappedPages(map_, size_, offset, n);
 }
 
 Status PosixFile::Read(uint64_t offset, size_t n, void* dst) const {

@@ -293,10 +293,13 @@ Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<
     return Status::OK();
   }
   std::string_view in;
-  Status view = Status::Unsupported("");
-  if (file_->mapped()) view = file_->View(e.offset, e.stored_size, &in);
-  if (!view.ok() && !view.IsUnsupported()) return view.WithContext(block());
-  if (!view.ok()) {  // not mapped, or not this range (a node cache at its limit)
+  bool viewed = false;
+  if (file_->mapped()) {  // Unsupported: not this range (a node cache at its limit)
+    Status view = file_->View(e.offset, e.stored_size, &in);
+    if (!view.ok() && !view.IsUnsupported()) return view.WithContext(block());
+    viewed = view.ok();
+  }
+  if (!viewed) {
     scratch->stored.resize(e.stored_size);
     const Status read = file_->Read(e.offset, e.stored_size, scratch->stored.data());
     if (!read.ok()) return read.WithContext(block());
