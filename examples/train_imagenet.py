@@ -15,7 +15,8 @@ from shards (--loader shardkit) or from an ImageFolder with PyTorch's DataLoader
 On CPU (here) it trains with gloo; on GPUs with NCCL, AMP and channels_last.
 Both loaders hand over uint8 images; normalisation happens on the device, so the
 two runs differ only in where the pixels come from. At the end rank 0 prints one
-JSON line: images/s, the fraction of the loop spent waiting for data, accuracy.
+JSON line: images/s and the fraction of the loop spent waiting for data (over the run, and
+over its last epoch: past start-up), accuracy.
 """
 import argparse
 import json
@@ -51,6 +52,8 @@ def parse_args(argv=None):
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight-decay", type=float, default=1e-4)
     p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--amp-dtype", choices=["fp16", "bf16"], default="fp16",
+                   help="mixed precision on CUDA: fp16 (with loss scaling) or bf16")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps in all (0: no limit)")
     p.add_argument("--checkpoint", help="checkpoint file (written by rank 0)")
@@ -222,7 +225,10 @@ def main(argv=None):
     total_steps = args.epochs * steps_per_epoch
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, total_steps) / total_steps)))
-    scaler = torch.cuda.amp.GradScaler(enabled=cuda)
+    amp_dtype = torch.bfloat16 if args.amp_dtype == "bf16" else torch.float16
+    scaling = cuda and amp_dtype == torch.float16  # bf16 needs no loss scaling
+    scaler = (torch.amp.GradScaler("cuda", enabled=scaling) if hasattr(torch.amp, "GradScaler")
+              else torch.cuda.amp.GradScaler(enabled=scaling))
     criterion = nn.CrossEntropyLoss()
     mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1) * 255
     std = torch.tensor(STD, device=device).view(1, 3, 1, 1) * 255
@@ -240,10 +246,14 @@ def main(argv=None):
             print("resumed from %s: epoch %d, step %d" % (args.checkpoint, start_epoch, step), flush=True)
 
     images_done, wait_s, loop_s, loss_sum, loss_n = 0, 0.0, 0.0, torch.zeros((), device=device), 0
+    # The last epoch's own figures: past start-up (cuDNN's autotuning, the
+    # loader's first fill), what an epoch of a long run costs.
+    last_epoch = (0, 0.0, 0.0)  # images, wait, seconds
     done = False
     for epoch in range(start_epoch, args.epochs):
         batches = train.epoch(epoch)
         batch_in_epoch = step - epoch * steps_per_epoch
+        epoch_images, epoch_wait = images_done, wait_s
         t_loop = time.perf_counter()
         while True:
             t0 = time.perf_counter()
@@ -258,7 +268,7 @@ def main(argv=None):
             x = x.contiguous(memory_format=memory_format)
             y = labels.to(device, non_blocking=True)
             if cuda:
-                with torch.autocast(device_type="cuda", dtype=torch.float16):
+                with torch.autocast(device_type="cuda", dtype=amp_dtype):
                     loss = criterion(model(x), y)
             else:
                 loss = criterion(model(x), y)
@@ -293,12 +303,18 @@ def main(argv=None):
             if args.max_steps and step >= args.max_steps:
                 done = True
                 break
-        loop_s += time.perf_counter() - t_loop
+        if cuda:
+            torch.cuda.synchronize()  # the epoch's last steps, finished
+        epoch_s = time.perf_counter() - t_loop
+        loop_s += epoch_s
+        last_epoch = (images_done - epoch_images, wait_s - epoch_wait, epoch_s)
         if done:
             break
     summary = {"loader": args.loader, "arch": args.arch, "ranks": world, "steps": step,
                "images_per_s": images_done / loop_s if loop_s > 0 else 0.0,
                "data_wait_fraction": wait_s / loop_s if loop_s > 0 else 0.0,
+               "last_epoch_images_per_s": last_epoch[0] / last_epoch[2] if last_epoch[2] > 0 else 0.0,
+               "last_epoch_data_wait_fraction": last_epoch[1] / last_epoch[2] if last_epoch[2] > 0 else 0.0,
                "mean_loss": (loss_sum / max(1, loss_n)).item()}
     if val is not None:
         summary["val_top1"] = evaluate(model, val, device, mean, std)

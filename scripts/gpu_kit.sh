@@ -8,7 +8,7 @@
 #       unpacks them (dpkg -x) into .deps/root, with a few real photographs in
 #       .deps/photos to make a JPEG set from. .deps/ is ignored by git; carry
 #       it to the GPU machine with the checkout (it stays under 64 MB).
-#   scripts/gpu_kit.sh run [--cpu] [--out DIR] [--steps N] [--workers LIST]
+#   scripts/gpu_kit.sh run [--cpu] [--out DIR] [--epochs N] [--workers LIST]
 #       (there) configures CMake against that machine's PyTorch
 #       (torch.utils.cmake_prefix_path) and .deps/, builds, runs the CUDA
 #       tests, makes and packs a real-photo JPEG set, and benchmarks ResNet-50
@@ -16,7 +16,10 @@
 #       224 px: shardkit-train from shards at each loader worker count, the
 #       same model on --synthetic data (the ceiling), and
 #       examples/train_imagenet.py with PyTorch's DataLoader and with
-#       shardkit. Tables (markdown and CSV) and logs go to DIR ($OUT if set,
+#       shardkit. Each run trains N epochs (2) of the set and each row is its
+#       last epoch, so that no row counts start-up (cuDNN's autotuning, the
+#       workers' start) and every row counts the same epoch start. Tables
+#       (markdown and CSV) and logs go to DIR ($OUT if set,
 #       else gpu_out/). It goes on past a failing step and ends by listing
 #       what it could not do.
 #       --cpu runs the same steps on this machine's CPU with tiny sizes,
@@ -27,12 +30,14 @@ ROOT=$PWD
 DEPS=$ROOT/.deps
 
 # Build dependencies (and the libraries they link) that a CUDA machine with
-# a compiler, CMake and PyTorch lacks. libc, libstdc++, libgomp and zlib's
-# runtime are the machine's own.
+# a compiler, CMake and PyTorch lacks. libc, libstdc++, libgomp, zlib's
+# runtime and libcurl (with its -dev files: object storage) are the
+# machine's own: Debian's libcurl, first on LD_LIBRARY_PATH, would need
+# Debian's libssh2, libldap, ... there (seen on Ubuntu 24.04).
 KIT_PACKAGES=(
   libzstd-dev libzstd1 libturbojpeg0-dev libturbojpeg0 libjpeg62-turbo-dev libjpeg62-turbo
   libpng-dev libpng16-16 zlib1g-dev
-  libhdf5-dev libhdf5-103-1 libhdf5-hl-100 libsz2 libaec0 libaec-dev libcurl4 libmatio-dev libmatio11
+  libhdf5-dev libhdf5-103-1 libhdf5-hl-100 libsz2 libaec0 libaec-dev libmatio-dev libmatio11
   libcli11-dev nlohmann-json3-dev libgtest-dev pybind11-dev
 )
 
@@ -62,7 +67,7 @@ fetch() {
 
 OUT_DIR=${OUT:-$ROOT/gpu_out}
 CPU=0
-STEPS=""
+EPOCHS=2
 WORKERS=""
 MISSING=()
 
@@ -76,7 +81,7 @@ find_python() {
 }
 
 configure_and_build() {
-  local build=$1 py=$2 prefix="$DEPS/root/usr" args=()
+  local build=$1 py=$2 prefix="$DEPS/root/usr" args=() keep_going=() pyb
   args+=(-DCMAKE_BUILD_TYPE=Release)
   if [ "$CPU" = 1 ]; then
     # Debian's LibTorch, found where the system keeps it; everything else
@@ -91,12 +96,18 @@ configure_and_build() {
     nccl=$("$py" -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'include'))" \
       2>/dev/null || true)
     [ -n "$nccl" ] && [ -f "$nccl/nccl.h" ] && args+=("-DSHARDKIT_NCCL_INCLUDE_DIR=$nccl")
+    # That Python's own pybind11, where it has one, before .deps' (Debian's
+    # 2.10 predates Python 3.12).
+    pyb=$("$py" -c "import pybind11; print(pybind11.get_cmake_dir())" 2>/dev/null || true)
+    [ -n "$pyb" ] && [ -d "$pyb" ] && args+=("-Dpybind11_DIR=$pyb")
   fi
   args+=("-DPython3_EXECUTABLE=$(command -v "$py")")
   # Asked for each time: a build folder whose last configure fell back to no
   # binding (below) keeps OFF in its cache otherwise.
   args+=(-DSHARDKIT_WITH_PYTHON=ON)
-  command -v ninja >/dev/null && args+=(-G Ninja)
+  # Ninja, told to go on past a failing file, so that one run lists every
+  # compile error (a GPU machine's time is scarce).
+  command -v ninja >/dev/null && args+=(-G Ninja) && keep_going=(-- -k 0)
   export PKG_CONFIG_SYSROOT_DIR=$DEPS/root
   export PKG_CONFIG_LIBDIR=$DEPS/root/usr/lib/x86_64-linux-gnu/pkgconfig:$DEPS/root/usr/share/pkgconfig
   export LD_LIBRARY_PATH=$prefix/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu/hdf5/serial${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -104,6 +115,11 @@ configure_and_build() {
   # through the h5cc wrapper, whose paths are /usr's: name the files instead.
   args+=("-DSHARDKIT_HDF5_INCLUDE_DIR=$prefix/include/hdf5/serial"
     "-DSHARDKIT_HDF5_LIBRARY=$prefix/lib/x86_64-linux-gnu/hdf5/serial/libhdf5.so")
+  # Debian's arch-specific headers (jconfig.h, JPEG_LIB_VERSION 62) before
+  # the machine's: its own libjpeg-dev's jconfig.h says 80, and a 62 library
+  # built against it overruns its callers' structs (seen on Ubuntu 24.04).
+  args+=("-DCMAKE_C_FLAGS=-isystem $prefix/include/x86_64-linux-gnu"
+    "-DCMAKE_CXX_FLAGS=-isystem $prefix/include/x86_64-linux-gnu")
   # The libraries those link at run time (libhdf5's libcurl, libsz, ...).
   args+=("-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$prefix/lib/x86_64-linux-gnu")
   if ! cmake -S . -B "$build" "${args[@]}" >"$OUT_DIR/configure.log" 2>&1; then
@@ -116,7 +132,8 @@ configure_and_build() {
   grep -E '^(SHARDKIT_ZSTD_INCLUDE|ZSTD_INCLUDEDIR|ZSTD_INCLUDE_DIRS|CLI11_DIR|nlohmann_json_DIR|GTest_DIR):' \
     "$build/CMakeCache.txt" >"$OUT_DIR/dependencies.txt" || true
   local targets=(shardkit-train shardkit-pack shardkit-bench train_test)
-  cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" >"$OUT_DIR/build.log" 2>&1 || return 1
+  cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" "${keep_going[@]}" >"$OUT_DIR/build.log" 2>&1 ||
+    return 1
   cmake --build "$build" -j"$(nproc)" --target _shardkit >>"$OUT_DIR/build.log" 2>&1 ||
     note_missing "build the Python binding (see build.log)"
 }
@@ -126,10 +143,10 @@ json_field() { # FILE FIELD
   "$PY" -c "import json,sys; l=[json.loads(x) for x in open(sys.argv[1]) if x.startswith('{')]; print(l[-1].get(sys.argv[2], '')) if l else print('')" "$1" "$2" 2>/dev/null
 }
 
-bench_row() { # MODEL AMP LOADER WORKERS JSONFILE IPS_FIELD
+bench_row() { # MODEL AMP LOADER WORKERS JSONFILE IPS_FIELD WAIT_FIELD
   local ips wait
   ips=$(json_field "$5" "$6")
-  wait=$(json_field "$5" data_wait_fraction)
+  wait=$(json_field "$5" "$7")
   if [ -z "$ips" ]; then
     note_missing "$1 $2 $3 workers=$4 (see $(basename "$5" .json).log)"
     return
@@ -139,12 +156,13 @@ bench_row() { # MODEL AMP LOADER WORKERS JSONFILE IPS_FIELD
 
 # examples/train_imagenet.py with one loader: ARCH AMP LOADER DATA WORKERS ROW_NAME PORT_BASE.
 example() {
-  local log=$OUT_DIR/${1}_${2}_${3}_w$5
-  echo "-- $1 examples/train_imagenet.py --loader $3 workers=$5"
+  local log=$OUT_DIR/${1}_${2}_example_${3}_w$5 amp=()
+  [ "$2" != off ] && amp=(--amp-dtype "$2")
+  echo "-- $1 $2 examples/train_imagenet.py --loader $3 workers=$5"
   env PYTHONPATH="$build/python" MASTER_PORT=$(($7 + $5)) "$PY" examples/train_imagenet.py --loader "$3" \
-    --data "$4" --arch "$1" --batch-size "$batch" --image-size "$size" --workers "$5" \
-    --max-steps "$STEPS" --epochs 1000 --print-every 1000000 --json "$log.json" >"$log.log" 2>&1
-  bench_row "$1" "$2" "$6" "$5" "$log.json" images_per_s
+    --data "$4" --arch "$1" --batch-size "$batch" --image-size "$size" --workers "$5" "${amp[@]}" \
+    --epochs "$EPOCHS" --print-every 1000000 --json "$log.json" >"$log.log" 2>&1
+  bench_row "$1" "$2" "$6" "$5" "$log.json" last_epoch_images_per_s last_epoch_data_wait_fraction
 }
 
 run() {
@@ -152,9 +170,9 @@ run() {
     case $1 in
       --cpu) CPU=1 ;;
       --out) OUT_DIR=$2; shift ;;
-      --steps) STEPS=$2; shift ;;
+      --epochs) EPOCHS=$2; shift ;;
       --workers) WORKERS=$2; shift ;;
-      *) die "unknown argument '$1' (run [--cpu] [--out DIR] [--steps N] [--workers LIST])" ;;
+      *) die "unknown argument '$1' (run [--cpu] [--out DIR] [--epochs N] [--workers LIST])" ;;
     esac
     shift
   done
@@ -166,10 +184,10 @@ run() {
   local t0=$SECONDS build=$ROOT/build-gpu device batch size per_class archs amps
   if [ "$CPU" = 1 ]; then
     build=$ROOT/build-gpukit-cpu device=cpu batch=8 size=32 per_class=6
-    archs=(resnet18) amps=(off) STEPS=${STEPS:-2} WORKERS=${WORKERS:-1,2}
+    archs=(resnet18) amps=(off) WORKERS=${WORKERS:-1,2}
   else
     device=cuda batch=256 size=224 per_class=400
-    archs=(resnet50 resnet18) amps=(bf16 fp16) STEPS=${STEPS:-30} WORKERS=${WORKERS:-1,2,4,8,15}
+    archs=(resnet50 resnet18) amps=(bf16 fp16) WORKERS=${WORKERS:-1,2,4,8,15}
   fi
   {
     echo "device: $("$PY" -c "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu')")"
@@ -186,7 +204,8 @@ run() {
     return 2
   fi
   echo "== CUDA tests (skipped without a GPU), collectives and device choice"
-  "$build/tests/train_test" --gtest_filter='CudaTest.*:LossScaleTest.*:DistEnvTest.*:FeederTest.*:TrainTest.EveryCollective*:TrainTest.Synthetic*' \
+  # Bounded: a collective that never completes must not take the machine.
+  timeout "${GPU_KIT_TEST_TIMEOUT:-300}" "$build/tests/train_test" --gtest_filter='CudaTest.*:LossScaleTest.*:DistEnvTest.*:FeederTest.*:TrainTest.EveryCollective*:TrainTest.Synthetic*' \
     >"$OUT_DIR/cuda_tests.log" 2>&1 || note_missing "pass every CUDA test (see cuda_tests.log)"
   tail -n 4 "$OUT_DIR/cuda_tests.log"
 
@@ -203,24 +222,27 @@ run() {
   fi
   tail -n 2 "$OUT_DIR/pack.log"
 
+  # One class per photograph; the trainer drops the last partial batch.
+  local photos=("$DEPS"/photos/*) steps_per_epoch
+  steps_per_epoch=$(( ${#photos[@]} * per_class / batch ))
   echo "model,amp,loader,workers,images_per_s,data_wait_fraction" >"$OUT_DIR/results.csv"
   local arch amp w flags log
   for arch in "${archs[@]}"; do
     for amp in "${amps[@]}"; do
       [ "$arch" = resnet18 ] && [ "$amp" = fp16 ] && continue  # ResNet-18 in bf16 only
-      flags="--arch $arch --batch-size $batch --size $size --device $device --quiet --epochs 1000 --max-steps $STEPS"
+      flags="--arch $arch --batch-size $batch --size $size --device $device --quiet --epochs $EPOCHS"
       [ "$amp" != off ] && flags+=" --amp --amp-dtype $amp"
       log=$OUT_DIR/${arch}_${amp}_synthetic
       echo "-- $arch $amp synthetic"
-      "$build/train/shardkit-train" $flags --synthetic --synthetic-steps "$(( STEPS > 1 ? STEPS / 2 : 1 ))" --workers 1 >"$log.json" 2>"$log.log"
-      bench_row "$arch" "$amp" synthetic 0 "$log.json" images_per_sec
+      "$build/train/shardkit-train" $flags --synthetic --synthetic-steps "$steps_per_epoch" --workers 1 >"$log.json" 2>"$log.log"
+      bench_row "$arch" "$amp" synthetic 0 "$log.json" images_per_sec data_wait_fraction
       for w in ${WORKERS//,/ }; do
-        log=$OUT_DIR/${arch}_${amp}_shardkit_w$w
+        log=$OUT_DIR/${arch}_${amp}_train_w$w
         echo "-- $arch $amp shardkit-train workers=$w"
         "$build/train/shardkit-train" $flags --data "$work/shards" --workers "$w" >"$log.json" 2>"$log.log"
-        bench_row "$arch" "$amp" shardkit-train "$w" "$log.json" images_per_sec
+        bench_row "$arch" "$amp" shardkit-train "$w" "$log.json" images_per_sec data_wait_fraction
       done
-      [ "$amp" = bf16 ] || [ "$CPU" = 1 ] || continue  # the Python scripts run AMP their own way, once
+      [ "$amp" = fp16 ] && continue  # the Python rows in one precision (bf16: no loss scaling)
       for w in ${WORKERS//,/ }; do
         example "$arch" "$amp" pytorch "$work/jpeg" "$w" DataLoader 29600
         example "$arch" "$amp" shardkit "$work/shards" "$w" "shardkit (Python)" 29700
@@ -272,5 +294,5 @@ EOF
 case ${1:-} in
   fetch) fetch ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu_kit.sh fetch | run [--cpu] [--out DIR] [--steps N] [--workers LIST]" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_kit.sh fetch | run [--cpu] [--out DIR] [--epochs N] [--workers LIST]" >&2; exit 2 ;;
 esac

@@ -75,6 +75,8 @@ def test_two_gloo_ranks_train_with_each_loader(data, tmp_path, loader, launcher)
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["loader"] == loader and summary["ranks"] == 2 and summary["steps"] == 4
     assert summary["images_per_s"] > 0 and 0 <= summary["data_wait_fraction"] <= 1
+    # The last epoch's own figures (what scripts/gpu_kit.sh compares).
+    assert summary["last_epoch_images_per_s"] > 0 and 0 <= summary["last_epoch_data_wait_fraction"] <= 1
     assert 0 <= summary["val_top1"] <= 1
 
 
