@@ -16,7 +16,7 @@ On CPU (here) it trains with gloo; on GPUs with NCCL, AMP and channels_last.
 Both loaders hand over uint8 images; normalisation happens on the device, so the
 two runs differ only in where the pixels come from. At the end rank 0 prints one
 JSON line: images/s and the fraction of the loop spent waiting for data (over the run, and
-over its last epoch: past start-up), accuracy.
+over its last whole epoch after its first: past start-up; null if none), accuracy.
 """
 import argparse
 import json
@@ -246,9 +246,10 @@ def main(argv=None):
             print("resumed from %s: epoch %d, step %d" % (args.checkpoint, start_epoch, step), flush=True)
 
     images_done, wait_s, loop_s, loss_sum, loss_n = 0, 0.0, 0.0, torch.zeros((), device=device), 0
-    # The last epoch's own figures: past start-up (cuDNN's autotuning, the
-    # loader's first fill), what an epoch of a long run costs.
-    last_epoch = (0, 0.0, 0.0)  # images, wait, seconds
+    # The last whole epoch's own figures, of an epoch after this process's
+    # first (past start-up: cuDNN's autotuning, the loader's first fill): what
+    # an epoch of a long run costs. None if no such epoch ran.
+    last_epoch = None  # images, wait, seconds
     done = False
     for epoch in range(start_epoch, args.epochs):
         batches = train.epoch(epoch)
@@ -307,14 +308,15 @@ def main(argv=None):
             torch.cuda.synchronize()  # the epoch's last steps, finished
         epoch_s = time.perf_counter() - t_loop
         loop_s += epoch_s
-        last_epoch = (images_done - epoch_images, wait_s - epoch_wait, epoch_s)
+        if epoch > start_epoch and batch_in_epoch >= steps_per_epoch and epoch_s > 0:
+            last_epoch = (images_done - epoch_images, wait_s - epoch_wait, epoch_s)
         if done:
             break
     summary = {"loader": args.loader, "arch": args.arch, "ranks": world, "steps": step,
                "images_per_s": images_done / loop_s if loop_s > 0 else 0.0,
                "data_wait_fraction": wait_s / loop_s if loop_s > 0 else 0.0,
-               "last_epoch_images_per_s": last_epoch[0] / last_epoch[2] if last_epoch[2] > 0 else 0.0,
-               "last_epoch_data_wait_fraction": last_epoch[1] / last_epoch[2] if last_epoch[2] > 0 else 0.0,
+               "last_epoch_images_per_s": last_epoch[0] / last_epoch[2] if last_epoch else None,
+               "last_epoch_data_wait_fraction": last_epoch[1] / last_epoch[2] if last_epoch else None,
                "mean_loss": (loss_sum / max(1, loss_n)).item()}
     if val is not None:
         summary["val_top1"] = evaluate(model, val, device, mean, std)

@@ -120,7 +120,7 @@ configure_and_build() {
   # built against it overruns its callers' structs (seen on Ubuntu 24.04).
   args+=("-DCMAKE_C_FLAGS=-isystem $prefix/include/x86_64-linux-gnu"
     "-DCMAKE_CXX_FLAGS=-isystem $prefix/include/x86_64-linux-gnu")
-  # The libraries those link at run time (libhdf5's libcurl, libsz, ...).
+  # The libraries those link at run time (libhdf5's libsz, libaec, ...).
   args+=("-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$prefix/lib/x86_64-linux-gnu")
   if ! cmake -S . -B "$build" "${args[@]}" >"$OUT_DIR/configure.log" 2>&1; then
     # Without the binding (no Python headers there, say) rather than nothing.
@@ -140,7 +140,7 @@ configure_and_build() {
 
 # One row: name, images/s, data-wait fraction, from a JSON line's fields.
 json_field() { # FILE FIELD
-  "$PY" -c "import json,sys; l=[json.loads(x) for x in open(sys.argv[1]) if x.startswith('{')]; print(l[-1].get(sys.argv[2], '')) if l else print('')" "$1" "$2" 2>/dev/null
+  "$PY" -c "import json,sys; l=[json.loads(x) for x in open(sys.argv[1]) if x.startswith('{')]; v=l[-1].get(sys.argv[2]) if l else None; print('' if v is None else v)" "$1" "$2" 2>/dev/null
 }
 
 bench_row() { # MODEL AMP LOADER WORKERS JSONFILE IPS_FIELD WAIT_FIELD
@@ -177,6 +177,8 @@ run() {
     shift
   done
   [ -d "$DEPS/root/usr" ] || die ".deps/root is missing: run 'scripts/gpu_kit.sh fetch' on Debian first"
+  # The first epoch is start-up: a row is a later one.
+  [[ $EPOCHS =~ ^[0-9]+$ ]] && [ "$EPOCHS" -ge 2 ] || die "--epochs must be a whole number, at least 2"
   mkdir -p "$OUT_DIR" || die "cannot create $OUT_DIR"
   : >"$OUT_DIR/results.csv"
   PY=$(find_python)
@@ -222,9 +224,12 @@ run() {
   fi
   tail -n 2 "$OUT_DIR/pack.log"
 
-  # One class per photograph; the trainer drops the last partial batch.
-  local photos=("$DEPS"/photos/*) steps_per_epoch
-  steps_per_epoch=$(( ${#photos[@]} * per_class / batch ))
+  # One class per photograph (make_jpeg_set.py takes *.jpg and *.png); the
+  # trainer drops the last partial batch.
+  local photos steps_per_epoch
+  photos=$(find "$DEPS/photos" -maxdepth 1 \( -name '*.jpg' -o -name '*.png' \) | wc -l)
+  steps_per_epoch=$(( photos * per_class / batch ))
+  [ "$steps_per_epoch" -ge 1 ] || steps_per_epoch=1
   echo "model,amp,loader,workers,images_per_s,data_wait_fraction" >"$OUT_DIR/results.csv"
   local arch amp w flags log
   for arch in "${archs[@]}"; do
