@@ -22,6 +22,8 @@
 #       (markdown and CSV) and logs go to DIR ($OUT if set,
 #       else gpu_out/). It goes on past a failing step and ends by listing
 #       what it could not do.
+#       GPU_KIT_RUN_TIMEOUT (600) and GPU_KIT_TEST_TIMEOUT (300) bound each
+#       training run and the CUDA tests, in seconds.
 #       --cpu runs the same steps on this machine's CPU with tiny sizes,
 #       built from .deps/ against Debian's LibTorch: the kit's own test.
 set -uo pipefail
@@ -68,6 +70,9 @@ fetch() {
 OUT_DIR=${OUT:-$ROOT/gpu_out}
 CPU=0
 EPOCHS=2
+# Each step bounded (seconds): one that hangs costs that step, not the
+# machine's whole lease.
+RUN_TIMEOUT=${GPU_KIT_RUN_TIMEOUT:-600}
 WORKERS=""
 MISSING=()
 
@@ -159,7 +164,7 @@ example() {
   local log=$OUT_DIR/${1}_${2}_example_${3}_w$5 amp=()
   [ "$2" != off ] && amp=(--amp-dtype "$2")
   echo "-- $1 $2 examples/train_imagenet.py --loader $3 workers=$5"
-  env PYTHONPATH="$build/python" MASTER_PORT=$(($7 + $5)) "$PY" examples/train_imagenet.py --loader "$3" \
+  timeout "$RUN_TIMEOUT" env PYTHONPATH="$build/python" MASTER_PORT=$(($7 + $5)) "$PY" examples/train_imagenet.py --loader "$3" \
     --data "$4" --arch "$1" --batch-size "$batch" --image-size "$size" --workers "$5" "${amp[@]}" \
     --epochs "$EPOCHS" --print-every 1000000 --json "$log.json" >"$log.log" 2>&1
   bench_row "$1" "$2" "$6" "$5" "$log.json" last_epoch_images_per_s last_epoch_data_wait_fraction
@@ -239,12 +244,14 @@ run() {
       [ "$amp" != off ] && flags+=" --amp --amp-dtype $amp"
       log=$OUT_DIR/${arch}_${amp}_synthetic
       echo "-- $arch $amp synthetic"
-      "$build/train/shardkit-train" $flags --synthetic --synthetic-steps "$steps_per_epoch" --workers 1 >"$log.json" 2>"$log.log"
+      timeout "$RUN_TIMEOUT" "$build/train/shardkit-train" $flags --synthetic --synthetic-steps "$steps_per_epoch" \
+        --workers 1 >"$log.json" 2>"$log.log"
       bench_row "$arch" "$amp" synthetic 0 "$log.json" images_per_sec data_wait_fraction
       for w in ${WORKERS//,/ }; do
         log=$OUT_DIR/${arch}_${amp}_train_w$w
         echo "-- $arch $amp shardkit-train workers=$w"
-        "$build/train/shardkit-train" $flags --data "$work/shards" --workers "$w" >"$log.json" 2>"$log.log"
+        timeout "$RUN_TIMEOUT" "$build/train/shardkit-train" $flags --data "$work/shards" --workers "$w" \
+          >"$log.json" 2>"$log.log"
         bench_row "$arch" "$amp" shardkit-train "$w" "$log.json" images_per_sec data_wait_fraction
       done
       [ "$amp" = fp16 ] && continue  # the Python rows in one precision (bf16: no loss scaling)
