@@ -73,6 +73,7 @@ EPOCHS=2
 # Each step bounded (seconds): one that hangs costs that step, not the
 # machine's whole lease.
 RUN_TIMEOUT=${GPU_KIT_RUN_TIMEOUT:-600}
+TEST_TIMEOUT=${GPU_KIT_TEST_TIMEOUT:-300}
 WORKERS=""
 MISSING=()
 
@@ -172,6 +173,7 @@ example() {
 
 run() {
   while [ $# -gt 0 ]; do
+    case $1 in --out | --epochs | --workers) [ $# -ge 2 ] || die "$1 needs a value" ;; esac
     case $1 in
       --cpu) CPU=1 ;;
       --out) OUT_DIR=$2; shift ;;
@@ -183,7 +185,13 @@ run() {
   done
   [ -d "$DEPS/root/usr" ] || die ".deps/root is missing: run 'scripts/gpu_kit.sh fetch' on Debian first"
   # The first epoch is start-up: a row is a later one.
-  [[ $EPOCHS =~ ^[0-9]+$ ]] && [ "$EPOCHS" -ge 2 ] || die "--epochs must be a whole number, at least 2"
+  [[ $EPOCHS =~ ^[0-9]{1,6}$ ]] && [ "$EPOCHS" -ge 2 ] || die "--epochs must be a whole number, at least 2"
+  [[ -z $WORKERS || $WORKERS =~ ^[1-9][0-9]{0,3}(,[1-9][0-9]{0,3})*$ ]] ||
+    die "--workers must be a comma-separated list of worker counts (1-9999), e.g. 1,2,4"
+  local t
+  for t in RUN_TIMEOUT TEST_TIMEOUT; do
+    [[ ${!t} =~ ^[1-9][0-9]{0,5}$ ]] || die "GPU_KIT_$t must be a whole number of seconds, not '${!t}'"
+  done
   mkdir -p "$OUT_DIR" || die "cannot create $OUT_DIR"
   : >"$OUT_DIR/results.csv"
   PY=$(find_python)
@@ -212,7 +220,7 @@ run() {
   fi
   echo "== CUDA tests (skipped without a GPU), collectives and device choice"
   # Bounded: a collective that never completes must not take the machine.
-  timeout "${GPU_KIT_TEST_TIMEOUT:-300}" "$build/tests/train_test" --gtest_filter='CudaTest.*:LossScaleTest.*:DistEnvTest.*:FeederTest.*:TrainTest.EveryCollective*:TrainTest.Synthetic*' \
+  timeout "$TEST_TIMEOUT" "$build/tests/train_test" --gtest_filter='CudaTest.*:LossScaleTest.*:DistEnvTest.*:FeederTest.*:TrainTest.EveryCollective*:TrainTest.Synthetic*' \
     >"$OUT_DIR/cuda_tests.log" 2>&1 || note_missing "pass every CUDA test (see cuda_tests.log)"
   tail -n 4 "$OUT_DIR/cuda_tests.log"
 
@@ -229,11 +237,12 @@ run() {
   fi
   tail -n 2 "$OUT_DIR/pack.log"
 
-  # One class per photograph (make_jpeg_set.py takes *.jpg and *.png); the
-  # trainer drops the last partial batch.
-  local photos steps_per_epoch
-  photos=$(find "$DEPS/photos" -maxdepth 1 \( -name '*.jpg' -o -name '*.png' \) | wc -l)
-  steps_per_epoch=$(( photos * per_class / batch ))
+  # As many synthetic steps an epoch as the packed set has (the trainer
+  # drops the last partial batch).
+  local records steps_per_epoch
+  records=$("$build/tools/pack/shardkit-pack" inspect "$work/shards" --json |
+    "$PY" -c "import json, sys; print(json.load(sys.stdin)['records'])") || records=0
+  steps_per_epoch=$(( records / batch ))
   [ "$steps_per_epoch" -ge 1 ] || steps_per_epoch=1
   echo "model,amp,loader,workers,images_per_s,data_wait_fraction" >"$OUT_DIR/results.csv"
   local arch amp w flags log
