@@ -348,7 +348,14 @@ Status Trainer::SetUpDevice() {
   precision_ = !o_.amp                           ? Precision::kFp32
                : o_.amp_dtype == AmpDtype::kFp16 ? Precision::kFp16
                                                  : Precision::kBf16;
-  SK_ASSIGN_OR_RETURN(backend_, ResolveBackend(o_.backend, cuda));
+  // A backend is needed where this process makes a group (several ranks, none
+  // injected), or checked where one was asked for by name: a single process
+  // on a build without Gloo (pip's LibTorch may ship no Gloo headers) trains
+  // on CPU all the same.
+  const bool makes_group = env_.world_size > 1 && !injected_;
+  if (makes_group || o_.backend != DistBackend::kAuto) {
+    SK_ASSIGN_OR_RETURN(backend_, ResolveBackend(o_.backend, cuda));
+  }
   if (o_.threads > 0) torch::set_num_threads(o_.threads);
   return Status::OK();
 }
