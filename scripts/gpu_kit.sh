@@ -8,7 +8,7 @@
 #       unpacks them (dpkg -x) into .deps/root, with a few real photographs in
 #       .deps/photos to make a JPEG set from. .deps/ is ignored by git; carry
 #       it to the GPU machine with the checkout (it stays under 64 MB).
-#   scripts/gpu_kit.sh run [--cpu] [--out DIR] [--epochs N] [--workers LIST]
+#   scripts/gpu_kit.sh run [--cpu] [--tests-only] [--out DIR] [--epochs N] [--workers LIST]
 #       (there) configures CMake against that machine's PyTorch
 #       (torch.utils.cmake_prefix_path) and .deps/, builds, runs the CUDA
 #       tests, makes and packs a real-photo JPEG set, and benchmarks ResNet-50
@@ -26,6 +26,9 @@
 #       training run and the CUDA tests, in seconds.
 #       --cpu runs the same steps on this machine's CPU with tiny sizes,
 #       built from .deps/ against Debian's LibTorch: the kit's own test.
+#       --tests-only stops after the build and the CUDA tests (a quick look
+#       at a fix). A test binary that crashes runs again under gdb (or
+#       cuda-gdb), whose backtrace goes to cuda_tests_backtrace.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -69,6 +72,7 @@ fetch() {
 
 OUT_DIR=${OUT:-$ROOT/gpu_out}
 CPU=0
+TESTS_ONLY=0
 EPOCHS=2
 # Each step bounded (seconds): one that hangs costs that step, not the
 # machine's whole lease.
@@ -138,8 +142,10 @@ configure_and_build() {
   grep -E '^(SHARDKIT_ZSTD_INCLUDE|ZSTD_INCLUDEDIR|ZSTD_INCLUDE_DIRS|CLI11_DIR|nlohmann_json_DIR|GTest_DIR):' \
     "$build/CMakeCache.txt" >"$OUT_DIR/dependencies.txt" || true
   local targets=(shardkit-train shardkit-pack shardkit-bench train_test)
+  [ "$TESTS_ONLY" = 1 ] && targets=(shardkit-train train_test)
   cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" "${keep_going[@]}" >"$OUT_DIR/build.log" 2>&1 ||
     return 1
+  [ "$TESTS_ONLY" = 1 ] && return 0
   cmake --build "$build" -j"$(nproc)" --target _shardkit >>"$OUT_DIR/build.log" 2>&1 ||
     note_missing "build the Python binding (see build.log)"
 }
@@ -176,10 +182,11 @@ run() {
     case $1 in --out | --epochs | --workers) [ $# -ge 2 ] || die "$1 needs a value" ;; esac
     case $1 in
       --cpu) CPU=1 ;;
+      --tests-only) TESTS_ONLY=1 ;;
       --out) OUT_DIR=$2; shift ;;
       --epochs) EPOCHS=$2; shift ;;
       --workers) WORKERS=$2; shift ;;
-      *) die "unknown argument '$1' (run [--cpu] [--out DIR] [--epochs N] [--workers LIST])" ;;
+      *) die "unknown argument '$1' (run [--cpu] [--tests-only] [--out DIR] [--epochs N] [--workers LIST])" ;;
     esac
     shift
   done
@@ -219,10 +226,12 @@ run() {
     return 2
   fi
   echo "== CUDA tests (skipped without a GPU), collectives and device choice"
-  # Bounded: a collective that never completes must not take the machine.
-  timeout "$TEST_TIMEOUT" "$build/tests/train_test" --gtest_filter='CudaTest.*:LossScaleTest.*:DistEnvTest.*:FeederTest.*:TrainTest.EveryCollective*:TrainTest.Synthetic*' \
-    >"$OUT_DIR/cuda_tests.log" 2>&1 || note_missing "pass every CUDA test (see cuda_tests.log)"
-  tail -n 4 "$OUT_DIR/cuda_tests.log"
+  cuda_tests "$build"
+  if [ "$TESTS_ONLY" = 1 ]; then
+    finish "$t0"
+    [ ${#MISSING[@]} -eq 0 ]
+    return
+  fi
 
   echo "== a real-photo JPEG set, packed"
   local work=$OUT_DIR/work
@@ -275,6 +284,28 @@ run() {
   [ ${#MISSING[@]} -eq 0 ]
 }
 
+# The CUDA tests, bounded: a collective that never completes must not take
+# the machine. A crash runs them again under a debugger for its backtrace
+# (GPU time is scarce: one run should say where).
+cuda_tests() {
+  local build=$1 rc gdb
+  local filter='CudaTest.*:LossScaleTest.*:DistEnvTest.*:FeederTest.*:TrainTest.EveryCollective*:TrainTest.Synthetic*'
+  # Which libraries the tests load, in order (libstdc++ must come first).
+  { readelf -d "$build/tests/train_test" 2>/dev/null | grep NEEDED; } >>"$OUT_DIR/dependencies.txt"
+  timeout "$TEST_TIMEOUT" "$build/tests/train_test" --gtest_filter="$filter" >"$OUT_DIR/cuda_tests.log" 2>&1
+  rc=$?
+  tail -n 4 "$OUT_DIR/cuda_tests.log"
+  [ "$rc" -eq 0 ] && return 0
+  note_missing "pass every CUDA test (exit $rc; see cuda_tests.log)"
+  [ "$rc" -gt 128 ] && [ "$rc" -ne 137 ] || return 1  # a signal, not the timeout's kill
+  gdb=$(command -v gdb || command -v cuda-gdb || ls /usr/local/cuda/bin/cuda-gdb 2>/dev/null) || return 1
+  [ -n "$gdb" ] || return 1
+  timeout "$TEST_TIMEOUT" "$gdb" -batch -ex run -ex bt -ex 'x/8a $sp' -ex 'info sharedlibrary' \
+    --args "$build/tests/train_test" --gtest_filter="$filter" >"$OUT_DIR/cuda_tests_backtrace.log" 2>&1
+  grep -A14 -m1 '^#0 ' "$OUT_DIR/cuda_tests_backtrace.log"
+  return 1
+}
+
 # The table (each row against the same model's synthetic rate) and what failed.
 finish() {
   local t0=$1
@@ -315,5 +346,5 @@ EOF
 case ${1:-} in
   fetch) fetch ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu_kit.sh fetch | run [--cpu] [--out DIR] [--epochs N] [--workers LIST]" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_kit.sh fetch | run [--cpu] [--tests-only] [--out DIR] [--epochs N] [--workers LIST]" >&2; exit 2 ;;
 esac
