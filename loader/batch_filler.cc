@@ -97,7 +97,7 @@ void BatchFiller::LoadRange(int worker, const Job& job, int i0, int i1) {
   while (count > 0) decode_one();
 }
 
-void BatchFiller::Fill(uint64_t epoch, std::vector<Job>* jobs_in) {
+void BatchFiller::Fill(uint64_t epoch, std::vector<Job>* jobs_in, const Publish& publish) {
   std::vector<Job>& jobs = *jobs_in;
   epoch_ = epoch;
   spans_.clear();
@@ -118,6 +118,11 @@ void BatchFiller::Fill(uint64_t epoch, std::vector<Job>* jobs_in) {
       items_.push_back(Item{static_cast<int>(j), i0, std::min(n, i0 + chunk)});
   }
   const int nitems = static_cast<int>(items_.size());
+  items_left_ = std::vector<std::atomic<int>>(jobs.size());
+  for (const Item& item : items_) items_left_[item.job].fetch_add(1, std::memory_order_relaxed);
+  next_settle_ = 0;
+  handover_done_ = false;
+  publish_ = publish ? &publish : nullptr;
   const bool alone = ChooseAlone(total, nwarm);
   // The blocks to decompress first, then the samples: claimed in that order,
   // so a block is being warmed before the samples that need it are loaded.
@@ -133,9 +138,20 @@ void BatchFiller::Fill(uint64_t epoch, std::vector<Job>* jobs_in) {
   (alone ? fills_alone_ : fills_shared_).fetch_add(1, std::memory_order_relaxed);
   team_.Run(
       nwarm + nitems, [&](int w, int it) { RunItem(w, it, nwarm, jobs); }, alone ? 1 : workers_);
-  for (const Job& job : jobs) {
+  PublishFilled(jobs);  // every item has run: the rest
+  publish_ = nullptr;
+}
+
+void BatchFiller::PublishFilled(const std::vector<Job>& jobs) {
+  while (!handover_done_ && next_settle_ < jobs.size() &&
+         items_left_[next_settle_].load(std::memory_order_acquire) == 0) {
+    const Job& job = jobs[next_settle_++];
     Settle(job);
-    if (!job.slot->status.ok()) break;  // batches after a failed one are never published
+    // A failed batch is handed over (the consumer gets its error); the ones
+    // after it never are.
+    const bool failed = !job.slot->status.ok();
+    const bool go_on = publish_ == nullptr || (*publish_)(job);
+    if (failed || !go_on) handover_done_ = true;
   }
 }
 
@@ -188,6 +204,8 @@ void BatchFiller::RunItem(int w, int it, int nwarm, const std::vector<Job>& jobs
     if (!stopping()) source_->WarmBlock(static_cast<size_t>(it), source_->cursor(w));
     return;
   }
+  // The calling thread hands over what is filled before its next samples.
+  if (w == 0 && publish_ != nullptr) PublishFilled(jobs);
   const Item& item = items_[it - nwarm];
   const Job& job = jobs[item.job];
   try {
@@ -197,6 +215,7 @@ void BatchFiller::RunItem(int w, int it, int nwarm, const std::vector<Job>& jobs
       job.slot->sample_status[i] = Status::IOError(std::string("loader worker: ") + e.what());
     }
   }
+  items_left_[item.job].fetch_sub(1, std::memory_order_release);
 }
 
 // After the team's run: replace failed samples as the corrupt policy says, or

@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -79,7 +80,14 @@ class BatchFiller {
   // Fills the jobs' batches of `epoch` (consecutive batches, in order): each
   // slot's batch and its status, OK or the first failure the corrupt policy
   // did not replace; batches after a failed one are left unfilled.
-  void Fill(uint64_t epoch, std::vector<Job>* jobs);
+  // With `publish`, each batch is settled and handed to it (in order) as
+  // soon as its samples are in, by the calling thread between its own
+  // samples, while the team goes on with the batches behind it: a fill of
+  // several batches (the whole ring at an epoch's start, say) makes the
+  // consumer wait for one batch, not for all. Nothing is handed over after a
+  // failed batch or once `publish` returns false.
+  using Publish = std::function<bool(const Job&)>;
+  void Fill(uint64_t epoch, std::vector<Job>* jobs, const Publish& publish = nullptr);
 
   BatchFillerStats stats() const;
   void ResetStats();
@@ -97,6 +105,9 @@ class BatchFiller {
   void Record(bool alone, uint64_t ns, int samples);
   void RunItem(int worker, int item, int nwarm, const std::vector<Job>& jobs);
   void Settle(const Job& job);
+  // The calling thread's part of handing over: settles and publishes the
+  // batches, in order, whose samples are all in.
+  void PublishFilled(const std::vector<Job>& jobs);
 
   RecordSource* source_;
   const SampleDecoder* decoder_;
@@ -109,6 +120,13 @@ class BatchFiller {
   std::vector<std::vector<SampleLocation>> where_;             // per worker: a range's locations
   std::vector<BatchSpan> spans_;
   std::vector<Item> items_;
+  // The fill in progress: items of each job not yet run (a worker's writes
+  // to a batch come before its decrement), the next job to hand over, and
+  // whether handing over has ended (a failed batch, or publish said stop).
+  std::vector<std::atomic<int>> items_left_;
+  size_t next_settle_ = 0;
+  bool handover_done_ = false;
+  const Publish* publish_ = nullptr;
   // Alone [0] and with the team [1]: wall-clock ns and samples of recent
   // fills, each from its start to the next fill's (decaying sums); a burst
   // of fills the other way in progress; the fill before this one.

@@ -74,23 +74,26 @@ struct Loader::Impl {
   void ProducerLoop(uint64_t first) {
     const uint64_t end = part().batches;
     for (uint64_t k = first; k < end;) {
-      // The first fill is one batch, so that the first batch does not wait
-      // for the ones behind it (a full shuffle of a compressed dataset
-      // decompresses a block per sample).
+      // The first fill is one batch (and only one: the ring is all free
+      // then), so that the first batch does not wait for the blocks the
+      // ones behind it need (a full shuffle of a compressed dataset
+      // decompresses a block per sample). Later fills take every free slot.
+      const bool first_fill = k == first;
       const uint64_t want =
-          k == first ? 1 : std::min(end - k, filler->batches_per_fill(ring->size()));
-      if (!ring->Claim(k, want, end, &claimed)) return;
+          first_fill ? 1 : std::min(end - k, filler->batches_per_fill(ring->size()));
+      if (!ring->Claim(k, want, end, &claimed, first_fill ? 1 : UINT64_MAX)) return;
       jobs.clear();
       for (PrefetchRing::Slot* s : claimed) {
         jobs.push_back(BatchFiller::Job{s, s->index, s->index * part().batch_size,
                                         static_cast<int>(part().BatchLength(s->index))});
       }
-      filler->Fill(epoch, &jobs);
-      for (const BatchFiller::Job& job : jobs) {
-        const bool failed = !job.slot->status.ok();
-        if (!ring->Publish(job.slot)) return;
-        if (failed) return;
-      }
+      // Each batch goes to the consumer as soon as it is filled.
+      bool ended = false;  // a failed batch, or the ring stopped
+      filler->Fill(epoch, &jobs, [&](const BatchFiller::Job& job) {
+        ended = !ring->Publish(job.slot) || !job.slot->status.ok();
+        return !ended;
+      });
+      if (ended) return;
       k += jobs.size();
     }
   }

@@ -1,5 +1,6 @@
 #include "loader/prefetch_ring.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <new>
@@ -68,7 +69,8 @@ PrefetchRing::PrefetchRing(int slots, int batch_size, const Batch& shape, SlotAl
   }
 }
 
-bool PrefetchRing::Claim(uint64_t first, uint64_t want, uint64_t end, std::vector<Slot*>* claimed) {
+bool PrefetchRing::Claim(uint64_t first, uint64_t want, uint64_t end, std::vector<Slot*>* claimed,
+                         uint64_t most) {
   claimed->clear();
   const size_t n = slots_.size();
   std::unique_lock<std::mutex> lock(mu_);
@@ -79,7 +81,7 @@ bool PrefetchRing::Claim(uint64_t first, uint64_t want, uint64_t end, std::vecto
   };
   producer_cv_.wait(lock, [&] { return stop_ || free_run() >= want; });
   if (stop_) return false;
-  for (uint64_t k = first; k < end && claimed->size() < n; ++k) {
+  for (uint64_t k = first; k < end && claimed->size() < std::min<uint64_t>(n, most); ++k) {
     const size_t i = k % n;
     if (state_[i] != State::kFree) break;
     state_[i] = State::kFilling;

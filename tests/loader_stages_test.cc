@@ -479,6 +479,61 @@ TEST(BatchFillerTest, SettlesACorruptSampleAsThePolicySays) {
   }
 }
 
+// A fill of several batches hands each over as soon as its samples are in:
+// on one worker (samples in order), batch j reaches the consumer before any
+// sample of batch j + 1 is written. A failed batch is handed over, with its
+// error, and none after it.
+TEST(BatchFillerTest, HandsEachBatchOverAsSoonAsItIsFilled) {
+  TempDir dir;
+  WriteRaw(dir.path(), 40, 16, CompressionMode::kStore, 1 << 20, /*corrupt=*/25);
+  LoaderOptions o;
+  o.batch_size = 10;
+  o.shuffle = ShuffleMode::kNone;
+  o.workers = 1;
+  auto src = RecordSource::Open(dir.path(), o, o, o.workers);
+  ASSERT_TRUE(src.ok());
+  auto dec = SampleDecoder::Make((*src)->dataset().manifest().record, TransformParams(),
+                                 Layout::kNHWC, 0, dir.path());
+  ASSERT_TRUE(dec.ok());
+  CorruptSamples corrupt(CorruptPolicy::kFail, 0, (*src)->partition().per_rank);
+  std::atomic<bool> stop{false};
+  BatchFiller filler(src->get(), &*dec, &corrupt, 1, &stop);
+  Batch shape;
+  shape.channels = 1;
+  shape.height = shape.width = 16;
+  shape.layout = Layout::kNHWC;
+  PrefetchRing ring(4, 10, shape, nullptr);
+  std::vector<PrefetchRing::Slot*> claimed;
+  ASSERT_TRUE(ring.Claim(0, 1, 4, &claimed));
+  ASSERT_EQ(claimed.size(), 4u) << "a free ring is claimed whole";
+  constexpr uint64_t kUnset = ~uint64_t{0};
+  for (PrefetchRing::Slot* slot : claimed) std::fill_n(slot->batch.sample_ids, 10, kUnset);
+  (*src)->StartEpoch(0, 0);
+  std::vector<BatchFiller::Job> jobs;
+  for (uint64_t k = 0; k < 4; ++k) jobs.push_back(BatchFiller::Job{claimed[k], k, 10 * k, 10});
+  std::vector<uint64_t> handed;
+  filler.Fill(0, &jobs, [&](const BatchFiller::Job& job) {
+    handed.push_back(job.k);
+    if (job.k == 0) {
+      EXPECT_TRUE(job.slot->status.ok()) << job.slot->status.ToString();
+      EXPECT_EQ(job.slot->batch.sample_ids[9], 9u);
+      EXPECT_EQ(claimed[1]->batch.sample_ids[0], kUnset) << "batch 1 begun before batch 0 went";
+    }
+    return true;
+  });
+  ASSERT_EQ(handed, (std::vector<uint64_t>{0, 1, 2})) << "record 25 fails batch 2: none after it";
+  EXPECT_TRUE(claimed[2]->status.IsCorruption()) << claimed[2]->status.ToString();
+
+  // A consumer that stops taking batches (publish says no) is handed no more.
+  handed.clear();
+  (*src)->StartEpoch(1, 0);
+  filler.Fill(1, &jobs, [&](const BatchFiller::Job& job) {
+    handed.push_back(job.k);
+    return false;
+  });
+  EXPECT_EQ(handed, (std::vector<uint64_t>{0}));
+}
+
 // Fills the test times: phases of `fills` fills in which a fill by the
 // calling thread alone takes alone_ns on the filler's clock and one by the
 // team shared_ns (batches of 8 raw records, one after another, epoch after

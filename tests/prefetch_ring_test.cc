@@ -60,6 +60,19 @@ TEST(PrefetchRingTest, BatchesArriveInOrderForAnyClaimWidth) {
   }
 }
 
+// A claim takes the free slots after the ones it waits for, up to `most`
+// (an epoch's first fill takes one batch of an all-free ring).
+TEST(PrefetchRingTest, AClaimTakesTheFreeSlotsUpToMost) {
+  PrefetchRing ring(4, 4, Shape(), nullptr);
+  std::vector<PrefetchRing::Slot*> claimed;
+  ASSERT_TRUE(ring.Claim(0, 1, 10, &claimed, /*most=*/1));
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0]->index, 0u);
+  ASSERT_TRUE(ring.Claim(1, 1, 10, &claimed));
+  ASSERT_EQ(claimed.size(), 3u) << "the rest of the ring";
+  EXPECT_EQ(claimed[2]->index, 3u);
+}
+
 TEST(PrefetchRingTest, HeldLeasesKeepTheirBytesWhileTheRingRefills) {
   PrefetchRing ring(2, 4, Shape(), nullptr);
   std::thread producer([&] { Produce(&ring, 40); });
