@@ -1072,7 +1072,7 @@ TEST(TrainTest, EveryCollectiveTakesTensorsOnTheTrainingDevice) {
       EXPECT_EQ(c.device, device) << c.op << " of " << c.numel << " elements";
       if (c.op == "broadcast") ++broadcasts;
       if (c.op == "allreduce") ++reductions;
-      if (c.op == "allreduce" && c.numel == 8) ++figures;  // the epoch's figures (8 sums)
+      if (c.op == "allreduce" && c.numel == 9) ++figures;  // the epoch's figures (9 sums)
       if (c.op == "allreduce" && c.numel == 3) ++hits;     // top-1, top-5, count
     }
     const int steps = 2 * 64 / 8;
@@ -1105,7 +1105,7 @@ class TwinRanksGroup : public CollectiveGroup {
 TEST(EpochMetricsTest, SumsCrossRanksByNameAndTheReportDividesThem) {
   EpochSums mine;
   mine.loss_sum = 1, mine.samples = 2, mine.correct = 3, mine.records = 4;
-  mine.wait_s = 5, mine.step_s = 6, mine.comm_s = 7, mine.corrupt_skipped = 8;
+  mine.wait_s = 5, mine.step_s = 6, mine.comm_s = 7, mine.corrupt_skipped = 8, mine.start_s = 9;
   TwinRanksGroup twins;
   const EpochSums both = EpochSumsOverRanks(&twins, torch::kCPU, mine);
   EXPECT_EQ(both.loss_sum, 2);
@@ -1116,6 +1116,7 @@ TEST(EpochMetricsTest, SumsCrossRanksByNameAndTheReportDividesThem) {
   EXPECT_EQ(both.step_s, 12);
   EXPECT_EQ(both.comm_s, 14);
   EXPECT_EQ(both.corrupt_skipped, 16);
+  EXPECT_EQ(both.start_s, 18);
   EXPECT_EQ(EpochSumsOverRanks(nullptr, torch::kCPU, mine).comm_s, 7)
       << "no group: this rank's own";
 
@@ -1124,6 +1125,7 @@ TEST(EpochMetricsTest, SumsCrossRanksByNameAndTheReportDividesThem) {
   r.seconds = 4;
   r.sums.loss_sum = 30, r.sums.samples = 20, r.sums.correct = 5, r.sums.records = 18;
   r.sums.wait_s = 1, r.sums.step_s = 3, r.sums.comm_s = 2, r.sums.corrupt_skipped = 2;
+  r.sums.start_s = 0.5;
   r.world_size = 2;
   r.nodes = 2;
   r.lr = 0.1;
@@ -1138,6 +1140,7 @@ TEST(EpochMetricsTest, SumsCrossRanksByNameAndTheReportDividesThem) {
   EXPECT_DOUBLE_EQ(j["comm_exposed_seconds"].get<double>(), 1) << "per rank";
   EXPECT_DOUBLE_EQ(j["comm_exposed_fraction"].get<double>(), 0.5);
   EXPECT_EQ(j["corrupt_skipped"], 2);
+  EXPECT_DOUBLE_EQ(j["epoch_start_seconds"].get<double>(), 0.25) << "per rank";
   EXPECT_EQ(j["nodes"], 2);
   EXPECT_FALSE(j.contains("top1")) << "no validation set, no top-1";
   r.top1 = 0.5;

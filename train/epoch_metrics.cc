@@ -12,7 +12,7 @@ EpochSums EpochSumsOverRanks(CollectiveGroup* group, torch::Device device, const
   const std::vector<double> sum =
       SumOverRanks(group, device,
                    {mine.loss_sum, mine.samples, mine.correct, mine.records, mine.wait_s,
-                    mine.step_s, mine.comm_s, mine.corrupt_skipped});
+                    mine.step_s, mine.comm_s, mine.corrupt_skipped, mine.start_s});
   EpochSums s;
   s.loss_sum = sum[0];
   s.samples = sum[1];
@@ -22,6 +22,7 @@ EpochSums EpochSumsOverRanks(CollectiveGroup* group, torch::Device device, const
   s.step_s = sum[5];
   s.comm_s = sum[6];
   s.corrupt_skipped = sum[7];
+  s.start_s = sum[8];
   return s;
 }
 
@@ -42,6 +43,7 @@ std::string EpochReportJson(const EpochReport& r) {
   j["data_wait_fraction"] = s.wait_s / busy;
   j["comm_exposed_seconds"] = s.comm_s / r.world_size;
   j["comm_exposed_fraction"] = s.comm_s / busy;
+  j["epoch_start_seconds"] = s.start_s / r.world_size;
   j["lr"] = r.lr;
   j["world_size"] = r.world_size;
   j["nodes"] = r.nodes;

@@ -20,6 +20,7 @@ struct EpochSums {
   double step_s = 0;           // forward, backward and the optimizer step
   double comm_s = 0;           // gradient all-reduce not hidden behind backward
   double corrupt_skipped = 0;  // corrupt records replaced by the loader
+  double start_s = 0;          // from the epoch's start to its first batch in hand
 };
 
 // Every rank's sums added field by field, in one all-reduce of a float64
@@ -42,7 +43,9 @@ struct EpochReport {
 
 // The report as one line of JSON (no newline): loss and train_top1 per
 // sample, images_per_sec over the epoch's seconds, data_wait_fraction and
-// comm_exposed_fraction of the time in steps, comm_exposed_seconds per rank.
+// comm_exposed_fraction of the time in steps, comm_exposed_seconds and
+// epoch_start_seconds (the loader's epoch start and first batch, part of the
+// wait: a short epoch's figures are mostly that) per rank.
 std::string EpochReportJson(const EpochReport& r);
 
 }  // namespace shardkit

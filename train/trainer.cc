@@ -555,6 +555,7 @@ Status Trainer::Epoch(bool* more) {
 // synchronisation, so the copy overlaps the step; loss and accuracy are
 // summed on the device and read only for a progress event and at the epoch's end.
 Status Trainer::RunSteps(EpochSums* tot, bool* stopped) {
+  const auto t_start = Clock::now();
   SK_RETURN_IF_ERROR(steps_->StartEpoch(pos_.data.epoch, pos_.data.batch));
   epoch_start_ = Clock::now();
   first_batch_ = static_cast<int64_t>(pos_.data.batch);
@@ -568,6 +569,7 @@ Status Trainer::RunSteps(EpochSums* tot, bool* stopped) {
   correct_dev_ = torch::Tensor();
   std::shared_ptr<const Batch> b, next;
   if (o_.max_steps <= 0 || pos_.global_step < o_.max_steps) SK_RETURN_IF_ERROR(fetch(&b));
+  tot->start_s = Since(t_start);
   for (; b != nullptr; b = std::move(next)) {
     const bool last = o_.max_steps > 0 && pos_.global_step + 1 >= o_.max_steps;
     double stop = 0;
