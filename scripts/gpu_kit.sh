@@ -11,7 +11,8 @@
 #   scripts/gpu_kit.sh run [--cpu] [--tests-only] [--out DIR] [--epochs N] [--workers LIST]
 #       (there) configures CMake against that machine's PyTorch
 #       (torch.utils.cmake_prefix_path) and .deps/, builds, runs the CUDA
-#       tests, makes and packs a real-photo JPEG set, and benchmarks ResNet-50
+#       tests, makes and packs a real-photo JPEG set, measures both loaders
+#       alone (no model, no GPU: what the cores decode), and benchmarks ResNet-50
 #       and ResNet-18 with AMP (bf16, fp16) and channels-last at batch 256 and
 #       224 px: shardkit-train from shards at each loader worker count, the
 #       same model on --synthetic data (the ceiling), and
@@ -155,15 +156,46 @@ json_field() { # FILE FIELD
   "$PY" -c "import json,sys; l=[json.loads(x) for x in open(sys.argv[1]) if x.startswith('{')]; v=l[-1].get(sys.argv[2]) if l else None; print('' if v is None else v)" "$1" "$2" 2>/dev/null
 }
 
-bench_row() { # MODEL AMP LOADER WORKERS JSONFILE IPS_FIELD WAIT_FIELD
-  local ips wait
+bench_row() { # MODEL AMP LOADER WORKERS JSONFILE IPS_FIELD WAIT_FIELD [START_FIELD]
+  local ips wait start=""
   ips=$(json_field "$5" "$6")
   wait=$(json_field "$5" "$7")
+  [ -n "${8:-}" ] && start=$(json_field "$5" "$8")
   if [ -z "$ips" ]; then
     note_missing "$1 $2 $3 workers=$4 (see $(basename "$5" .json).log)"
     return
   fi
-  printf '%s,%s,%s,%s,%.1f,%.3f\n' "$1" "$2" "$3" "$4" "$ips" "${wait:-0}" >>"$OUT_DIR/results.csv"
+  printf '%s,%s,%s,%s,%.1f,%.3f,%s\n' "$1" "$2" "$3" "$4" "$ips" "${wait:-0}" "$start" >>"$OUT_DIR/results.csv"
+}
+
+# The loaders alone, no model and no GPU (what the machine's cores can
+# decode, per worker count): shardkit-bench loader on the shards, PyTorch's
+# DataLoader + torchvision on the JPEG folders, the train transform at the
+# kit's batch and size. Rows with model and amp '-'.
+loaders_alone() { # BUILD SHARDS JPEG_DIR
+  local batches=30 w ips
+  echo "-- shardkit-bench loader, workers $WORKERS"
+  if timeout "$RUN_TIMEOUT" "$1/tools/bench/shardkit-bench" loader "$2" --workers "$WORKERS" --batch "$batch" \
+    --size "$size" --batches "$batches" --warmup 4 --repeat 1 --json >"$OUT_DIR/alone_shardkit.json" \
+    2>"$OUT_DIR/alone_shardkit.log"; then
+    "$PY" -c "import json,sys; [print(r['workers'], r['images_per_sec']) for r in json.load(open(sys.argv[1]))]" \
+      "$OUT_DIR/alone_shardkit.json" | while read -r w ips; do
+      printf -- '-,-,shardkit loader alone,%s,%.1f,0,\n' "$w" "$ips" >>"$OUT_DIR/results.csv"
+    done
+  else
+    note_missing "the shardkit loader alone (see alone_shardkit.log)"
+  fi
+  echo "-- PyTorch DataLoader alone, workers $WORKERS"
+  if timeout "$RUN_TIMEOUT" "$PY" bench/pytorch_loader.py imagefolder "$3" --workers "$WORKERS" --batch "$batch" \
+    --size "$size" --batches "$batches" --warmup 2 --repeat 1 >"$OUT_DIR/alone_pytorch.json" \
+    2>"$OUT_DIR/alone_pytorch.log"; then
+    "$PY" -c "import json,sys; [print(json.loads(l)['workers'], json.loads(l)['images_per_sec']) for l in open(sys.argv[1]) if l.startswith('{')]" \
+      "$OUT_DIR/alone_pytorch.json" | while read -r w ips; do
+      printf -- '-,-,DataLoader alone,%s,%.1f,0,\n' "$w" "$ips" >>"$OUT_DIR/results.csv"
+    done
+  else
+    note_missing "the DataLoader alone (see alone_pytorch.log)"
+  fi
 }
 
 # examples/train_imagenet.py with one loader: ARCH AMP LOADER DATA WORKERS ROW_NAME PORT_BASE.
@@ -253,7 +285,8 @@ run() {
     "$PY" -c "import json, sys; print(json.load(sys.stdin)['records'])") || records=0
   steps_per_epoch=$(( records / batch ))
   [ "$steps_per_epoch" -ge 1 ] || steps_per_epoch=1
-  echo "model,amp,loader,workers,images_per_s,data_wait_fraction" >"$OUT_DIR/results.csv"
+  echo "model,amp,loader,workers,images_per_s,data_wait_fraction,epoch_start_s" >"$OUT_DIR/results.csv"
+  loaders_alone "$build" "$work/shards" "$work/jpeg"
   local arch amp w flags log
   for arch in "${archs[@]}"; do
     for amp in "${amps[@]}"; do
@@ -270,7 +303,8 @@ run() {
         echo "-- $arch $amp shardkit-train workers=$w"
         timeout "$RUN_TIMEOUT" "$build/train/shardkit-train" $flags --data "$work/shards" --workers "$w" \
           >"$log.json" 2>"$log.log"
-        bench_row "$arch" "$amp" shardkit-train "$w" "$log.json" images_per_sec data_wait_fraction
+        bench_row "$arch" "$amp" shardkit-train "$w" "$log.json" images_per_sec data_wait_fraction \
+          epoch_start_seconds
       done
       [ "$amp" = fp16 ] && continue  # the Python rows in one precision (bf16: no loss scaling)
       for w in ${WORKERS//,/ }; do
@@ -316,14 +350,31 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 print("# GPU check\n")
 print("```\n" + open(sys.argv[2]).read().strip() + "\n```\n")
 ceiling = {(r["model"], r["amp"]): float(r["images_per_s"]) for r in rows if r["loader"] == "synthetic"}
-print("| model | amp | loader | workers | images/s | of synthetic | data wait |")
-print("|---|---|---|---:|---:|---:|---:|")
+alone = [r for r in rows if r["model"] == "-"]
+rows = [r for r in rows if r["model"] != "-"]
+if alone:
+    # What the cores decode with no model and no GPU: the most any row below can get.
+    by = {}
+    for r in alone:
+        by.setdefault(int(r["workers"]), {})[r["loader"]] = float(r["images_per_s"])
+    print("The loaders alone (train transform, no model, no GPU):\n")
+    print("| workers | shardkit loader images/s | DataLoader images/s | shardkit / DataLoader |")
+    print("|---:|---:|---:|---:|")
+    for w in sorted(by):
+        s, d = by[w].get("shardkit loader alone"), by[w].get("DataLoader alone")
+        print("| %d | %s | %s | %s |" % (w, "%.0f" % s if s else "-", "%.0f" % d if d else "-",
+                                         "%.2f" % (s / d) if s and d else "-"))
+    print()
+print("| model | amp | loader | workers | images/s | of synthetic | data wait | epoch start |")
+print("|---|---|---|---:|---:|---:|---:|---:|")
 for r in rows:
     c = ceiling.get((r["model"], r["amp"])) or ceiling.get((r["model"], "bf16"))
     ips = float(r["images_per_s"])
-    print("| %s | %s | %s | %s | %.0f | %s | %.0f%% |" % (
+    start = r.get("epoch_start_s") or ""
+    print("| %s | %s | %s | %s | %.0f | %s | %.0f%% | %s |" % (
         r["model"], r["amp"], r["loader"], r["workers"] if r["loader"] != "synthetic" else "-", ips,
-        "%.2f" % (ips / c) if c else "-", 100 * float(r["data_wait_fraction"])))
+        "%.2f" % (ips / c) if c else "-", 100 * float(r["data_wait_fraction"]),
+        "%.3f s" % float(start) if start else "-"))
 # Loader cores needed for 97% of the synthetic rate.
 print("\n| model | amp | loader | workers for 97% of synthetic |\n|---|---|---|---|")
 for key, c in ceiling.items():
