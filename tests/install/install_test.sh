@@ -107,6 +107,13 @@ out=$("$tmp/consumer/ingest_consumer" "$tmp/images.idx" "$tmp/labels.idx" "$tmp/
 [ "$out" = "packed 40 records into 1 shards" ] || fail "ingest_consumer printed '$out'"
 out=$("$tmp/consumer/consumer" "$tmp/idx") || fail "run the consumer on ingest_consumer's dataset"
 case $out in *": 40 records, 3 batches, label sum 180") ;; *) fail "the consumer printed '$out'" ;; esac
+# A train consumer takes the shared libstdc++ first (ahead of LibTorch's
+# exported copies of its symbols), found with the consumer's own compiler: no
+# path of the machine that built shardkit is in the installed package.
+first=$(readelf -d "$tmp/consumer/train_consumer" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | head -n 1)
+[ "$first" = libstdc++.so.6 ] || fail "train_consumer's first NEEDED library is '$first', not libstdc++.so.6"
+! grep -rq 'libstdc++.so' "$tmp/prefix"/lib*/cmake/shardkit/shardkitTrainTargets*.cmake ||
+  fail "the installed train targets name a libstdc++ path of the build machine"
 out=$("$tmp/consumer/train_consumer" "$tmp/shards" 2>"$tmp/train.log") || { cat "$tmp/train.log"; fail "run train_consumer"; }
 [ "$out" = "trained 2 steps" ] || fail "train_consumer printed '$out'"
 echo "install_test: every check passed"
