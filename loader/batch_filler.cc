@@ -146,7 +146,11 @@ void BatchFiller::PublishFilled(const std::vector<Job>& jobs) {
   while (!handover_done_ && next_settle_ < jobs.size() &&
          items_left_[next_settle_].load(std::memory_order_acquire) == 0) {
     const Job& job = jobs[next_settle_++];
-    Settle(job);
+    try {  // on worker 0 inside the team's run: nothing may leave a task
+      Settle(job);
+    } catch (const std::exception& e) {
+      job.slot->status = Status::IOError(std::string("loader: ") + e.what());
+    }
     // A failed batch is handed over (the consumer gets its error); the ones
     // after it never are.
     const bool failed = !job.slot->status.ok();
@@ -218,8 +222,9 @@ void BatchFiller::RunItem(int w, int it, int nwarm, const std::vector<Job>& jobs
   items_left_[item.job].fetch_sub(1, std::memory_order_release);
 }
 
-// After the team's run: replace failed samples as the corrupt policy says, or
-// fail the batch; then stamp it.
+// Once every item of the job has run (PublishFilled, on the calling thread:
+// during the team's run, between its own items, or after it): replace failed
+// samples as the corrupt policy says, or fail the batch; then stamp it.
 void BatchFiller::Settle(const Job& job) {
   PrefetchRing::Slot* slot = job.slot;
   for (int i = 0; i < job.n; ++i) {

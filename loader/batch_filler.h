@@ -1,8 +1,9 @@
 // BatchFiller: fills claimed ring slots with their batches. Each fill
 // prepares the source's reads for its batches, decompresses the blocks they
 // need and decodes their samples on a WorkerTeam (the calling thread and
-// workers - 1 helpers; one path for JPEG and raw records), then settles
-// failed samples with the corrupt policy: replaced, or the batch's error.
+// workers - 1 helpers; one path for JPEG and raw records), and settles each
+// batch's failed samples with the corrupt policy (replaced, or the batch's
+// error) on the calling thread once the batch's samples are all in.
 //
 // How work is split: raw samples are cheap and handed out in chunks, JPEGs
 // one at a time. A fill runs on the calling thread alone or on the team

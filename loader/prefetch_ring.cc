@@ -81,7 +81,8 @@ bool PrefetchRing::Claim(uint64_t first, uint64_t want, uint64_t end, std::vecto
   };
   producer_cv_.wait(lock, [&] { return stop_ || free_run() >= want; });
   if (stop_) return false;
-  for (uint64_t k = first; k < end && claimed->size() < std::min<uint64_t>(n, most); ++k) {
+  const uint64_t cap = std::min<uint64_t>(n, std::max(most, want));
+  for (uint64_t k = first; k < end && claimed->size() < cap; ++k) {
     const size_t i = k % n;
     if (state_[i] != State::kFree) break;
     state_[i] = State::kFilling;

@@ -69,8 +69,9 @@ class PrefetchRing {
 
   // Producer. Waits until the slots of batches [first, first + want) are free,
   // then claims them and the free slots after them, up to batch `end`, one
-  // turn of the ring and `most` batches; each claimed slot has a buffer no
-  // lease holds. Returns false (claiming nothing) once Stop() is called.
+  // turn of the ring and `most` batches (never fewer than `want`); each
+  // claimed slot has a buffer no lease holds. Returns false (claiming
+  // nothing) once Stop() is called.
   bool Claim(uint64_t first, uint64_t want, uint64_t end, std::vector<Slot*>* claimed,
              uint64_t most = UINT64_MAX);
   // Makes a filled slot's batch (or its error) available to Take. False if stopped.

@@ -534,6 +534,57 @@ TEST(BatchFillerTest, HandsEachBatchOverAsSoonAsItIsFilled) {
   EXPECT_EQ(handed, (std::vector<uint64_t>{0}));
 }
 
+// The same with the team (4 workers, a compressed full shuffle, a corrupt
+// record replaced): every batch is handed over once, in order, whole, with
+// the bytes of the records it names; under ThreadSanitizer this is the
+// check that a batch is read only after every worker's writes to it.
+TEST(BatchFillerTest, TheTeamHandsBatchesOverInOrderAndWhole) {
+  TempDir dir;
+  WriteRaw(dir.path(), 160, 16, CompressionMode::kZstd, 2048, /*corrupt=*/37);
+  auto ds = Dataset::Open(dir.path());
+  ASSERT_TRUE(ds.ok());
+  LoaderOptions o;
+  o.batch_size = 20;
+  o.shuffle = ShuffleMode::kFull;
+  o.workers = 4;
+  auto src = RecordSource::Open(dir.path(), o, o, o.workers);
+  ASSERT_TRUE(src.ok());
+  auto dec = SampleDecoder::Make((*src)->dataset().manifest().record, TransformParams(),
+                                 Layout::kNHWC, 0, dir.path());
+  ASSERT_TRUE(dec.ok());
+  CorruptSamples corrupt(CorruptPolicy::kSkip, 10, (*src)->partition().per_rank);
+  std::atomic<bool> stop{false};
+  BatchFiller filler(src->get(), &*dec, &corrupt, 4, &stop);
+  Batch shape;
+  shape.channels = 1;
+  shape.height = shape.width = 16;
+  shape.layout = Layout::kNHWC;
+  PrefetchRing ring(8, 20, shape, nullptr);
+  std::vector<PrefetchRing::Slot*> claimed;
+  ASSERT_TRUE(ring.Claim(0, 8, 8, &claimed));
+  ASSERT_EQ(claimed.size(), 8u);
+  for (uint64_t epoch = 0; epoch < 3; ++epoch) {
+    (*src)->StartEpoch(epoch, 0);
+    std::vector<BatchFiller::Job> jobs;
+    for (uint64_t k = 0; k < 8; ++k) jobs.push_back(BatchFiller::Job{claimed[k], k, 20 * k, 20});
+    std::vector<uint64_t> handed;
+    filler.Fill(epoch, &jobs, [&](const BatchFiller::Job& job) {
+      handed.push_back(job.k);
+      EXPECT_TRUE(job.slot->status.ok()) << job.slot->status.ToString();
+      for (int i = 0; i < 20; ++i) {
+        const uint64_t id = job.slot->batch.sample_ids[i];
+        EXPECT_NE(id, 37u) << "the corrupt record is replaced";
+        EXPECT_EQ(std::string(reinterpret_cast<const char*>(job.slot->batch.data) + i * 256, 256),
+                  Expected(**ds, id))
+            << "batch " << job.k << " sample " << i;
+      }
+      return true;
+    });
+    EXPECT_EQ(handed, (std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7})) << "epoch " << epoch;
+  }
+  EXPECT_EQ(corrupt.samples_replaced(), 3u) << "once an epoch";
+}
+
 // Fills the test times: phases of `fills` fills in which a fill by the
 // calling thread alone takes alone_ns on the filler's clock and one by the
 // team shared_ns (batches of 8 raw records, one after another, epoch after
