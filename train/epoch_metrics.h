@@ -16,7 +16,7 @@ struct EpochSums {
   double samples = 0;          // stepped through, padding included
   double correct = 0;          // top-1 hits on the training batches
   double records = 0;          // samples that are not padding
-  double wait_s = 0;           // waiting for the next batch
+  double wait_s = 0;           // waiting for the next batch (and the epoch's start)
   double step_s = 0;           // forward, backward and the optimizer step
   double comm_s = 0;           // gradient all-reduce not hidden behind backward
   double corrupt_skipped = 0;  // corrupt records replaced by the loader

@@ -558,6 +558,7 @@ Status Trainer::RunSteps(EpochSums* tot, bool* stopped) {
   const auto t_start = Clock::now();
   SK_RETURN_IF_ERROR(steps_->StartEpoch(pos_.data.epoch, pos_.data.batch));
   epoch_start_ = Clock::now();
+  tot->wait_s += Since(t_start);  // the loader's epoch start is waiting for data too
   first_batch_ = static_cast<int64_t>(pos_.data.batch);
   auto fetch = [&](std::shared_ptr<const Batch>* out) -> Status {
     const auto t_wait = Clock::now();
