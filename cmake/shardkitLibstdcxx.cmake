@@ -10,8 +10,9 @@
 # objects and libraries.
 #
 # shardkit_libstdcxx_link_option(VAR): the option for this project's C++
-# compiler (its libstdc++.so.6, or -lstdc++ where it does not say), empty off
-# Linux. Used by train/CMakeLists.txt for shardkit's own programs and by
+# compiler (its libstdc++.so.6, or -lstdc++ where it does not say, and when
+# cross-compiling: asked without the toolchain's target and sysroot, the
+# compiler would name the host's), empty off Linux. Used by train/CMakeLists.txt for shardkit's own programs and by
 # shardkitConfig.cmake for a find_package(shardkit COMPONENTS train) consumer,
 # each with its own compiler: the path is never carried from one machine to
 # another.
@@ -20,11 +21,15 @@ function(shardkit_libstdcxx_link_option var)
   if(NOT CMAKE_SYSTEM_NAME STREQUAL "Linux" OR NOT CMAKE_CXX_COMPILER)
     return()
   endif()
-  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so.6
-                  OUTPUT_VARIABLE so OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-  if(NOT IS_ABSOLUTE "${so}" OR NOT EXISTS "${so}")
-    set(so "-lstdc++")  # the compiler does not say where: by name
+  set(so "")
+  if(NOT CMAKE_CROSSCOMPILING)
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so.6
+                    OUTPUT_VARIABLE so OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   endif()
-  set(${var} "SHELL:-Wl,--push-state,--no-as-needed,-Bdynamic ${so} -Wl,--pop-state"
+  if(NOT IS_ABSOLUTE "${so}" OR NOT EXISTS "${so}")
+    set(so "-lstdc++")  # by name: the linker searches the target's libraries
+  endif()
+  # Quoted: SHELL: splits on spaces, and a toolchain's path may have some.
+  set(${var} "SHELL:-Wl,--push-state,--no-as-needed,-Bdynamic \"${so}\" -Wl,--pop-state"
       PARENT_SCOPE)
 endfunction()
