@@ -45,7 +45,10 @@ mkdir -p "$OUT" out/commits
 if [ ! -x "$OLD_DIR/build/train/shardkit-train" ]; then
   echo "== building $old_sha in $OLD_DIR" >&2
   [ -d "$OLD_DIR" ] || git worktree add --detach "$OLD_DIR" "$old_sha" > /dev/null
-  (cd "$OLD_DIR" && shardkit_build build -DSHARDKIT_BUILD_TESTS=OFF -DSHARDKIT_WITH_PYTHON=OFF > /dev/null)
+  # Built as this tree's build/ is (assertions on or off: both sides alike).
+  assertions=$(sed -n 's/^SHARDKIT_ASSERTIONS:BOOL=//p' build/CMakeCache.txt 2>/dev/null)
+  (cd "$OLD_DIR" && shardkit_build build -DSHARDKIT_BUILD_TESTS=OFF -DSHARDKIT_WITH_PYTHON=OFF \
+    ${assertions:+-DSHARDKIT_ASSERTIONS=$assertions} > /dev/null)
 fi
 [ -x build/train/shardkit-train ] || shardkit_build build > /dev/null
 # Each side's loader_dump (a test tool: built alone, where OLD has one).
