@@ -479,6 +479,52 @@ TEST(BatchFillerTest, SettlesACorruptSampleAsThePolicySays) {
   }
 }
 
+// A BatchFiller over the raw 16x16 dataset in `dir` (WriteRaw's) and a ring
+// of `slots` batches, all claimed: Jobs(n) are batches 0..n-1 of an epoch,
+// batch k in claimed[k]. Open() says what failed, or nothing.
+struct FillerRig {
+  std::unique_ptr<RecordSource> src;
+  std::unique_ptr<SampleDecoder> dec;
+  std::unique_ptr<CorruptSamples> corrupt;
+  std::atomic<bool> stop{false};
+  std::unique_ptr<BatchFiller> filler;
+  std::unique_ptr<PrefetchRing> ring;
+  std::vector<PrefetchRing::Slot*> claimed;
+  int batch = 0;
+
+  std::string Open(const std::string& dir, int batch_size, ShuffleMode shuffle, int workers,
+                   CorruptPolicy policy, uint64_t skip_budget, int slots) {
+    batch = batch_size;
+    LoaderOptions o;
+    o.batch_size = batch_size;
+    o.shuffle = shuffle;
+    o.workers = workers;
+    auto s = RecordSource::Open(dir, o, o, o.workers);
+    if (!s.ok()) return "RecordSource: " + s.status().ToString();
+    src = std::move(*s);
+    auto d = SampleDecoder::Make(src->dataset().manifest().record, TransformParams(), Layout::kNHWC,
+                                 0, dir);
+    if (!d.ok()) return "SampleDecoder: " + d.status().ToString();
+    dec = std::make_unique<SampleDecoder>(std::move(*d));
+    corrupt = std::make_unique<CorruptSamples>(policy, skip_budget, src->partition().per_rank);
+    filler = std::make_unique<BatchFiller>(src.get(), dec.get(), corrupt.get(), workers, &stop);
+    Batch shape;
+    shape.channels = 1;
+    shape.height = shape.width = 16;
+    shape.layout = Layout::kNHWC;
+    ring = std::make_unique<PrefetchRing>(slots, batch_size, shape, nullptr);
+    if (!ring->Claim(0, 1, slots, &claimed) || claimed.size() != static_cast<size_t>(slots))
+      return "a free ring is claimed whole";
+    return "";
+  }
+  std::vector<BatchFiller::Job> Jobs(uint64_t n) const {
+    std::vector<BatchFiller::Job> jobs;
+    for (uint64_t k = 0; k < n; ++k)
+      jobs.push_back(BatchFiller::Job{claimed[k], k, static_cast<uint64_t>(batch) * k, batch});
+    return jobs;
+  }
+};
+
 // A fill of several batches hands each over as soon as its samples are in:
 // on one worker (samples in order), batch j reaches the consumer before any
 // sample of batch j + 1 is written. A failed batch is handed over, with its
@@ -486,33 +532,15 @@ TEST(BatchFillerTest, SettlesACorruptSampleAsThePolicySays) {
 TEST(BatchFillerTest, HandsEachBatchOverAsSoonAsItIsFilled) {
   TempDir dir;
   WriteRaw(dir.path(), 40, 16, CompressionMode::kStore, 1 << 20, /*corrupt=*/25);
-  LoaderOptions o;
-  o.batch_size = 10;
-  o.shuffle = ShuffleMode::kNone;
-  o.workers = 1;
-  auto src = RecordSource::Open(dir.path(), o, o, o.workers);
-  ASSERT_TRUE(src.ok());
-  auto dec = SampleDecoder::Make((*src)->dataset().manifest().record, TransformParams(),
-                                 Layout::kNHWC, 0, dir.path());
-  ASSERT_TRUE(dec.ok());
-  CorruptSamples corrupt(CorruptPolicy::kFail, 0, (*src)->partition().per_rank);
-  std::atomic<bool> stop{false};
-  BatchFiller filler(src->get(), &*dec, &corrupt, 1, &stop);
-  Batch shape;
-  shape.channels = 1;
-  shape.height = shape.width = 16;
-  shape.layout = Layout::kNHWC;
-  PrefetchRing ring(4, 10, shape, nullptr);
-  std::vector<PrefetchRing::Slot*> claimed;
-  ASSERT_TRUE(ring.Claim(0, 1, 4, &claimed));
-  ASSERT_EQ(claimed.size(), 4u) << "a free ring is claimed whole";
+  FillerRig rig;
+  ASSERT_EQ(rig.Open(dir.path(), 10, ShuffleMode::kNone, 1, CorruptPolicy::kFail, 0, 4), "");
+  const std::vector<PrefetchRing::Slot*>& claimed = rig.claimed;
   constexpr uint64_t kUnset = ~uint64_t{0};
   for (PrefetchRing::Slot* slot : claimed) std::fill_n(slot->batch.sample_ids, 10, kUnset);
-  (*src)->StartEpoch(0, 0);
-  std::vector<BatchFiller::Job> jobs;
-  for (uint64_t k = 0; k < 4; ++k) jobs.push_back(BatchFiller::Job{claimed[k], k, 10 * k, 10});
+  rig.src->StartEpoch(0, 0);
+  std::vector<BatchFiller::Job> jobs = rig.Jobs(4);
   std::vector<uint64_t> handed;
-  filler.Fill(0, &jobs, [&](const BatchFiller::Job& job) {
+  rig.filler->Fill(0, &jobs, [&](const BatchFiller::Job& job) {
     handed.push_back(job.k);
     if (job.k == 0) {
       EXPECT_TRUE(job.slot->status.ok()) << job.slot->status.ToString();
@@ -526,8 +554,8 @@ TEST(BatchFillerTest, HandsEachBatchOverAsSoonAsItIsFilled) {
 
   // A consumer that stops taking batches (publish says no) is handed no more.
   handed.clear();
-  (*src)->StartEpoch(1, 0);
-  filler.Fill(1, &jobs, [&](const BatchFiller::Job& job) {
+  rig.src->StartEpoch(1, 0);
+  rig.filler->Fill(1, &jobs, [&](const BatchFiller::Job& job) {
     handed.push_back(job.k);
     return false;
   });
@@ -543,32 +571,13 @@ TEST(BatchFillerTest, TheTeamHandsBatchesOverInOrderAndWhole) {
   WriteRaw(dir.path(), 160, 16, CompressionMode::kZstd, 2048, /*corrupt=*/37);
   auto ds = Dataset::Open(dir.path());
   ASSERT_TRUE(ds.ok());
-  LoaderOptions o;
-  o.batch_size = 20;
-  o.shuffle = ShuffleMode::kFull;
-  o.workers = 4;
-  auto src = RecordSource::Open(dir.path(), o, o, o.workers);
-  ASSERT_TRUE(src.ok());
-  auto dec = SampleDecoder::Make((*src)->dataset().manifest().record, TransformParams(),
-                                 Layout::kNHWC, 0, dir.path());
-  ASSERT_TRUE(dec.ok());
-  CorruptSamples corrupt(CorruptPolicy::kSkip, 10, (*src)->partition().per_rank);
-  std::atomic<bool> stop{false};
-  BatchFiller filler(src->get(), &*dec, &corrupt, 4, &stop);
-  Batch shape;
-  shape.channels = 1;
-  shape.height = shape.width = 16;
-  shape.layout = Layout::kNHWC;
-  PrefetchRing ring(8, 20, shape, nullptr);
-  std::vector<PrefetchRing::Slot*> claimed;
-  ASSERT_TRUE(ring.Claim(0, 8, 8, &claimed));
-  ASSERT_EQ(claimed.size(), 8u);
+  FillerRig rig;
+  ASSERT_EQ(rig.Open(dir.path(), 20, ShuffleMode::kFull, 4, CorruptPolicy::kSkip, 10, 8), "");
   for (uint64_t epoch = 0; epoch < 3; ++epoch) {
-    (*src)->StartEpoch(epoch, 0);
-    std::vector<BatchFiller::Job> jobs;
-    for (uint64_t k = 0; k < 8; ++k) jobs.push_back(BatchFiller::Job{claimed[k], k, 20 * k, 20});
+    rig.src->StartEpoch(epoch, 0);
+    std::vector<BatchFiller::Job> jobs = rig.Jobs(8);
     std::vector<uint64_t> handed;
-    filler.Fill(epoch, &jobs, [&](const BatchFiller::Job& job) {
+    rig.filler->Fill(epoch, &jobs, [&](const BatchFiller::Job& job) {
       handed.push_back(job.k);
       EXPECT_TRUE(job.slot->status.ok()) << job.slot->status.ToString();
       for (int i = 0; i < 20; ++i) {
@@ -582,7 +591,7 @@ TEST(BatchFillerTest, TheTeamHandsBatchesOverInOrderAndWhole) {
     });
     EXPECT_EQ(handed, (std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7})) << "epoch " << epoch;
   }
-  EXPECT_EQ(corrupt.samples_replaced(), 3u) << "once an epoch";
+  EXPECT_EQ(rig.corrupt->samples_replaced(), 3u) << "once an epoch";
 }
 
 // Fills the test times: phases of `fills` fills in which a fill by the
