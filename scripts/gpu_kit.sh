@@ -173,29 +173,38 @@ bench_row() { # MODEL AMP LOADER WORKERS JSONFILE IPS_FIELD WAIT_FIELD [START_FI
 # DataLoader + torchvision on the JPEG folders, the train transform at the
 # kit's batch and size. Rows with model and amp '-'.
 loaders_alone() { # BUILD SHARDS JPEG_DIR
-  local batches=30 w ips
+  local common=(--workers "$WORKERS" --batch "$batch" --size "$size" --batches 30 --repeat 1)
   echo "-- shardkit-bench loader, workers $WORKERS"
-  if timeout "$RUN_TIMEOUT" "$1/tools/bench/shardkit-bench" loader "$2" --workers "$WORKERS" --batch "$batch" \
-    --size "$size" --batches "$batches" --warmup 4 --repeat 1 --json >"$OUT_DIR/alone_shardkit.json" \
-    2>"$OUT_DIR/alone_shardkit.log"; then
-    "$PY" -c "import json,sys; [print(r['workers'], r['images_per_sec']) for r in json.load(open(sys.argv[1]))]" \
-      "$OUT_DIR/alone_shardkit.json" | while read -r w ips; do
-      printf -- '-,-,shardkit loader alone,%s,%.1f,0,\n' "$w" "$ips" >>"$OUT_DIR/results.csv"
-    done
-  else
+  timeout "$RUN_TIMEOUT" "$1/tools/bench/shardkit-bench" loader "$2" "${common[@]}" --warmup 4 --json \
+    >"$OUT_DIR/alone_shardkit.json" 2>"$OUT_DIR/alone_shardkit.log" &&
+    alone_rows "shardkit loader alone" "$OUT_DIR/alone_shardkit.json" ||
     note_missing "the shardkit loader alone (see alone_shardkit.log)"
-  fi
   echo "-- PyTorch DataLoader alone, workers $WORKERS"
-  if timeout "$RUN_TIMEOUT" "$PY" bench/pytorch_loader.py imagefolder "$3" --workers "$WORKERS" --batch "$batch" \
-    --size "$size" --batches "$batches" --warmup 2 --repeat 1 >"$OUT_DIR/alone_pytorch.json" \
-    2>"$OUT_DIR/alone_pytorch.log"; then
-    "$PY" -c "import json,sys; [print(json.loads(l)['workers'], json.loads(l)['images_per_sec']) for l in open(sys.argv[1]) if l.startswith('{')]" \
-      "$OUT_DIR/alone_pytorch.json" | while read -r w ips; do
-      printf -- '-,-,DataLoader alone,%s,%.1f,0,\n' "$w" "$ips" >>"$OUT_DIR/results.csv"
-    done
-  else
+  timeout "$RUN_TIMEOUT" "$PY" bench/pytorch_loader.py imagefolder "$3" "${common[@]}" --warmup 2 \
+    >"$OUT_DIR/alone_pytorch.json" 2>"$OUT_DIR/alone_pytorch.log" &&
+    alone_rows "DataLoader alone" "$OUT_DIR/alone_pytorch.json" ||
     note_missing "the DataLoader alone (see alone_pytorch.log)"
-  fi
+}
+
+# A loader-alone run's rows into results.csv: LOADER FILE (a JSON array, as
+# shardkit-bench writes, or an object a line, as pytorch_loader.py does).
+# Fails, adding nothing, where the file has no rows.
+alone_rows() {
+  local rows w ips
+  rows=$("$PY" - "$2" <<'EOF'
+import json, sys
+text = open(sys.argv[1]).read()
+try:
+    rows = json.loads(text)
+except ValueError:
+    rows = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+for r in rows:
+    print(r["workers"], r["images_per_sec"])
+EOF
+  ) && [ -n "$rows" ] || return 1
+  while read -r w ips; do
+    printf -- '-,-,%s,%s,%.1f,0,\n' "$1" "$w" "$ips" >>"$OUT_DIR/results.csv"
+  done <<<"$rows"
 }
 
 # examples/train_imagenet.py with one loader: ARCH AMP LOADER DATA WORKERS ROW_NAME PORT_BASE.
