@@ -123,23 +123,23 @@ void BatchFiller::Fill(uint64_t epoch, std::vector<Job>* jobs_in, const Publish&
   next_settle_ = 0;
   handover_done_ = false;
   publish_ = publish ? &publish : nullptr;
-  const bool alone = ChooseAlone(total, nwarm);
+  const bool follows = prev_.any && epoch == prev_.epoch && jobs.front().k == prev_.next_k;
+  const bool alone = ChooseAlone(total, nwarm, follows);
+  (alone ? fills_alone_ : fills_shared_).fetch_add(1, std::memory_order_relaxed);
   // The blocks to decompress first, then the samples: claimed in that order,
   // so a block is being warmed before the samples that need it are loaded.
-  // A fill is measured from its start to the next one's (the producer's
-  // cycle: its wait for free slots too), so a team that slows the consumer,
-  // with whom it shares the cores, counts against the team.
-  const uint64_t start = clock_.NowNs();
-  if (last_.total > 0 && last_.number > kWarmupFills && epoch == last_.epoch &&
-      jobs.front().k == last_.next_k) {
-    Record(last_.alone, start - last_.start, last_.total);
-  }
-  last_ = LastFill{alone, start, total, epoch, jobs.back().k + 1, fills_};
-  (alone ? fills_alone_ : fills_shared_).fetch_add(1, std::memory_order_relaxed);
   team_.Run(
       nwarm + nitems, [&](int w, int it) { RunItem(w, it, nwarm, jobs); }, alone ? 1 : workers_);
   PublishFilled(jobs);  // every item has run: the rest
   publish_ = nullptr;
+  // Measured from the previous fill's end (the wait for this fill's slots
+  // included) when it is the one before it in the epoch, past the warm-up,
+  // and whole (every batch handed over: none failed, nothing stopped it).
+  const uint64_t end = clock_.NowNs();
+  const bool whole = !handover_done_ && !stopping();
+  if (follows && whole && fills_ > kWarmupFills) Record(alone, end - prev_.end, total);
+  prev_ = PrevFill{true, end, epoch, jobs.back().k + 1};
+  ChooseNext();
 }
 
 void BatchFiller::PublishFilled(const std::vector<Job>& jobs) {
@@ -162,34 +162,73 @@ void BatchFiller::PublishFilled(const std::vector<Job>& jobs) {
 // Alone (the calling thread) or with the team: whichever filled faster of
 // late, per sample and by the wall clock (so a busy machine, a consumer
 // competing for the cores, or work too small to share all count), with the
-// other tried now and then. The batches do not depend on the choice.
-bool BatchFiller::ChooseAlone(int total, int nwarm) {
+// other tried now and then. The batches do not depend on the choice. Past
+// the warm-up, the way was chosen at the end of the fill before (ChooseNext).
+bool BatchFiller::ChooseAlone(int total, int nwarm, bool follows) {
   if (workers_ == 1) return true;
   ++fills_;
   if (fills_ <= kWarmupFills) {  // cold (first touch of the ring, decoder buffers): not measured
-    return !decoder_->jpeg() && total * decoder_->sample_bytes() < kParallelCopyBytes && nwarm <= 1;
+    prior_alone_ =
+        !decoder_->jpeg() && total * decoder_->sample_bytes() < kParallelCopyBytes && nwarm <= 1;
+    return prior_alone_;
   }
+  // A fill that starts an epoch is not measured: a retry of the slower way
+  // waits for one that is.
+  const Way &alone = ways_[0], &team = ways_[1];
+  if (!follows && burst_left_ > 0 && alone.samples > 0 && team.samples > 0) {
+    const bool best_alone = alone.rate() <= team.rate();
+    if (burst_alone_ != best_alone) return best_alone;
+  }
+  return next_alone_;
+}
+
+// A burst of up to kBurst measured fills `alone`, the next one first; its
+// first measured fill replaces what that way measured before (Record).
+bool BatchFiller::Burst(bool alone) {
+  burst_alone_ = alone;
+  burst_left_ = kBurst;
+  burst_fresh_ = true;
+  return alone;
+}
+
+// The way of the next fill, from what the fills so far measured, and its
+// claim: a trial alone takes one batch.
+void BatchFiller::ChooseNext() {
+  next_most_ = UINT64_MAX;
+  if (workers_ == 1 || fills_ < kWarmupFills) return;  // one way, or the next fill is cold
+  const Way &alone = ways_[0], &team = ways_[1];
+  const bool both = alone.samples > 0 && team.samples > 0;
+  const Way& mine = burst_alone_ ? alone : team;
+  const Way& other = burst_alone_ ? team : alone;
+  if (burst_left_ > 0 && both && !burst_fresh_ && mine.rate() > kGiveUp * other.rate()) {
+    burst_left_ = 0;  // lost by far: the rest of the burst would cost more than it tells
+  }
+  // Each way is measured first: the warm-up's way, then the other.
   if (burst_left_ > 0) {
-    --burst_left_;
-    return burst_alone_;
+    next_alone_ = burst_alone_;
+  } else if ((prior_alone_ ? alone : team).samples == 0) {
+    next_alone_ = Burst(prior_alone_);
+  } else if ((prior_alone_ ? team : alone).samples == 0) {
+    next_alone_ = Burst(!prior_alone_);
+  } else {
+    const bool best_alone = alone.rate() <= team.rate();
+    const double ratio = best_alone ? team.rate() / alone.rate() : alone.rate() / team.rate();
+    const uint64_t interval =
+        static_cast<uint64_t>(std::min(kMaxExploreInterval, kBurst * kExplore * ratio * ratio));
+    next_alone_ =
+        fills_ % std::max<uint64_t>(2 * kBurst, interval) == 0 ? Burst(!best_alone) : best_alone;
   }
-  auto burst = [&](bool alone) {
-    burst_alone_ = alone;
-    burst_left_ = kBurst - 1;
-    return alone;
-  };
-  if (ways_[0].samples == 0) return burst(true);  // measure each way first
-  if (ways_[1].samples == 0) return burst(false);
-  const double a = ways_[0].rate(), t = ways_[1].rate();
-  const bool best_alone = a <= t;
-  const double ratio = best_alone ? t / a : a / t;
-  const uint64_t interval =
-      static_cast<uint64_t>(std::min(kMaxExploreInterval, kBurst * kExplore * ratio * ratio));
-  return fills_ % std::max<uint64_t>(2 * kBurst, interval) == 0 ? burst(!best_alone) : best_alone;
+  if (next_alone_ && !(both && alone.rate() <= team.rate())) next_most_ = 1;  // a trial
 }
 
 void BatchFiller::Record(bool alone, uint64_t ns, int samples) {
   if (workers_ == 1) return;
+  Way& w = ways_[alone ? 0 : 1];
+  if (burst_left_ > 0 && alone == burst_alone_) {
+    --burst_left_;
+    if (burst_fresh_) w = Way{};  // a burst measures its way anew
+    burst_fresh_ = false;
+  }
   // An outlier (a consumer that paused: its first step, an evaluation) counts
   // as at most 4x the best rate measured, so one slow fill cannot lock a way out.
   double best = 0;
@@ -197,7 +236,6 @@ void BatchFiller::Record(bool alone, uint64_t ns, int samples) {
     if (way.samples > 0) best = best == 0 ? way.rate() : std::min(best, way.rate());
   }
   const double measured = best > 0 ? std::min(double(ns), 4 * best * samples) : double(ns);
-  Way& w = ways_[alone ? 0 : 1];
   w.ns = w.ns * kDecay + measured;
   w.samples = w.samples * kDecay + samples;
   if (ways_[0].samples > 0 && ways_[1].samples > 0) settled_.store(true, std::memory_order_relaxed);

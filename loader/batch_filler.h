@@ -56,16 +56,25 @@ class BatchFiller {
   // How the way of filling is chosen. The first kWarmupFills fills are cold
   // (the ring's memory touched for the first time) and not measured: raw
   // batches under kParallelCopyBytes with at most one block to decompress
-  // are filled alone, others shared. Then each way is measured for kBurst
-  // fills in a row (alone first), and from then on the faster per sample of
-  // late wins, the other tried for kBurst fills once every kBurst x kExplore
-  // x ratio^2 fills (at most kMaxExploreInterval), ratio being how much
-  // slower it was. A fill is measured from its start to the next fill's.
+  // are filled alone, others shared. Then each way is measured for up to
+  // kBurst fills in a row (the warm-up's way first), and from then on the
+  // faster per sample of late wins, the other tried anew for up to kBurst
+  // fills once every kBurst x kExplore x ratio^2 fills (at most
+  // kMaxExploreInterval), ratio being how much slower it was. A burst ends
+  // as soon as its way is measured kGiveUp times slower than the other: a
+  // team of many workers is about that many times faster on JPEGs, and a
+  // burst of it alone would cost many batches at that pace. A fill is
+  // measured from the previous fill's end to its own end (its wait for free
+  // slots too, so a team that slows the consumer, with whom it shares the
+  // cores, counts against the team), so the next fill's way is known before
+  // its slots are claimed: a trial alone fills one batch
+  // (most_batches_next_fill).
   static constexpr uint64_t kWarmupFills = 4;
   static constexpr size_t kParallelCopyBytes = 128 << 10;
   static constexpr uint64_t kBurst = 8;
   static constexpr double kExplore = 16;
   static constexpr double kMaxExploreInterval = 8192;
+  static constexpr double kGiveUp = 1.5;
 
   // `stop`, once true, makes a fill end promptly with Aborted batches.
   // `clock` (outliving the filler) times the fills for the choice above.
@@ -77,6 +86,10 @@ class BatchFiller {
   // for several batches, the other half ready for the consumer); JPEG
   // batches are long enough to fill one at a time.
   uint64_t batches_per_fill(size_t ring_slots) const;
+  // The most batches the next fill should take (its claim, at least one):
+  // one when it tries filling alone while the team is, or may be, the faster
+  // way; else no bound.
+  uint64_t most_batches_next_fill() const { return next_most_; }
 
   // Fills the jobs' batches of `epoch` (consecutive batches, in order): each
   // slot's batch and its status, OK or the first failure the corrupt policy
@@ -102,7 +115,9 @@ class BatchFiller {
               PrefetchRing::Slot* slot, int i);
   Status LoadSample(int worker, uint64_t local_index, PrefetchRing::Slot* slot, int i);
   void LoadRange(int worker, const Job& job, int i0, int i1);
-  bool ChooseAlone(int total, int nwarm);
+  bool ChooseAlone(int total, int nwarm, bool follows);
+  void ChooseNext();
+  bool Burst(bool alone);
   void Record(bool alone, uint64_t ns, int samples);
   void RunItem(int worker, int item, int nwarm, const std::vector<Job>& jobs);
   void Settle(const Job& job);
@@ -129,22 +144,22 @@ class BatchFiller {
   bool handover_done_ = false;
   const Publish* publish_ = nullptr;
   // Alone [0] and with the team [1]: wall-clock ns and samples of recent
-  // fills, each from its start to the next fill's (decaying sums); a burst
-  // of fills the other way in progress; the fill before this one.
+  // fills, each from the previous fill's end to its own (decaying sums); a
+  // burst of fills one way in progress; the way the warm-up took; the next
+  // fill's way and claim, chosen at the end of the fill before it; the fill
+  // before this one (its end, epoch and the batch after it).
   struct Way {
     double ns = 0, samples = 0;
     double rate() const { return ns / samples; }
   };
   Way ways_[2];
   uint64_t fills_ = 0, burst_left_ = 0;
-  bool burst_alone_ = false;
-  struct LastFill {
-    bool alone = false;
-    uint64_t start = 0;
-    int total = 0;
-    uint64_t epoch = 0, next_k = 0;
-    uint64_t number = 0;  // fills_ when it was chosen
-  } last_;
+  bool burst_alone_ = false, burst_fresh_ = false, prior_alone_ = false, next_alone_ = false;
+  uint64_t next_most_ = UINT64_MAX;
+  struct PrevFill {
+    bool any = false;
+    uint64_t end = 0, epoch = 0, next_k = 0;
+  } prev_;
   WorkerTeam team_;  // the producer thread and workers - 1 helpers
   std::atomic<uint64_t> samples_{0}, batches_{0}, fills_alone_{0}, fills_shared_{0};
   std::atomic<bool> settled_{false};

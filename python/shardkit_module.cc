@@ -342,6 +342,9 @@ class PyLoader {
     d["mean_read_latency_s"] = s.mean_read_latency_s;
     d["peak_read_ahead_bytes"] = s.peak_read_ahead_bytes;
     d["corrupt_messages"] = s.corrupt_messages;
+    d["fills_alone"] = s.fills_alone;
+    d["fills_shared"] = s.fills_shared;
+    d["fill_settled"] = s.fill_settled;
     return d;
   }
 

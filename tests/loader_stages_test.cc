@@ -596,15 +596,21 @@ TEST(BatchFillerTest, TheTeamHandsBatchesOverInOrderAndWhole) {
 
 // Fills the test times: phases of `fills` fills in which a fill by the
 // calling thread alone takes alone_ns on the filler's clock and one by the
-// team shared_ns (batches of 8 raw records, one after another, epoch after
-// epoch). The ways the fills took, 'a' alone and 's' shared.
+// team shared_ns (batches of 8 raw records of side x side bytes, one after
+// another, epoch after epoch: 8 x 8 records make batches small enough to
+// start alone, 128 x 128 ones large enough to start shared). The ways the
+// fills took, 'a' alone and 's' shared; `trials_claiming_one`, if given,
+// counts the fills past the warm-up that went alone after the filler asked
+// for a claim of one batch.
 struct FillPhase {
   int fills;
   uint64_t alone_ns, shared_ns;
 };
-std::string FillWays(const std::vector<FillPhase>& phases) {
+std::string FillWays(const std::vector<FillPhase>& phases, int side = 8,
+                     int* trials_claiming_one_out = nullptr) {
+  int trials_claiming_one = 0;
   TempDir dir;
-  WriteRaw(dir.path(), 4096, 8, CompressionMode::kStore, 1 << 20);
+  WriteRaw(dir.path(), side <= 8 ? 4096 : 512, side, CompressionMode::kStore, 1 << 20);
   LoaderOptions o;
   o.batch_size = 8;
   o.shuffle = ShuffleMode::kNone;
@@ -620,7 +626,7 @@ std::string FillWays(const std::vector<FillPhase>& phases) {
   BatchFiller filler(src->get(), &*dec, &corrupt, 2, &stop, clock);
   Batch shape;
   shape.channels = 1;
-  shape.height = shape.width = 8;
+  shape.height = shape.width = side;
   shape.layout = Layout::kNHWC;
   PrefetchRing ring(2, 8, shape, nullptr);
   std::vector<PrefetchRing::Slot*> claimed;
@@ -634,14 +640,23 @@ std::string FillWays(const std::vector<FillPhase>& phases) {
       if (k == 0) (*src)->StartEpoch(epoch, 0);
       std::vector<BatchFiller::Job> jobs = {BatchFiller::Job{claimed[0], k, k * 8, 8}};
       const uint64_t alone_before = filler.stats().fills_alone;
-      filler.Fill(epoch, &jobs);
+      const bool claim_one =
+          fill >= BatchFiller::kWarmupFills && filler.most_batches_next_fill() == 1;
+      // The fill takes its time while it runs (the filler measures each
+      // fill up to its end).
+      filler.Fill(epoch, &jobs, [&](const BatchFiller::Job&) {
+        const bool alone = filler.stats().fills_alone > alone_before;
+        clock.Advance(alone ? phase.alone_ns : phase.shared_ns);
+        return true;
+      });
       if (!claimed[0]->status.ok()) return "fill: " + claimed[0]->status.ToString();
       const bool alone = filler.stats().fills_alone > alone_before;
       ways += alone ? 'a' : 's';
-      clock.Advance(alone ? phase.alone_ns : phase.shared_ns);
+      if (alone && claim_one) ++trials_claiming_one;
     }
   }
   EXPECT_EQ(filler.stats().fills_alone + filler.stats().fills_shared, fill);
+  if (trials_claiming_one_out != nullptr) *trials_claiming_one_out = trials_claiming_one;
   return ways;
 }
 
@@ -652,24 +667,51 @@ double ShareOf(const std::string& ways, char way, size_t from, size_t to) {
   return double(std::count(ways.begin() + from, ways.begin() + to, way)) / double(to - from);
 }
 
-// Small raw batches are filled alone while cold; then each way is measured
-// (alone first), and the one faster by the clock fills from then on, the
-// other tried in a burst now and then: whichever way is the faster one.
+// Small raw batches are filled alone while cold, larger ones shared; then
+// each way is measured (the cold fills' way first) and the one faster by the
+// clock fills from then on, the other tried now and then: whichever way is
+// the faster one. A way measured 1.5x slower than the other ends its burst
+// after one fill.
 TEST(BatchFillerTest, MeasuresBothWaysThenFillsTheFasterOneAndRetriesTheOther) {
   const size_t warm = BatchFiller::kWarmupFills, burst = BatchFiller::kBurst;
-  const size_t measured = warm + 2 * burst;
-  for (const bool alone_faster : {true, false}) {
-    SCOPED_TRACE(alone_faster ? "alone 3x faster" : "the team 3x faster");
-    const std::string ways =
-        alone_faster ? FillWays({{3000, 1000, 3000}}) : FillWays({{3000, 3000, 1000}});
-    ASSERT_EQ(ways.size(), 3000u) << ways;
-    EXPECT_EQ(ways.substr(0, warm), std::string(warm, 'a')) << "cold: small raw batches alone";
-    EXPECT_EQ(ways.substr(warm, 2 * burst), std::string(burst, 'a') + std::string(burst, 's'));
-    const char best = alone_faster ? 'a' : 's', other = alone_faster ? 's' : 'a';
-    EXPECT_GE(ShareOf(ways, best, measured, ways.size()), 0.95) << ways;
-    EXPECT_NE(ways.find(std::string(burst, other), measured), std::string::npos)
-        << "the slower way is retried: " << ways;
+  for (const int side : {8, 128}) {
+    for (const bool alone_faster : {true, false}) {
+      const char first = side == 8 ? 'a' : 's', second = side == 8 ? 's' : 'a';
+      SCOPED_TRACE(std::string(side == 8 ? "small" : "large") + " batches, " +
+                   (alone_faster ? "alone 3x faster" : "the team 3x faster"));
+      const std::string ways = alone_faster ? FillWays({{3000, 1000, 3000}}, side)
+                                            : FillWays({{3000, 3000, 1000}}, side);
+      ASSERT_EQ(ways.size(), 3000u) << ways;
+      EXPECT_EQ(ways.substr(0, warm), std::string(warm, first)) << "cold";
+      const char best = alone_faster ? 'a' : 's', other = alone_faster ? 's' : 'a';
+      // The second way's burst: whole if it is the faster, one fill if not.
+      const size_t second_burst = second == best ? burst : 1;
+      EXPECT_EQ(ways.substr(warm, burst + second_burst + 1),
+                std::string(burst, first) + std::string(second_burst, second) + best)
+          << ways;
+      const size_t measured = warm + burst + second_burst;
+      EXPECT_GE(ShareOf(ways, best, measured, ways.size()), 0.95) << ways;
+      const size_t retry = ways.find(other, measured);
+      ASSERT_NE(retry, std::string::npos) << "the slower way is retried: " << ways;
+      EXPECT_EQ(ways.substr(retry, 2), std::string(1, other) + best) << "for one fill: " << ways;
+    }
   }
+}
+
+// Large batches (JPEGs, say) on a team many times faster than the calling
+// thread alone: the trial alone is one fill, of one batch (the filler asks
+// its loader for a claim of one), then the team fills on, and a retry alone
+// comes rarely and is one fill too.
+TEST(BatchFillerTest, ATrialAloneOfAFarFasterTeamCostsOneBatch) {
+  int trials = 0;
+  const std::string ways = FillWays({{3000, 15000, 1000}}, 128, &trials);
+  ASSERT_EQ(ways.size(), 3000u) << ways;
+  const size_t warm = BatchFiller::kWarmupFills, burst = BatchFiller::kBurst;
+  EXPECT_EQ(ways.substr(0, warm + burst + 2), std::string(warm + burst, 's') + "as") << ways;
+  const size_t alone = static_cast<size_t>(std::count(ways.begin(), ways.end(), 'a'));
+  EXPECT_LE(alone, 3u) << ways;
+  EXPECT_EQ(ways.find("aa"), std::string::npos) << ways;
+  EXPECT_EQ(static_cast<size_t>(trials), alone) << "each trial alone claimed one batch";
 }
 
 // When the way in use turns slower than the other, the filler sees it in its
