@@ -5,11 +5,11 @@
 namespace shardkit {
 namespace {
 
-// The way not in use is tried for kBurst fills in a row (fills differ: some
-// decompress blocks, some do not) once every kBurst x kExplore x ratio^2
-// fills: often while the two are close, rarely (a fraction 1 / (kExplore x
-// ratio) of the time at most) when it lost by far. Each way's rate is over
-// its recent fills (weights decaying by kDecay).
+// The way not in use is tried for up to kBurst fills in a row (fills differ:
+// some decompress blocks, some do not) once every kBurst x kExplore x
+// ratio^2 fills: often while the two are close, rarely when it lost by far,
+// and then for one fill. Each way's rate is over its recent fills (weights
+// decaying by kDecay).
 constexpr double kDecay = 0.95;
 // Samples fetched ahead of the one being decoded, so that their bytes are on
 // their way to the CPU cache (raw records: the copies are the cost, and
@@ -34,6 +34,15 @@ BatchFiller::BatchFiller(RecordSource* source, const SampleDecoder* decoder,
 
 uint64_t BatchFiller::batches_per_fill(size_t ring_slots) const {
   return decoder_->jpeg() ? 1 : std::max<size_t>(1, ring_slots / 2);
+}
+
+BatchFiller::Claim BatchFiller::NextClaim(size_t ring_slots, uint64_t left,
+                                          bool first_of_run) const {
+  if (first_of_run) return Claim{1, 1};
+  Claim c;
+  c.most = next_most_;
+  c.want = std::max<uint64_t>(1, std::min({left, batches_per_fill(ring_slots), c.most}));
+  return c;
 }
 
 Status BatchFiller::Emit(int worker, const SampleLocation& l, std::string_view payload,
@@ -172,12 +181,14 @@ bool BatchFiller::ChooseAlone(int total, int nwarm, bool follows) {
         !decoder_->jpeg() && total * decoder_->sample_bytes() < kParallelCopyBytes && nwarm <= 1;
     return prior_alone_;
   }
-  // A fill that starts an epoch is not measured: a retry of the slower way
-  // waits for one that is.
+  // A fill that follows none is not measured: a burst of the way not in
+  // the lead (not measured since the burst began) waits for one that is.
   const Way &alone = ways_[0], &team = ways_[1];
-  if (!follows && burst_left_ > 0 && alone.samples > 0 && team.samples > 0) {
-    const bool best_alone = alone.rate() <= team.rate();
-    if (burst_alone_ != best_alone) return best_alone;
+  if (!follows && burst_left_ > 0 && burst_fresh_) {
+    const Way& other = burst_alone_ ? team : alone;
+    const Way& mine = burst_alone_ ? alone : team;
+    const bool lead = mine.samples > 0 && other.samples > 0 && mine.rate() <= other.rate();
+    if (other.samples > 0 && !lead) return !burst_alone_;
   }
   return next_alone_;
 }
@@ -230,7 +241,8 @@ void BatchFiller::Record(bool alone, uint64_t ns, int samples) {
     burst_fresh_ = false;
   }
   // An outlier (a consumer that paused: its first step, an evaluation) counts
-  // as at most 4x the best rate measured, so one slow fill cannot lock a way out.
+  // as at most 4x the best rate measured, so one slow fill cannot lock a way
+  // out for more than an interval (kBurst x kExplore x 16 fills).
   double best = 0;
   for (const Way& way : ways_) {
     if (way.samples > 0) best = best == 0 ? way.rate() : std::min(best, way.rate());

@@ -16,7 +16,8 @@
 // a worker's range, fetches run RecordSource::kLivePayloads - 1 samples ahead
 // of decoding, with each payload's first bytes prefetched into the CPU cache.
 //
-// Threading: Fill from one thread (the loader's producer); stats() from any.
+// Threading: Fill, NextClaim and NewRun from one thread at a time (the
+// loader's producer); stats() from any.
 #pragma once
 
 #include <atomic>
@@ -58,17 +59,21 @@ class BatchFiller {
   // batches under kParallelCopyBytes with at most one block to decompress
   // are filled alone, others shared. Then each way is measured for up to
   // kBurst fills in a row (the warm-up's way first), and from then on the
-  // faster per sample of late wins, the other tried anew for up to kBurst
-  // fills once every kBurst x kExplore x ratio^2 fills (at most
-  // kMaxExploreInterval), ratio being how much slower it was. A burst ends
-  // as soon as its way is measured kGiveUp times slower than the other: a
-  // team of many workers is about that many times faster on JPEGs, and a
-  // burst of it alone would cost many batches at that pace. A fill is
+  // faster per sample of late wins, the other tried anew (its history
+  // dropped) for up to kBurst fills once every kBurst x kExplore x ratio^2
+  // fills (at least 2 x kBurst, at most kMaxExploreInterval), ratio being
+  // how much slower it was (a fill counts as at most 4x the best rate, so
+  // the interval stays under 2048). A burst of the way not in the lead ends
+  // after its first measured fill if that is more than kGiveUp times slower
+  // than the other way: filling alone on JPEGs is about as many times slower
+  // as there are workers, and a whole burst of it would cost many batches at
+  // that pace. Such a trial alone claims one batch (NextClaim). A fill is
   // measured from the previous fill's end to its own end (its wait for free
   // slots too, so a team that slows the consumer, with whom it shares the
   // cores, counts against the team), so the next fill's way is known before
-  // its slots are claimed: a trial alone fills one batch
-  // (most_batches_next_fill).
+  // its slots are claimed. The first fill of an epoch or of a loader's run
+  // is not measured: it takes the leading way, and a burst of the other
+  // waits for the fill after it.
   static constexpr uint64_t kWarmupFills = 4;
   static constexpr size_t kParallelCopyBytes = 128 << 10;
   static constexpr uint64_t kBurst = 8;
@@ -86,10 +91,20 @@ class BatchFiller {
   // for several batches, the other half ready for the consumer); JPEG
   // batches are long enough to fill one at a time.
   uint64_t batches_per_fill(size_t ring_slots) const;
-  // The most batches the next fill should take (its claim, at least one):
-  // one when it tries filling alone while the team is, or may be, the faster
-  // way; else no bound.
-  uint64_t most_batches_next_fill() const { return next_most_; }
+  // The next fill's claim, with `left` batches left in the epoch: wait for
+  // `want` free slots (at least one) and take at most `most`. A run's
+  // first fill (an epoch's start, or where a resumed epoch goes on) is one
+  // batch, so that the first batch does not wait for the blocks the ones
+  // behind it need; a trial alone is one batch, so that it
+  // costs one batch at one worker's pace; other fills take batches_per_fill
+  // and whatever else is free.
+  struct Claim {
+    uint64_t want = 1, most = 1;
+  };
+  Claim NextClaim(size_t ring_slots, uint64_t left, bool first_of_run) const;
+  // A new run of fills (a loader's producer starting an epoch or a resumed
+  // one): its first fill follows no fill and is not measured.
+  void NewRun() { prev_.any = false; }
 
   // Fills the jobs' batches of `epoch` (consecutive batches, in order): each
   // slot's batch and its status, OK or the first failure the corrupt policy

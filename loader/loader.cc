@@ -73,17 +73,13 @@ struct Loader::Impl {
   // failed batch is published (the consumer gets its error) and ends the epoch.
   void ProducerLoop(uint64_t first) {
     const uint64_t end = part().batches;
+    filler->NewRun();
     for (uint64_t k = first; k < end;) {
-      // The first fill is one batch (and only one: the ring is all free
-      // then), so that the first batch does not wait for the blocks the
-      // ones behind it need (a full shuffle of a compressed dataset
-      // decompresses a block per sample). Later fills take every free slot,
-      // but a trial of filling alone, which takes one.
-      const bool first_fill = k == first;
-      const uint64_t want =
-          first_fill ? 1 : std::min(end - k, filler->batches_per_fill(ring->size()));
-      const uint64_t most = first_fill ? 1 : filler->most_batches_next_fill();
-      if (!ring->Claim(k, want, end, &claimed, most)) return;
+      // The first fill is one batch (a full shuffle of a compressed dataset
+      // decompresses a block per sample: the first batch waits for its own
+      // blocks only); see BatchFiller::NextClaim.
+      const BatchFiller::Claim c = filler->NextClaim(ring->size(), end - k, k == first);
+      if (!ring->Claim(k, c.want, end, &claimed, c.most)) return;
       jobs.clear();
       for (PrefetchRing::Slot* s : claimed) {
         jobs.push_back(BatchFiller::Job{s, s->index, s->index * part().batch_size,

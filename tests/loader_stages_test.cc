@@ -596,21 +596,31 @@ TEST(BatchFillerTest, TheTeamHandsBatchesOverInOrderAndWhole) {
 
 // Fills the test times: phases of `fills` fills in which a fill by the
 // calling thread alone takes alone_ns on the filler's clock and one by the
-// team shared_ns (batches of 8 raw records of side x side bytes, one after
-// another, epoch after epoch: 8 x 8 records make batches small enough to
-// start alone, 128 x 128 ones large enough to start shared). The ways the
-// fills took, 'a' alone and 's' shared; `trials_claiming_one`, if given,
-// counts the fills past the warm-up that went alone after the filler asked
-// for a claim of one batch.
+// team shared_ns, with wait_ns between fills (the producer's wait for free
+// slots). Batches of 8 raw records of side x side bytes, one after another,
+// epoch after epoch, each epoch a new run of fills as the loader makes it,
+// and every run_fills fills (if set) a run resumed where the last one
+// stopped, after run_pause_ns (a checkpoint or an evaluation, say): 8 x 8
+// records make batches small enough to start alone, 128 x 128 ones large
+// enough to start shared. The ways the fills took, 'a' alone and 's' shared.
 struct FillPhase {
   int fills;
-  uint64_t alone_ns, shared_ns;
+  uint64_t alone_ns, shared_ns, wait_ns = 0;
 };
-std::string FillWays(const std::vector<FillPhase>& phases, int side = 8,
-                     int* trials_claiming_one_out = nullptr) {
-  int trials_claiming_one = 0;
+struct FillRig {
+  int side = 8;
+  int records = 0;  // 0: 4096 records of 8 x 8, 512 of larger ones
+  int run_fills = 0;
+  uint64_t run_pause_ns = 0;
+  // If given: the fills past the warm-up that went alone, and how many of
+  // them NextClaim (for a ring of 8) had made one batch at most.
+  int* alone_fills = nullptr;
+  int* alone_fills_claiming_one = nullptr;
+};
+std::string FillWays(const std::vector<FillPhase>& phases, const FillRig& rig = FillRig()) {
   TempDir dir;
-  WriteRaw(dir.path(), side <= 8 ? 4096 : 512, side, CompressionMode::kStore, 1 << 20);
+  const int records = rig.records > 0 ? rig.records : rig.side <= 8 ? 4096 : 512;
+  WriteRaw(dir.path(), records, rig.side, CompressionMode::kStore, 1 << 20);
   LoaderOptions o;
   o.batch_size = 8;
   o.shuffle = ShuffleMode::kNone;
@@ -626,7 +636,7 @@ std::string FillWays(const std::vector<FillPhase>& phases, int side = 8,
   BatchFiller filler(src->get(), &*dec, &corrupt, 2, &stop, clock);
   Batch shape;
   shape.channels = 1;
-  shape.height = shape.width = side;
+  shape.height = shape.width = rig.side;
   shape.layout = Layout::kNHWC;
   PrefetchRing ring(2, 8, shape, nullptr);
   std::vector<PrefetchRing::Slot*> claimed;
@@ -634,14 +644,21 @@ std::string FillWays(const std::vector<FillPhase>& phases, int side = 8,
   const uint64_t batches = (*src)->partition().batches;
   std::string ways;
   uint64_t fill = 0;
+  int alone_fills = 0, claiming_one = 0;
   for (const FillPhase& phase : phases) {
     for (int i = 0; i < phase.fills; ++i, ++fill) {
       const uint64_t epoch = fill / batches, k = fill % batches;
-      if (k == 0) (*src)->StartEpoch(epoch, 0);
+      if (k == 0) {
+        (*src)->StartEpoch(epoch, 0);
+        filler.NewRun();
+      } else if (rig.run_fills > 0 && fill % rig.run_fills == 0) {
+        filler.NewRun();
+        clock.Advance(rig.run_pause_ns);
+      }
+      const BatchFiller::Claim claim = filler.NextClaim(8, batches - k, false);
+      clock.Advance(phase.wait_ns);
       std::vector<BatchFiller::Job> jobs = {BatchFiller::Job{claimed[0], k, k * 8, 8}};
       const uint64_t alone_before = filler.stats().fills_alone;
-      const bool claim_one =
-          fill >= BatchFiller::kWarmupFills && filler.most_batches_next_fill() == 1;
       // The fill takes its time while it runs (the filler measures each
       // fill up to its end).
       filler.Fill(epoch, &jobs, [&](const BatchFiller::Job&) {
@@ -652,11 +669,15 @@ std::string FillWays(const std::vector<FillPhase>& phases, int side = 8,
       if (!claimed[0]->status.ok()) return "fill: " + claimed[0]->status.ToString();
       const bool alone = filler.stats().fills_alone > alone_before;
       ways += alone ? 'a' : 's';
-      if (alone && claim_one) ++trials_claiming_one;
+      if (alone && fill >= BatchFiller::kWarmupFills) {
+        ++alone_fills;
+        if (claim.most == 1 && claim.want == 1) ++claiming_one;
+      }
     }
   }
   EXPECT_EQ(filler.stats().fills_alone + filler.stats().fills_shared, fill);
-  if (trials_claiming_one_out != nullptr) *trials_claiming_one_out = trials_claiming_one;
+  if (rig.alone_fills != nullptr) *rig.alone_fills = alone_fills;
+  if (rig.alone_fills_claiming_one != nullptr) *rig.alone_fills_claiming_one = claiming_one;
   return ways;
 }
 
@@ -679,8 +700,10 @@ TEST(BatchFillerTest, MeasuresBothWaysThenFillsTheFasterOneAndRetriesTheOther) {
       const char first = side == 8 ? 'a' : 's', second = side == 8 ? 's' : 'a';
       SCOPED_TRACE(std::string(side == 8 ? "small" : "large") + " batches, " +
                    (alone_faster ? "alone 3x faster" : "the team 3x faster"));
-      const std::string ways = alone_faster ? FillWays({{3000, 1000, 3000}}, side)
-                                            : FillWays({{3000, 3000, 1000}}, side);
+      FillRig rig;
+      rig.side = side;
+      const std::string ways =
+          alone_faster ? FillWays({{3000, 1000, 3000}}, rig) : FillWays({{3000, 3000, 1000}}, rig);
       ASSERT_EQ(ways.size(), 3000u) << ways;
       EXPECT_EQ(ways.substr(0, warm), std::string(warm, first)) << "cold";
       const char best = alone_faster ? 'a' : 's', other = alone_faster ? 's' : 'a';
@@ -699,26 +722,72 @@ TEST(BatchFillerTest, MeasuresBothWaysThenFillsTheFasterOneAndRetriesTheOther) {
 }
 
 // Large batches (JPEGs, say) on a team many times faster than the calling
-// thread alone: the trial alone is one fill, of one batch (the filler asks
-// its loader for a claim of one), then the team fills on, and a retry alone
-// comes rarely and is one fill too.
+// thread alone: the trial alone is one fill, of one batch (NextClaim: one
+// batch even where a fill of raw records takes half the ring), then the team
+// fills on, and a retry alone comes rarely and is one fill too; a trial that
+// would fall on an epoch's first fill (not measured) waits for the next.
 TEST(BatchFillerTest, ATrialAloneOfAFarFasterTeamCostsOneBatch) {
-  int trials = 0;
-  const std::string ways = FillWays({{3000, 15000, 1000}}, 128, &trials);
-  ASSERT_EQ(ways.size(), 3000u) << ways;
   const size_t warm = BatchFiller::kWarmupFills, burst = BatchFiller::kBurst;
-  EXPECT_EQ(ways.substr(0, warm + burst + 2), std::string(warm + burst, 's') + "as") << ways;
-  const size_t alone = static_cast<size_t>(std::count(ways.begin(), ways.end(), 'a'));
-  EXPECT_LE(alone, 3u) << ways;
-  EXPECT_EQ(ways.find("aa"), std::string::npos) << ways;
-  EXPECT_EQ(static_cast<size_t>(trials), alone) << "each trial alone claimed one batch";
+  // 64-batch epochs, and 12-batch ones whose second epoch starts where the
+  // first trial alone would.
+  for (const int records : {512, 96}) {
+    SCOPED_TRACE(std::to_string(records / 8) + "-batch epochs");
+    int alone = 0, claiming_one = 0;
+    FillRig rig;
+    rig.side = 128;
+    rig.records = records;
+    rig.alone_fills = &alone;
+    rig.alone_fills_claiming_one = &claiming_one;
+    const std::string ways = FillWays({{3000, 15000, 1000}}, rig);
+    ASSERT_EQ(ways.size(), 3000u) << ways;
+    EXPECT_EQ(ways.substr(0, warm + burst), std::string(warm + burst, 's')) << ways;
+    EXPECT_EQ(ways.find('a'), records == 96 ? warm + burst + 1 : warm + burst) << ways;
+    EXPECT_GE(alone, 1) << ways;
+    EXPECT_LE(alone, 3) << ways;
+    EXPECT_EQ(ways.find("aa"), std::string::npos) << ways;
+    EXPECT_EQ(claiming_one, alone) << "each trial alone claimed one batch";
+  }
+}
+
+// A fill is measured with the producer's wait for free slots before it: when
+// a slow consumer's pace dominates both ways, filling alone (3x slower by
+// its own time) is not far behind, and its burst runs whole.
+TEST(BatchFillerTest, TheWaitForFreeSlotsCountsInAFillsTime) {
+  const size_t warm = BatchFiller::kWarmupFills, burst = BatchFiller::kBurst;
+  FillRig rig;
+  rig.side = 128;
+  const std::string ways = FillWays({{200, 3000, 1000, 10000}}, rig);
+  ASSERT_EQ(ways.size(), 200u) << ways;
+  EXPECT_EQ(ways.substr(0, warm + 2 * burst),
+            std::string(warm + burst, 's') + std::string(burst, 'a'))
+      << ways;
+}
+
+// A loader stopped mid-epoch and resumed at the same batch after a long
+// pause (a checkpoint, an evaluation): the resumed run's first fill is not
+// measured, so the pause does not count against the way that took it. With a
+// pause every 5 fills and the calling thread alone 1.4x faster, alone fills
+// on and the team is tried once an interval (counted, the pauses would make
+// the two take turns).
+TEST(BatchFillerTest, APauseBeforeAResumedRunIsNotCountedAgainstAWay) {
+  FillRig rig;
+  rig.run_fills = 5;
+  rig.run_pause_ns = 1000000000;
+  const std::string ways = FillWays({{2000, 1000, 1400}}, rig);
+  ASSERT_EQ(ways.size(), 2000u) << ways;
+  // Bursts of the team (1.4x slower: tried whole) come once an interval.
+  size_t bursts = 0;
+  for (size_t i = 30; i < ways.size(); ++i) bursts += ways[i] == 's' && ways[i - 1] == 'a';
+  const size_t interval = size_t(BatchFiller::kBurst * BatchFiller::kExplore * 1.4 * 1.4);
+  EXPECT_LE(bursts, ways.size() / interval + 1) << ways;
+  EXPECT_GE(ShareOf(ways, 'a', 30, ways.size()), 0.9) << ways;
 }
 
 // When the way in use turns slower than the other, the filler sees it in its
 // own next fills and switches within a few hundred; when it turns back, it
 // switches back. A way not in use that turns faster is seen when it is next
-// tried: within two exploration intervals (kBurst x kExplore x ratio^2
-// fills, the ratio 3 before the change).
+// tried (measured anew, its old figures dropped): at the first retry after
+// the change, every kBurst x kExplore x ratio^2 fills (the ratio 3 before).
 TEST(BatchFillerTest, SwitchesWhenTheFasterWayChangesAndSwitchesBack) {
   const std::string ways = FillWays({{1500, 1000, 3000}, {1500, 3000, 1000}, {1500, 1000, 3000}});
   ASSERT_EQ(ways.size(), 4500u) << ways;
@@ -729,8 +798,11 @@ TEST(BatchFillerTest, SwitchesWhenTheFasterWayChangesAndSwitchesBack) {
   const std::string unused = FillWays({{1500, 1000, 3000}, {3000, 1000, 300}});
   ASSERT_EQ(unused.size(), 4500u) << unused;
   const size_t interval = size_t(BatchFiller::kBurst * BatchFiller::kExplore * 3 * 3);
+  // The fill chosen once fills_ (fills so far) is a multiple of the interval.
+  const size_t retry = (1500 / interval + 1) * interval;
   EXPECT_GE(ShareOf(unused, 'a', 100, 1500), 0.95) << unused;
-  EXPECT_GE(ShareOf(unused, 's', 1500 + 2 * interval, 4500), 0.95)
+  EXPECT_EQ(unused.substr(retry - 1, 3), "ass") << "the first retry after the change: " << unused;
+  EXPECT_GE(ShareOf(unused, 's', retry, 4500), 0.95)
       << "the team turned fast while unused: " << unused;
 }
 

@@ -507,7 +507,11 @@ class Loader:
         delivered with another record in their place (``corrupt_skipped`` is
         its old name, the same number); ``corrupt_units``, the distinct
         damages (a record, or a compressed block however many records it
-        held); ``corrupt_messages``, the first few."""
+        held); ``corrupt_messages``, the first few. ``fills_alone`` and
+        ``fills_shared``: the fills (one batch or more each) the loader's
+        producer thread did alone and with the whole worker team (it measures
+        both and uses the faster), and ``fill_settled``, whether it has
+        measured both yet (always true with one worker)."""
         return self._core.stats()
 
     def reset_stats(self):

@@ -86,7 +86,8 @@ class Loader:
     def load_state_dict(self, state: Dict[str, Any]) -> None: ...
     # Seconds per stage, counts, and under on_corrupt='skip': corrupt_records
     # (distinct), samples_replaced (corrupt_skipped: its old name),
-    # corrupt_units, corrupt_messages.
+    # corrupt_units, corrupt_messages; fills_alone, fills_shared and
+    # fill_settled (how the producer filled: alone or with the team).
     def stats(self) -> Dict[str, Any]: ...
     def reset_stats(self) -> None: ...
 

@@ -174,6 +174,26 @@ def test_state_dict_resumes_exactly_in_a_new_loader(jpeg_ds):
         other.load_state_dict(state)
 
 
+def test_stats_count_the_fills_alone_and_shared(jpeg_ds):
+    """Every fill is counted as the producer thread's alone or the whole
+    team's; one worker fills alone and has nothing to measure."""
+    batches = {}
+    for workers in (1, 2):
+        loader = sk.Loader(jpeg_ds, 4, workers=workers, rank=0, world_size=1, size=32)
+        for epoch in (0, 1, 2):
+            loader.set_epoch(epoch)
+            batches[workers] = sum(1 for _ in loader)
+        stats = loader.stats()
+        fills = stats["fills_alone"] + stats["fills_shared"]
+        # A fill takes one batch or more, and a loader may fill ahead of the
+        # last batch taken.
+        assert 1 <= fills <= 3 * batches[workers] + 4, stats
+        if workers == 1:
+            assert stats["fills_shared"] == 0 and stats["fill_settled"] is True, stats
+        loader.reset_stats()
+        assert loader.stats()["fills_alone"] == loader.stats()["fills_shared"] == 0
+
+
 def test_a_held_batch_keeps_its_values_while_20_more_go_by(raw_ds):
     path, records = raw_ds
     loader = sk.Loader(path, 4, transform=None, rank=0, world_size=1, prefetch=2, layout="NHWC")
