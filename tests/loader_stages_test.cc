@@ -218,7 +218,9 @@ TEST(RecordFetcherTest, FetchesEachRecordAndAWarmedBlockIsNotDecompressedAgain) 
     const ShardReader& r = (*ds)->shard(0);
     f.Warm(BlockRef{0, 1}, c);
     const uint64_t warmed = f.stats().bytes;
-    if (mode == CompressionMode::kZstd) EXPECT_EQ(warmed, r.block(1).stored_size);
+    if (mode == CompressionMode::kZstd) {
+      EXPECT_EQ(warmed, r.block(1).stored_size);
+    }
     for (uint32_t i = 0; i < r.num_records(); ++i) {
       SampleLocation l;
       l.record = i;
