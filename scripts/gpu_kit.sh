@@ -156,16 +156,18 @@ json_field() { # FILE FIELD
   "$PY" -c "import json,sys; l=[json.loads(x) for x in open(sys.argv[1]) if x.startswith('{')]; v=l[-1].get(sys.argv[2]) if l else None; print('' if v is None else v)" "$1" "$2" 2>/dev/null
 }
 
-bench_row() { # MODEL AMP LOADER WORKERS JSONFILE IPS_FIELD WAIT_FIELD [START_FIELD]
-  local ips wait start=""
+bench_row() { # MODEL AMP LOADER WORKERS JSONFILE IPS_FIELD WAIT_FIELD [START_FIELD [BUSY_FIELD]]
+  local ips wait start="" busy=""
   ips=$(json_field "$5" "$6")
   wait=$(json_field "$5" "$7")
   [ -n "${8:-}" ] && start=$(json_field "$5" "$8")
+  [ -n "${9:-}" ] && busy=$(json_field "$5" "$9")
   if [ -z "$ips" ]; then
     note_missing "$1 $2 $3 workers=$4 (see $(basename "$5" .json).log)"
     return
   fi
-  printf '%s,%s,%s,%s,%.1f,%.3f,%s\n' "$1" "$2" "$3" "$4" "$ips" "${wait:-0}" "$start" >>"$OUT_DIR/results.csv"
+  printf '%s,%s,%s,%s,%.1f,%.3f,%s,%s\n' "$1" "$2" "$3" "$4" "$ips" "${wait:-0}" "$start" "$busy" \
+    >>"$OUT_DIR/results.csv"
 }
 
 # The loaders alone, no model and no GPU (what the machine's cores can
@@ -203,7 +205,7 @@ for r in rows:
 EOF
   ) && [ -n "$rows" ] || return 1
   while read -r w ips; do
-    printf -- '-,-,%s,%s,%.1f,0,\n' "$1" "$w" "$ips" >>"$OUT_DIR/results.csv"
+    printf -- '-,-,%s,%s,%.1f,0,,\n' "$1" "$w" "$ips" >>"$OUT_DIR/results.csv"
   done <<<"$rows"
 }
 
@@ -294,7 +296,8 @@ run() {
     "$PY" -c "import json, sys; print(json.load(sys.stdin)['records'])") || records=0
   steps_per_epoch=$(( records / batch ))
   [ "$steps_per_epoch" -ge 1 ] || steps_per_epoch=1
-  echo "model,amp,loader,workers,images_per_s,data_wait_fraction,epoch_start_s" >"$OUT_DIR/results.csv"
+  echo "model,amp,loader,workers,images_per_s,data_wait_fraction,epoch_start_s,loader_busy" \
+    >"$OUT_DIR/results.csv"
   loaders_alone "$build" "$work/shards" "$work/jpeg"
   local arch amp w flags log
   for arch in "${archs[@]}"; do
@@ -313,7 +316,7 @@ run() {
         timeout "$RUN_TIMEOUT" "$build/train/shardkit-train" $flags --data "$work/shards" --workers "$w" \
           >"$log.json" 2>"$log.log"
         bench_row "$arch" "$amp" shardkit-train "$w" "$log.json" images_per_sec data_wait_fraction \
-          epoch_start_seconds
+          epoch_start_seconds loader_busy_fraction
       done
       [ "$amp" = fp16 ] && continue  # the Python rows in one precision (bf16: no loss scaling)
       for w in ${WORKERS//,/ }; do
@@ -374,16 +377,19 @@ if alone:
         print("| %d | %s | %s | %s |" % (w, "%.0f" % s if s else "-", "%.0f" % d if d else "-",
                                          "%.2f" % (s / d) if s and d else "-"))
     print()
-print("| model | amp | loader | workers | images/s | of synthetic | data wait | epoch start |")
-print("|---|---|---|---:|---:|---:|---:|---:|")
+# loader busy: shardkit-train's workers' decode time over their capacity
+# (near 1: the cores are the bound; low with a large wait: something else).
+print("| model | amp | loader | workers | images/s | of synthetic | data wait | epoch start | loader busy |")
+print("|---|---|---|---:|---:|---:|---:|---:|---:|")
 for r in rows:
     c = ceiling.get((r["model"], r["amp"])) or ceiling.get((r["model"], "bf16"))
     ips = float(r["images_per_s"])
     start = r.get("epoch_start_s") or ""
-    print("| %s | %s | %s | %s | %.0f | %s | %.0f%% | %s |" % (
+    busy = r.get("loader_busy") or ""
+    print("| %s | %s | %s | %s | %.0f | %s | %.0f%% | %s | %s |" % (
         r["model"], r["amp"], r["loader"], r["workers"] if r["loader"] != "synthetic" else "-", ips,
         "%.2f" % (ips / c) if c else "-", 100 * float(r["data_wait_fraction"]),
-        "%.3f s" % float(start) if start else "-"))
+        "%.3f s" % float(start) if start else "-", "%.0f%%" % (100 * float(busy)) if busy else "-"))
 # Loader cores needed for 97% of the synthetic rate.
 print("\n| model | amp | loader | workers for 97% of synthetic |\n|---|---|---|---|")
 for key, c in ceiling.items():

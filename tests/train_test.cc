@@ -1072,8 +1072,8 @@ TEST(TrainTest, EveryCollectiveTakesTensorsOnTheTrainingDevice) {
       EXPECT_EQ(c.device, device) << c.op << " of " << c.numel << " elements";
       if (c.op == "broadcast") ++broadcasts;
       if (c.op == "allreduce") ++reductions;
-      if (c.op == "allreduce" && c.numel == 9) ++figures;  // the epoch's figures (9 sums)
-      if (c.op == "allreduce" && c.numel == 3) ++hits;     // top-1, top-5, count
+      if (c.op == "allreduce" && c.numel == 12) ++figures;  // the epoch's figures (12 sums)
+      if (c.op == "allreduce" && c.numel == 3) ++hits;      // top-1, top-5, count
     }
     const int steps = 2 * 64 / 8;
     EXPECT_GE(broadcasts, 1);  // the model once (and BN buffers every step, where there are any)
@@ -1106,6 +1106,7 @@ TEST(EpochMetricsTest, SumsCrossRanksByNameAndTheReportDividesThem) {
   EpochSums mine;
   mine.loss_sum = 1, mine.samples = 2, mine.correct = 3, mine.records = 4;
   mine.wait_s = 5, mine.step_s = 6, mine.comm_s = 7, mine.corrupt_skipped = 8, mine.start_s = 9;
+  mine.loader_busy_s = 10, mine.fills_alone = 11, mine.fills_shared = 12;
   TwinRanksGroup twins;
   const EpochSums both = EpochSumsOverRanks(&twins, torch::kCPU, mine);
   EXPECT_EQ(both.loss_sum, 2);
@@ -1117,6 +1118,9 @@ TEST(EpochMetricsTest, SumsCrossRanksByNameAndTheReportDividesThem) {
   EXPECT_EQ(both.comm_s, 14);
   EXPECT_EQ(both.corrupt_skipped, 16);
   EXPECT_EQ(both.start_s, 18);
+  EXPECT_EQ(both.loader_busy_s, 20);
+  EXPECT_EQ(both.fills_alone, 22);
+  EXPECT_EQ(both.fills_shared, 24);
   EXPECT_EQ(EpochSumsOverRanks(nullptr, torch::kCPU, mine).comm_s, 7)
       << "no group: this rank's own";
 
@@ -1126,6 +1130,8 @@ TEST(EpochMetricsTest, SumsCrossRanksByNameAndTheReportDividesThem) {
   r.sums.loss_sum = 30, r.sums.samples = 20, r.sums.correct = 5, r.sums.records = 18;
   r.sums.wait_s = 1, r.sums.step_s = 3, r.sums.comm_s = 2, r.sums.corrupt_skipped = 2;
   r.sums.start_s = 0.5;
+  r.sums.loader_busy_s = 12, r.sums.fills_alone = 3, r.sums.fills_shared = 5;
+  r.workers = 3;
   r.world_size = 2;
   r.nodes = 2;
   r.lr = 0.1;
@@ -1141,6 +1147,9 @@ TEST(EpochMetricsTest, SumsCrossRanksByNameAndTheReportDividesThem) {
   EXPECT_DOUBLE_EQ(j["comm_exposed_fraction"].get<double>(), 0.5);
   EXPECT_EQ(j["corrupt_skipped"], 2);
   EXPECT_DOUBLE_EQ(j["epoch_start_seconds"].get<double>(), 0.25) << "per rank";
+  EXPECT_DOUBLE_EQ(j["loader_busy_fraction"].get<double>(), 0.5) << "12 of 3 x 2 x 4 s";
+  EXPECT_EQ(j["loader_fills_alone"], 3);
+  EXPECT_EQ(j["loader_fills_shared"], 5);
   EXPECT_EQ(j["nodes"], 2);
   EXPECT_FALSE(j.contains("top1")) << "no validation set, no top-1";
   r.top1 = 0.5;
@@ -1151,6 +1160,9 @@ TEST(EpochMetricsTest, SumsCrossRanksByNameAndTheReportDividesThem) {
   EXPECT_EQ(j["top5"], 0.75);
   EXPECT_EQ(j["loss"], 0) << "an epoch of no samples divides by nothing";
   EXPECT_EQ(j["data_wait_fraction"], 0);
+  r.synthetic = true;
+  EXPECT_FALSE(nlohmann::json::parse(EpochReportJson(r)).contains("loader_busy_fraction"))
+      << "no loader on synthetic data";
 }
 
 // The trainer tells its caller everything through TrainEvents (rank 0) and
@@ -1198,7 +1210,9 @@ TEST(TrainTest, EventsReachTheCallerAndTheLibraryPrintsNothing) {
     EXPECT_GT(p.lr, 0);
     EXPECT_GE(p.data_wait_fraction, 0);
     EXPECT_LE(p.data_wait_fraction, 1);
-    if (p.batch == 8) EXPECT_EQ(p.eta_seconds, 0) << "the epoch's last batch";
+    if (p.batch == 8) {
+      EXPECT_EQ(p.eta_seconds, 0) << "the epoch's last batch";
+    }
   }
   ASSERT_EQ(epochs.size(), 2u);
   const std::string metrics = testing::ReadFile(dir / "metrics.jsonl");
@@ -1207,6 +1221,11 @@ TEST(TrainTest, EventsReachTheCallerAndTheLibraryPrintsNothing) {
     EXPECT_EQ(epochs[i].steps, int64_t(8 * (i + 1)));
     EXPECT_EQ(epochs[i].sums.samples, 64);
     EXPECT_EQ(epochs[i].sums.records, 64);
+    // The loader's figures: each batch came from a fill (one batch or more;
+    // these raw records' copies are not timed stages).
+    EXPECT_GE(epochs[i].sums.loader_busy_s, 0);
+    EXPECT_GE(epochs[i].sums.fills_alone + epochs[i].sums.fills_shared, 1);
+    EXPECT_LE(epochs[i].sums.fills_alone + epochs[i].sums.fills_shared, 8);
     EXPECT_NE(metrics.find(EpochReportJson(epochs[i]) + "\n"), std::string::npos)
         << "--metrics holds the reported line";
   }

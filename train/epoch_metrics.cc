@@ -12,7 +12,8 @@ EpochSums EpochSumsOverRanks(CollectiveGroup* group, torch::Device device, const
   const std::vector<double> sum =
       SumOverRanks(group, device,
                    {mine.loss_sum, mine.samples, mine.correct, mine.records, mine.wait_s,
-                    mine.step_s, mine.comm_s, mine.corrupt_skipped, mine.start_s});
+                    mine.step_s, mine.comm_s, mine.corrupt_skipped, mine.start_s,
+                    mine.loader_busy_s, mine.fills_alone, mine.fills_shared});
   EpochSums s;
   s.loss_sum = sum[0];
   s.samples = sum[1];
@@ -23,6 +24,9 @@ EpochSums EpochSumsOverRanks(CollectiveGroup* group, torch::Device device, const
   s.comm_s = sum[6];
   s.corrupt_skipped = sum[7];
   s.start_s = sum[8];
+  s.loader_busy_s = sum[9];
+  s.fills_alone = sum[10];
+  s.fills_shared = sum[11];
   return s;
 }
 
@@ -56,6 +60,12 @@ std::string EpochReportJson(const EpochReport& r) {
   j["amp"] = r.amp;
   j["backend"] = r.backend;
   j["corrupt_skipped"] = static_cast<uint64_t>(s.corrupt_skipped);
+  if (r.workers > 0 && !r.synthetic) {
+    const double capacity = double(r.workers) * r.world_size * std::max(r.seconds, 1e-9);
+    j["loader_busy_fraction"] = s.loader_busy_s / capacity;
+    j["loader_fills_alone"] = static_cast<uint64_t>(s.fills_alone);
+    j["loader_fills_shared"] = static_cast<uint64_t>(s.fills_shared);
+  }
   return j.dump();
 }
 

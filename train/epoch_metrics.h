@@ -21,6 +21,11 @@ struct EpochSums {
   double comm_s = 0;           // gradient all-reduce not hidden behind backward
   double corrupt_skipped = 0;  // corrupt records replaced by the loader
   double start_s = 0;          // from the epoch's start to its first batch in hand
+  // The loader's workers: seconds they read, decompressed, decoded and
+  // transformed (summed over workers), and its fills on the producer thread
+  // alone and on the whole team (BatchFiller).
+  double loader_busy_s = 0;
+  double fills_alone = 0, fills_shared = 0;
 };
 
 // Every rank's sums added field by field, in one all-reduce of a float64
@@ -45,7 +50,12 @@ struct EpochReport {
 // sample, images_per_sec over the epoch's seconds, data_wait_fraction and
 // comm_exposed_fraction of the time in steps, comm_exposed_seconds and
 // epoch_start_seconds (the loader's epoch start and first batch, part of the
-// wait: a short epoch's figures are mostly that) per rank.
+// wait: a short epoch's figures are mostly that) per rank; with a loader
+// (workers > 0), loader_busy_fraction (its workers' timed stages, read,
+// decompress, decode and transform, over their capacity, workers x seconds x
+// ranks: near 1 with a large data wait, decoding is the bound; well under 1,
+// something else holds the batches back; raw records' copies are not timed)
+// and loader_fills_alone / _shared (summed over ranks).
 std::string EpochReportJson(const EpochReport& r);
 
 }  // namespace shardkit

@@ -37,7 +37,7 @@ class StepSource {
   virtual Status Next(std::shared_ptr<const Batch>* batch) = 0;  // null at the epoch's end
   virtual std::pair<torch::Tensor, torch::Tensor> Take() = 0;
   virtual uint64_t batches_per_epoch() const = 0;
-  virtual uint64_t corrupt_skipped() const = 0;
+  virtual LoaderStats loader_stats() const = 0;  // since the epoch's start
 };
 
 // The loader, through a device feeder.
@@ -56,7 +56,7 @@ class LoaderSteps : public StepSource {
   }
   std::pair<torch::Tensor, torch::Tensor> Take() override { return feeder_.Take(); }
   uint64_t batches_per_epoch() const override { return loader_.batches_per_epoch(); }
-  uint64_t corrupt_skipped() const override { return loader_.stats().samples_replaced; }
+  LoaderStats loader_stats() const override { return loader_.stats(); }
 
  private:
   Loader& loader_;
@@ -97,7 +97,7 @@ class SyntheticSteps : public StepSource {
   }
   std::pair<torch::Tensor, torch::Tensor> Take() override { return {x_, y_}; }
   uint64_t batches_per_epoch() const override { return steps_; }
-  uint64_t corrupt_skipped() const override { return 0; }
+  LoaderStats loader_stats() const override { return LoaderStats(); }
 
  private:
   uint64_t steps_, next_ = 0;
@@ -693,7 +693,11 @@ Status Trainer::EndEpoch(EpochSums tot, double seconds, bool* more) {
   // Of this epoch's batches: after an elastic resume, those of its rest.
   const bool epoch_done = pos_.data.batch >= steps_->batches_per_epoch();
   double top1 = -1, top5 = -1;
-  tot.corrupt_skipped = static_cast<double>(steps_->corrupt_skipped());
+  const LoaderStats ls = steps_->loader_stats();
+  tot.corrupt_skipped = static_cast<double>(ls.samples_replaced);
+  tot.loader_busy_s = ls.read_s + ls.decompress_s + ls.decode_s + ls.transform_s;
+  tot.fills_alone = static_cast<double>(ls.fills_alone);
+  tot.fills_shared = static_cast<double>(ls.fills_shared);
   const EpochSums sums = EpochSumsOverRanks(group(), pg_.device, tot);
   if (val_loader_) SK_RETURN_IF_ERROR(Evaluate(&top1, &top5));
   if (epoch_done) {
