@@ -183,14 +183,18 @@ bool BatchFiller::ChooseAlone(int total, int nwarm, bool follows) {
   }
   // A fill that follows none is not measured: a burst of the way not in
   // the lead (not measured since the burst began) waits for one that is.
-  const Way &alone = ways_[0], &team = ways_[1];
-  if (!follows && burst_left_ > 0 && burst_fresh_) {
-    const Way& other = burst_alone_ ? team : alone;
-    const Way& mine = burst_alone_ ? alone : team;
-    const bool lead = mine.samples > 0 && other.samples > 0 && mine.rate() <= other.rate();
-    if (other.samples > 0 && !lead) return !burst_alone_;
+  if (!follows && burst_left_ > 0 && burst_fresh_ && ways_[burst_alone_ ? 1 : 0].samples > 0 &&
+      !Leads(burst_alone_)) {
+    return !burst_alone_;
   }
   return next_alone_;
+}
+
+// Whether both ways are measured and `alone` (the calling thread alone, or
+// the team) filled at least as fast of late as the other.
+bool BatchFiller::Leads(bool alone) const {
+  const Way &mine = ways_[alone ? 0 : 1], &other = ways_[alone ? 1 : 0];
+  return mine.samples > 0 && other.samples > 0 && mine.rate() <= other.rate();
 }
 
 // A burst of up to kBurst measured fills `alone`, the next one first; its
@@ -208,9 +212,9 @@ void BatchFiller::ChooseNext() {
   next_most_ = UINT64_MAX;
   if (workers_ == 1 || fills_ < kWarmupFills) return;  // one way, or the next fill is cold
   const Way &alone = ways_[0], &team = ways_[1];
-  const bool both = alone.samples > 0 && team.samples > 0;
   const Way& mine = burst_alone_ ? alone : team;
   const Way& other = burst_alone_ ? team : alone;
+  const bool both = alone.samples > 0 && team.samples > 0;
   if (burst_left_ > 0 && both && !burst_fresh_ && mine.rate() > kGiveUp * other.rate()) {
     burst_left_ = 0;  // lost by far: the rest of the burst would cost more than it tells
   }
@@ -222,14 +226,14 @@ void BatchFiller::ChooseNext() {
   } else if ((prior_alone_ ? team : alone).samples == 0) {
     next_alone_ = Burst(!prior_alone_);
   } else {
-    const bool best_alone = alone.rate() <= team.rate();
+    const bool best_alone = Leads(true);
     const double ratio = best_alone ? team.rate() / alone.rate() : alone.rate() / team.rate();
     const uint64_t interval =
         static_cast<uint64_t>(std::min(kMaxExploreInterval, kBurst * kExplore * ratio * ratio));
     next_alone_ =
         fills_ % std::max<uint64_t>(2 * kBurst, interval) == 0 ? Burst(!best_alone) : best_alone;
   }
-  if (next_alone_ && !(both && alone.rate() <= team.rate())) next_most_ = 1;  // a trial
+  if (next_alone_ && !Leads(true)) next_most_ = 1;  // a trial
 }
 
 void BatchFiller::Record(bool alone, uint64_t ns, int samples) {

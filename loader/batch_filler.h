@@ -133,6 +133,7 @@ class BatchFiller {
   bool ChooseAlone(int total, int nwarm, bool follows);
   void ChooseNext();
   bool Burst(bool alone);
+  bool Leads(bool alone) const;
   void Record(bool alone, uint64_t ns, int samples);
   void RunItem(int worker, int item, int nwarm, const std::vector<Job>& jobs);
   void Settle(const Job& job);
