@@ -117,11 +117,19 @@ Result<IdxArray> ReadIdxFile(const std::string& path, uint64_t max_bytes) {
     done += static_cast<uint64_t>(n);
   }
   uint8_t extra;
-  if (gzread(gz, &extra, 1) > 0) {
+  const int more = gzread(gz, &extra, 1);
+  if (more > 0) {
     return close_with(Status::Corruption(path + ": data continues past the " +
                                          std::to_string(size) + " bytes the IDX header declares"));
   }
-  gzclose(gz);
+  // The end of the data must be the end of a whole gzip stream: a stream cut
+  // short (its CRC and length trailer missing) has no checksum to catch a
+  // damaged byte. zlib says so on this read, or on closing mid-stream.
+  const int closed = gzclose(gz);
+  if (more < 0 || closed != Z_OK) {
+    return Status::Corruption(path +
+                              ": gzip data is truncated (the stream ends before its CRC trailer)");
+  }
   return a;
 }
 

@@ -83,6 +83,44 @@ TEST(IdxTest, CorruptGzipIsAnError) {
   EXPECT_FALSE(ReadIdxFile(dir / "bad.gz").ok());
 }
 
+// A gzip stream cut anywhere in its 8-byte trailer (CRC32, length) has all
+// its data but nothing to check it by: refused, a damaged byte or not, as
+// `gzip -t` refuses it. (Stored blocks, so a flipped byte stays undetected by
+// the deflate format itself.)
+TEST(IdxTest, AGzipStreamWithoutItsTrailerIsRefused) {
+  TempDir dir;
+  const std::string idx = Idx(0x08, {10, 6, 5}, 300);
+  std::string stored(compressBound(idx.size()) + 64, '\0');
+  z_stream z{};
+  deflateInit2(&z, 0, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY);  // level 0: stored blocks
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(idx.data()));
+  z.avail_in = idx.size();
+  z.next_out = reinterpret_cast<Bytef*>(stored.data());
+  z.avail_out = stored.size();
+  deflate(&z, Z_FINISH);
+  stored.resize(z.total_out);
+  deflateEnd(&z);
+  for (size_t cut = 1; cut <= 8; ++cut) {
+    for (bool flip : {false, true}) {
+      std::string gz = stored.substr(0, stored.size() - cut);
+      if (flip) gz[gz.size() - 60] ^= 0x7F;  // a pixel byte inside the stored block
+      const std::string path = dir / ("cut" + std::to_string(cut) + (flip ? "f" : "") + ".gz");
+      WriteFile(path, gz);
+      auto a = ReadIdxFile(path);
+      ASSERT_FALSE(a.ok()) << "cut " << cut << " flip " << flip;
+      // With the CRC whole (cut <= 4) a flipped byte is caught by it first.
+      const bool named = a.status().message().find("truncated") != std::string::npos ||
+                         (flip && a.status().message().find("corrupt") != std::string::npos);
+      EXPECT_TRUE(named) << a.status().message();
+      EXPECT_NE(a.status().message().find(path), std::string::npos);
+    }
+  }
+  WriteFile(dir / "whole.gz", stored);  // the same stream whole reads back
+  auto whole = ReadIdxFile(dir / "whole.gz");
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(whole->data.size(), 300u);
+}
+
 TEST(IdxTest, DatasetChecksCountsAndRanks) {
   TempDir dir;
   WriteFile(dir / "img", Idx(0x08, {5, 4, 3}, 60));
