@@ -35,11 +35,31 @@ Status OpenDataset(hid_t file, const std::string& path, const std::string& name,
   }
   hid_t d = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
   if (d < 0) return Status::InvalidArgument(path + ": '" + name + "' is not a dataset");
+  if (Status s = CheckStoredInFile(d, path + ":" + name); !s.ok()) {
+    H5Dclose(d);
+    return s;
+  }
   *out = d;
   return Status::OK();
 }
 
 }  // namespace
+
+Status CheckStoredInFile(int64_t dataset, const std::string& where) {
+  H5Handle plist(H5Dget_create_plist(dataset), H5Pclose);
+  if (plist.id < 0) return Status::Corruption(where + ": its storage properties cannot be read");
+  if (H5Pget_layout(plist.id) == H5D_VIRTUAL) {
+    return Status::Unsupported(where +
+                               ": a virtual dataset (its data lives in other files; not read: "
+                               "h5repack it into one file)");
+  }
+  if (H5Pget_external_count(plist.id) != 0) {
+    return Status::Unsupported(where +
+                               ": stored in external raw files (not read: h5repack it into one "
+                               "file)");
+  }
+  return Status::OK();
+}
 
 namespace {
 

@@ -23,6 +23,11 @@ struct Hdf5Options {
 // raw_u8 records in the file's order.
 Result<std::unique_ptr<SampleSource>> OpenHdf5(const Hdf5Options& options);
 
+// Refuses a dataset (an HDF5 hid_t) whose data is not in its own file: a
+// virtual dataset or one with external raw storage reads as its fill value
+// (zeros) where a source file is missing or short, so neither is read.
+Status CheckStoredInFile(int64_t dataset, const std::string& where);
+
 // Streams images (uint8, N x H x W) and labels (int32, N) into a new HDF5
 // file: chunked, deflate-compressed /images and /labels. Written to path.tmp
 // and renamed on Close(), so a partial file never has the final name.

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "base/file_io.h"
+#include "ingest/hdf5.h"
 
 namespace shardkit {
 namespace {
@@ -414,6 +415,67 @@ struct Visit {
   std::string file, bad;
 };
 
+// The MATLAB_class attribute of a 7.3 dataset, or "" where it has none (or
+// not as a string of at most 64 bytes).
+std::string MatlabClass(hid_t d) {
+  if (H5Aexists(d, "MATLAB_class") <= 0) return "";
+  const hid_t a = H5Aopen(d, "MATLAB_class", H5P_DEFAULT);
+  if (a < 0) return "";
+  const hid_t ftype = H5Aget_type(a);
+  std::string out;
+  const size_t n = H5Tget_size(ftype);
+  if (H5Tget_class(ftype) == H5T_STRING && H5Tis_variable_str(ftype) == 0 && n > 0 && n <= 64) {
+    const hid_t mtype = H5Tcopy(H5T_C_S1);
+    H5Tset_size(mtype, n);
+    char buf[65] = {};
+    if (H5Aread(a, mtype, buf) >= 0) out.assign(buf, strnlen(buf, n));
+    H5Tclose(mtype);
+  }
+  H5Tclose(ftype);
+  H5Aclose(a);
+  return out;
+}
+
+// True where `type` (or, for a complex array, each member of its compound)
+// stores what MATLAB's numeric `cls` stores, or cls is not a numeric class.
+// libmatio converts whatever is stored into the declared class, clamping and
+// rounding, so a file whose attribute says uint8 over doubles or int16s would
+// pack other values than it holds.
+bool StoredAsDeclared(hid_t type, const std::string& cls) {
+  struct Numeric {
+    const char* name;
+    H5T_class_t type_class;
+    size_t size;
+    H5T_sign_t sign;  // H5T_SGN_ERROR: floats
+  };
+  static constexpr Numeric kNumeric[] = {
+      {"double", H5T_FLOAT, 8, H5T_SGN_ERROR},   {"single", H5T_FLOAT, 4, H5T_SGN_ERROR},
+      {"int8", H5T_INTEGER, 1, H5T_SGN_2},       {"uint8", H5T_INTEGER, 1, H5T_SGN_NONE},
+      {"int16", H5T_INTEGER, 2, H5T_SGN_2},      {"uint16", H5T_INTEGER, 2, H5T_SGN_NONE},
+      {"int32", H5T_INTEGER, 4, H5T_SGN_2},      {"uint32", H5T_INTEGER, 4, H5T_SGN_NONE},
+      {"int64", H5T_INTEGER, 8, H5T_SGN_2},      {"uint64", H5T_INTEGER, 8, H5T_SGN_NONE},
+      {"logical", H5T_INTEGER, 1, H5T_SGN_NONE}, {"char", H5T_INTEGER, 2, H5T_SGN_NONE},
+  };
+  const Numeric* want = nullptr;
+  for (const Numeric& k : kNumeric) {
+    if (cls == k.name) want = &k;
+  }
+  if (want == nullptr) return true;
+  auto matches = [want](hid_t t) {
+    if (H5Tget_class(t) != want->type_class || H5Tget_size(t) != want->size) return false;
+    return want->type_class == H5T_FLOAT || H5Tget_sign(t) == want->sign;
+  };
+  if (H5Tget_class(type) != H5T_COMPOUND) return matches(type);
+  const int members = H5Tget_nmembers(type);  // complex: {real, imag}
+  bool ok = members == 2;
+  for (int m = 0; ok && m < members; ++m) {
+    const hid_t mt = H5Tget_member_type(type, static_cast<unsigned>(m));
+    ok = mt >= 0 && matches(mt);
+    if (mt >= 0) H5Tclose(mt);
+  }
+  return ok;
+}
+
 herr_t VisitObject(hid_t root, const char* name, const H5O_info_t* info, void* data) {
   auto* v = static_cast<Visit*>(data);
   if (info->type != H5O_TYPE_DATASET) return 0;
@@ -427,11 +489,20 @@ herr_t VisitObject(hid_t root, const char* name, const H5O_info_t* info, void* d
   if (rank > 0) H5Sget_simple_extent_dims(space, dims, nullptr);
   for (int k = 0; k < rank; ++k) overflow |= __builtin_mul_overflow(numel, dims[k], &numel);
   const std::string where = v->file + ":" + name;
+  const bool empty = H5Aexists(d, "MATLAB_empty") > 0;
   if (overflow || numel > v->max_elements) {
     v->bad = where + ": declares more elements than the file's bytes could hold";
-  } else if (H5Aexists(d, "MATLAB_empty") > 0 &&
-             (numel > kMaxRank || (rank > 0 && dims[rank - 1] != numel))) {
+  } else if (empty && (numel > kMaxRank || (rank > 0 && dims[rank - 1] != numel))) {
     v->bad = where + ": an empty array whose dimensions are not a short vector";
+  } else if (Status s = CheckStoredInFile(d, where); !s.ok()) {
+    v->bad = s.message();
+  } else if (!empty) {
+    const std::string cls = MatlabClass(d);
+    const hid_t type = H5Dget_type(d);
+    if (type < 0 || !StoredAsDeclared(type, cls)) {
+      v->bad = where + ": declared " + cls + " (MATLAB_class) but stored as another type";
+    }
+    if (type >= 0) H5Tclose(type);
   }
   H5Sclose(space);
   H5Dclose(d);
