@@ -247,6 +247,7 @@ class FileInput {
 struct ZipEnd {
   bool found = false, zip64 = false;
   uint64_t entries = 0;
+  uint64_t dir_offset = 0, dir_bytes = 0;  // the central directory
 };
 
 uint64_t LittleEndian(const unsigned char* p, int bytes) {
@@ -267,6 +268,8 @@ ZipEnd ReadZipEnd(int fd, uint64_t size) {
     if (std::memcmp(&t[i], "PK\5\6", 4) != 0) continue;
     end.found = true;
     end.entries = LittleEndian(&t[i + 10], 2);
+    end.dir_bytes = LittleEndian(&t[i + 12], 4);
+    end.dir_offset = LittleEndian(&t[i + 16], 4);
     unsigned char record[56];
     if (i >= 20 && std::memcmp(&t[i - 20], "PK\6\7", 4) == 0 &&
         ::pread(fd, record, sizeof(record), static_cast<off_t>(LittleEndian(&t[i - 12], 8))) ==
@@ -274,10 +277,88 @@ ZipEnd ReadZipEnd(int fd, uint64_t size) {
         std::memcmp(record, "PK\6\6", 4) == 0) {
       end.zip64 = true;
       end.entries = LittleEndian(record + 32, 8);
+      end.dir_bytes = LittleEndian(record + 40, 8);
+      end.dir_offset = LittleEndian(record + 48, 8);
     }
     break;
   }
   return end;
+}
+
+// A central directory entry: where its member's local header is, and where
+// the member's name is in the directory.
+struct ZipCentralEntry {
+  uint64_t local = 0, name_at = 0;
+  uint32_t name_bytes = 0;
+};
+
+// The central directory's entries sorted by their local headers' offsets
+// (the order libarchive's seekable reader visits them in, so that checking
+// each as it is read finds its header in the page cache). As many as parse;
+// the entry count (CheckZipEntries) tells a directory that does not.
+std::vector<ZipCentralEntry> ReadZipCentral(int fd, uint64_t size, const ZipEnd& end) {
+  std::vector<ZipCentralEntry> out;
+  if (!end.found || end.dir_offset > size || end.dir_bytes > size - end.dir_offset) return out;
+  std::vector<unsigned char> dir(end.dir_bytes);
+  if (::pread(fd, dir.data(), dir.size(), static_cast<off_t>(end.dir_offset)) !=
+      static_cast<ssize_t>(dir.size())) {
+    return out;
+  }
+  for (uint64_t p = 0; out.size() < end.entries && p + 46 <= dir.size();) {
+    const unsigned char* e = &dir[p];
+    if (std::memcmp(e, "PK\1\2", 4) != 0) break;
+    const uint64_t name = LittleEndian(e + 28, 2), extra = LittleEndian(e + 30, 2),
+                   comment = LittleEndian(e + 32, 2);
+    if (p + 46 + name + extra + comment > dir.size()) break;
+    ZipCentralEntry c{LittleEndian(e + 42, 4), end.dir_offset + p + 46,
+                      static_cast<uint32_t>(name)};
+    if (c.local == 0xFFFFFFFF) {  // in the zip64 extra field, after the sizes it replaces
+      uint64_t skip = (LittleEndian(e + 24, 4) == 0xFFFFFFFF ? 8 : 0) +
+                      (LittleEndian(e + 20, 4) == 0xFFFFFFFF ? 8 : 0);
+      for (uint64_t x = p + 46 + name; x + 4 <= p + 46 + name + extra;) {
+        const uint64_t id = LittleEndian(&dir[x], 2), len = LittleEndian(&dir[x + 2], 2);
+        if (id == 1 && skip + 8 <= len && x + 4 + len <= dir.size()) {
+          c.local = LittleEndian(&dir[x + 4 + skip], 8);
+          break;
+        }
+        x += 4 + len;
+      }
+    }
+    out.push_back(c);
+    p += 46 + name + extra + comment;
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ZipCentralEntry& a, const ZipCentralEntry& b) { return a.local < b.local; });
+  return out;
+}
+
+// A member's name in its local header must be its name in the central
+// directory: unzip extracts by the central name (warning of the other),
+// libarchive reports the local one, so a zip whose two names differ would
+// pack another file, or class, than its extraction holds.
+Status CheckZipLocalName(int fd, const ZipCentralEntry& c, const std::string& path) {
+  unsigned char head[30];
+  std::string local, central(c.name_bytes, '\0');
+  const bool header = ::pread(fd, head, sizeof(head), static_cast<off_t>(c.local)) ==
+                          static_cast<ssize_t>(sizeof(head)) &&
+                      std::memcmp(head, "PK\3\4", 4) == 0;
+  if (header) {
+    local.resize(LittleEndian(head + 26, 2));
+    if (::pread(fd, local.data(), local.size(), static_cast<off_t>(c.local + 30)) !=
+        static_cast<ssize_t>(local.size())) {
+      local = "(unreadable)";
+    }
+  }
+  if (::pread(fd, central.data(), central.size(), static_cast<off_t>(c.name_at)) !=
+      static_cast<ssize_t>(central.size())) {
+    central = "(unreadable)";
+  }
+  if (header && local == central) return Status::OK();
+  return Status::Corruption(
+      path + ":" + Printable(central) + ": a corrupt zip: " +
+      (header ? "its local header names it " + Printable(local)
+              : std::string("no local header where the central directory says it is")) +
+      " (unzip -t reports it too)");
 }
 
 la_ssize_t TarStreamRead(struct archive* a, void* data, const void** out) {
@@ -323,6 +404,7 @@ struct Streamer {
   uint64_t zip_entries = 0;  // a zip's entries, each one its central directory lists
   int tar_of_tars = -1;      // unknown until the first member
   std::set<std::string> zip_names{};
+  std::vector<ZipCentralEntry> zip_central{};  // ReadZipCentral's
 
   // A class tar's form: a top-level regular *.tar (a hard link is not one).
   static bool ClassTarForm(const std::string& path, mode_t type, bool hard_link) {
@@ -444,7 +526,8 @@ struct Streamer {
                               (input->zip() && prefix.empty() ? " (a corrupt or truncated zip)"
                                                               : " (a corrupt or truncated tar)"));
       }
-      if (input->zip() && prefix.empty()) ++zip_entries;
+      if (input->zip() && prefix.empty() && ++zip_entries <= zip_central.size())
+        SK_RETURN_IF_ERROR(CheckZipLocalName(input->fd(), zip_central[zip_entries - 1], where));
       std::string raw;
       if (!NameOf(e, &raw)) {
         SK_RETURN_IF_ERROR(sink->Skip(where + ":(entry " + std::to_string(entries) + ")",
@@ -640,6 +723,9 @@ Status StreamArchive(const std::string& path, const ArchiveOptions& options, Sam
                               ErrorOf(a.get(), "unknown") + ")");
   }
   Streamer st{options, sink, member, &input, a.get(), path};
+  if (input.zip()) {
+    st.zip_central = ReadZipCentral(input.fd(), input.size(), ReadZipEnd(input.fd(), input.size()));
+  }
   SK_RETURN_IF_ERROR(st.Entries(a.get(), path, ""));
   if (input.zip()) SK_RETURN_IF_ERROR(CheckZipEntries(path, input, st.zip_entries));
   SK_RETURN_IF_ERROR(input.Drain());
@@ -649,21 +735,27 @@ Status StreamArchive(const std::string& path, const ArchiveOptions& options, Sam
 
 Result<std::string> ReadArchiveMember(const std::string& archive, const std::string& suffix,
                                       uint64_t max_bytes) {
-  std::string found;
+  // By path, as `tar -x` leaves the files: a path given twice is its later
+  // member; two different paths that both end in suffix are ambiguous.
+  std::string found, found_path;
   bool have = false;
   QuietSink quiet;
   ArchiveOptions options;
   options.max_member_bytes = max_bytes;
   options.class_tars = false;
+  const std::string tail = "/" + suffix;
   Status s = StreamArchive(archive, options, &quiet, [&](ArchiveMember&& m) {
-    const std::string tail = "/" + suffix;
     const bool match =
         m.path == suffix || (m.path.size() > tail.size() &&
                              m.path.compare(m.path.size() - tail.size(), tail.size(), tail) == 0);
-    if (!have && m.kind == ArchiveMember::Kind::kFile && match) {
-      found = std::move(m.bytes);
-      have = true;
+    if (m.kind != ArchiveMember::Kind::kFile || !match) return Status::OK();
+    if (have && m.path != found_path) {
+      return Status::InvalidArgument(archive + ": two members end in " + suffix + ": " +
+                                     found_path + " and " + m.path + " (which is meant?)");
     }
+    found = std::move(m.bytes);
+    found_path = m.path;
+    have = true;
     return Status::OK();
   });
   SK_RETURN_IF_ERROR(s);

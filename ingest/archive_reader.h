@@ -64,7 +64,9 @@ struct ArchiveOptions {
 Status StreamArchive(const std::string& path, const ArchiveOptions& options, SampleSink* sink,
                      const std::function<Status(ArchiveMember&&)>& member);
 
-// One member of an archive by the end of its path (a devkit's file), at most max_bytes.
+// One member of an archive by the end of its path (a devkit's file), at most
+// max_bytes: a path given twice is its later member (as `tar -x` leaves it),
+// and two different paths ending in `suffix` are an error naming both.
 Result<std::string> ReadArchiveMember(const std::string& archive, const std::string& suffix,
                                       uint64_t max_bytes);
 

@@ -2,6 +2,8 @@
 // (ingest/mat_file.h).
 #include "ingest/devkit.h"
 
+#include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -25,7 +27,12 @@ Result<std::map<int, std::string>> ParseMetaMat(const std::string& bytes,
       return Status::Corruption(where + ": synsets(" + std::to_string(i + 1) +
                                 ") has no integer ILSVRC2012_ID or no WNID");
     }
-    out[static_cast<int>(id.numbers[0])] = wnid.text;
+    const auto [it, added] = out.emplace(static_cast<int>(id.numbers[0]), wnid.text);
+    if (!added) {
+      return Status::Corruption(where + ": synsets(" + std::to_string(i + 1) +
+                                ") repeats ILSVRC2012_ID " + std::to_string(it->first) + " (" +
+                                it->second + ", then " + wnid.text + ")");
+    }
   }
   if (out.empty()) return Status::Corruption(where + ": no synsets");
   return out;
@@ -42,8 +49,10 @@ Result<std::vector<std::pair<std::string, std::string>>> ReadDevkitValLabels(
   for (const auto& [unused, text] : TextLines(gt)) {
     ++line;
     char* rest = nullptr;
+    errno = 0;
     const long id = std::strtol(text.c_str(), &rest, 10);
-    auto it = wnid_of.find(static_cast<int>(id));
+    const bool in_range = errno == 0 && id >= INT_MIN && id <= INT_MAX;
+    auto it = in_range ? wnid_of.find(static_cast<int>(id)) : wnid_of.end();
     if (rest == text.c_str() || *rest != '\0' || it == wnid_of.end()) {
       return Status::Corruption(devkit + ":" + gt_name + ":" + std::to_string(line) + ": '" +
                                 text.substr(0, 40) + "' is not an ILSVRC2012_ID of meta.mat");

@@ -166,6 +166,63 @@ def test_val_tar_with_csv_or_devkit_gives_the_folders_labels(tree, tmp_path, pho
     assert not os.path.exists(tmp_path / "val_bad" / "manifest.json")
 
 
+
+def test_a_devkit_is_read_as_tar_x_leaves_it_or_refused(tree, tmp_path, photos):
+    """The devkit's files by path, as `tar -x` leaves them (a path given twice:
+    its later member); ground-truth ids that wrap around a 32-bit int, a
+    meta.mat that gives one id two WNIDs and two meta.mat at different paths
+    are refused by name, never read as some other label."""
+    code, out = pack(tree, tmp_path / "train")
+    assert code == 0, out
+    classes = sk.Dataset(str(tmp_path / "train")).classes
+    val = tmp_path / "val"
+    val.mkdir()
+    photo = Image.open(photos[5]).convert("RGB")
+    for k in range(2):
+        (val / ("ILSVRC2012_val_%08d.JPEG" % (k + 1))).write_bytes(jpeg(photo, 90 + k, 70))
+    meta = tmp_path / "meta.mat"
+    write_meta_mat(str(meta), classes, False)  # ILSVRC2012_ID i + 1 is classes[i]
+    meta_bytes = meta.read_bytes()
+    dup = tmp_path / "dup.mat"
+    write_meta_mat(str(dup), classes + [classes[0]], False)
+
+    def kit(name, members):
+        path = tmp_path / name
+        with tarfile.open(path, "w:gz") as t:
+            for member, data in members:
+                add_bytes(t, "ILSVRC2012_devkit_t12/" + member, data.encode() if isinstance(data, str) else data)
+        return path
+
+    gt = "data/ILSVRC2012_validation_ground_truth.txt"
+    twice = kit("twice.tar.gz", [("data/meta.mat", meta_bytes), (gt, "1\n1\n"), (gt, "3\n2\n")])
+    code, out = pack(val, tmp_path / "twice", "--devkit", twice, "--classes-from", tmp_path / "train")
+    assert code == 0, out
+    ds = sk.Dataset(str(tmp_path / "twice"))
+    labels = {ds.key(i): ds[i][1] for i in range(len(ds))}
+    assert labels == {"ILSVRC2012_val_00000001.JPEG": 2, "ILSVRC2012_val_00000002.JPEG": 1}, \
+        "the later ground truth, as tar -x leaves it"
+    cases = {
+        "wrap": ([("data/meta.mat", meta_bytes), (gt, "4294967298\n1\n")], "is not an ILSVRC2012_ID"),
+        "negwrap": ([("data/meta.mat", meta_bytes), (gt, "-4294967294\n1\n")], "is not an ILSVRC2012_ID"),
+        "two_metas": ([("evaluation/data/meta.mat", meta_bytes), ("data/meta.mat", meta_bytes), (gt, "1\n2\n")],
+                      "two members end in data/meta.mat"),
+    }
+    for name, (members, needle) in cases.items():
+        archive = kit(name + ".tar.gz", members)
+        code, out = pack(val, tmp_path / name, "--devkit", archive, "--classes-from", tmp_path / "train")
+        assert code == 2 and needle in out and name + ".tar.gz" in out, (name, out)
+        assert len(out.strip().splitlines()) <= 2, out
+        assert not os.path.exists(tmp_path / name / "manifest.json")
+    # A meta.mat whose extra synset (classes[0] again) takes id 2, classes[1]'s.
+    scipy_io = pytest.importorskip("scipy.io")
+    m = scipy_io.loadmat(str(dup), squeeze_me=False)["synsets"]
+    m[len(classes), 0]["ILSVRC2012_ID"] = np.array([[2.0]])
+    scipy_io.savemat(str(dup), {"synsets": m})
+    archive = kit("dupid.tar.gz", [("data/meta.mat", dup.read_bytes()), (gt, "1\n2\n")])
+    code, out = pack(val, tmp_path / "dupid", "--devkit", archive, "--classes-from", tmp_path / "train")
+    assert code == 2 and "repeats ILSVRC2012_ID 2" in out, out
+
+
 def add_bytes(t, name, data, **attrs):
     info = tarfile.TarInfo(name)
     info.size = len(data)

@@ -287,6 +287,56 @@ def test_zip_end_records_as_writers_make_them(src, tmp_path):
     assert not (tmp_path / "zip64-count.ds").exists()
 
 
+
+
+def zip64_offsets(zp):
+    """The zip with each central directory entry's local header offset moved
+    into a zip64 extra field (0xFFFFFFFF in its place), as writers of zips
+    over 4 GiB store it; the end record updated to the longer directory."""
+    import struct
+    end, entries, size, offset = zip_end(zp)
+    out, p = bytearray(), offset
+    for _ in range(entries):
+        fixed = bytearray(zp[p:p + 46])
+        n, m, k = struct.unpack("<HHH", fixed[28:34])
+        local = struct.unpack("<I", fixed[42:46])[0]
+        fixed[6:8] = struct.pack("<H", 45)  # version needed; "made by" (its host) kept
+        fixed[30:32] = struct.pack("<H", m + 12)
+        fixed[42:46] = b"\xff\xff\xff\xff"
+        name, extra, comment = zp[p + 46:p + 46 + n], zp[p + 46 + n:p + 46 + n + m], zp[p + 46 + n + m:p + 46 + n + m + k]
+        out += fixed + name + struct.pack("<HHQ", 1, 8, local) + extra + comment
+        p += 46 + n + m + k
+    tail = bytearray(zp[end:])
+    tail[12:16] = struct.pack("<I", len(out))
+    return zp[:offset] + bytes(out) + bytes(tail)
+
+def test_a_zip_member_whose_local_header_names_another_file_is_refused(src, tmp_path, photos):
+    """unzip extracts a member by its central directory name (warning that
+    the local header says otherwise), libarchive by the local one: a zip
+    whose two names differ is refused naming both, never packed as another
+    file or class. Zip64 local offsets (in the central directory's extra
+    field, as zip -fz writes them) are followed to the same check."""
+    data = jpeg(Image.open(photos[0]).convert("RGB"), 30, 20)
+    with zipfile.ZipFile(tmp_path / "names.zip", "w") as z:
+        for name in ("cat/0.jpg", "cat/1.jpg", "dog/2.jpg"):
+            z.writestr(name, data)
+    b = bytearray((tmp_path / "names.zip").read_bytes())
+    assert b[30:39] == b"cat/0.jpg"  # the first local header's name
+    b[30:39] = b"dog/9.jpg"
+    (tmp_path / "renamed.zip").write_bytes(bytes(b))
+    code, out = run("imagenet", tmp_path / "renamed.zip", tmp_path / "renamed.ds")
+    assert code == 2, out
+    assert "renamed.zip:cat/0.jpg" in out and "dog/9.jpg" in out and "local header" in out, out
+    assert len(out.strip().splitlines()) <= 2, out
+    assert not (tmp_path / "renamed.ds").exists()
+    subprocess.run("zip -qr %s train" % (tmp_path / "plain.zip"), cwd=src, check=True, shell=True)
+    (tmp_path / "z64.zip").write_bytes(zip64_offsets((tmp_path / "plain.zip").read_bytes()))
+    assert extract(tmp_path / "z64.zip", "unzip", tmp_path / "z64.x") == 0
+    assert run("imagenet", tmp_path / "z64.x", tmp_path / "z64.want")[0] == 0
+    code, out = run("imagenet", tmp_path / "z64.zip", tmp_path / "z64.ds")
+    assert code == 0, out
+    assert contents(tmp_path / "z64.ds") == contents(tmp_path / "z64.want")
+
 def tar_with(path, members, fmt=tarfile.GNU_FORMAT):
     with tarfile.open(path, "w", format=fmt) as t:
         for name, data, kind in members:
