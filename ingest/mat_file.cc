@@ -284,19 +284,34 @@ Status MatSource::CheckImages() {
   }
   const uint64_t first = v->dims[0], last = v->dims[v->rank - 1];
   MatLayout layout = o_.layout;
+  std::string implausible;  // a reading auto passed over for its channel count
   if (layout == MatLayout::kAuto) {
-    if (first == n_ && last == n_) {
+    // A reading fits where its image count is the labels' and, for rank 4,
+    // its channel count one an image has (1 to 4): labels as many as the
+    // rows by chance do not make 32 x 32 x 3 x 100 images 32 of 100 channels.
+    auto fits = [&](MatLayout l) {
+      const bool n_last = l == MatLayout::kHWCN;
+      if ((n_last ? last : first) != n_) return false;
+      const uint64_t c = v->rank == 4 ? v->dims[n_last ? 2 : 3] : 1;
+      if (c >= 1 && c <= 4) return true;
+      implausible = std::string(" (read as ") + (n_last ? "H x W x C x N" : "N x H x W x C") +
+                    ", its images would have " + std::to_string(c) + " channels: pass --layout " +
+                    (n_last ? "HWCN" : "NHWC") + " if so)";
+      return false;
+    };
+    const bool hwcn = fits(MatLayout::kHWCN), nhwc = fits(MatLayout::kNHWC);
+    if (hwcn && nhwc) {
       return Status::InvalidArgument(where_i + ": " + DimsText(v) + " images with " +
                                      std::to_string(n_) +
                                      " labels: which dimension is the image? pass --layout HWCN "
                                      "or --layout NHWC");
     }
-    layout = last == n_ ? MatLayout::kHWCN : first == n_ ? MatLayout::kNHWC : MatLayout::kAuto;
+    layout = hwcn ? MatLayout::kHWCN : nhwc ? MatLayout::kNHWC : MatLayout::kAuto;
   }
   if (layout == MatLayout::kAuto || (layout == MatLayout::kHWCN ? last : first) != n_) {
     return Status::InvalidArgument("length mismatch: " + where_i + " is " + DimsText(v) +
                                    " (images), " + o_.file + ":" + o_.labels + " holds " +
-                                   std::to_string(n_) + " labels");
+                                   std::to_string(n_) + " labels" + implausible);
   }
   n_last_ = layout == MatLayout::kHWCN;
   const size_t* d = v->dims + (n_last_ ? 0 : 1);

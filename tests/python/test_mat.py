@@ -284,11 +284,11 @@ def test_wrong_names_lengths_types_ranks_and_labels_are_refused_naming_the_varia
     save5(m, {"X": X, "y": np.arange(12).reshape(12, 1)}, True)
     refused(tmp_path, ("mat", m, "--images", "X", "--labels", "y", "--class-names", "a,b"),
             "m.mat:y: label 2 at index 2 is outside the classes 0..1")
-    sq = np.zeros((4, 5, 6, 4), dtype=np.uint8)
+    sq = np.zeros((4, 5, 3, 4), dtype=np.uint8)  # 3 channels one way, 4 the other
     save5(m, {"X": sq, "y": np.zeros((4, 1))}, True)
     refused(tmp_path, ("mat", m, "--images", "X", "--labels", "y"), "m.mat:X", "--layout")
     code, _, err = pack("mat", m, tmp_path / "sq", "--images", "X", "--labels", "y", "--layout", "NHWC")
-    assert code == 0 and records(tmp_path / "sq")[0][1].shape == (5, 6, 4), err
+    assert code == 0 and records(tmp_path / "sq")[0][1].shape == (5, 3, 4), err
     refused(tmp_path, ("mat", m, "--images", "X", "--labels", "y", "--label-map", "1:2,1:3"), "maps 1 twice")
 
 
@@ -369,3 +369,83 @@ def test_what_is_not_a_level_5_or_73_file_is_refused_by_path(tmp_path):
     data[126:128] = b"MI"
     (tmp_path / "be.mat").write_bytes(bytes(data))
     refused(tmp_path, ("svhn", tmp_path / "be.mat"), "be.mat: a big-endian MATLAB file")
+
+
+def save73_as(path, variables):
+    """save73 with each variable's MATLAB_class given: {name: (array, class)}."""
+    with h5py.File(str(path), "w", userblock_size=512) as f:
+        for name, (value, cls) in variables.items():
+            d = f.create_dataset(name, data=np.ascontiguousarray(value.T))
+            tid = h5py.h5t.C_S1.copy()
+            tid.set_size(len(cls))
+            tid.set_strpad(h5py.h5t.STR_NULLTERM)
+            attr = h5py.h5a.create(d.id, b"MATLAB_class", tid, h5py.h5s.create(h5py.h5s.SCALAR))
+            attr.write(np.array(cls.encode(), dtype="S%d" % len(cls)), mtype=tid)
+    header = b"MATLAB 7.3 MAT-file".ljust(116, b" ") + b"\0" * 8 + b"\x00\x02" + b"IM"
+    with open(path, "r+b") as f:
+        f.write(header)
+
+
+def test_a_73_class_attribute_that_is_not_the_stored_type_is_refused(tmp_path):
+    """libmatio converts what is stored into the declared class (clamping and
+    rounding): int16 pixels up to 1001 declared uint8 would pack as 255, and
+    labels 0.5 / 300.0 declared uint8 as 0 / 255."""
+    X, y = svhn_arrays(4)
+    lies = {
+        "int16_as_uint8": ({"X": (X.astype(np.int16) * 4, "uint8"), "y": (y, "double")}, "X: declared uint8"),
+        "double_as_uint8": ({"X": (X, "uint8"), "y": (y + 0.5, "uint8")}, "y: declared uint8"),
+        "uint16_as_uint8": ({"X": (X.astype(np.uint16), "uint8"), "y": (y, "double")}, "X: declared uint8"),
+        "float_as_double": ({"X": (X, "uint8"), "y": (y.astype(np.float32), "double")}, "y: declared double"),
+        "int8_as_uint8": ({"X": (X.astype(np.int8), "uint8"), "y": (y, "double")}, "X: declared uint8"),
+    }
+    for name, (variables, needle) in lies.items():
+        save73_as(tmp_path / (name + ".mat"), variables)
+        refused(tmp_path, ("svhn", tmp_path / (name + ".mat")), name + ".mat:" + needle)
+    save73_as(tmp_path / "honest.mat", {"X": (X, "uint8"), "y": (y, "double")})
+    code, _, err = pack("svhn", tmp_path / "honest.mat", tmp_path / "honest")
+    assert code == 0, err
+
+
+def test_data_outside_the_file_is_refused_not_read_as_zeros(tmp_path):
+    """A virtual dataset whose source is gone, and external raw storage, read
+    as their fill value (zeros) where the data is missing: refused, in HDF5
+    files and in 7.3 MATLAB files alike."""
+    layout = h5py.VirtualLayout((4, 8, 8), "u1")
+    layout[:] = h5py.VirtualSource(str(tmp_path / "gone.h5"), "d", shape=(4, 8, 8))
+    with h5py.File(tmp_path / "virtual.h5", "w") as f:
+        f.create_virtual_dataset("images", layout, fillvalue=0)
+        f["labels"] = np.arange(4, dtype="i4")
+    (tmp_path / "raw.bin").write_bytes(np.full(100, 9, "u1").tobytes())  # 100 of 256 bytes
+    with h5py.File(tmp_path / "external.h5", "w") as f:
+        f.create_dataset("images", shape=(4, 8, 8), dtype="u1",
+                         external=[(str(tmp_path / "raw.bin"), 0, h5py.h5f.UNLIMITED)])
+        f["labels"] = np.arange(4, dtype="i4")
+    for name, needle in (("virtual", "a virtual dataset"), ("external", "stored in external raw files")):
+        refused(tmp_path, ("hdf5", tmp_path / (name + ".h5"), "--images", "images", "--labels", "labels"),
+                name + ".h5:images: " + needle)
+    X, y = svhn_arrays(2)
+    save73_as(tmp_path / "ext73.mat", {"X": (X, "uint8"), "y": (y, "double")})
+    with h5py.File(tmp_path / "ext73.mat", "a") as f:  # X again, now stored outside the file
+        data = f["X"][...]
+        del f["X"]
+        (tmp_path / "x.bin").write_bytes(data.tobytes())
+        d = f.create_dataset("X", shape=data.shape, dtype="u1", external=[(str(tmp_path / "x.bin"), 0, data.nbytes)])
+        tid = h5py.h5t.C_S1.copy()
+        tid.set_size(5)
+        tid.set_strpad(h5py.h5t.STR_NULLTERM)
+        h5py.h5a.create(d.id, b"MATLAB_class", tid, h5py.h5s.create(h5py.h5s.SCALAR)).write(
+            np.array(b"uint8", dtype="S5"), mtype=tid)
+    refused(tmp_path, ("svhn", tmp_path / "ext73.mat"), "ext73.mat:X: stored in external raw files")
+
+
+def test_auto_layout_never_reads_labels_as_long_as_the_rows_as_image_counts(tmp_path):
+    """32 labels for 32 x 32 x 3 x 100 images: N-first would be 32 images of
+    100 channels, so auto takes no reading and says why (an explicit
+    --layout still reads it so)."""
+    scipy_io.savemat(str(tmp_path / "t.mat"), {"X": np.zeros((32, 32, 3, 100), "u1"), "y": np.ones((32, 1))})
+    line = refused(tmp_path, ("mat", tmp_path / "t.mat", "--images", "X", "--labels", "y"),
+                   "length mismatch", "holds 32 labels")
+    assert "100 channels" in line and "--layout NHWC" in line, line
+    code, _, err = pack("mat", tmp_path / "t.mat", tmp_path / "explicit", "--images", "X", "--labels", "y",
+                        "--layout", "NHWC")
+    assert code == 0, err
