@@ -123,10 +123,7 @@ class WebDataset : public SampleSource {
         key_ = key;
         where_ = shard + ":" + Printable(key);
         auto [it, fresh] = parts_.emplace(ext, std::string());
-        if (!fresh) {
-          SK_RETURN_IF_ERROR(
-              sink->Skip(m.name, "given twice; the later one is kept", Unusable::kDuplicate));
-        }
+        if (!fresh && twice_.empty()) twice_ = Printable(key + "." + ext);
         it->second = std::move(m.bytes);
         return Status::OK();
       }));
@@ -143,8 +140,16 @@ class WebDataset : public SampleSource {
     if (parts_.empty()) return Status::OK();
     std::map<std::string, std::string> parts = std::move(parts_);
     parts_.clear();
-    const std::string key = std::move(key_);
+    const std::string key = std::move(key_), twice = std::move(twice_);
     key_.clear();
+    twice_.clear();
+    // A member given twice: WebDataset refuses the shard ("duplicate file
+    // name"), so neither copy is the sample's; the key is not packed.
+    if (!twice.empty()) {
+      return sink->Skip(where_,
+                        twice + " given twice in the shard (WebDataset refuses it): not packed",
+                        Unusable::kDuplicate);
+    }
     // The sample's image and class number, by extension in any case.
     std::vector<std::map<std::string, std::string>::iterator> images, labels;
     for (auto it = parts.begin(); it != parts.end(); ++it) {
@@ -194,6 +199,7 @@ class WebDataset : public SampleSource {
 
   std::vector<std::string> shards_, class_names_;
   std::string key_, where_;
+  std::string twice_;  // the first member of this key given twice, if any
   std::map<std::string, std::string> parts_;
   int64_t max_label_ = 0;
 };

@@ -557,6 +557,17 @@ def test_webdataset_shards(src, tmp_path):
     assert [k for k, _, _ in contents(tmp_path / "two.ds")[1]] == ["a"]
     code, out = run("webdataset", "--strict", tmp_path / "two.tar", tmp_path / "two.strict")
     assert code == 2 and "two images for one key" in out and not (tmp_path / "two.strict").exists(), out
+    # A member given twice in a shard (WebDataset: "duplicate file name"):
+    # the key is not packed, named; the others are.
+    with tarfile.open(tmp_path / "dupmember.tar", "w") as t:
+        for name, data in (("e.jpg", images[0]), ("e.cls", b"0"), ("e.jpg", images[1]),
+                           ("f.jpg", images[2]), ("f.cls", b"1")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    code, out = run("webdataset", tmp_path / "dupmember.tar", tmp_path / "dupmember.ds")
+    assert code == 0 and "dupmember.tar:e: e.jpg given twice in the shard" in out, out
+    assert [k for k, _, _ in contents(tmp_path / "dupmember.ds")[1]] == ["f"]
     # One key in two shards: refused by name.
     write_wds(tmp_path / "again.tar", [("sample0000", {"jpg": images[0], "cls": b"0"})])
     code, out = run("webdataset", tmp_path / "shards-000000.tar", tmp_path / "again.tar", tmp_path / "dup")
