@@ -67,6 +67,10 @@ struct Loader::Impl {
     if (epoch_chosen) return chosen_epoch;
     return pass_read ? epoch + 1 : epoch;
   }
+  // The batch a pass of `epoch` starts at: Restore's, for its epoch.
+  uint64_t NextPassStart(uint64_t pass_epoch) const {
+    return resume_at && resume_at->first == pass_epoch ? resume_at->second : 0;
+  }
   Status Take(std::shared_ptr<const Batch>* batch, uint64_t timeout_ns, bool* ready);
 
   // Claims the slots of the next batches, fills them, publishes them; a
@@ -160,10 +164,8 @@ Status Loader::BeginPass() {
   Impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.consumer_mu);
   const uint64_t epoch = d.NextPassEpoch();
-  uint64_t start = 0;
-  if (d.resume_at && d.resume_at->first == epoch) {
-    start = d.resume_at->second;
-  } else {
+  const uint64_t start = d.NextPassStart(epoch);
+  if (d.resume_at && d.resume_at->first != epoch) {
     d.resume_at.reset();  // another epoch was chosen: the saved one is not resumed
   }
   d.epoch_chosen = false;
@@ -280,6 +282,14 @@ std::vector<uint64_t> Loader::EpochRecords(uint64_t epoch) const {
   return impl_->source->EpochRecords(epoch);
 }
 
+std::vector<uint64_t> Loader::PassRecords() const {
+  const Impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.consumer_mu);
+  const uint64_t epoch = d.NextPassEpoch();
+  return d.source->Records(epoch, d.NextPassStart(epoch),
+                           d.rest && d.rest_epoch == epoch ? d.rest : nullptr);
+}
+
 LoaderState Loader::state() const {
   const Impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.consumer_mu);
@@ -297,6 +307,7 @@ LoaderState Loader::state() const {
   s.world_size = static_cast<uint64_t>(d.opt.world_size);
   s.batch_size = static_cast<uint64_t>(d.opt.batch_size);
   s.records = d.source->dataset().num_records();
+  s.dataset = DatasetFingerprint(d.source->dataset().manifest());
   s.drop_last = d.opt.drop_last;
   s.shuffle = ShuffleModeName(d.source->mode());
   s.block_window = d.source->mode() == ShuffleMode::kBlockLocal ? d.source->window() : 0;

@@ -109,6 +109,10 @@ class Loader {
   // in order, padding included (the batches' sample ids, from batch 0),
   // computed without reading: what a DistributedSampler's indices are.
   std::vector<uint64_t> EpochRecords(uint64_t epoch) const;
+  // The same for the pass BeginPass would start now: its epoch from its
+  // first batch (after Restore, the saved batch, or the rest cut again), so
+  // exactly the sample ids that pass's batches carry.
+  std::vector<uint64_t> PassRecords() const;
   // Why ShuffleMode::kAuto resolved to shuffle_mode() ("" if a mode was asked for).
   const std::string& shuffle_reason() const;
   LoaderStats stats() const;

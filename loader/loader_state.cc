@@ -19,6 +19,7 @@ std::string LoaderStateToJson(const LoaderState& s) {
   j["transform"] = s.transform;
   j["positions"] = nlohmann::json::array();
   for (const auto& r : s.positions) j["positions"].push_back({r.first, r.second});
+  j["dataset"] = s.dataset;
   return j.dump();
 }
 
@@ -60,6 +61,10 @@ Result<LoaderState> LoaderStateFromJson(std::string_view text) {
     *out = it->get<std::string>();
     return Status::OK();
   };
+  if (auto it = j.find("dataset"); it != j.end()) {  // version 4
+    if (!it->is_string()) return bad("'dataset' is not a string");
+    s.dataset = it->get<std::string>();
+  }
   SK_RETURN_IF_ERROR(text_field("shuffle", &s.shuffle));
   SK_RETURN_IF_ERROR(text_field("transform", &s.transform));
   if (auto it = j.find("drop_last"); it != j.end()) {
@@ -82,11 +87,23 @@ Result<LoaderState> LoaderStateFromJson(std::string_view text) {
   return s;
 }
 
+std::string DatasetFingerprint(const Manifest& manifest) {
+  std::string canonical = "shards";
+  for (const ShardInfo& shard : manifest.shards)
+    canonical += " " + std::to_string(shard.records) + ":" + std::to_string(shard.crc32c);
+  return SettingsDigest(canonical);
+}
+
 Status CheckResumable(const LoaderState& saved, const LoaderState& current) {
   auto refuse = [](const std::string& what) { return Status::InvalidArgument(what); };
   if (saved.records != 0 && saved.records != current.records) {
     return refuse("this loader state is for a dataset of " + std::to_string(saved.records) +
                   " records, this one has " + std::to_string(current.records));
+  }
+  if (!saved.dataset.empty() && saved.dataset != current.dataset) {
+    return refuse("this loader state is for another dataset of " + std::to_string(current.records) +
+                  " records (its shards' checksums differ from this one's): its positions "
+                  "would name other records");
   }
   if (saved.seed != current.seed) {
     return refuse("this loader state was saved with seed " + std::to_string(saved.seed) +

@@ -5,8 +5,8 @@
 // answer to "does this continue exactly?".
 //
 // Policy (one, for every user): a state is refused for a different dataset
-// (record count) or seed. Mid-epoch (batch > 0) it is also refused when the
-// epoch's order or augmentation would differ: the shuffle in effect, its
+// (record count, or the shards' checksums: DatasetFingerprint) or seed. Mid-epoch (batch > 0) it is
+// also refused when the epoch's order or augmentation would differ: the shuffle in effect, its
 // block window or the transform; an epoch boundary (batch 0) may change
 // those, as nothing read is repeated or skipped. The world size, batch size
 // and drop_last may change anywhere (elastic resume): the epoch's order does
@@ -24,11 +24,12 @@
 #include <vector>
 
 #include "base/status.h"
+#include "shard/manifest.h"
 
 namespace shardkit {
 
 struct LoaderState {
-  static constexpr int kVersion = 3;
+  static constexpr int kVersion = 4;
   uint64_t epoch = 0;  // the epoch the next batch belongs to
   uint64_t batch = 0;  // the next batch of that epoch (0: its start)
   uint64_t seed = 0;
@@ -45,9 +46,17 @@ struct LoaderState {
   // empty for the whole epoch; after a resume on another world or batch
   // size, the positions that were left, cut for world_size x batch_size.
   std::vector<std::pair<uint64_t, uint64_t>> positions;
+  // DatasetFingerprint of the dataset (version 4; empty before: not compared).
+  std::string dataset;
 };
 
-// JSON with every field and "version". FromJson accepts versions 1 to 3 and
+// The dataset's identity for resuming: a digest of its shards' record counts
+// and checksums in order, so a copy of it (staged, pushed, cached) has the
+// same one, and another dataset of as many records (repacked with another
+// seed, another source) another.
+std::string DatasetFingerprint(const Manifest& manifest);
+
+// JSON with every field and "version". FromJson accepts versions 1 to 4 and
 // names what is missing or malformed ("loader state: 'seed' is missing").
 std::string LoaderStateToJson(const LoaderState& state);
 Result<LoaderState> LoaderStateFromJson(std::string_view json);

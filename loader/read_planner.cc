@@ -33,12 +33,20 @@ ReadPlanner::ReadPlanner(Setup setup)
       remote_(s_.dataset->remote_reads()),
       part_(s_.partition) {}
 
+namespace {
+
+// The rank's partition of `rest` (null: the whole epoch's, `whole`).
+Partition CutOf(const Partition& whole, std::shared_ptr<const EpochPositions> rest) {
+  return rest ? Partition::Cut(whole.n, std::move(rest), whole.rank, whole.world_size,
+                               whole.batch_size, whole.drop_last, whole.strided)
+              : whole;
+}
+
+}  // namespace
+
 void ReadPlanner::StartEpoch(uint64_t epoch, uint64_t start_batch,
                              std::shared_ptr<const EpochPositions> rest) {
-  const Partition& p = s_.partition;
-  part_ = rest ? Partition::Cut(p.n, std::move(rest), p.rank, p.world_size, p.batch_size,
-                                p.drop_last, p.strided)
-               : p;
+  part_ = CutOf(s_.partition, std::move(rest));
   sampler_ = std::make_unique<EpochSampler>(s_.layout.sizes, s_.mode, s_.seed, epoch, s_.window);
   scan_next_ = start_batch * part_.batch_size;
   read_ahead_next_ = start_batch;
@@ -49,11 +57,14 @@ void ReadPlanner::StartEpoch(uint64_t epoch, uint64_t start_batch,
   live_.clear();
 }
 
-std::vector<uint64_t> ReadPlanner::EpochRecords(uint64_t epoch) const {
-  const Partition& p = s_.partition;
+std::vector<uint64_t> ReadPlanner::Records(uint64_t epoch, uint64_t first_batch,
+                                           std::shared_ptr<const EpochPositions> rest) const {
+  const Partition p = CutOf(s_.partition, std::move(rest));
   const EpochSampler sampler(s_.layout.sizes, s_.mode, s_.seed, epoch, s_.window);
-  std::vector<uint64_t> records(p.drop_last ? p.batches * p.batch_size : p.per_rank);
-  for (uint64_t i = 0; i < records.size(); ++i) records[i] = sampler.RecordAt(p.Position(i));
+  const uint64_t end = p.drop_last ? p.batches * p.batch_size : p.per_rank;
+  const uint64_t begin = std::min(end, first_batch * p.batch_size);
+  std::vector<uint64_t> records(end - begin);
+  for (uint64_t i = begin; i < end; ++i) records[i - begin] = sampler.RecordAt(p.Position(i));
   return records;
 }
 

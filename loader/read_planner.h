@@ -99,10 +99,14 @@ class ReadPlanner {
   void Prepare(const std::vector<BatchSpan>& spans);
   const std::vector<BlockRef>& blocks_to_warm() const { return warm_; }
 
-  // The records the rank reads in a whole epoch `epoch` (its partition,
-  // padding included: the batches' sample ids), in order, located without
-  // reading anything. Thread-safe; independent of the epoch in progress.
-  std::vector<uint64_t> EpochRecords(uint64_t epoch) const;
+  // The records the rank reads in epoch `epoch` from batch `first_batch` on
+  // (of only the positions `rest`, where not null, cut as StartEpoch cuts
+  // them), padding included: the batches' sample ids, in order, located
+  // without reading anything. Thread-safe; independent of the epoch in
+  // progress. EpochRecords: a whole epoch's.
+  std::vector<uint64_t> Records(uint64_t epoch, uint64_t first_batch,
+                                std::shared_ptr<const EpochPositions> rest) const;
+  std::vector<uint64_t> EpochRecords(uint64_t epoch) const { return Records(epoch, 0, nullptr); }
   // The rank's i-th sample of the epoch: the one place a record is located.
   SampleLocation Locate(uint64_t i) const {
     SampleLocation l;

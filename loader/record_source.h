@@ -75,6 +75,10 @@ class RecordSource {
   // The rank's i-th sample of the epoch.
   SampleLocation Locate(uint64_t i) const { return planner_->Locate(i); }
   std::vector<uint64_t> EpochRecords(uint64_t epoch) const { return planner_->EpochRecords(epoch); }
+  std::vector<uint64_t> Records(uint64_t epoch, uint64_t first_batch,
+                                std::shared_ptr<const EpochPositions> rest) const {
+    return planner_->Records(epoch, first_batch, std::move(rest));
+  }
   int32_t label(const SampleLocation& l) const { return ds_->shard(l.shard).label(l.local); }
   // "shard-00001.sks: record 7 (block 0, offset 5488)", for error messages.
   std::string Where(const SampleLocation& l) const { return ds_->shard(l.shard).Where(l.local); }

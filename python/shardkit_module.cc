@@ -615,14 +615,12 @@ PYBIND11_MODULE(_shardkit, m) {
       .def("state", &PyLoader::State)
       .def("restore", &PyLoader::Restore, py::arg("state_json"))
       .def("reset_stats", [](PyLoader& l) { l.loader().ResetStats(); })
-      .def(
-          "epoch_records",
-          [](PyLoader& l, uint64_t epoch) {
-            std::vector<uint64_t> ids = l.loader().EpochRecords(epoch);
-            return py::array_t<int64_t>(static_cast<py::ssize_t>(ids.size()),
-                                        reinterpret_cast<const int64_t*>(ids.data()));
-          },
-          py::arg("epoch"))
+      .def("pass_records",
+           [](PyLoader& l) {
+             std::vector<uint64_t> ids = l.loader().PassRecords();
+             return py::array_t<int64_t>(static_cast<py::ssize_t>(ids.size()),
+                                         reinterpret_cast<const int64_t*>(ids.data()));
+           })
       .def_property_readonly("batch_size", [](PyLoader& l) { return l.options().batch_size; })
       .def_property_readonly("seed", [](PyLoader& l) { return l.options().seed; })
       .def_property_readonly("rank", [](PyLoader& l) { return l.options().rank; })

@@ -24,7 +24,7 @@ constexpr int kRecords = 97;
 
 // JPEGs of assorted sizes in zstd blocks of 5 records over several shards,
 // so that block-local windows and shard boundaries matter.
-void WriteJpegDataset(const std::string& dir) {
+void WriteJpegDataset(const std::string& dir, uint64_t seed = 1000) {
   DatasetWriterOptions o;
   o.shard.kind = format::RecordKind::kJpeg;
   o.shard.compression = CompressionMode::kZstd;
@@ -33,7 +33,7 @@ void WriteJpegDataset(const std::string& dir) {
   auto w = DatasetWriter::Create(dir, o);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   for (int i = 0; i < kRecords; ++i) {
-    Image img = testing::SyntheticImage(20 + i % 7, 16 + i % 5, 3, 1000 + i);
+    Image img = testing::SyntheticImage(20 + i % 7, 16 + i % 5, 3, seed + i);
     const std::string jpeg = testing::MakeJpeg(img, testing::JpegFlavor::kRgb, 90);
     ASSERT_TRUE((*w)->Add(jpeg, i % 4, "r" + std::to_string(i)).ok());
   }
@@ -217,6 +217,14 @@ TEST_P(ElasticResumeTest, SameCutContinuesAndOtherOrderIsRefused) {
   ASSERT_TRUE(l.ok());
   s = (*l)->Restore(a.state);
   EXPECT_NE(s.message().find("shuffle"), std::string::npos) << s.ToString();
+  // Another dataset of as many records (other images): its positions would
+  // name other records, so it is refused too, naming why.
+  TempDir other;
+  WriteJpegDataset(other.path(), 5000);
+  l = Loader::Open(other.path(), Options(mode, 3, 6, 1, false));
+  ASSERT_TRUE(l.ok());
+  s = (*l)->Restore(a.state);
+  EXPECT_NE(s.message().find("another dataset of 97 records"), std::string::npos) << s.ToString();
   LoaderState bad = a.state;
   bad.positions = {{5, 3}};
   o = Options(mode, 3, 6, 1, false);

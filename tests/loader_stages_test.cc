@@ -874,6 +874,7 @@ TEST(LoaderStateTest, RoundTripsAndNamesWhatIsWrong) {
   s.block_window = 32;
   s.transform = "train 224x224 scale 0.08-1 ratio 0.75-1.33333 flip 0.5";
   s.positions = {{0, 5}, {1ull << 40, (1ull << 40) + 3}};
+  s.dataset = "0123456789abcdef0123456789abcdef";
   auto back = LoaderStateFromJson(LoaderStateToJson(s));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(LoaderStateToJson(*back), LoaderStateToJson(s));
@@ -927,6 +928,14 @@ TEST(LoaderStateTest, OnePolicyForEveryResume) {
   now = saved;
   now.records = 999;
   EXPECT_NE(CheckResumable(saved, now).message().find("1000 records"), std::string::npos);
+  // As many records, other shards: another dataset, at a boundary too; a
+  // state without a fingerprint (before version 4) is not compared on it.
+  now = saved;
+  saved.dataset = "aaaa";
+  now.dataset = "bbbb";
+  EXPECT_NE(CheckResumable(saved, now).message().find("another dataset"), std::string::npos);
+  saved.dataset.clear();
+  EXPECT_TRUE(CheckResumable(saved, now).ok());
   // A state from before the cut was recorded (records 0, no shuffle): those
   // fields are not compared, the rest is.
   LoaderState old;

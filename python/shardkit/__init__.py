@@ -197,14 +197,16 @@ class _Sampler:
         return self._loader.epoch
 
     def __len__(self):
-        return self._loader.samples_per_epoch
+        """How many ids iterating yields: this rank's samples per epoch, or
+        after load_state_dict, what is left of the saved epoch."""
+        return len(self._loader._core.pass_records())
 
     def __iter__(self):
-        """The record numbers this rank reads in the epoch the loader's next
-        iteration reads, in order, padding included (as a DistributedSampler
-        yields its indices): the ids ``loader.batches()`` gives with each
-        batch, here without reading anything."""
-        return iter(self._loader._core.epoch_records(self._loader.epoch).tolist())
+        """The record numbers the loader's next iteration reads, in order,
+        padding included (as a DistributedSampler yields its indices): the
+        ids ``loader.batches()`` gives with each batch, here without reading
+        anything. After load_state_dict, the rest of the saved epoch."""
+        return iter(self._loader._core.pass_records().tolist())
 
 
 class Loader:
@@ -393,7 +395,8 @@ class Loader:
     def sampler(self):
         """What DDP scripts call ``loader.sampler.set_epoch(epoch)`` on: the
         loader's own order (``set_epoch`` is the loader's; ``len`` is this
-        rank's samples per epoch, as DistributedSampler's)."""
+        rank's samples per epoch, as DistributedSampler's, or after
+        load_state_dict what is left of the saved epoch)."""
         return _Sampler(self)
 
     @property
@@ -484,7 +487,11 @@ class Loader:
         number of ranks, batch size or worker count (a job requeued onto
         other nodes): the epoch then continues with exactly the records that
         run had not read, dealt to this run's ranks, each once and with the
-        same augmentation; ``len(loader)`` is that rest's batches. The core
+        same augmentation. With the same number of ranks and batch size the
+        epoch continues at the saved batch, whose number it keeps
+        (``len(loader)`` stays the epoch's); cut again for other ones, the
+        rest's batches are numbered from 0 and ``len(loader)`` is their
+        count. ``loader.sampler`` yields what is left either way. The core
         checks the state (same dataset and seed; mid-epoch, the same shuffle
         and transform) and raises ValueError saying what differs."""
         if not isinstance(state, dict):

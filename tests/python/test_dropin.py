@@ -270,6 +270,11 @@ def test_resuming_mid_epoch_on_another_world_size_continues_the_epoch(photo_ds, 
     # read 8 of each.
     rest = [[16, 30]] if shuffle != "block" else [[8, 15], [23, 30]]
     assert len(three) == 2 and three.state_dict()["positions"] == rest
+    # Its sampler yields the ids its batches carry: the rest, not the epoch.
+    ids = list(three.sampler)
+    assert len(three.sampler) == len(ids) == 5  # 14 left over 3 ranks, padded to 15
+    assert ids == [i for _, _, batch_ids, _ in three.batches() for i in batch_ids.tolist()]
+    three.load_state_dict(state)
     three.set_epoch(1)  # another epoch: the whole of it
     assert three.state_dict()["positions"] == []
     # Another crop size mid-epoch: the epoch's crops would differ.
@@ -279,16 +284,19 @@ def test_resuming_mid_epoch_on_another_world_size_continues_the_epoch(photo_ds, 
         sk.Loader(ds, 4, size=32, rank=0, world_size=2, seed=9, shuffle=shuffle).load_state_dict(state)
 
 
-def test_loader_state_is_the_cores_and_is_checked_there(photo_ds):
+def test_loader_state_is_the_cores_and_is_checked_there(photo_ds, tmp_path):
     ds, _ = photo_ds
     a = sk.Loader(ds, 4, size=32, rank=0, world_size=1, shuffle="full")
     it = iter(a)
     next(it)
     state = a.state_dict()
-    assert state["version"] == 3 and state["epoch"] == 0 and state["batch"] == 1
+    assert state["version"] == 4 and state["epoch"] == 0 and state["batch"] == 1
     assert state["shuffle"] == "full" and state["transform"].startswith("train 32x32")
     b = sk.Loader(ds, 4, size=32, rank=0, world_size=1, shuffle="full")
     b.load_state_dict(state)
+    # The same cut: the epoch goes on at batch 1, len(b) the epoch's, the
+    # sampler the rest of it.
+    assert len(b) == len(a) and list(b.sampler) == list(a.sampler)[4:] and len(b.sampler) == len(a.sampler) - 4
     rest_b, rest_a = list(b), list(it)
     assert len(rest_b) == len(rest_a) == len(a) - 1
     assert all(torch.equal(x, y) for (x, _), (y, _) in zip(rest_b, rest_a))
@@ -296,6 +304,15 @@ def test_loader_state_is_the_cores_and_is_checked_there(photo_ds):
     old = {k: state[k] for k in ("epoch", "batch", "seed", "world_size", "batch_size", "records")}
     old["version"] = 1
     sk.Loader(ds, 4, size=32, rank=0, world_size=1, shuffle="full").load_state_dict(old)
+    # Another dataset of as many records (the same images, packed in another
+    # order): its positions would name other records.
+    other = tmp_path / "other"
+    src = sk.Dataset(ds)
+    with sk.Writer(other, kind="jpeg", classes=src.classes) as w:
+        for i in reversed(range(len(src))):
+            w.add(src[i][0], src[i][1], key=src.key(i))
+    with pytest.raises(ValueError, match="another dataset of %d records" % len(src)):
+        sk.Loader(other, 4, size=32, rank=0, world_size=1, shuffle="full").load_state_dict(state)
     for broken, why in (({}, "'version' is missing"), (dict(state, version=7), "version 7"),
                         (dict(state, seed=-1), "'seed' is not a non-negative integer"),
                         (dict(state, batch=10**6), "past the epoch")):
