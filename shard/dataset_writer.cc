@@ -72,12 +72,16 @@ int64_t TempShardIndex(const std::string& name) {
 Status RefuseDatasetUnless(Env* env, const std::string& dir, bool overwrite) {
   if (overwrite) return Status::OK();
   if (env->FileExists(JoinPath(dir, kManifestName))) {
-    return Status::InvalidArgument(dir + " already holds a dataset (" + kManifestName +
-                                   " exists); pass --force to replace it");
+    return Status::InvalidArgument(
+        dir + " already holds a dataset (" + kManifestName +
+        " exists); replacing it must be asked for (shardkit-pack --force, "
+        "shardkit.Writer(overwrite=True))");
   }
   if (env->FileExists(JoinPath(dir, kPartManifestName))) {
-    return Status::InvalidArgument(dir + " already holds a part of a dataset (" +
-                                   kPartManifestName + " exists); pass --force to replace it");
+    return Status::InvalidArgument(
+        dir + " already holds a part of a dataset (" + kPartManifestName +
+        " exists); replacing it must be asked for (shardkit-pack --force, "
+        "shardkit.Writer(overwrite=True))");
   }
   return Status::OK();
 }

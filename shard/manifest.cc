@@ -274,6 +274,9 @@ Result<Manifest> ReadManifest(const std::string& dir, Env* env) {
   const std::string path = JoinPath(dir, kManifestName);
   auto read = env->ReadFile(path, 256ull << 20);
   if (!read.ok() && read.status().IsNotFound()) {
+    if (!env->remote() && !env->FileExists(dir)) {
+      return Status::NotFound(dir + ": no such file or directory");
+    }
     return Status::NotFound(dir + ": no " + kManifestName +
                             " (not a shardkit dataset, or packing did not finish)");
   }

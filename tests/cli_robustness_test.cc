@@ -127,7 +127,7 @@ TEST_F(CliRobustness, PackRefusesEveryBadValueWithOneLine) {
       {kPack, "extract " + ds_ + " abc " + dir_ / "x", 2, "INDEX"},
       {kPack, "extract " + ds_ + " 99999999999999999999999 " + dir_ / "x", 2, "INDEX"},
       {kPack, "extract " + ds_ + " 40 " + dir_ / "x", 2, "out of range"},
-      {kPack, "inspect $'" + dir_.path() + "/\\xff\\xfe'", 2, "no manifest.json"},
+      {kPack, "inspect $'" + dir_.path() + "/\\xff\\xfe'", 2, "no such file or directory"},
       {kPack, "verify " + dir_.path() + "/idx/train-images-idx3-ubyte", 2, ""},
   });
 }
@@ -229,7 +229,7 @@ TEST_F(CliRobustness, TrainRefusesEveryBadValueWithOneLine) {
       {kTrain, t + " --max-steps -1", 2, "--max-steps"},
       {kTrain, t + " --on-corrupt maybe", 2, "--on-corrupt"},
       {kTrain, "--data " + dir_ / "fifo-ds --arch tiny", 2, "named pipe"},
-      {kTrain, "--data " + dir_ / "nope --arch tiny", 2, "no manifest.json"},
+      {kTrain, "--data " + dir_ / "nope --arch tiny", 2, "no such file or directory"},
       {kTrain, t + " --amp --device cpu", 2, "--amp needs a CUDA device"},
       {kTrain, t + " --metrics " + dir_ / "pipe", 2, "named pipe"},
       {kTrain, t + " --metrics /dev/null", 2, "character device"},

@@ -92,11 +92,12 @@ TEST(PackCli, ClearErrorsForBadInput) {
       {"idx --images " + dir / "junk" + " --labels " + dir / "junk" + " " + dir / "o",
        "bad IDX magic", 2},
       {"verify " + dir.path(), "no manifest.json", 2},
-      {"inspect " + dir / "nope", "no manifest.json", 2},
+      {"inspect " + dir / "nope", "nope: no such file or directory", 2},
       {"imagenet " + dir / "nope" + " " + dir / "o", "nope: No such file or directory", 2},
       {"hdf5 " + dir / "junk" + " " + dir / "o --images /x --labels /y", "not an HDF5 file", 2},
       {"svhn " + dir / "junk" + " " + dir / "o", "junk: not a MATLAB file", 2},
       {"frobnicate", "frobnicate", 2},
+      {"inspect " + dir.path() + " --jsn", "--jsn (see shardkit-pack inspect --help)", 2},
   };
   for (const auto& c : cases) {
     auto r = RunCommand(Pack() + " " + c.args);

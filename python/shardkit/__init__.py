@@ -12,6 +12,9 @@ code as shardkit-bench and shardkit-train); this module only adapts it to
 PyTorch's conventions. Batches are not copied: `images` views the loader's
 batch memory, which the loader does not reuse while any tensor views it.
 """
+__all__ = ["CorruptionError", "Dataset", "Loader", "Writer", "distributed_defaults", "normalize",
+           "transforms"]
+
 import json
 import logging
 import os

@@ -328,7 +328,7 @@ def test_bad_arguments_are_value_errors_and_missing_paths_os_errors(jpeg_ds, tmp
             sk.Loader(jpeg_ds, **kwargs)
     with pytest.raises(OSError):
         sk.Loader(str(tmp_path / "nowhere"), 4)
-    with pytest.raises(OSError, match="no manifest"):  # a path that is not UTF-8, named readably
+    with pytest.raises(OSError, match="no such file or directory"):  # a path that is not UTF-8, named readably
         sk.Loader(os.fsencode(str(tmp_path)) + b"/\xff", 4)
     with pytest.raises(OSError):
         sk.Dataset(str(tmp_path / "nowhere"))
@@ -425,7 +425,7 @@ def test_writer_refuses_bad_records_and_an_aborted_write_is_no_dataset(tmp_path)
             w.add(b"1234", 3)
         w.add(b"1234", 0)
     assert len(sk.Dataset(str(tmp_path / "b"))) == 1
-    with pytest.raises(ValueError, match="already holds a dataset"):
+    with pytest.raises(ValueError, match=r"already holds a dataset .*Writer\(overwrite=True\)"):
         sk.Writer(str(tmp_path / "b"), kind="raw_u8", shape=(2, 2, 1))
     with pytest.raises(ValueError):
         sk.Writer(str(tmp_path / "c"), kind="raw")

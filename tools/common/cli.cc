@@ -40,7 +40,9 @@ int Parse(CLI::App& app, int argc, char** argv, const char* tool) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::string msg = FirstLine(e.what());
-    std::fprintf(stderr, "%s: error: %s (see %s --help)\n", tool, msg.c_str(), tool);
+    std::string help = tool;  // the subcommand's help, where one was chosen
+    for (const CLI::App* sub : app.get_subcommands()) help += " " + sub->get_name();
+    std::fprintf(stderr, "%s: error: %s (see %s --help)\n", tool, msg.c_str(), help.c_str());
     return kExitError;
   }
   return -1;

@@ -250,6 +250,7 @@ int RunGet(const std::string& from, const std::string& to) {
 
 int RunInspect(const std::string& dir, bool json) {
   auto ds = Dataset::Open(dir);
+  if (ds.status().IsNotFound()) return Fail(ds.status());  // nothing verify would add
   if (!ds.ok())
     return Fail(ds.status(), "run 'shardkit-pack verify " + dir + "' for a full report");
   const Manifest& m = (*ds)->manifest();
