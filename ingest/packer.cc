@@ -187,6 +187,8 @@ class Packer : public SampleSink {
   }
   void Note(const std::string& message) override { Report(message); }
   void Read(uint64_t done, uint64_t total) override {
+    read_done_ = done;
+    read_total_ = total;
     if (events_.progress) events_.progress(read_phase_, done, total, done, false);
   }
   Status Interrupted() const override {
@@ -247,6 +249,7 @@ class Packer : public SampleSink {
   int threads_;
   uint64_t raw_size_;
   std::string read_phase_;
+  uint64_t read_done_ = 0, read_total_ = 0;  // the source's last Read()
   std::unique_ptr<DatasetWriter> writer_;
   Spill spill_;
   std::vector<Held> held_;
@@ -371,6 +374,9 @@ Status Packer::WriteAll(std::vector<Sample>* samples, size_t first) {
   const std::string phase = "write shards";
   const size_t chunk = static_cast<size_t>(threads_) * 64;
   std::vector<Slot> slots(chunk);
+  if (events_.progress && first < samples->size()) {  // the phase's clock starts
+    events_.progress(phase, first, samples->size(), writer_->bytes_written(), false);
+  }
   for (size_t begin = first; begin < samples->size(); begin += chunk) {
     SK_RETURN_IF_ERROR(Interrupted());
     const size_t n = std::min(chunk, samples->size() - begin);
@@ -629,7 +635,13 @@ Status Packer::Run() {
   SK_ASSIGN_OR_RETURN(Listing listing, source_->Scan(this));
   SK_RETURN_IF_ERROR(Flush());
   SK_RETURN_IF_ERROR(Interrupted());
-  if (events_.progress) events_.progress(read_phase_, 0, 0, 0, true);
+  if (events_.progress) {
+    // Scanned to its end: all of a known total was read (a source reports
+    // now and then, not at its last byte); one that reported no bytes (a
+    // folder, listed: its files are read as the shards are written) none.
+    const uint64_t done = read_total_ > 0 ? read_total_ : read_done_;
+    events_.progress(read_phase_, done, read_total_, done, true);
+  }
 
   std::vector<Sample> samples = std::move(added_);
   samples.reserve(samples.size() + listing.samples.size());

@@ -40,7 +40,16 @@ void Progress::Finish(bool completed) {
   Draw(true, completed);
 }
 
+void Progress::Discard() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (tty_ && drawn_) {
+    std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+  }
+}
+
 void Progress::Draw(bool final, bool completed) {
+  drawn_ = true;
   const double t = elapsed_seconds();
   const double rate = t > 0 ? items_ / t : 0;
   std::string line = label_ + ": ";
@@ -83,7 +92,13 @@ void PhaseProgress::operator()(const std::string& phase, uint64_t done, uint64_t
         std::make_unique<Progress>(phase, total, phase.rfind("read", 0) == 0 ? "bytes" : "records");
   }
   if (final) {
-    bar_->Finish();
+    if (done == 0 && total == 0 && bytes == 0) {
+      bar_->Discard();
+    } else {
+      if (total > 0) bar_->SetTotal(total);
+      bar_->Update(done, bytes);
+      bar_->Finish();
+    }
     bar_.reset();
     phase_.clear();
     return;

@@ -22,6 +22,9 @@ class Progress {
   // Draws the final state and ends the line: "done in T", or where the work
   // failed "stopped after T" (so a failed run never looks complete).
   void Finish(bool completed = true);
+  // Ends the line without a final state (a phase with nothing to show): a
+  // line drawn in place on a terminal is cleared, nothing more is printed.
+  void Discard();
   double elapsed_seconds() const;
 
  private:
@@ -30,12 +33,15 @@ class Progress {
   uint64_t total_;
   uint64_t items_ = 0, bytes_ = 0;
   bool tty_;
+  bool drawn_ = false;
   std::chrono::steady_clock::time_point start_, last_draw_;
   std::mutex mu_;
 };
 
 // Progress lines for the phases a pack reports (PackEvents::progress), one
-// Progress per phase; a "read" phase counts bytes, the others records.
+// Progress per phase; a "read" phase counts bytes, the others records. A
+// phase's final event carries its final counts; one whose counts are all
+// zero (nothing read) prints no line.
 class PhaseProgress {
  public:
   void operator()(const std::string& phase, uint64_t done, uint64_t total, uint64_t bytes,
