@@ -157,7 +157,9 @@ void HttpClient::Impl::Configure(Transfer* t) {
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, options.connect_timeout_ms);
-  curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  // A transfer slower than 1 KiB/s over the stall time has stalled (a server
+  // trickling a byte a second would otherwise hold a read for days).
+  curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);
   curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, options.stall_timeout_s);
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 512L << 10);
@@ -209,6 +211,8 @@ void HttpClient::Impl::Finish(Transfer* t, CURLcode code) {
                        code == CURLE_COULDNT_RESOLVE_PROXY;
     r.tls_failed = code == CURLE_SSL_CONNECT_ERROR || code == CURLE_PEER_FAILED_VERIFICATION ||
                    code == CURLE_SSL_CACERT_BADFILE || code == CURLE_SSL_CERTPROBLEM;
+    r.broken_reply = code == CURLE_WEIRD_SERVER_REPLY || code == CURLE_UNSUPPORTED_PROTOCOL ||
+                     code == CURLE_TOO_MANY_REDIRECTS || code == CURLE_OUT_OF_MEMORY;
   }
   long status = 0;
   curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);

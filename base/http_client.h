@@ -49,11 +49,13 @@ struct HttpResponse {
   // Empty when an HTTP exchange completed (whatever its status); else why
   // not: a refused connection, a reset, a timeout, a TLS failure.
   std::string transport_error;
-  bool connect_failed = false;                 // no connection was made (refused, no such host)
-  bool tls_failed = false;                     // the TLS handshake or the certificate check failed
-  bool aborted = false;                        // the abort flag was raised
-  bool overflow = false;                       // the body was longer than dst_capacity or max_body
-  long status = 0;                             // the last reply's status (0 if none arrived)
+  bool connect_failed = false;  // no connection was made (refused, no such host)
+  bool tls_failed = false;      // the TLS handshake or the certificate check failed
+  bool broken_reply = false;    // the reply broke HTTP (garbage, HTTP/0.9, a redirect loop or to
+                                // another protocol, a header line too long): not worth a retry
+  bool aborted = false;         // the abort flag was raised
+  bool overflow = false;        // the body was longer than dst_capacity or max_body
+  long status = 0;              // the last reply's status (0 if none arrived)
   std::map<std::string, std::string> headers;  // the last reply's, names lower-case
   std::string body;
   size_t body_bytes = 0;  // bytes of a 2xx body written (to dst or body)

@@ -75,9 +75,16 @@ struct Attempt {
   enum Verdict { kDone, kRetry, kFail } verdict = kDone;
   Status error;           // kFail
   std::string why;        // kRetry: for the message when the retries run out
-  bool progress = false;  // kRetry: bytes arrived, the budget starts again
+  bool progress = false;  // kRetry: enough bytes arrived, the budget starts again
+  uint64_t bytes = 0;     // of the data asked for, the bytes this try delivered
   bool connect = false;   // kRetry: no connection could be made
 };
+
+// A try that brings at least this (or all that was asked) is progress.
+constexpr size_t kProgressBytes = 64 << 10;
+// What progress buys: a request retried with progress is given up once it
+// has taken the retry budget plus a second per this many bytes it brought.
+constexpr double kMinRetryRate = 64 << 10;
 
 Attempt Fail(Status s) {
   Attempt a;
@@ -120,7 +127,9 @@ std::string Hint(const std::string& code, const std::string& where) {
 // A request's outcome by its status alone (2xx: done; the caller checks more).
 Attempt Judge(const HttpResponse& r, const std::string& shown, const std::string& where) {
   if (r.aborted) return Fail(Status::Aborted(shown + ": read cancelled"));
-  if (r.tls_failed) return Fail(Status::IOError(shown + ": " + r.transport_error));
+  if (r.tls_failed || r.broken_reply) {
+    return Fail(Status::IOError(shown + ": " + r.transport_error));
+  }
   if (!r.transport_error.empty()) {
     Attempt a = Retry(r.transport_error);
     a.connect = r.connect_failed;
@@ -339,6 +348,7 @@ Status ObjectStore::WithRetries(const std::string& shown, const std::atomic<bool
   thread_local std::mt19937_64 rng(std::random_device{}());
   const uint64_t start = MonotonicNs();
   uint64_t since = start;  // the last progress
+  uint64_t delivered = 0;  // bytes the tries brought
   int tries = 0, failures = 0;
   for (;;) {
     if (abort != nullptr && abort->load()) return Status::Aborted(shown + ": read cancelled");
@@ -346,6 +356,7 @@ Status ObjectStore::WithRetries(const std::string& shown, const std::atomic<bool
     ++tries;
     if (a.verdict == Attempt::kDone) return Status::OK();
     if (a.verdict == Attempt::kFail) return a.error;
+    delivered += a.bytes;
     if (a.progress) {
       since = MonotonicNs();
       failures = 0;
@@ -356,11 +367,20 @@ Status ObjectStore::WithRetries(const std::string& shown, const std::atomic<bool
         std::min(o_.backoff_max_s, o_.backoff_first_s * double(1u << std::min(failures, 20)));
     const double wait = std::uniform_real_distribution<double>(0, cap)(rng);
     const double stalled = double(MonotonicNs() - since) * 1e-9 + wait;
-    if (stalled > o_.retry_seconds || (a.connect && failures > 4)) {
-      return Status::IOError(shown + ": " + a.why + " (gave up after " + std::to_string(tries) +
-                             (tries == 1 ? " try" : " tries") + " in " +
-                             FormatDuration(double(MonotonicNs() - start) * 1e-9) +
-                             "; SHARDKIT_RETRY_SECONDS sets how long to keep trying)");
+    // Progress buys time at kMinRetryRate at most: a server that brings some
+    // bytes every try but keeps failing ends too, however it fails.
+    const double spent = double(MonotonicNs() - start) * 1e-9 + wait;
+    const bool crawling = spent > o_.retry_seconds + double(delivered) / kMinRetryRate;
+    if (stalled > o_.retry_seconds || crawling || (a.connect && failures > 4)) {
+      return Status::IOError(
+          shown + ": " + a.why +
+          (crawling && stalled <= o_.retry_seconds
+               ? " again and again (" + FormatBytes(double(delivered)) +
+                     " came in retries, slower than " + FormatBytes(kMinRetryRate) + "/s)"
+               : std::string()) +
+          " (gave up after " + std::to_string(tries) + (tries == 1 ? " try" : " tries") + " in " +
+          FormatDuration(double(MonotonicNs() - start) * 1e-9) +
+          "; SHARDKIT_RETRY_SECONDS sets how long to keep trying)");
     }
     std::unique_lock<std::mutex> lock(backoff_mu_);
     backoff_cv_.wait_for(lock, std::chrono::duration<double>(wait),
@@ -419,7 +439,14 @@ Attempt ObjectStore::CheckRange(const Target& t, const ObjectInfo& info, uint64_
                                 ": the server ignores ranged reads (HTTP 200 to a Range "
                                 "request); serve the dataset from one that answers them"));
   }
-  if (r.status != 206 || r.aborted) return Judge(r, t.shown, where_);
+  if (r.status != 206 || r.aborted) {
+    Attempt a = Judge(r, t.shown, where_);
+    if (a.verdict != Attempt::kDone) return a;
+    return Fail(Status::IOError(t.shown + ": HTTP " + std::to_string(r.status) +
+                                " to a Range request for bytes " + std::to_string(offset) + "-" +
+                                std::to_string(offset + n - 1) +
+                                " (a ranged read is answered 206 with those bytes)"));
+  }
   uint64_t first = 0, last = 0, total = 0;
   const std::string range = r.header("content-range");
   if (!ParseContentRange(range, &first, &last, &total) || first != offset ||
@@ -435,10 +462,14 @@ Attempt ObjectStore::CheckRange(const Target& t, const ObjectInfo& info, uint64_
   }
   *got = r.body_bytes;
   if (r.body_bytes == n) return Attempt();
-  return Retry("a reply cut short after " + std::to_string(r.body_bytes) + " of " +
-                   std::to_string(n) + " bytes" +
-                   (r.transport_error.empty() ? "" : " (" + r.transport_error + ")"),
-               r.body_bytes > 0);
+  // A try that brought a few bytes only (a server that resets after ten,
+  // every time) does not start the budget again.
+  Attempt a =
+      Retry("a reply cut short after " + std::to_string(r.body_bytes) + " of " + std::to_string(n) +
+                " bytes" + (r.transport_error.empty() ? "" : " (" + r.transport_error + ")"),
+            r.body_bytes >= std::min<size_t>(n, kProgressBytes));
+  a.bytes = r.body_bytes;
+  return a;
 }
 
 Status ObjectStore::GetRange(const Target& t, const ObjectInfo& info, uint64_t offset, size_t n,

@@ -1,0 +1,149 @@
+"""Replies no real server gives but a broken one, a middlebox or an attacker
+can: each ends as one line naming the object, exit 2, with nothing written
+that looks complete, never as bytes that were not the object's (a 204 to a
+Range request is not an empty read) and never as a read that goes on for
+hours (a reply that breaks HTTP is not retried; a server that resets every
+reply after a few bytes, or trickles them, is given up within the retry
+budget). The server is Python's, in this process, serving a dataset packed
+here, on 127.0.0.1; it counts the requests it sees.
+
+Runs with Debian's /usr/bin/python3; tools from SHARDKIT_BUILD."""
+import http.server
+import os
+import re
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from readers import FASHION, PACK, run
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    mode = "ok"
+    root = None
+    requests = {}
+
+    def log_message(self, *args):
+        pass
+
+    def do_HEAD(self):
+        self.serve(False)
+
+    def do_GET(self):
+        self.serve(True)
+
+    def serve(self, body):
+        name = self.path.lstrip("/")
+        Handler.requests[(self.command, name)] = Handler.requests.get((self.command, name), 0) + 1
+        path = os.path.join(Handler.root, name)
+        if not os.path.isfile(path):
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        data = open(path, "rb").read()
+        m = re.match(r"bytes=(\d+)-(\d+)", self.headers.get("Range", ""))
+        a, b = (int(m[1]), min(int(m[2]), len(data) - 1)) if m else (0, len(data) - 1)
+        hostile = body and name.endswith(".sks") and Handler.mode != "ok"
+        if hostile and Handler.mode in ("204", "202"):
+            self.send_response(int(Handler.mode))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if hostile and Handler.mode == "garbage":
+            self.wfile.write(b"NOT HTTP AT ALL\r\n\r\n")
+            self.close_connection = True
+            return
+        self.send_response(206 if m else 200)
+        self.send_header("ETag", '"v1-%d"' % len(data))
+        if m:
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (a, b, len(data)))
+        self.send_header("Content-Length", str(b - a + 1 if body else len(data)))
+        self.end_headers()
+        if not body:
+            return
+        if hostile and Handler.mode == "reset10":  # ten bytes, then a reset, every time
+            self.wfile.write(data[a:a + 10])
+            self.wfile.flush()
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            return
+        if hostile and Handler.mode == "trickle":  # a byte every 0.2 s
+            for i in range(a, b + 1):
+                self.wfile.write(data[i:i + 1])
+                self.wfile.flush()
+                time.sleep(0.2)
+            return
+        self.wfile.write(data[a:b + 1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    run([PACK, "idx", "--images", FASHION / "t10k-images-idx3-ubyte.gz", "--labels",
+         FASHION / "t10k-labels-idx1-ubyte.gz", root / "ds"], os.environ)
+    Handler.root = str(root)
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield "http://127.0.0.1:%d/ds" % httpd.server_address[1], root
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def get(url, out, **env):
+    e = dict(os.environ, SHARDKIT_RETRY_SECONDS="3", SHARDKIT_STALL_SECONDS="2")
+    e.update(env)
+    r = run([PACK, "get", url + "/shard-00000.sks", out], e, check=False)
+    return r.returncode, r.stderr
+
+
+@pytest.mark.parametrize("status", ["204", "202"])
+def test_a_2xx_that_is_not_206_to_a_range_is_an_error_not_an_empty_read(server, tmp_path, status):
+    url, _ = server
+    Handler.mode = status
+    try:
+        code, err = get(url, tmp_path / "out.sks")
+    finally:
+        Handler.mode = "ok"
+    assert code == 2, err
+    assert "shard-00000.sks: HTTP %s to a Range request" % status in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out.sks").exists(), "a failed get leaves no file"
+    code, err = get(url, tmp_path / "good.sks")  # the same server, well again: the shard
+    assert code == 0, err
+    assert (tmp_path / "good.sks").read_bytes() == (server[1] / "ds" / "shard-00000.sks").read_bytes()
+
+
+def test_a_reply_that_breaks_http_is_not_retried(server, tmp_path):
+    url, _ = server
+    Handler.requests.clear()
+    Handler.mode = "garbage"
+    try:
+        code, err = get(url, tmp_path / "out.sks", SHARDKIT_RETRY_SECONDS="600")
+    finally:
+        Handler.mode = "ok"
+    assert code == 2 and "shard-00000.sks" in err, err
+    assert "gave up" not in err, "failed at once, not after retries: " + err
+    assert Handler.requests.get(("GET", "ds/shard-00000.sks")) == 1, Handler.requests
+
+
+@pytest.mark.parametrize("mode", ["reset10", "trickle"])
+def test_a_server_that_brings_a_few_bytes_every_try_is_given_up(server, tmp_path, mode):
+    """Each try brings bytes, so a budget that starts again on any progress
+    would never run out (reset10: 1.2 MB ten bytes a try; trickle: five bytes
+    a second, under curl's stall rate): the retry budget holds."""
+    url, _ = server
+    Handler.requests.clear()
+    Handler.mode = mode
+    try:
+        code, err = get(url, tmp_path / "out.sks")
+    finally:
+        Handler.mode = "ok"
+    assert code == 2 and "shard-00000.sks" in err and "gave up after" in err, err
+    assert not (tmp_path / "out.sks").exists()
+    assert Handler.requests.get(("GET", "ds/shard-00000.sks"), 0) >= 2, "it was retried"
