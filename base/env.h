@@ -116,6 +116,11 @@ class RandomAccessFile {
   // Reads in flight and later ones end at once with an Aborted error: a
   // reader shutting down never waits on slow storage. Thread-safe.
   virtual void Abort() const {}
+  // [offset, offset + n) failed a checksum of the data's own: a backend that
+  // keeps a copy of what it fetched (a node cache) drops that copy, so the
+  // next read fetches those bytes from their source again (they may have
+  // been damaged on their way in), and says whether it dropped any. Thread-safe.
+  virtual bool Forget(uint64_t offset, size_t n) const { return false; }
 };
 
 // A file being written: appended to, then closed. Not thread-safe. Keeps a

@@ -195,6 +195,7 @@ class CachedFile final : public RandomAccessFile {
   bool held_locally() const override;
   Status View(uint64_t offset, size_t n, std::string_view* out) const override;
   void Release(uint64_t offset, size_t n) const override;
+  bool Forget(uint64_t offset, size_t n) const override;
 
  private:
   uint64_t chunks() const { return (size() + kCacheChunkBytes - 1) / kCacheChunkBytes; }
@@ -435,6 +436,36 @@ Status CachedFile::Read(uint64_t offset, size_t n, void* dst) const {
     pos = end;
   }
   return Status::OK();
+}
+
+// Each chunk over the range made absent (under its entry's lock, once this
+// process's filler of it is done) and unchecked here: the next read fetches
+// it from storage and writes it again. Other processes that checked it keep
+// their copy until a checksum fails for them too.
+bool CachedFile::Forget(uint64_t offset, size_t n) const {
+  if (!usable_ || n == 0 || offset >= size()) return false;
+  bool dropped = false;
+  const uint64_t last = std::min(chunks() - 1, (offset + n - 1) / kCacheChunkBytes);
+  for (uint64_t c = offset / kCacheChunkBytes; c <= last; ++c) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return filling_.count(c) == 0; });
+      filling_.insert(c);
+    }
+    const off_t at = EntryOffset(c);
+    if (Lock(map_fd_, F_WRLCK, at, 8, /*wait=*/true)) {
+      const uint64_t absent = 0;
+      if (static_cast<uint32_t>(Entry(c)) == kPresent && ::pwrite(map_fd_, &absent, 8, at) == 8) {
+        dropped = true;
+      }
+      Lock(map_fd_, F_UNLCK, at, 8, false);
+    }
+    checked_[c].store(0, std::memory_order_release);
+    std::lock_guard<std::mutex> lock(mu_);
+    filling_.erase(c);
+    cv_.notify_all();
+  }
+  return dropped;
 }
 
 bool CachedFile::held_locally() const {

@@ -166,6 +166,8 @@ void ReadQueue::ReadRun(const std::vector<uint64_t>& run, ReadScratch* scratch,
     r.StoredExtent(local, &offset, &length);
     (*bytes)[i].assign(span->data() + (offset - first), span->data() + (offset - first) + length);
     (*statuses)[i] = r.CheckStored(local, std::string_view((*bytes)[i].data(), length));
+    if (!(*statuses)[i].ok())
+      (*statuses)[i] = r.RereadStored(local, (*statuses)[i], (*bytes)[i].data());
   }
 }
 

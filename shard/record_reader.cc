@@ -141,7 +141,8 @@ Status RecordReader::Read(uint64_t global, Record* out) const {
     const Status read = r.ReadRaw(offset, length, out->bytes.data());
     if (!read.ok()) return read.WithContext(r.Where(local));  // named only when it failed
     out->payload = std::string_view(out->bytes.data(), length);
-    return r.CheckStored(local, out->payload);
+    const Status check = r.CheckStored(local, out->payload);
+    return check.ok() ? check : r.RereadStored(local, check, out->bytes.data());
   }
   State* s = Live();
   thread_local ReadScratch scratch;  // a zstd context per thread, for misses

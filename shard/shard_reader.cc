@@ -267,6 +267,18 @@ Status ShardReader::ReadBlock(uint32_t b, ReadScratch* scratch, std::string_view
 
 Status ShardReader::ReadBlockInto(uint32_t b, ReadScratch* scratch, std::vector<char>* out,
                                   std::string_view* stored) const {
+  Status s = ReadBlockOnce(b, scratch, out, stored);
+  // A cached copy that fails its checksum may have been damaged on its way
+  // into the cache: dropped, the block is fetched from storage once more.
+  if (s.IsCorruption() && b < blocks_.size() &&
+      file_->Forget(blocks_[b].offset, blocks_[b].stored_size)) {
+    s = ReadBlockOnce(b, scratch, out, stored);
+  }
+  return s;
+}
+
+Status ShardReader::ReadBlockOnce(uint32_t b, ReadScratch* scratch, std::vector<char>* out,
+                                  std::string_view* stored) const {
   if (stored != nullptr) *stored = std::string_view();
   // A version 2 block table was checked at open; a version 1 one is checked
   // with the whole index.
@@ -361,6 +373,18 @@ Status ShardReader::CheckStored(uint32_t i, std::string_view bytes) const {
   return Status::OK();
 }
 
+Status ShardReader::RereadStored(uint32_t i, Status failed, char* dst) const {
+  uint64_t offset = 0;
+  uint32_t length = 0;
+  if (!failed.IsCorruption() || !StoredExtent(i, &offset, &length) ||
+      !file_->Forget(offset, length)) {
+    return failed;
+  }
+  const Status read = file_->Read(offset, length, dst);
+  if (!read.ok()) return read.WithContext(Where(i));
+  return CheckStored(i, std::string_view(dst, length));
+}
+
 Status ShardReader::ReadRecord(uint32_t i, ReadScratch* scratch, std::string_view* payload) const {
   SK_RETURN_IF_ERROR(CheckRecord(i));
   const RecordEntry r = record(i);
@@ -370,7 +394,9 @@ Status ShardReader::ReadRecord(uint32_t i, ReadScratch* scratch, std::string_vie
     const Status read = file_->Read(b.offset + r.offset, r.length, scratch->raw.data());
     if (!read.ok()) return read.WithContext(Where(i));  // named only when it failed
     file_->Release(b.offset + r.offset, r.length);
-    SK_RETURN_IF_ERROR(CheckStored(i, std::string_view(scratch->raw.data(), r.length)));
+    Status check = CheckStored(i, std::string_view(scratch->raw.data(), r.length));
+    if (!check.ok()) check = RereadStored(i, check, scratch->raw.data());
+    SK_RETURN_IF_ERROR(check);
     *payload = std::string_view(scratch->raw.data(), r.length);
     return Status::OK();
   }

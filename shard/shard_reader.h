@@ -141,6 +141,11 @@ class ShardReader {
   Status ReadRaw(uint64_t offset, size_t n, void* dst) const { return file_->Read(offset, n, dst); }
   // Stored record i's bytes, as read from its StoredExtent, against its CRC.
   Status CheckStored(uint32_t i, std::string_view bytes) const;
+  // After CheckStored failed with `failed` on record i's bytes: where the
+  // file's backend kept a copy it can drop (RandomAccessFile::Forget, a node
+  // cache), the record read once more from storage into dst (its length) and
+  // checked; otherwise `failed`.
+  Status RereadStored(uint32_t i, Status failed, char* dst) const;
   // Slices record i out of its block's raw bytes (from ReadBlock) and checks its CRC.
   Status RecordFromBlock(uint32_t i, std::string_view block_raw, std::string_view* payload) const;
 
@@ -178,6 +183,9 @@ class ShardReader {
   std::string Where(uint32_t record) const;
 
  private:
+  // ReadBlockInto's one try (it tries again after a cached copy is dropped).
+  Status ReadBlockOnce(uint32_t b, ReadScratch* scratch, std::vector<char>* out,
+                       std::string_view* stored) const;
   explicit ShardReader(std::unique_ptr<RandomAccessFile> file);
   // The index's counts and block table (O(blocks)), at Open.
   Status ParseBlocks(uint64_t index_offset);

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "base/file_io.h"
+#include "shard/dataset.h"
 #include "tests/storage_double.h"
 #include "tests/test_util.h"
 
@@ -295,6 +296,65 @@ TEST_F(NodeCacheTest, AnUnwritableDirectoryIsRefusedByName) {
   auto env = NewCachingEnv(&storage_, NodeCacheOptions{file, 0});
   ASSERT_FALSE(env.ok());
   EXPECT_NE(env.status().message().find(file), std::string::npos);
+}
+
+// A shard's block that arrived damaged (the network flipped a bit on its
+// way into the cache) fails its checksum: the cache drops the chunk, fetches
+// it once more and the read succeeds, with the good bytes on disk for every
+// later reader. Damaged on every fetch: the checksum error, after one more.
+class NodeCacheDamageTest : public NodeCacheTest {
+ protected:
+  // A compressed raw dataset in data_/ds; the offset of a byte inside block b.
+  uint64_t Dataset(uint32_t b, CompressionMode mode = CompressionMode::kZstd) {
+    testing::WriteRawDataset(ds_, 200, 16, mode, 50, 1 << 20);
+    auto plain = Dataset::Open(ds_);
+    EXPECT_TRUE(plain.ok()) << plain.status().ToString();
+    return (*plain)->shard(0).block(b).offset + 10;
+  }
+  Status ReadBlock(Env* env, uint32_t b) {
+    auto ds = Dataset::Open(ds_, env);
+    if (!ds.ok()) return ds.status();
+    ReadScratch scratch;
+    std::vector<char> raw;
+    return (*ds)->shard(0).ReadBlockInto(b, &scratch, &raw);
+  }
+  const std::string ds_ = JoinPath(data_.path(), "ds");
+};
+
+TEST_F(NodeCacheDamageTest, AChunkThatArrivedDamagedIsFetchedAgainOnce) {
+  storage_.DamageReads("shard-00000.sks", Dataset(1), 1);
+  auto env = Cache();
+  EXPECT_TRUE(ReadBlock(env.get(), 1).ok());
+  EXPECT_EQ(storage_.damaged(), 1);
+  const uint64_t reads = storage_.reads();
+  auto later = Cache();  // another process, later: the good bytes, from disk
+  EXPECT_TRUE(ReadBlock(later.get(), 1).ok());
+  EXPECT_EQ(storage_.reads(), reads + 1) << "its manifest only: the shard from the cache's disk";
+}
+
+// Stored records (JPEGs) are read and checked one by one: the same.
+TEST_F(NodeCacheDamageTest, AStoredRecordThatArrivedDamagedIsFetchedAgainOnce) {
+  storage_.DamageReads("shard-00000.sks", Dataset(1, CompressionMode::kStore), 1);
+  auto env = Cache();
+  auto ds = Dataset::Open(ds_, env.get());
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  const ShardReader& r = (*ds)->shard(0);
+  ReadScratch scratch;
+  std::string_view payload;
+  uint32_t record = 0;  // block 1's first record: the damaged byte is its tenth
+  while (r.record(record).block != 1) ++record;
+  ASSERT_EQ(r.record(record).offset, 0u);
+  EXPECT_TRUE(r.ReadRecord(record, &scratch, &payload).ok());
+  EXPECT_EQ(storage_.damaged(), 1);
+}
+
+TEST_F(NodeCacheDamageTest, DamagedOnEveryFetchIsTheChecksumError) {
+  storage_.DamageReads("shard-00000.sks", Dataset(2), 1000);
+  auto env = Cache();
+  const Status s = ReadBlock(env.get(), 2);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.ToString();
+  EXPECT_EQ(storage_.damaged(), 2) << "the first fetch and one more";
 }
 
 }  // namespace

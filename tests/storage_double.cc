@@ -17,6 +17,7 @@ class StorageDouble::File final : public RandomAccessFile {
   Status Read(uint64_t offset, size_t n, void* dst) const override {
     Status s = env_->BeforeRead(path(), offset, n);
     if (s.ok()) s = base_->Read(offset, n, dst);
+    if (s.ok()) env_->Damaged(path(), offset, n, dst);
     env_->AfterRead();
     return s;
   }
@@ -45,6 +46,24 @@ class StorageDouble::File final : public RandomAccessFile {
 void StorageDouble::FailReads(const std::string& suffix, uint64_t offset, uint64_t n) {
   std::lock_guard<std::mutex> lock(mu_);
   faults_.push_back(Fault{suffix, offset, n});
+}
+
+void StorageDouble::DamageReads(const std::string& suffix, uint64_t offset, int times) {
+  std::lock_guard<std::mutex> lock(mu_);
+  damages_.push_back(Damage{suffix, offset, times});
+}
+
+void StorageDouble::Damaged(const std::string& path, uint64_t offset, size_t n, void* dst) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Damage& d : damages_) {
+    if (d.times > 0 && d.offset >= offset && d.offset < offset + n &&
+        path.size() >= d.suffix.size() &&
+        path.compare(path.size() - d.suffix.size(), d.suffix.size(), d.suffix) == 0) {
+      static_cast<char*>(dst)[d.offset - offset] ^= 0x20;
+      --d.times;
+      damaged_.fetch_add(1);
+    }
+  }
 }
 
 void StorageDouble::GateUntilConcurrent(int n, int timeout_ms) {

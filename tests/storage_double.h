@@ -33,6 +33,10 @@ class StorageDouble final : public Env {
   // Reads of a file whose path ends in `suffix` that touch [offset, offset + n)
   // fail with an IOError ("injected read error"), as a failing disk's do.
   void FailReads(const std::string& suffix, uint64_t offset, uint64_t n);
+  // The next `times` reads of such a file that cover byte `offset` deliver
+  // it flipped (bits 0x20), as a network that damages bytes in transit.
+  void DamageReads(const std::string& suffix, uint64_t offset, int times);
+  int damaged() const { return damaged_.load(); }  // reads delivered damaged
   // From now on each read waits until `n` reads wait together (then all of
   // them go, and the gate stays open), or until `timeout_ms` passed.
   void GateUntilConcurrent(int n, int timeout_ms);
@@ -66,6 +70,14 @@ class StorageDouble final : public Env {
     uint64_t offset, n;
   };
   std::vector<Fault> faults_;
+  struct Damage {
+    std::string suffix;
+    uint64_t offset;
+    int times;
+  };
+  std::vector<Damage> damages_;
+  std::atomic<int> damaged_{0};
+  void Damaged(const std::string& path, uint64_t offset, size_t n, void* dst);
   int gate_ = 0, waiting_ = 0, gate_timeout_ms_ = 0;
   std::atomic<bool> gate_opened_{false};
   AccessHints hints_seen_;
