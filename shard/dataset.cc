@@ -93,11 +93,21 @@ void VerifyShard(Env* env, const std::string& dir, const Manifest& m, const Shar
     r->shards_bad++;
     r->records_bad += info.records;
   };
+  // A read that failed (storage, network) says nothing of the data: the
+  // shard is unchecked, not bad.
+  auto unreadable = [&](const Status& s) {
+    report(s.message() + " (not checked: a read failed)");
+    r->shards_unreadable++;
+  };
+  auto failed = [&](const Status& s) {
+    if (s.IsIOError() || s.IsAborted()) return unreadable(s);
+    fail_shard(s.message());
+  };
   auto file = env->OpenForReads(path);
   if (!file.ok() && file.status().IsNotFound()) {
     return fail_shard(path + ": missing (named in the manifest)");
   }
-  if (!file.ok()) return fail_shard(file.status().message());
+  if (!file.ok()) return failed(file.status());
   const uint64_t size = (*file)->size();
   r->bytes += size;
   if (size != info.bytes) {
@@ -105,7 +115,7 @@ void VerifyShard(Env* env, const std::string& dir, const Manifest& m, const Shar
                       std::to_string(info.bytes));
   }
   auto reader = ShardReader::Open(std::move(file).value());
-  if (!reader.ok()) return fail_shard(reader.status().message());
+  if (!reader.ok()) return failed(reader.status());
   const ShardReader& sr = **reader;
   if (Status index = sr.CheckIndex(); !index.ok()) return fail_shard(index.message());
   if (sr.num_records() != info.records) {
@@ -119,7 +129,7 @@ void VerifyShard(Env* env, const std::string& dir, const Manifest& m, const Shar
   std::string head(format::kHeaderSize, '\0'), tail(size - tail_offset, '\0');
   Status hs = sr.file().Read(0, head.size(), head.data());
   if (hs.ok()) hs = sr.file().Read(tail_offset, tail.size(), tail.data());
-  if (!hs.ok()) return fail_shard(hs.message());
+  if (!hs.ok()) return failed(hs);
   uint32_t file_crc = crc32c::Value(head.data(), head.size());
   bool file_crc_known = true;
   const uint64_t raw_size = m.record.raw_record_size();
@@ -134,6 +144,7 @@ void VerifyShard(Env* env, const std::string& dir, const Manifest& m, const Shar
     const format::BlockEntry& be = sr.block(b);
     std::string_view stored;
     Status s = sr.ReadBlockInto(b, &scratch, &scratch.raw, &stored);
+    if (s.IsIOError() || s.IsAborted()) return unreadable(s);
     if (stored.data() == nullptr) {
       file_crc_known = false;
     } else {
@@ -211,6 +222,7 @@ Status VerifyDataset(const std::string& dir, int threads,
       VerifyShard(env, dir, m, m.shards[i], locked_report, &r);
       std::lock_guard<std::mutex> lock(mu);
       out->shards_bad += r.shards_bad;
+      out->shards_unreadable += r.shards_unreadable;
       out->records_bad += r.records_bad;
       out->bytes += r.bytes;
     }

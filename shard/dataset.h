@@ -71,7 +71,10 @@ struct VerifyReport {
   uint64_t shards = 0, shards_bad = 0;
   uint64_t records = 0, records_bad = 0;
   uint64_t bytes = 0;
-  bool ok() const { return shards_bad == 0 && records_bad == 0; }
+  // Shards whose bytes could not be read (a storage or network error, not
+  // bad data): not checked, so neither good nor bad.
+  uint64_t shards_unreadable = 0;
+  bool ok() const { return shards_bad == 0 && records_bad == 0 && shards_unreadable == 0; }
 };
 
 // Checks every shard against the manifest (presence, size, whole-file CRC32C,

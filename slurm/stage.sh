@@ -55,16 +55,24 @@ exec 9>"$DEST/.stage.lock"
 flock 9
 # What a killed stager left half-copied (never renamed into place) goes.
 rm -f "$DEST"/.*.staging.* 2>/dev/null || true
+rm -rf "$DEST"/.manifest-staging.* 2>/dev/null || true
 
 # One file of the source to a local file: cp, or a download.
 fetch() {  # SRC_FILE DST_FILE
-  if [ "$REMOTE" = 1 ]; then "$PACK" get "$1" "$2" >/dev/null; else cp "$1" "$2"; fi
+  if [ "$REMOTE" = 1 ]; then "$PACK" get "$1" "$2" ${3:+--manifest "$3"} >/dev/null; else cp "$1" "$2"; fi
 }
 export -f fetch
 export REMOTE
 
-# file<TAB>bytes<TAB>crc32c, from the source manifest.
-LIST=$("$PACK" inspect --shards "$SRC") || exit 2
+# The source manifest, fetched once: the shards are listed from this copy
+# and checked against it, and this copy is what is installed at the end (a
+# manifest replaced at the source meanwhile, by a push --force, never sits
+# over shards checked against the one before it).
+MAN="$DEST/.manifest-staging.$$"
+mkdir -p "$MAN"
+fetch "$SRC/manifest.json" "$MAN/manifest.json" || { rm -rf "$MAN"; exit 2; }
+# file<TAB>bytes<TAB>crc32c, from that manifest.
+LIST=$("$PACK" inspect --shards "$MAN") || { rm -rf "$MAN"; exit 2; }
 need=0
 while IFS=$'\t' read -r file bytes crc; do
   # Never open a FIFO or device for reading: cp would block on it.
@@ -77,6 +85,7 @@ done <<< "$LIST"
 avail=$(df -B1 --output=avail "$DEST" | tail -n 1 | tr -d ' ')
 if [ "$need" -gt "$avail" ]; then
   echo "stage[$NODE]: not enough space in $DEST: need $need bytes, $avail available" >&2
+  rm -rf "$MAN"
   exit 2
 fi
 
@@ -91,7 +100,7 @@ stage_one() {  # file bytes crc
     return 0
   fi
   tmp="$DEST/.$file.staging.$$.$RANDOM"
-  fetch "$SRC/$file" "$tmp" || { rm -f "$tmp"; return 1; }
+  fetch "$SRC/$file" "$tmp" "$MAN/manifest.json" || { rm -f "$tmp"; return 1; }
   local got
   got=$("$PACK" checksum "$tmp" | cut -f1)
   if [ "$got" != "$crc" ]; then
@@ -103,20 +112,21 @@ stage_one() {  # file bytes crc
   echo "copied $bytes"
 }
 export -f stage_one
-export DEST SRC PACK NODE
+export DEST SRC PACK NODE MAN
 
 start=$(date +%s.%N)
 results=$(printf '%s\n' "$LIST" | xargs -P "$JOBS" -L 1 bash -c 'stage_one "$0" "$1" "$2"') || {
   echo "stage[$NODE]: failed; rerun to resume (intact shards are kept)" >&2
   rm -f "$DEST"/.*.staging.* 2>/dev/null || true
+  rm -rf "$MAN"
   exit 2
 }
 end=$(date +%s.%N)
 copied=$(grep -c copied <<< "$results" || true)
 copied_bytes=$(awk '/^copied/ {s += $2} END {print s + 0}' <<< "$results")
 skipped=$(grep -c skipped <<< "$results" || true)
-fetch "$SRC/manifest.json" "$DEST/.manifest.json.staging"
-mv -f "$DEST/.manifest.json.staging" "$DEST/manifest.json"
+mv -f "$MAN/manifest.json" "$DEST/manifest.json"
+rmdir "$MAN"
 awk -v b="$copied_bytes" -v s="$start" -v e="$end" -v c="$copied" -v k="$skipped" -v n="$NODE" -v d="$DEST" 'BEGIN {
   t = e - s; if (t <= 0) t = 1e-9
   printf "stage[%s]: %d shards copied, %d already intact, %.2f GB in %.2f s = %.2f GB/s -> %s (verified)\n", n, c, k, b / 1e9, t, b / 1e9 / t, d

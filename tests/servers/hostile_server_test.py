@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from readers import FASHION, PACK, run
+from readers import FASHION, HERE, PACK, run
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -46,6 +46,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             return
         data = open(path, "rb").read()
+        if body and name.endswith("manifest.json") and Handler.mode == "manswitch" and \
+                Handler.requests[(self.command, name)] > 1:  # replaced after its first GET
+            data = re.sub(rb'"crc32c": "[0-9a-f]+"', b'"crc32c": "deadbeef"', data)
+        if body and name.endswith(".sks") and Handler.mode == "flip":  # damaged in transit
+            data = data[:5000] + bytes([data[5000] ^ 1]) + data[5001:]
         m = re.match(r"bytes=(\d+)-(\d+)", self.headers.get("Range", ""))
         a, b = (int(m[1]), min(int(m[2]), len(data) - 1)) if m else (0, len(data) - 1)
         hostile = body and name.endswith(".sks") and Handler.mode != "ok"
@@ -114,6 +119,13 @@ def test_a_2xx_that_is_not_206_to_a_range_is_an_error_not_an_empty_read(server, 
     assert "shard-00000.sks: HTTP %s to a Range request" % status in err, err
     assert len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "out.sks").exists(), "a failed get leaves no file"
+    Handler.mode = status
+    try:  # verify: a shard it could not read is unchecked (exit 2), not bad data (exit 1)
+        r = run([PACK, "verify", url], dict(os.environ, SHARDKIT_RETRY_SECONDS="3"), check=False)
+    finally:
+        Handler.mode = "ok"
+    assert r.returncode == 2 and "UNCHECKED" in r.stdout and "not checked: a read failed" in r.stderr, \
+        (r.stdout, r.stderr)
     code, err = get(url, tmp_path / "good.sks")  # the same server, well again: the shard
     assert code == 0, err
     assert (tmp_path / "good.sks").read_bytes() == (server[1] / "ds" / "shard-00000.sks").read_bytes()
@@ -147,3 +159,35 @@ def test_a_server_that_brings_a_few_bytes_every_try_is_given_up(server, tmp_path
     assert code == 2 and "shard-00000.sks" in err and "gave up after" in err, err
     assert not (tmp_path / "out.sks").exists()
     assert Handler.requests.get(("GET", "ds/shard-00000.sks"), 0) >= 2, "it was retried"
+
+
+def test_stage_installs_the_manifest_it_checked_the_shards_against(server, tmp_path):
+    """A manifest replaced at the source while a node stages (a push --force):
+    stage.sh lists the shards from the copy it fetched, checks them against
+    it and installs that copy, so the staged dataset verifies."""
+    url, root = server
+    Handler.requests.clear()
+    Handler.mode = "manswitch"
+    try:
+        r = run([HERE.parent.parent / "slurm" / "stage.sh", url, tmp_path / "staged"],
+                dict(os.environ, SHARDKIT_PACK=str(PACK)), check=False)
+    finally:
+        Handler.mode = "ok"
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "staged" / "manifest.json").read_bytes() == (root / "ds" / "manifest.json").read_bytes()
+    assert run([PACK, "verify", tmp_path / "staged"], os.environ, check=False).returncode == 0
+    assert Handler.requests[("GET", "ds/manifest.json")] == 1, "fetched once"
+    assert not [p for p in os.listdir(tmp_path / "staged") if "staging" in p]
+
+
+def test_get_of_a_shard_checks_it_against_the_manifest(server, tmp_path):
+    """`get` of a shard the dataset's manifest names: a byte damaged on the
+    way is an error (nothing kept), not a copy that exits 0."""
+    url, root = server
+    Handler.mode = "flip"
+    try:
+        code, err = get(url, tmp_path / "out.sks")
+    finally:
+        Handler.mode = "ok"
+    assert code == 2 and "shard-00000.sks" in err and "the manifest says" in err, err
+    assert not (tmp_path / "out.sks").exists()

@@ -181,9 +181,17 @@ int RunVerify(const std::string& dir, int threads) {
                 FormatBytes(r.bytes).c_str());
     return 0;
   }
-  std::printf("FAILED %s: %llu of %llu shards bad, %llu of %llu records bad\n", dir.c_str(),
+  if (r.shards_bad == 0 && r.records_bad == 0) {  // reads failed; nothing read was bad
+    std::printf("UNCHECKED %s: %llu of %llu shards could not be read (above); the rest are good\n",
+                dir.c_str(), (unsigned long long)r.shards_unreadable, (unsigned long long)r.shards);
+    return kExitError;
+  }
+  std::printf("FAILED %s: %llu of %llu shards bad, %llu of %llu records bad%s\n", dir.c_str(),
               (unsigned long long)r.shards_bad, (unsigned long long)r.shards,
-              (unsigned long long)r.records_bad, (unsigned long long)r.records);
+              (unsigned long long)r.records_bad, (unsigned long long)r.records,
+              r.shards_unreadable > 0
+                  ? (", " + std::to_string(r.shards_unreadable) + " not read").c_str()
+                  : "");
   return kExitBadData;
 }
 
@@ -242,9 +250,37 @@ int RunPush(const std::string& dir, const std::string& url, const PushOptions& o
 }
 
 // get: one file of a dataset (a path or a URL) to a local file.
-int RunGet(const std::string& from, const std::string& to) {
+int RunGet(const std::string& from, const std::string& to, const std::string& manifest) {
   auto crc = CopyToLocalFile(from, to);
   if (!crc.ok()) return Fail(crc.status());
+  // A shard its dataset's manifest (or --manifest, a copy fetched before)
+  // names is checked against it: what came is the file that was published,
+  // or the copy is an error and is removed.
+  const size_t slash = from.rfind('/');
+  if (slash == std::string::npos || from.compare(slash + 1, std::string::npos, kManifestName) == 0)
+    return cli::kExitOk;
+  Result<Manifest> m = Status::NotFound("");
+  if (manifest.empty()) {
+    m = ReadManifest(from.substr(0, slash));
+    if (!m.ok()) return cli::kExitOk;  // a file of no dataset: copied as it is
+  } else {
+    auto text = ReadFileToString(manifest, 256ull << 20);
+    m = text.ok() ? ParseManifest(*text, manifest) : Result<Manifest>(text.status());
+    if (!m.ok()) {
+      RemoveFile(to).IgnoreError();
+      return Fail(m.status());
+    }
+  }
+  for (const ShardInfo& shard : m->shards) {
+    if (shard.file != from.substr(slash + 1)) continue;
+    auto size = FileSize(to);
+    if (size.ok() && *size == shard.bytes && *crc == shard.crc32c) return cli::kExitOk;
+    RemoveFile(to).IgnoreError();
+    return Fail(Status::Corruption(
+        from + ": " + (size.ok() ? std::to_string(*size) : std::string("?")) + " bytes, CRC32C " +
+        Crc32cHex(*crc) + " after the copy; the manifest says " + std::to_string(shard.bytes) +
+        " bytes, " + Crc32cHex(shard.crc32c) + " (nothing kept)"));
+  }
   return cli::kExitOk;
 }
 
@@ -650,7 +686,7 @@ struct DatasetCommands {
   std::vector<std::string> files;
   uint64_t index = 0;
   MergeOptions mo;
-  std::string url;
+  std::string url, get_manifest;
   PushOptions push_options;
   CLI::App *verify = nullptr, *inspect = nullptr, *checksum = nullptr, *extract = nullptr,
            *merge = nullptr, *push = nullptr, *get = nullptr;
@@ -714,6 +750,9 @@ struct DatasetCommands {
                              "to a local file (slurm/stage.sh's copy from object storage)");
     get->add_option("FROM", url, "file or URL")->required();
     get->add_option("TO", file, "local file")->required();
+    get->add_option("--manifest", get_manifest,
+                    "check the copy against this manifest.json (a copy fetched before) "
+                    "instead of the dataset's own");
   }
 
   int Run(const std::string& argv_json) {
@@ -723,7 +762,7 @@ struct DatasetCommands {
     if (*checksum) return RunChecksum(files);
     if (*extract) return RunExtract(dir, index, file);
     if (*push) return RunPush(dir, url, push_options);
-    if (*get) return RunGet(url, file);
+    if (*get) return RunGet(url, file, get_manifest);
     return kExitError;
   }
 };
