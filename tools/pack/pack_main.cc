@@ -444,9 +444,12 @@ struct PackCommands {
                   "left in OUT");
     sub->add_flag("--force", po.force, "replace an existing dataset in OUT (kept until done)");
     sub->add_option("--part", part,
-                    "write only part I of N (0-based) into OUT: its shards, named as the whole "
-                    "dataset's, and part.json; join the N parts with 'shardkit-pack merge'. "
-                    "Sources whose records are known up front only (idx, hdf5, mat, svhn)")
+                    images ? "refused for this source: which images it holds, and their "
+                             "bytes, are known only once it is read, so it is packed whole "
+                             "(parts are for idx, hdf5, mat and svhn)"
+                           : "write only part I of N (0-based) into OUT: its shards, named as "
+                             "the whole dataset's, and part.json; join the N parts with "
+                             "'shardkit-pack merge'")
         ->check(kPart);
   }
   void ClassNames(CLI::App* sub) {
