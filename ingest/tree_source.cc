@@ -388,12 +388,14 @@ Status TreeLayout::FlatVal(const std::vector<std::pair<std::string, const TreeFi
                            Listing* listing, SampleSink* sink) const {
   SK_ASSIGN_OR_RETURN(ValLabels val, ValLabels::Make(o_));
   listing->classes = val.classes;
+  std::unordered_set<std::string> found;  // the labels' stems that name an image here
   for (const auto& [rel, f] : below) {
     auto it = val.synset_of.find(Stem(rel));
     if (it == val.synset_of.end()) {
       SK_RETURN_IF_ERROR(sink->Skip(f->name, "no label in " + val.source, Unusable::kNoLabel));
       continue;
     }
+    found.insert(it->first);
     auto ci = val.index.find(it->second);
     if (ci == val.index.end()) {
       SK_RETURN_IF_ERROR(sink->Skip(f->name, "class " + it->second + " is not in the class list",
@@ -401,6 +403,17 @@ Status TreeLayout::FlatVal(const std::vector<std::pair<std::string, const TreeFi
       continue;
     }
     AddSample(rel, f, ci->second, listing);
+  }
+  // Labels for images the folder does not hold: a subset is fine, but said
+  // (a folder cut short by a failed copy looks the same).
+  if (found.size() < val.synset_of.size()) {
+    std::string first;
+    for (const auto& [stem, synset] : val.synset_of) {
+      if (found.count(stem) == 0 && (first.empty() || stem < first)) first = stem;
+    }
+    sink->Note(val.source + ": " + std::to_string(val.synset_of.size() - found.size()) +
+               " of its " + std::to_string(val.synset_of.size()) +
+               " labelled images are not in the folder (the first: " + Printable(first) + ")");
   }
   return Status::OK();
 }

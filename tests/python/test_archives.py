@@ -138,6 +138,13 @@ def test_val_tar_with_csv_or_devkit_gives_the_folders_labels(tree, tmp_path, pho
                      tmp_path / "LOC_val_solution.csv", "--classes-from", tmp_path / "train")
     assert code == 0, out
     same_dataset(tmp_path / "val_folder", tmp_path / "val_tar")
+    # Labels for images the folder lacks: packed, and said (the first by name).
+    (val / "ILSVRC2012_val_00000012.JPEG").rename(tmp_path / "moved.JPEG")
+    code, out = pack(val, tmp_path / "val_short", "--val-labels", tmp_path / "LOC_val_solution.csv",
+                     "--classes-from", tmp_path / "train")
+    assert code == 0 and "1 of its 12 labelled images are not in the folder (the first: " \
+        "ILSVRC2012_val_00000012)" in out, out
+    (tmp_path / "moved.JPEG").rename(val / "ILSVRC2012_val_00000012.JPEG")
     # The devkit: ILSVRC ids in an order of their own, mapped by meta.mat.
     ilsvrc_order = [classes[i] for i in (2, 0, 3, 1)]
     for compress in (False, True):
