@@ -348,7 +348,8 @@ Status MatSource::ReadLabels(VarPtr labels) {
       return Status::InvalidArgument(
           where_l + ": label " + std::to_string(l) + " at index " + std::to_string(i) +
           (o_.label_map.empty() ? "" : " (after --label-map)") + " is outside the classes" +
-          (named ? " 0.." + std::to_string(o_.class_names.size() - 1) : " (0 or more)"));
+          (named ? " 0.." + std::to_string(o_.class_names.size() - 1)
+                 : " (0 to " + std::to_string(INT32_MAX) + ")"));
     }
     max_label = std::max(max_label, l);
   }

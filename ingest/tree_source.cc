@@ -398,7 +398,8 @@ Status TreeLayout::FlatVal(const std::vector<std::pair<std::string, const TreeFi
     found.insert(it->first);
     auto ci = val.index.find(it->second);
     if (ci == val.index.end()) {
-      SK_RETURN_IF_ERROR(sink->Skip(f->name, "class " + it->second + " is not in the class list",
+      SK_RETURN_IF_ERROR(sink->Skip(f->name,
+                                    "class " + Printable(it->second) + " is not in the class list",
                                     Unusable::kNoLabel));
       continue;
     }
