@@ -299,33 +299,47 @@ struct ZipCentralEntry {
 std::vector<ZipCentralEntry> ReadZipCentral(int fd, uint64_t size, const ZipEnd& end) {
   std::vector<ZipCentralEntry> out;
   if (!end.found || end.dir_offset > size || end.dir_bytes > size - end.dir_offset) return out;
-  std::vector<unsigned char> dir(end.dir_bytes);
-  if (::pread(fd, dir.data(), dir.size(), static_cast<off_t>(end.dir_offset)) !=
-      static_cast<ssize_t>(dir.size())) {
-    return out;
-  }
-  for (uint64_t p = 0; out.size() < end.entries && p + 46 <= dir.size();) {
-    const unsigned char* e = &dir[p];
-    if (std::memcmp(e, "PK\1\2", 4) != 0) break;
+  // Read a window at a time (the directory's size is the file's claim: never
+  // one allocation of it); an entry (at most 46 + 3 x 65,535 bytes) always
+  // fits a window.
+  std::vector<unsigned char> window;
+  uint64_t window_at = 0;
+  auto at = [&](uint64_t p, uint64_t n) -> const unsigned char* {
+    if (p < window_at || p + n > window_at + window.size()) {
+      window_at = p;
+      window.resize(std::min<uint64_t>(std::max<uint64_t>(n, 4 << 20), end.dir_bytes - p));
+      if (::pread(fd, window.data(), window.size(), static_cast<off_t>(end.dir_offset + p)) !=
+          static_cast<ssize_t>(window.size())) {
+        window.clear();
+        return nullptr;
+      }
+    }
+    return &window[p - window_at];
+  };
+  // Every entry the directory holds (its count in the end record may be
+  // modulo 65,536: CheckZipEntries judges the count).
+  for (uint64_t p = 0; p + 46 <= end.dir_bytes;) {
+    const unsigned char* e = at(p, 46);
+    if (e == nullptr || std::memcmp(e, "PK\1\2", 4) != 0) break;
     const uint64_t name = LittleEndian(e + 28, 2), extra = LittleEndian(e + 30, 2),
-                   comment = LittleEndian(e + 32, 2);
-    if (p + 46 + name + extra + comment > dir.size()) break;
+                   comment = LittleEndian(e + 32, 2), bytes = 46 + name + extra + comment;
+    if (p + bytes > end.dir_bytes || (e = at(p, bytes)) == nullptr) break;
     ZipCentralEntry c{LittleEndian(e + 42, 4), end.dir_offset + p + 46,
                       static_cast<uint32_t>(name)};
     if (c.local == 0xFFFFFFFF) {  // in the zip64 extra field, after the sizes it replaces
-      uint64_t skip = (LittleEndian(e + 24, 4) == 0xFFFFFFFF ? 8 : 0) +
-                      (LittleEndian(e + 20, 4) == 0xFFFFFFFF ? 8 : 0);
-      for (uint64_t x = p + 46 + name; x + 4 <= p + 46 + name + extra;) {
-        const uint64_t id = LittleEndian(&dir[x], 2), len = LittleEndian(&dir[x + 2], 2);
-        if (id == 1 && skip + 8 <= len && x + 4 + len <= dir.size()) {
-          c.local = LittleEndian(&dir[x + 4 + skip], 8);
+      const uint64_t skip = (LittleEndian(e + 24, 4) == 0xFFFFFFFF ? 8 : 0) +
+                            (LittleEndian(e + 20, 4) == 0xFFFFFFFF ? 8 : 0);
+      for (uint64_t x = 46 + name; x + 4 <= 46 + name + extra;) {
+        const uint64_t id = LittleEndian(e + x, 2), len = LittleEndian(e + x + 2, 2);
+        if (id == 1 && skip + 8 <= len && x + 4 + len <= 46 + name + extra) {
+          c.local = LittleEndian(e + x + 4 + skip, 8);
           break;
         }
         x += 4 + len;
       }
     }
     out.push_back(c);
-    p += 46 + name + extra + comment;
+    p += bytes;
   }
   std::sort(out.begin(), out.end(),
             [](const ZipCentralEntry& a, const ZipCentralEntry& b) { return a.local < b.local; });

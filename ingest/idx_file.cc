@@ -125,7 +125,10 @@ Result<IdxArray> ReadIdxFile(const std::string& path, uint64_t max_bytes) {
   // The end of the data must be the end of a whole gzip stream: a stream cut
   // short (its CRC and length trailer missing) has no checksum to catch a
   // damaged byte. zlib says so on this read, or on closing mid-stream.
+  int err = Z_OK;
+  if (more < 0) gzerror(gz, &err);
   const int closed = gzclose(gz);
+  if (err == Z_DATA_ERROR) return Status::Corruption(path + ": gzip data is corrupt");
   if (more < 0 || closed != Z_OK) {
     return Status::Corruption(path +
                               ": gzip data is truncated (the stream ends before its CRC trailer)");

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <memory>
 
 #include "base/file_io.h"
@@ -413,6 +414,7 @@ Status CheckLevel5(int fd, uint64_t size, const std::string& file, MatFileInfo* 
 struct Visit {
   uint64_t max_elements = 0;
   std::string file, bad;
+  std::map<std::string, std::string>* unreadable = nullptr;  // MatFileInfo's
 };
 
 // The MATLAB_class attribute of a 7.3 dataset, or "" where it has none (or
@@ -494,15 +496,26 @@ herr_t VisitObject(hid_t root, const char* name, const H5O_info_t* info, void* d
     v->bad = where + ": declares more elements than the file's bytes could hold";
   } else if (empty && (numel > kMaxRank || (rank > 0 && dims[rank - 1] != numel))) {
     v->bad = where + ": an empty array whose dimensions are not a short vector";
-  } else if (Status s = CheckStoredInFile(d, where); !s.ok()) {
-    v->bad = s.message();
-  } else if (!empty) {
-    const std::string cls = MatlabClass(d);
-    const hid_t type = H5Dget_type(d);
-    if (type < 0 || !StoredAsDeclared(type, cls)) {
-      v->bad = where + ": declared " + cls + " (MATLAB_class) but stored as another type";
+  } else {
+    // Data libmatio would read as other values: a variable (a dataset at the
+    // root) is refused when it is asked for; a referenced one (a cell's or
+    // struct's part) refuses the file.
+    std::string wrong;
+    if (Status s = CheckStoredInFile(d, where); !s.ok()) {
+      wrong = s.message();
+    } else if (!empty) {
+      const std::string cls = MatlabClass(d);
+      const hid_t type = H5Dget_type(d);
+      if (type < 0 || !StoredAsDeclared(type, cls)) {
+        wrong = where + ": declared " + cls + " (MATLAB_class) but stored as another type";
+      }
+      if (type >= 0) H5Tclose(type);
     }
-    if (type >= 0) H5Tclose(type);
+    if (!wrong.empty() && std::strchr(name, '/') == nullptr) {
+      (*v->unreadable)[name] = wrong;
+    } else if (!wrong.empty()) {
+      v->bad = wrong;
+    }
   }
   H5Sclose(space);
   H5Dclose(d);
@@ -524,6 +537,7 @@ Status CheckLevel73(const std::string& path, uint64_t size, const std::string& f
     return Status::Corruption(file + ": its HDF5 part cannot be opened (truncated or damaged)");
   Visit v;
   v.file = file;
+  v.unreadable = &info->unreadable;
   v.max_elements = kMaxInflation * size;
   const herr_t rc = H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_NATIVE, VisitObject, &v, H5O_INFO_BASIC);
   hsize_t idx = 0;

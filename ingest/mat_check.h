@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,10 @@ namespace shardkit {
 struct MatFileInfo {
   int version = 0;                 // 5 (level 5, MATLAB -v6/-v7) or 73 (HDF5)
   std::vector<std::string> names;  // the variables, in the file's order
+  // 7.3: variables whose data libmatio would read as other values (stored
+  // outside the file, or as another type than their MATLAB_class), with why:
+  // refused when asked for.
+  std::map<std::string, std::string> unreadable;
 };
 
 // Checks the file at `path`; messages name it as `where`.

@@ -136,6 +136,9 @@ struct MatHandle {
       return Status::NotFound(where + ": no variable '" + name + "' (it holds " +
                               (names.empty() ? "none" : names) + ")");
     }
+    if (auto it = info.unreadable.find(name); it != info.unreadable.end()) {
+      return Status::InvalidArgument(it->second);
+    }
     MatioCall call;
     VarPtr v(Mat_VarReadInfo(mat.get(), name.c_str()));
     SK_RETURN_IF_ERROR(call.Check(v != nullptr, where + ":" + name, "cannot read its header"));

@@ -337,6 +337,28 @@ def test_a_zip_member_whose_local_header_names_another_file_is_refused(src, tmp_
     assert code == 0, out
     assert contents(tmp_path / "z64.ds") == contents(tmp_path / "z64.want")
 
+
+def test_a_zip_whose_directory_claims_gigabytes_is_refused_without_reading_them_whole(tmp_path):
+    """A sparse 8 GiB zip whose zip64 end record claims a central directory of
+    nearly all of it: refused as corrupt, in bounded memory (2 GiB of address
+    space for the tool), not by allocating the claim."""
+    import resource
+    import struct
+    size = 8 << 30
+    tail = 56 + 20 + 22
+    with open(tmp_path / "claims.zip", "wb") as f:
+        f.write(b"PK\x03\x04" + b"\0" * 26)
+        f.seek(size - tail)
+        f.write(b"PK\x06\x06" + struct.pack("<QHHIIQQQQ", 44, 45, 45, 0, 0, 1, 1, size - tail, 0))
+        f.write(b"PK\x06\x07" + struct.pack("<IQI", 0, size - tail, 1))
+        f.write(b"PK\x05\x06" + struct.pack("<HHHHIIH", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0))
+    limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # noqa: E731
+    r = subprocess.run([pack_tool(), "imagenet", str(tmp_path / "claims.zip"), str(tmp_path / "out")],
+                       capture_output=True, timeout=600, preexec_fn=limit)
+    err = r.stderr.decode()
+    assert r.returncode == 2 and "claims.zip" in err and "corrupt zip" in err, err
+    assert not (tmp_path / "out").exists()
+
 def tar_with(path, members, fmt=tarfile.GNU_FORMAT):
     with tarfile.open(path, "w", format=fmt) as t:
         for name, data, kind in members:

@@ -404,6 +404,12 @@ def test_a_73_class_attribute_that_is_not_the_stored_type_is_refused(tmp_path):
     save73_as(tmp_path / "honest.mat", {"X": (X, "uint8"), "y": (y, "double")})
     code, _, err = pack("svhn", tmp_path / "honest.mat", tmp_path / "honest")
     assert code == 0, err
+    # A variable that is not packed may lie: the file is read for the others.
+    save73_as(tmp_path / "other.mat", {"X": (X, "uint8"), "y": (y, "double"),
+                                       "notes": (X.astype(np.int16) * 4, "uint8")})
+    code, _, err = pack("svhn", tmp_path / "other.mat", tmp_path / "other")
+    assert code == 0, err
+    assert same(records(tmp_path / "other"), records(tmp_path / "honest"))
 
 
 def test_data_outside_the_file_is_refused_not_read_as_zeros(tmp_path):
