@@ -454,10 +454,12 @@ bool CachedFile::Forget(uint64_t offset, size_t n) const {
     }
     const off_t at = EntryOffset(c);
     if (Lock(map_fd_, F_WRLCK, at, 8, /*wait=*/true)) {
+      // Absent now, whoever made it so (another thread's or process's
+      // Forget, or a fill the limit kept out): the next read fetches the
+      // chunk, so a read again is worth it (once: the callers try once).
       const uint64_t absent = 0;
-      if (static_cast<uint32_t>(Entry(c)) == kPresent && ::pwrite(map_fd_, &absent, 8, at) == 8) {
-        dropped = true;
-      }
+      dropped |=
+          static_cast<uint32_t>(Entry(c)) != kPresent || ::pwrite(map_fd_, &absent, 8, at) == 8;
       Lock(map_fd_, F_UNLCK, at, 8, false);
     }
     checked_[c].store(0, std::memory_order_release);
