@@ -70,6 +70,7 @@ export REMOTE
 # over shards checked against the one before it).
 MAN="$DEST/.manifest-staging.$$"
 mkdir -p "$MAN"
+trap 'rm -rf "$MAN"' EXIT
 fetch "$SRC/manifest.json" "$MAN/manifest.json" || { rm -rf "$MAN"; exit 2; }
 # file<TAB>bytes<TAB>crc32c, from that manifest.
 LIST=$("$PACK" inspect --shards "$MAN") || { rm -rf "$MAN"; exit 2; }

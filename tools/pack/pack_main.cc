@@ -262,7 +262,11 @@ int RunGet(const std::string& from, const std::string& to, const std::string& ma
   Result<Manifest> m = Status::NotFound("");
   if (manifest.empty()) {
     m = ReadManifest(from.substr(0, slash));
-    if (!m.ok()) return cli::kExitOk;  // a file of no dataset: copied as it is
+    if (m.status().IsNotFound()) return cli::kExitOk;  // a file of no dataset: copied as it is
+    if (!m.ok()) {
+      RemoveFile(to).IgnoreError();
+      return Fail(m.status());
+    }
   } else {
     auto text = ReadFileToString(manifest, 256ull << 20);
     m = text.ok() ? ParseManifest(*text, manifest) : Result<Manifest>(text.status());
@@ -286,7 +290,8 @@ int RunGet(const std::string& from, const std::string& to, const std::string& ma
 
 int RunInspect(const std::string& dir, bool json) {
   auto ds = Dataset::Open(dir);
-  if (ds.status().IsNotFound()) return Fail(ds.status());  // nothing verify would add
+  // No dataset there at all: nothing verify would add (a missing shard it would list).
+  if (ds.status().IsNotFound() && ReadManifest(dir).status().IsNotFound()) return Fail(ds.status());
   if (!ds.ok())
     return Fail(ds.status(), "run 'shardkit-pack verify " + dir + "' for a full report");
   const Manifest& m = (*ds)->manifest();
