@@ -284,10 +284,19 @@ std::vector<uint64_t> Loader::EpochRecords(uint64_t epoch) const {
 
 std::vector<uint64_t> Loader::PassRecords() const {
   const Impl& d = *impl_;
+  std::unique_lock<std::mutex> lock(d.consumer_mu);  // what the pass is; located after
+  const uint64_t epoch = d.NextPassEpoch(), start = d.NextPassStart(epoch);
+  std::shared_ptr<const EpochPositions> rest = d.rest && d.rest_epoch == epoch ? d.rest : nullptr;
+  lock.unlock();
+  return d.source->Records(epoch, start, std::move(rest));
+}
+
+uint64_t Loader::PassSamples() const {
+  const Impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.consumer_mu);
   const uint64_t epoch = d.NextPassEpoch();
-  return d.source->Records(epoch, d.NextPassStart(epoch),
-                           d.rest && d.rest_epoch == epoch ? d.rest : nullptr);
+  return d.source->CountRecords(d.NextPassStart(epoch),
+                                d.rest && d.rest_epoch == epoch ? d.rest : nullptr);
 }
 
 LoaderState Loader::state() const {

@@ -113,6 +113,7 @@ class Loader {
   // first batch (after Restore, the saved batch, or the rest cut again), so
   // exactly the sample ids that pass's batches carry.
   std::vector<uint64_t> PassRecords() const;
+  uint64_t PassSamples() const;  // PassRecords().size(), without locating them
   // Why ShuffleMode::kAuto resolved to shuffle_mode() ("" if a mode was asked for).
   const std::string& shuffle_reason() const;
   LoaderStats stats() const;

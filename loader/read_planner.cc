@@ -57,12 +57,27 @@ void ReadPlanner::StartEpoch(uint64_t epoch, uint64_t start_batch,
   live_.clear();
 }
 
+namespace {
+
+// The rank's samples of partition p from batch first_batch on: [begin, end).
+std::pair<uint64_t, uint64_t> PassSpan(const Partition& p, uint64_t first_batch) {
+  const uint64_t end = p.drop_last ? p.batches * p.batch_size : p.per_rank;
+  return {std::min(end, first_batch * p.batch_size), end};
+}
+
+}  // namespace
+
+uint64_t ReadPlanner::CountRecords(uint64_t first_batch,
+                                   std::shared_ptr<const EpochPositions> rest) const {
+  const auto [begin, end] = PassSpan(CutOf(s_.partition, std::move(rest)), first_batch);
+  return end - begin;
+}
+
 std::vector<uint64_t> ReadPlanner::Records(uint64_t epoch, uint64_t first_batch,
                                            std::shared_ptr<const EpochPositions> rest) const {
   const Partition p = CutOf(s_.partition, std::move(rest));
   const EpochSampler sampler(s_.layout.sizes, s_.mode, s_.seed, epoch, s_.window);
-  const uint64_t end = p.drop_last ? p.batches * p.batch_size : p.per_rank;
-  const uint64_t begin = std::min(end, first_batch * p.batch_size);
+  const auto [begin, end] = PassSpan(p, first_batch);
   std::vector<uint64_t> records(end - begin);
   for (uint64_t i = begin; i < end; ++i) records[i - begin] = sampler.RecordAt(p.Position(i));
   return records;

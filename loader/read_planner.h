@@ -106,6 +106,8 @@ class ReadPlanner {
   // progress. EpochRecords: a whole epoch's.
   std::vector<uint64_t> Records(uint64_t epoch, uint64_t first_batch,
                                 std::shared_ptr<const EpochPositions> rest) const;
+  // How many Records gives, without locating them.
+  uint64_t CountRecords(uint64_t first_batch, std::shared_ptr<const EpochPositions> rest) const;
   std::vector<uint64_t> EpochRecords(uint64_t epoch) const { return Records(epoch, 0, nullptr); }
   // The rank's i-th sample of the epoch: the one place a record is located.
   SampleLocation Locate(uint64_t i) const {

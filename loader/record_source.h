@@ -79,6 +79,9 @@ class RecordSource {
                                 std::shared_ptr<const EpochPositions> rest) const {
     return planner_->Records(epoch, first_batch, std::move(rest));
   }
+  uint64_t CountRecords(uint64_t first_batch, std::shared_ptr<const EpochPositions> rest) const {
+    return planner_->CountRecords(first_batch, std::move(rest));
+  }
   int32_t label(const SampleLocation& l) const { return ds_->shard(l.shard).label(l.local); }
   // "shard-00001.sks: record 7 (block 0, offset 5488)", for error messages.
   std::string Where(const SampleLocation& l) const { return ds_->shard(l.shard).Where(l.local); }

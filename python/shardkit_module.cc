@@ -615,6 +615,7 @@ PYBIND11_MODULE(_shardkit, m) {
       .def("state", &PyLoader::State)
       .def("restore", &PyLoader::Restore, py::arg("state_json"))
       .def("reset_stats", [](PyLoader& l) { l.loader().ResetStats(); })
+      .def_property_readonly("pass_samples", [](PyLoader& l) { return l.loader().PassSamples(); })
       .def("pass_records",
            [](PyLoader& l) {
              std::vector<uint64_t> ids = l.loader().PassRecords();

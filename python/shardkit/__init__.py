@@ -202,7 +202,7 @@ class _Sampler:
     def __len__(self):
         """How many ids iterating yields: this rank's samples per epoch, or
         after load_state_dict, what is left of the saved epoch."""
-        return len(self._loader._core.pass_records())
+        return self._loader._core.pass_samples
 
     def __iter__(self):
         """The record numbers the loader's next iteration reads, in order,
