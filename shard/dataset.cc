@@ -96,7 +96,7 @@ void VerifyShard(Env* env, const std::string& dir, const Manifest& m, const Shar
   // A read that failed (storage, network) says nothing of the data: the
   // shard is unchecked, not bad.
   auto unreadable = [&](const Status& s) {
-    report(s.message() + " (not checked: a read failed)");
+    report(s.message() + kNotChecked);
     r->shards_unreadable++;
   };
   auto failed = [&](const Status& s) {

@@ -67,6 +67,9 @@ class Dataset {
   std::vector<uint64_t> first_record_;  // size num_shards + 1
 };
 
+// What a problem reported for a shard that could not be read ends with.
+inline constexpr char kNotChecked[] = " (not checked: a read failed)";
+
 struct VerifyReport {
   uint64_t shards = 0, shards_bad = 0;
   uint64_t records = 0, records_bad = 0;

@@ -130,5 +130,6 @@ mv -f "$MAN/manifest.json" "$DEST/manifest.json"
 rmdir "$MAN"
 awk -v b="$copied_bytes" -v s="$start" -v e="$end" -v c="$copied" -v k="$skipped" -v n="$NODE" -v d="$DEST" 'BEGIN {
   t = e - s; if (t <= 0) t = 1e-9
-  printf "stage[%s]: %d shards copied, %d already intact, %.2f GB in %.2f s = %.2f GB/s -> %s (verified)\n", n, c, k, b / 1e9, t, b / 1e9 / t, d
+  u = b >= 1e9 ? "GB" : "MB"; f = b >= 1e9 ? 1e9 : 1e6
+  printf "stage[%s]: %d shards copied, %d already intact, %.2f %s in %.2f s = %.2f %s/s -> %s (verified)\n", n, c, k, b / f, u, t, b / f / t, u, d
 }'

@@ -166,7 +166,9 @@ int RunVerify(const std::string& dir, int threads) {
       dir, threads,
       [&](const std::string& msg) {
         ++problems;
-        std::fprintf(stderr, "BAD %s\n", msg.c_str());
+        const size_t k = std::strlen(kNotChecked);
+        const bool unread = msg.size() >= k && msg.compare(msg.size() - k, k, kNotChecked) == 0;
+        std::fprintf(stderr, "%s %s\n", unread ? "UNCHECKED" : "BAD", msg.c_str());
       },
       &r);
   if (!s.ok()) {
@@ -182,8 +184,9 @@ int RunVerify(const std::string& dir, int threads) {
     return 0;
   }
   if (r.shards_bad == 0 && r.records_bad == 0) {  // reads failed; nothing read was bad
-    std::printf("UNCHECKED %s: %llu of %llu shards could not be read (above); the rest are good\n",
-                dir.c_str(), (unsigned long long)r.shards_unreadable, (unsigned long long)r.shards);
+    std::printf("UNCHECKED %s: %llu of %llu shards could not be read (above)%s\n", dir.c_str(),
+                (unsigned long long)r.shards_unreadable, (unsigned long long)r.shards,
+                r.shards_unreadable < r.shards ? "; the others are good" : "");
     return kExitError;
   }
   std::printf("FAILED %s: %llu of %llu shards bad, %llu of %llu records bad%s\n", dir.c_str(),
