@@ -326,8 +326,15 @@ Status Packer::CheckKeys(std::vector<Sample>* samples) {
     const Sample& a = (*samples)[hashes[i - 1].second];
     const Sample& b = (*samples)[hashes[i].second];
     if (a.key == b.key) {
-      return Status::InvalidArgument(b.name + ": key '" + Printable(b.key) +
-                                     "' given twice (also " + a.name + ")");
+      // Two places, or one place twice (a WebDataset key in two runs of one
+      // shard): then which of its samples, in the source's order.
+      const auto [first, second] = std::minmax(hashes[i - 1].second, hashes[i].second);
+      return Status::InvalidArgument(b.name + ": key '" + Printable(b.key) + "' given twice (" +
+                                     (a.name != b.name
+                                          ? "also " + a.name
+                                          : "samples " + std::to_string(first + 1) + " and " +
+                                                std::to_string(second + 1) + " of the source") +
+                                     ")");
     }
   }
   return Status::OK();
