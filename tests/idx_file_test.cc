@@ -20,11 +20,12 @@ std::string Idx(uint8_t type, std::vector<uint32_t> dims, size_t data_bytes) {
   return s;
 }
 
-std::string Gzip(const std::string& in) {
+// Level 0: stored blocks, which carry no check of their own.
+std::string Gzip(const std::string& in, int level = 6) {
   uLongf n = compressBound(in.size()) + 64;
   std::string out(n, '\0');
   z_stream z{};
-  deflateInit2(&z, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY);  // 31: gzip wrapper
+  deflateInit2(&z, level, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY);  // 31: gzip wrapper
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
   z.avail_in = in.size();
   z.next_out = reinterpret_cast<Bytef*>(out.data());
@@ -89,17 +90,7 @@ TEST(IdxTest, CorruptGzipIsAnError) {
 // the deflate format itself.)
 TEST(IdxTest, AGzipStreamWithoutItsTrailerIsRefused) {
   TempDir dir;
-  const std::string idx = Idx(0x08, {10, 6, 5}, 300);
-  std::string stored(compressBound(idx.size()) + 64, '\0');
-  z_stream z{};
-  deflateInit2(&z, 0, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY);  // level 0: stored blocks
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(idx.data()));
-  z.avail_in = idx.size();
-  z.next_out = reinterpret_cast<Bytef*>(stored.data());
-  z.avail_out = stored.size();
-  deflate(&z, Z_FINISH);
-  stored.resize(z.total_out);
-  deflateEnd(&z);
+  const std::string stored = Gzip(Idx(0x08, {10, 6, 5}, 300), /*level=*/0);
   for (size_t cut = 1; cut <= 8; ++cut) {
     for (bool flip : {false, true}) {
       std::string gz = stored.substr(0, stored.size() - cut);

@@ -114,16 +114,22 @@ def write_meta_mat(path, wnids, compress):
     scipy_io.savemat(path, {"synsets": synsets}, do_compression=compress)
 
 
-def test_val_tar_with_csv_or_devkit_gives_the_folders_labels(tree, tmp_path, photos):
+def train_and_val(tree, tmp_path, photos, n):
+    """The tree packed as train (its classes), and a flat val folder of n
+    ILSVRC2012_val_*.JPEG images cut from one photograph."""
     code, out = pack(tree, tmp_path / "train")
     assert code == 0, out
-    classes = sk.Dataset(str(tmp_path / "train")).classes
     val = tmp_path / "val"
     val.mkdir()
     photo = Image.open(photos[5]).convert("RGB")
-    truth = [(k * 7) % 4 for k in range(12)]  # class index in `classes` per val image
-    for k in range(12):
+    for k in range(n):
         (val / ("ILSVRC2012_val_%08d.JPEG" % (k + 1))).write_bytes(jpeg(photo, 90 + k, 70))
+    return sk.Dataset(str(tmp_path / "train")).classes, val
+
+
+def test_val_tar_with_csv_or_devkit_gives_the_folders_labels(tree, tmp_path, photos):
+    classes, val = train_and_val(tree, tmp_path, photos, 12)
+    truth = [(k * 7) % 4 for k in range(12)]  # class index in `classes` per val image
     with open(tmp_path / "LOC_val_solution.csv", "w") as f:
         f.write("ImageId,PredictionString\n")
         for k, c in enumerate(truth):
@@ -179,14 +185,7 @@ def test_a_devkit_is_read_as_tar_x_leaves_it_or_refused(tree, tmp_path, photos):
     its later member); ground-truth ids that wrap around a 32-bit int, a
     meta.mat that gives one id two WNIDs and two meta.mat at different paths
     are refused by name, never read as some other label."""
-    code, out = pack(tree, tmp_path / "train")
-    assert code == 0, out
-    classes = sk.Dataset(str(tmp_path / "train")).classes
-    val = tmp_path / "val"
-    val.mkdir()
-    photo = Image.open(photos[5]).convert("RGB")
-    for k in range(2):
-        (val / ("ILSVRC2012_val_%08d.JPEG" % (k + 1))).write_bytes(jpeg(photo, 90 + k, 70))
+    classes, val = train_and_val(tree, tmp_path, photos, 2)
     meta = tmp_path / "meta.mat"
     write_meta_mat(str(meta), classes, False)  # ILSVRC2012_ID i + 1 is classes[i]
     meta_bytes = meta.read_bytes()

@@ -8,6 +8,7 @@ budget). The server is Python's, in this process, serving a dataset packed
 here, on 127.0.0.1; it counts the requests it sees.
 
 Runs with Debian's /usr/bin/python3; tools from SHARDKIT_BUILD."""
+import contextlib
 import http.server
 import os
 import re
@@ -86,6 +87,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data[a:b + 1])
 
 
+@contextlib.contextmanager
+def serving(mode):
+    """The server misbehaves as `mode` says inside the block (its request
+    counts starting from zero), and is well again after it."""
+    Handler.requests.clear()
+    Handler.mode = mode
+    try:
+        yield
+    finally:
+        Handler.mode = "ok"
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile")
@@ -110,20 +123,15 @@ def get(url, out, **env):
 @pytest.mark.parametrize("status", ["204", "202"])
 def test_a_2xx_that_is_not_206_to_a_range_is_an_error_not_an_empty_read(server, tmp_path, status):
     url, _ = server
-    Handler.mode = status
-    try:
+    with serving(status):
         code, err = get(url, tmp_path / "out.sks")
-    finally:
-        Handler.mode = "ok"
     assert code == 2, err
     assert "shard-00000.sks: HTTP %s to a Range request" % status in err, err
     assert len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "out.sks").exists(), "a failed get leaves no file"
-    Handler.mode = status
-    try:  # verify: a shard it could not read is unchecked (exit 2), not bad data (exit 1)
+    # verify: a shard it could not read is unchecked (exit 2), not bad data (exit 1)
+    with serving(status):
         r = run([PACK, "verify", url], dict(os.environ, SHARDKIT_RETRY_SECONDS="3"), check=False)
-    finally:
-        Handler.mode = "ok"
     assert r.returncode == 2 and "UNCHECKED" in r.stdout and "not checked: a read failed" in r.stderr, \
         (r.stdout, r.stderr)
     code, err = get(url, tmp_path / "good.sks")  # the same server, well again: the shard
@@ -133,12 +141,8 @@ def test_a_2xx_that_is_not_206_to_a_range_is_an_error_not_an_empty_read(server, 
 
 def test_a_reply_that_breaks_http_is_not_retried(server, tmp_path):
     url, _ = server
-    Handler.requests.clear()
-    Handler.mode = "garbage"
-    try:
+    with serving("garbage"):
         code, err = get(url, tmp_path / "out.sks", SHARDKIT_RETRY_SECONDS="600")
-    finally:
-        Handler.mode = "ok"
     assert code == 2 and "shard-00000.sks" in err, err
     assert "gave up" not in err, "failed at once, not after retries: " + err
     assert Handler.requests.get(("GET", "ds/shard-00000.sks")) == 1, Handler.requests
@@ -150,12 +154,8 @@ def test_a_server_that_brings_a_few_bytes_every_try_is_given_up(server, tmp_path
     would never run out (reset10: 1.2 MB ten bytes a try; trickle: five bytes
     a second, under curl's stall rate): the retry budget holds."""
     url, _ = server
-    Handler.requests.clear()
-    Handler.mode = mode
-    try:
+    with serving(mode):
         code, err = get(url, tmp_path / "out.sks")
-    finally:
-        Handler.mode = "ok"
     assert code == 2 and "shard-00000.sks" in err and "gave up after" in err, err
     assert not (tmp_path / "out.sks").exists()
     assert Handler.requests.get(("GET", "ds/shard-00000.sks"), 0) >= 2, "it was retried"
@@ -166,13 +166,9 @@ def test_stage_installs_the_manifest_it_checked_the_shards_against(server, tmp_p
     stage.sh lists the shards from the copy it fetched, checks them against
     it and installs that copy, so the staged dataset verifies."""
     url, root = server
-    Handler.requests.clear()
-    Handler.mode = "manswitch"
-    try:
+    with serving("manswitch"):
         r = run([HERE.parent.parent / "slurm" / "stage.sh", url, tmp_path / "staged"],
                 dict(os.environ, SHARDKIT_PACK=str(PACK)), check=False)
-    finally:
-        Handler.mode = "ok"
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "staged" / "manifest.json").read_bytes() == (root / "ds" / "manifest.json").read_bytes()
     assert run([PACK, "verify", tmp_path / "staged"], os.environ, check=False).returncode == 0
@@ -184,10 +180,7 @@ def test_get_of_a_shard_checks_it_against_the_manifest(server, tmp_path):
     """`get` of a shard the dataset's manifest names: a byte damaged on the
     way is an error (nothing kept), not a copy that exits 0."""
     url, root = server
-    Handler.mode = "flip"
-    try:
+    with serving("flip"):
         code, err = get(url, tmp_path / "out.sks")
-    finally:
-        Handler.mode = "ok"
     assert code == 2 and "shard-00000.sks" in err and "the manifest says" in err, err
     assert not (tmp_path / "out.sks").exists()
