@@ -98,6 +98,8 @@ TEST(PackCli, ClearErrorsForBadInput) {
       {"svhn " + dir / "junk" + " " + dir / "o", "junk: not a MATLAB file", 2},
       {"frobnicate", "frobnicate", 2},
       {"inspect " + dir.path() + " --jsn", "--jsn (see shardkit-pack inspect --help)", 2},
+      {"get " + dir / "junk" + " " + dir / "o --manifest ''", "--manifest: an empty path", 2},
+      {"get " + dir / "junk" + " " + dir / "o --manifest " + dir.path(), "is a directory", 2},
   };
   for (const auto& c : cases) {
     auto r = RunCommand(Pack() + " " + c.args);

@@ -763,7 +763,8 @@ struct DatasetCommands {
     get->add_option("TO", file, "local file")->required();
     get->add_option("--manifest", get_manifest,
                     "check the copy against this manifest.json (a copy fetched before) "
-                    "instead of the dataset's own");
+                    "instead of the dataset's own")
+        ->check([](const std::string& v) { return v.empty() ? std::string("an empty path") : ""; });
   }
 
   int Run(const std::string& argv_json) {
