@@ -14,48 +14,145 @@
 namespace shardkit {
 namespace {
 
+// The triangle filter (support 1, widened by the downscale factor) of one
+// resample pass over an axis: outputs i < out_size of a region starting at
+// in0, in_len long, of an axis of in_size pixels.
+struct Filter {
+  double in0, scale, filterscale, support;
+  int in_size, k;  // k: weights stored per output
+};
+
+// Output i's first input index, tap count and weights (normalised), into w
+// (k of them). PIL's ImagingResample coefficients, bilinear filter.
+void OutputTaps(const Filter& f, int i, int* first, int* count, float* w) {
+  const double center = f.in0 + (i + 0.5) * f.scale;
+  int xmin = static_cast<int>(std::floor(center - f.support + 0.5));
+  int xmax = static_cast<int>(std::floor(center + f.support + 0.5));
+  xmin = std::max(xmin, 0);
+  xmax = std::min(xmax, f.in_size);
+  if (xmax <= xmin) {  // degenerate region: nearest pixel
+    xmin = std::clamp(static_cast<int>(center), 0, f.in_size - 1);
+    xmax = xmin + 1;
+  }
+  xmax = std::min(xmax, xmin + f.k);
+  double total = 0;
+  for (int x = xmin; x < xmax; ++x) {
+    // Upscales (filterscale 1) skip a division that would leave t as it is.
+    double t = x + 0.5 - center;
+    if (f.filterscale != 1.0) t /= f.filterscale;
+    double v = std::max(0.0, 1.0 - std::fabs(t));
+    w[x - xmin] = static_cast<float>(v);
+    total += v;
+  }
+  if (total <= 0) {
+    w[0] = 1.f;
+    xmax = xmin + 1;
+    total = 1;
+  }
+  for (int x = 0; x < xmax - xmin; ++x) w[x] = static_cast<float>(w[x] / total);
+  *first = xmin;
+  *count = xmax - xmin;
+}
+
+#if defined(SHARDKIT_SIMD_KERNELS)
+// OutputTaps for outputs i0 .. i0 + 3, one to a lane: the same operations in
+// the same order on each (IEEE division, floor, conversions rounded to
+// nearest; each output's sum added tap by tap), so the same values to the
+// bit, with a quarter of the divisions. False, with nothing written, where
+// an output needs OutputTaps' special cases (a degenerate region or no
+// weight): the caller runs OutputTaps for those four.
+__attribute__((target("avx2"))) bool FourOutputsTaps(const Filter& f, int i0, int* first,
+                                                     int* count, float* weights) {
+  const __m256d half = _mm256_set1_pd(0.5), one = _mm256_set1_pd(1.0), sign = _mm256_set1_pd(-0.0),
+                zero = _mm256_setzero_pd();
+  const __m256d i =
+      _mm256_cvtepi32_pd(_mm_add_epi32(_mm_set1_epi32(i0), _mm_setr_epi32(0, 1, 2, 3)));
+  const __m256d center = _mm256_add_pd(
+      _mm256_set1_pd(f.in0), _mm256_mul_pd(_mm256_add_pd(i, half), _mm256_set1_pd(f.scale)));
+  const __m256d support = _mm256_set1_pd(f.support);
+  const __m256d lo = _mm256_floor_pd(_mm256_add_pd(_mm256_sub_pd(center, support), half));
+  const __m256d hi = _mm256_floor_pd(_mm256_add_pd(_mm256_add_pd(center, support), half));
+  // Bounds past the int range: OutputTaps' conversions (and clamps) decide.
+  const __m256d range = _mm256_set1_pd(1 << 30);
+  if (_mm256_movemask_pd(_mm256_cmp_pd(_mm256_andnot_pd(sign, lo), range, _CMP_NLT_UQ)) ||
+      _mm256_movemask_pd(_mm256_cmp_pd(_mm256_andnot_pd(sign, hi), range, _CMP_NLT_UQ)))
+    return false;
+  __m128i xmin = _mm_max_epi32(_mm256_cvttpd_epi32(lo), _mm_setzero_si128());
+  __m128i xmax = _mm_min_epi32(_mm256_cvttpd_epi32(hi), _mm_set1_epi32(f.in_size));
+  if (_mm_movemask_epi8(_mm_cmpgt_epi32(xmax, xmin)) != 0xffff) return false;
+  xmax = _mm_min_epi32(xmax, _mm_add_epi32(xmin, _mm_set1_epi32(f.k)));
+  alignas(16) int n[4], x0[4];
+  _mm_store_si128(reinterpret_cast<__m128i*>(n), _mm_sub_epi32(xmax, xmin));
+  _mm_store_si128(reinterpret_cast<__m128i*>(x0), xmin);
+  const int taps = std::max(std::max(n[0], n[1]), std::max(n[2], n[3]));
+  const __m256d fs = _mm256_set1_pd(f.filterscale);
+  const bool divide = f.filterscale != 1.0;
+  // v[j]: tap j of each output (0 past its count), then its weight.
+  constexpr int kMaxTaps = 32;
+  if (taps > kMaxTaps) return false;
+  __m256d v[kMaxTaps];
+  __m256d total = zero;
+  for (int j = 0; j < taps; ++j) {
+    const __m128i x = _mm_add_epi32(xmin, _mm_set1_epi32(j));
+    __m256d t = _mm256_sub_pd(_mm256_add_pd(_mm256_cvtepi32_pd(x), half), center);
+    if (divide) t = _mm256_div_pd(t, fs);
+    // max(1 - |t|, 0): 0 where 1 - |t| is negative (or NaN), as std::max(0.0, .) gives.
+    const __m256d tap = _mm256_max_pd(_mm256_sub_pd(one, _mm256_andnot_pd(sign, t)), zero);
+    const __m256d on = _mm256_castsi256_pd(
+        _mm256_cvtepi32_epi64(_mm_cmpgt_epi32(_mm_sub_epi32(xmax, xmin), _mm_set1_epi32(j))));
+    v[j] = _mm256_and_pd(tap, on);
+    total = _mm256_add_pd(total, v[j]);  // + 0 past a count leaves the sum as it was
+  }
+  if (_mm256_movemask_pd(_mm256_cmp_pd(total, zero, _CMP_LE_OQ))) return false;
+  alignas(16) float w[kMaxTaps][4];
+  for (int j = 0; j < taps; ++j) {
+    // The weight as float, back to double, over the sum: as OutputTaps does.
+    const __m256d wf = _mm256_cvtps_pd(_mm256_cvtpd_ps(v[j]));
+    _mm_store_ps(w[j], _mm256_cvtpd_ps(_mm256_div_pd(wf, total)));
+  }
+  for (int l = 0; l < 4; ++l) {
+    first[l] = x0[l];
+    count[l] = n[l];
+    for (int j = 0; j < n[l]; ++j) weights[static_cast<size_t>(l) * f.k + j] = w[j][l];
+  }
+  return true;
+}
+#endif
+
 // For each output index, the first input index, the tap count and `k`
-// weights (normalised). PIL's ImagingResample coefficients, bilinear filter.
-int Coefficients(double in0, double in_len, int in_size, int out_size, std::vector<int>* bounds,
-                 std::vector<int>* counts, std::vector<float>* weights) {
-  const double scale = in_len / out_size;
-  const double filterscale = std::max(1.0, scale);
-  const double support = 1.0 * filterscale;  // triangle filter support is 1
-  const int k = static_cast<int>(std::ceil(support)) * 2 + 1;
+// weights (normalised); returns k. With `simd`, four outputs at a time where
+// the CPU can (the same values; ResampleWith's kNone path keeps the scalar
+// loop, which the tests compare with).
+int Coefficients(double in0, double in_len, int in_size, int out_size, bool simd,
+                 std::vector<int>* bounds, std::vector<int>* counts, std::vector<float>* weights) {
+  Filter f;
+  f.in0 = in0;
+  f.in_size = in_size;
+  f.scale = in_len / out_size;
+  f.filterscale = std::max(1.0, f.scale);
+  f.support = 1.0 * f.filterscale;  // triangle filter support is 1
+  f.k = static_cast<int>(std::ceil(f.support)) * 2 + 1;
   bounds->assign(out_size, 0);
   counts->assign(out_size, 0);
-  weights->assign(static_cast<size_t>(out_size) * k, 0.f);
-  for (int i = 0; i < out_size; ++i) {
-    const double center = in0 + (i + 0.5) * scale;
-    int xmin = static_cast<int>(std::floor(center - support + 0.5));
-    int xmax = static_cast<int>(std::floor(center + support + 0.5));
-    xmin = std::max(xmin, 0);
-    xmax = std::min(xmax, in_size);
-    if (xmax <= xmin) {  // degenerate region: nearest pixel
-      xmin = std::clamp(static_cast<int>(center), 0, in_size - 1);
-      xmax = xmin + 1;
+  weights->assign(static_cast<size_t>(out_size) * f.k, 0.f);
+  int i = 0;
+#if defined(SHARDKIT_SIMD_KERNELS)
+  if (simd && resample::DetectGatherIsa() != resample::GatherIsa::kNone) {
+    for (; i + 4 <= out_size; i += 4) {
+      float* w = weights->data() + static_cast<size_t>(i) * f.k;
+      if (FourOutputsTaps(f, i, bounds->data() + i, counts->data() + i, w)) continue;
+      for (int l = 0; l < 4; ++l)
+        OutputTaps(f, i + l, &(*bounds)[i + l], &(*counts)[i + l],
+                   w + static_cast<size_t>(l) * f.k);
     }
-    xmax = std::min(xmax, xmin + k);
-    float* w = weights->data() + static_cast<size_t>(i) * k;
-    double total = 0;
-    for (int x = xmin; x < xmax; ++x) {
-      // Upscales (filterscale 1) skip a division that would leave t as it is.
-      double t = x + 0.5 - center;
-      if (filterscale != 1.0) t /= filterscale;
-      double v = std::max(0.0, 1.0 - std::fabs(t));
-      w[x - xmin] = static_cast<float>(v);
-      total += v;
-    }
-    if (total <= 0) {
-      w[0] = 1.f;
-      xmax = xmin + 1;
-      total = 1;
-    }
-    for (int x = 0; x < xmax - xmin; ++x) w[x] = static_cast<float>(w[x] / total);
-    (*bounds)[i] = xmin;
-    (*counts)[i] = xmax - xmin;
   }
-  return k;
+#else
+  (void)simd;
+#endif
+  for (; i < out_size; ++i) {
+    OutputTaps(f, i, &(*bounds)[i], &(*counts)[i], weights->data() + static_cast<size_t>(i) * f.k);
+  }
+  return f.k;
 }
 
 // One output row of a vertical pass: dst[i] = round(sum_t w[t] * src[t * stride + i])
@@ -348,10 +445,9 @@ void VerticalToPlanes(const Image& src, int x0, int cols, int out_h, resample::G
 // of pass 1 (`cols` wide, in s->p1) straight into dst: planes (CHW, or one
 // channel), or for 3 channels HWC through planes in scratch.
 void HorizontalByGathers(resample::GatherIsa isa, int c, int cols, int out_w, int out_h,
-                         Layout layout, ResampleScratch* s, uint8_t* dst) {
+                         Layout layout, const uint8_t* planes, ResampleScratch* s, uint8_t* dst) {
   const size_t mid_plane = static_cast<size_t>(cols) * out_h,
                out_plane = static_cast<size_t>(out_w) * out_h;
-  const uint8_t* planes = s->p1.data();
   if (layout == Layout::kNCHW || c == 1) {
     for (int ch = 0; ch < c; ++ch) {
       resample::GatherRows(isa, planes + ch * mid_plane, cols, out_h, *s, out_w,
@@ -413,8 +509,9 @@ void Resample(const Image& src, const RectF& region, int out_w, int out_h, bool 
 void resample::ResampleWith(GatherIsa isa, const Image& src, const RectF& region, int out_w,
                             int out_h, bool flip, uint8_t* dst, ResampleScratch* s, Layout layout) {
   const int c = src.channels;
-  s->xk = Coefficients(region.x, region.w, src.width, out_w, &s->xb, &s->xn, &s->xw);
-  s->yk = Coefficients(region.y, region.h, src.height, out_h, &s->yb, &s->yn, &s->yw);
+  const bool simd = isa != GatherIsa::kNone;
+  s->xk = Coefficients(region.x, region.w, src.width, out_w, simd, &s->xb, &s->xn, &s->xw);
+  s->yk = Coefficients(region.y, region.h, src.height, out_h, simd, &s->yb, &s->yn, &s->yw);
   // Columns of the source that the horizontal pass reads.
   const int x0 = s->xb.front();
   int x1 = 0;
@@ -426,12 +523,13 @@ void resample::ResampleWith(GatherIsa isa, const Image& src, const RectF& region
   };
   const size_t row1 = static_cast<size_t>(cols) * c;
   grow(&s->acc, std::max(row1, static_cast<size_t>(out_h) * c));
-  grow(&s->p1, static_cast<size_t>(out_h) * row1 + resample::kRowPad);
+  grow(&s->p1, static_cast<size_t>(out_h) * row1 + 2 * resample::kRowPad);
   // Gathers where the CPU has them and the scale suits them (every output
   // the same to the bit either way); planes and transposes otherwise.
   if ((c == 1 || c == 3) && resample::PlanRows(isa, out_w, flip, x0, s)) {
-    VerticalToPlanes(src, x0, cols, out_h, isa, s, s->p1.data());
-    HorizontalByGathers(isa, c, cols, out_w, out_h, layout, s, dst);
+    uint8_t* planes = s->p1.data() + resample::kRowPad;  // see ColumnsToPlanes3
+    VerticalToPlanes(src, x0, cols, out_h, isa, s, planes);
+    HorizontalByGathers(isa, c, cols, out_w, out_h, layout, planes, s, dst);
     return;
   }
   if (layout == Layout::kNCHW || c == 1) {

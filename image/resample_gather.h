@@ -53,7 +53,10 @@ void GatherRows(GatherIsa isa, const uint8_t* in, size_t in_stride, int rows,
 // plane c (planes + c * plane_bytes + y * row_bytes) sums byte c of pixel p
 // of source rows yb[y] + t, t < yn[y], with weights yw (s's coefficient
 // tables), `src` pointing at pixel 0 of source row 0. Reads no byte outside
-// those pixels.
+// those pixels and writes none outside the planes' rows, but its masked
+// stores span up to 48 bytes before a row's first byte and 64 past its
+// last: `planes` must have kRowPad bytes of its buffer before it and after
+// its last row.
 void ColumnsToPlanes3(const uint8_t* src, size_t stride, const ResampleScratch& s, int out_h,
                       int npix, uint8_t* planes, size_t plane_bytes, size_t row_bytes);
 

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <random>
 
 #include "image/codec.h"
 #include "image/image.h"
@@ -114,6 +116,53 @@ TEST(ResampleTest, GatherKernelsAgreeWithTransposesToTheBit) {
     }
   }
   EXPECT_EQ(cases, 320 * static_cast<int>(isas.size()));
+}
+
+// The filter's coefficient tables (first tap, tap count and weights of each
+// output, both axes) as the kernels compute them, four outputs to a vector,
+// against the scalar loop, to the bit: downscales and upscales, regions at
+// and past the image's edges (cut taps, degenerate regions), fractional
+// offsets, and sizes that do and do not fill the vectors.
+TEST(ResampleTest, VectorCoefficientsAgreeWithScalarToTheBit) {
+  using resample::GatherIsa;
+  if (resample::DetectGatherIsa() == GatherIsa::kNone)
+    GTEST_SKIP() << "this CPU has no gather kernels (no AVX2)";
+  const Image img = SyntheticImage(97, 61, 1, 5);
+  const auto check = [&](const RectF& r, int ow, int oh) {
+    std::vector<uint8_t> out(static_cast<size_t>(ow) * oh);
+    ResampleScratch scalar, vector;
+    resample::ResampleWith(GatherIsa::kNone, img, r, ow, oh, false, out.data(), &scalar,
+                           Layout::kNCHW);
+    resample::ResampleWith(resample::DetectGatherIsa(), img, r, ow, oh, false, out.data(), &vector,
+                           Layout::kNCHW);
+    const auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+      return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+    };
+    ASSERT_TRUE(scalar.xb == vector.xb && scalar.xn == vector.xn && same(scalar.xw, vector.xw) &&
+                scalar.yb == vector.yb && scalar.yn == vector.yn && same(scalar.yw, vector.yw))
+        << "region " << r.x << "," << r.y << " " << r.w << "x" << r.h << " -> " << ow << "x" << oh;
+  };
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int ow = 1 + static_cast<int>(u(rng) * 70), oh = 1 + static_cast<int>(u(rng) * 70);
+    // Mostly inside the image; one in eight reaching past an edge or outside.
+    const double spill = trial % 8 == 0 ? 1.6 : 1.0;
+    const double rw = std::max(0.01, img.width * spill * u(rng) * u(rng) * 2);
+    const double rh = std::max(0.01, img.height * spill * u(rng) * u(rng) * 2);
+    check({(img.width - rw / spill) * u(rng) * spill, (img.height - rh / spill) * u(rng) * spill,
+           rw, rh},
+          ow, oh);
+  }
+  // Whole and half pixels, where centres fall exactly on taps' edges:
+  // starts before, at and past the image's first pixel (a centre at
+  // 0.5 - filterscale leaves an output no weight at all), widths from a
+  // pixel to the image, and up- and downscales.
+  for (double x : {-20.0, -0.75, -0.5, 0.0, 0.5, 1.0, 7.5, 40.0, 95.5}) {
+    for (double w : {1.0, 2.0, 3.0, 5.0, 8.0, 9.0, 13.0, 24.0, 40.0, 64.0, 97.0}) {
+      for (int out : {4, 5, 10, 16, 33, 40, 70}) check({x, x, w, w}, out, out);
+    }
+  }
 }
 
 TEST(TransformGeometry, CenterCropMatchesTorchvision) {
