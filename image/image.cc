@@ -137,7 +137,7 @@ int Coefficients(double in0, double in_len, int in_size, int out_size, bool simd
   weights->assign(static_cast<size_t>(out_size) * f.k, 0.f);
   int i = 0;
 #if defined(SHARDKIT_SIMD_KERNELS)
-  if (simd && resample::DetectGatherIsa() != resample::GatherIsa::kNone) {
+  if (simd) {  // ResampleWith: isa != kNone, so the CPU has AVX2
     for (; i + 4 <= out_size; i += 4) {
       float* w = weights->data() + static_cast<size_t>(i) * f.k;
       if (FourOutputsTaps(f, i, bounds->data() + i, counts->data() + i, w)) continue;
