@@ -21,8 +21,31 @@ namespace shardkit {
 // Every reader here refuses non-regular files this way before opening them.
 Status CheckRegularFile(const std::string& path);
 Result<std::string> ReadFileToString(const std::string& path, uint64_t max_size);
-// Writes `data` to path.tmp, fsyncs, renames over path, then fsyncs the directory.
+// Writes an output file the user named: `data` goes to path.tmp, is fsynced and
+// renamed over path, then the directory is fsynced. A symbolic link is written
+// through (its target is replaced, the link stays); so are a character device
+// and a FIFO with a reader (/dev/stdout, /dev/null: written in place, a write
+// error such as /dev/full's reported). A directory, a block device, a socket
+// or a FIFO without a reader is refused before anything is written.
 Status WriteFileAtomic(const std::string& path, std::string_view data);
+// OK unless writing the output file `output` would change what a tool is
+// reading: `output` is one of `inputs` (the same file, by device and inode,
+// through any link) or lies inside an input that is a directory (a dataset).
+// An input that does not exist (a file the command writes too) clashes when
+// it is the same path. Remote inputs (URLs) are skipped. The error
+// names both: "OUT: is inside IN, which this command reads; write it elsewhere".
+Status CheckOutputOutsideInputs(const std::string& output, const std::vector<std::string>& inputs);
+// OK if `dir` can hold outputs: an existing directory, or a path that does not
+// exist yet (created later); otherwise an error naming it and what it is.
+Status CheckOutputDir(const std::string& dir);
+// OK if `path` can be written as an output file: it does not exist, or names
+// (through links) a regular file, a character device or a FIFO; and its
+// directory exists. Otherwise an error naming it. Writes nothing.
+Status CheckOutputFile(const std::string& path);
+// For writers that need a regular file (HDF5): the path writing `path` lands
+// on, links followed, when it does not exist or is a regular file; otherwise
+// an error naming it.
+Result<std::string> ResolveRegularOutput(const std::string& path);
 Status RenameFile(const std::string& from, const std::string& to);
 Status RemoveFile(const std::string& path);  // NotFound is not an error
 Status SyncDir(const std::string& dir);

@@ -213,11 +213,12 @@ Result<std::unique_ptr<Hdf5ImageWriter>> Hdf5ImageWriter::Create(const std::stri
                                                                  uint64_t count, int height,
                                                                  int width) {
   QuietHdf5();
+  SK_ASSIGN_OR_RETURN(const std::string target, ResolveRegularOutput(path));
   auto w = std::unique_ptr<Hdf5ImageWriter>(new Hdf5ImageWriter());
-  w->path_ = path;
+  w->path_ = target;
   w->height_ = height;
   w->width_ = width;
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = target + ".tmp";
   w->file_ = H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (w->file_ < 0) return Status::IOError(tmp + ": cannot create HDF5 file");
   hsize_t idims[3] = {count, hsize_t(height), hsize_t(width)};

@@ -163,7 +163,38 @@ TEST_F(CliRobustness, BenchRefusesEveryBadValueWithOneLine) {
       {kBench, "reference " + ds_ + " --max-records 0", 2, "--max-records"},
       {kBench, "reference " + dir_ / "fifo-ds", 2, "named pipe"},
       {kBench, "report " + dir_ / "nope", 2, "nope"},
+      {kBench, l + " --workers 1,1", 2, "listed twice"},
+      {kBench, l + " --csv " + ds_ + "/manifest.json", 2, "is inside " + ds_},
+      {kBench, l + " --plot " + dir_ / "idx", 2, "is a directory"},
+      {kBench, l + " --csv " + dir_ / "nope/x.csv", 2, "does not exist"},
   });
+}
+
+// Metrics lines with a field of the wrong type or out of range: one named
+// error, never an abort, a nan or an overflowed count.
+TEST_F(CliRobustness, BenchReportRefusesMetricsFieldsThatMakeNoSense) {
+  const std::string good =
+      R"({"images_per_sec": 100, "world_size": 1, "batch_size": 8, "seconds": 2})";
+  const struct {
+    std::string line, expect;
+  } bad[] = {
+      {R"({"images_per_sec": 100, "world_size": "two"})", "\"world_size\" is \"two\""},
+      {R"({"images_per_sec": 100, "world_size": 0})", "\"world_size\" is 0"},
+      {R"({"images_per_sec": 100, "batch_size": 1e30})", "\"batch_size\""},
+      {R"({"images_per_sec": 0})", "\"images_per_sec\" is 0"},
+      {R"({"images_per_sec": [1]})", "\"images_per_sec\""},
+      {R"({"images_per_sec": 100, "data_wait_fraction": null})", "data_wait_fraction"},
+      {R"([1, 2])", "not a shardkit-train metrics line"},
+  };
+  int k = 0;
+  for (const auto& c : bad) {
+    const std::string d = dir_ / ("m" + std::to_string(k++));
+    testing::MakeDirs(d);
+    WriteFile(d + "/a.jsonl", good + "\n");
+    WriteFile(d + "/b.jsonl", c.line + "\n");
+    Check({{kBench, "report " + d, 2, c.expect}});
+    EXPECT_FALSE(FileExists(d + "/report.md"));
+  }
 }
 
 TEST_F(CliRobustness, AugmentRefusesEveryBadValueWithOneLine) {
@@ -189,6 +220,12 @@ TEST_F(CliRobustness, AugmentRefusesEveryBadValueWithOneLine) {
       {kAugment, b + " --versions 10000 --copies 1", 0, ""},  // 40 x 10000 x 30 bytes: fits
       {kAugment, "bigmnist --src " + dir_ / "nope " + dir_ / "big2", 2, "nope"},
       {kAugment, "preview --src " + dir_ / "idx " + dir_ / "p.png --samples 0", 2, "--samples"},
+      {kAugment, "preview --src " + dir_ / "idx " + dir_ / "idx", 2, "is a directory"},
+      {kAugment, "bigmnist --format hdf5 --src " + dir_ / "idx " + dir_ / "idx", 2,
+       "is a directory"},
+      {kAugment, "bigmnist --src " + dir_ / "idx " + dir_ / "idx/train-labels-idx1-ubyte", 2,
+       "is not a directory"},
+      {kAugment, "preview --src " + dir_ / "idx " + dir_ / "p2.png --samples 1000", 0, ""},
   });
 }
 

@@ -1,6 +1,9 @@
 // shardkit-pack as a user runs it: exit codes and the messages they see.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "shard/shard.h"
@@ -118,6 +121,61 @@ TEST(PackCli, ExtractOutOfRange) {
   auto r = RunCommand(Pack() + " extract " + dir / "ds" + " 5 " + dir / "x");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("record 5 out of range"), std::string::npos) << r.out;
+}
+
+// An output file is written through a link (the link stays) and through a
+// device or FIFO in place; a directory, a missing directory, a FIFO nobody
+// reads and a path inside the dataset read are refused before anything is
+// written, and the dataset still verifies.
+TEST(PackCli, ExtractOutputPaths) {
+  TempDir dir;
+  WriteTinyIdx(dir, 5);
+  ASSERT_EQ(RunCommand(Pack() + " idx --images " + dir / "img.idx" + " --labels " +
+                       dir / "lab.idx" + " " + dir / "ds")
+                .exit_code,
+            0);
+  const std::string extract = Pack() + " extract " + dir / "ds" + " 2 ";
+  ASSERT_EQ(::symlink("target.bin", (dir / "link").c_str()), 0);
+  auto r = RunCommand(extract + dir / "link");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(testing::ReadFile(dir / "target.bin").size(), 30u) << "the link's file is written";
+  struct stat st;
+  ASSERT_EQ(::lstat((dir / "link").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the link stays a link";
+  r = RunCommand(extract + "/dev/null");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/null must stay a device";
+  if (FileExists("/dev/full")) {
+    r = RunCommand(extract + "/dev/full");
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    EXPECT_NE(r.out.find("/dev/full: cannot write"), std::string::npos) << r.out;
+    ASSERT_EQ(::stat("/dev/full", &st), 0);
+    EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/full must stay a device";
+  }
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  r = RunCommand(extract + dir / "fifo");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("a FIFO that nothing reads"), std::string::npos) << r.out;
+  CreateDirs(dir / "sub").IgnoreError();
+  const struct {
+    std::string out, expect;
+  } refused[] = {
+      {dir / "sub", "sub: is a directory"},
+      {dir / "none/x", "its directory " + dir / "none" + " does not exist"},
+      {dir / "ds/manifest.json", "manifest.json: is inside " + dir / "ds"},
+      {dir / "ds/../ds/shard-00000.sks", "is inside " + dir / "ds"},
+  };
+  for (const auto& c : refused) {
+    r = RunCommand(extract + c.out);
+    EXPECT_EQ(r.exit_code, 2) << c.out << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.out << "\n" << r.out;
+  }
+  auto names = ListDir(dir / "sub");
+  ASSERT_TRUE(names.ok());
+  EXPECT_TRUE(names->empty());
+  EXPECT_FALSE(FileExists(dir / "sub.tmp"));
+  EXPECT_EQ(RunCommand(Pack() + " verify " + dir / "ds").exit_code, 0);
 }
 
 TEST(PackCli, FashionMnistPacksAndVerifies) {

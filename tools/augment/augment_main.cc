@@ -168,6 +168,19 @@ int WriteHdf5(const std::string& out, BigMnistSource* source, int threads) {
 // A grid: each row a source digit followed by its versions (copy 0), 3x enlarged.
 int Preview(const IdxDataset& src, const Plan& plan, int samples, const std::string& out) {
   const int zoom = 3, pad = 2, cols = 1 + static_cast<int>(plan.versions);
+  // As many rows as there are source images, at most; a grid this tool can
+  // hold and PNG can carry (each side under 2^16 pixels, 256 MiB in all).
+  samples = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(samples), plan.n));
+  const uint64_t grid_w = uint64_t(cols) * (uint64_t(plan.w) * zoom + pad) + pad;
+  const uint64_t grid_h = uint64_t(samples) * (uint64_t(plan.h) * zoom + pad) + pad;
+  if (samples < 1 || grid_w >= (1u << 16) || grid_h >= (1u << 16) ||
+      grid_w * grid_h > (256u << 20)) {
+    return Fail(Status::InvalidArgument(
+        "preview: " + std::to_string(samples) + " rows of " + std::to_string(cols) + " images of " +
+        std::to_string(plan.w) + " x " + std::to_string(plan.h) + " px make a grid of " +
+        std::to_string(grid_w) + " x " + std::to_string(grid_h) +
+        " px, too large for a preview; use fewer --samples or --versions"));
+  }
   const int cw = plan.w * zoom + pad, ch = plan.h * zoom + pad;
   Image grid;
   grid.Resize(cols * cw + pad, samples * ch + pad, 1);
@@ -374,6 +387,18 @@ Status CheckMemory(const Plan& plan) {
                                  FormatBytes(memory) + " (--distinct-copies holds none)");
 }
 
+// The output's count and bytes must be numbers this toolkit can hold: samples
+// under 2^40 (a trillion), raw bytes under 2^60.
+Status CheckOutputSize(const Plan& plan) {
+  const double samples = double(plan.n) * double(plan.versions) * double(plan.copies);
+  const double bytes = samples * double(plan.item());
+  if (samples < double(1ull << 40) && bytes < double(1ull << 60)) return Status::OK();
+  return Status::InvalidArgument(
+      std::to_string(plan.n) + " source images x --versions " + std::to_string(plan.versions) +
+      " x --copies " + std::to_string(plan.copies) + " is " + FormatCount(samples) + " samples (" +
+      FormatBytes(bytes) + "), more than a dataset can hold (2^40 samples, 2^60 bytes)");
+}
+
 json CreatedBy(const Options& o, const json& settings, int argc, char** argv) {
   const Plan& plan = o.plan;
   return {{"tool", "shardkit-augment bigmnist"},
@@ -433,6 +458,13 @@ int AugmentMain(int argc, char** argv, bool parse_only) {
   if (int rc = cli::Parse(app, argc, argv, "shardkit-augment"); rc >= 0) return rc;
   if (parse_only) return 0;
   if (Status s = CheckOptions(&o); !s.ok()) return Fail(s);
+  if (*preview) {
+    if (Status s = CheckOutputFile(o.png); !s.ok()) return Fail(s);
+  } else if (o.fmt == "hdf5") {
+    if (auto t = ResolveRegularOutput(o.out); !t.ok()) return Fail(t.status());
+  } else if (Status s = CheckOutputDir(o.out); !s.ok()) {
+    return Fail(s);
+  }
   auto src = ReadBigMnistImages(o.src_dir);
   if (!src.ok())
     return Fail(src.status(),
@@ -443,6 +475,7 @@ int AugmentMain(int argc, char** argv, bool parse_only) {
   if (o.threads <= 0) o.threads = omp_get_max_threads();
   if (*preview) return Preview(*src, o.plan, o.samples, o.png);
   if (Status s = CheckMemory(o.plan); !s.ok()) return Fail(s);
+  if (Status s = CheckOutputSize(o.plan); !s.ok()) return Fail(s);
   return RunBigmnist(o, std::move(*src), argc, argv);
 }
 

@@ -1,6 +1,7 @@
 // shardkit-bench loader: loader throughput per worker count, with the stage
 // breakdown, as a table, CSV, JSON and an SVG plot against ideal scaling.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -624,7 +625,22 @@ int RunLoader(const LoaderFlags& f) {
   auto workers_or = cli::ParseIntList(f.workers_list, 1, kMaxLoaderWorkers, "--workers");
   if (!workers_or.ok()) return Fail(workers_or.status());
   const std::vector<int> workers = *workers_or;
+  for (size_t i = 1; i < workers.size(); ++i) {
+    if (std::find(workers.begin(), workers.begin() + i, workers[i]) != workers.begin() + i) {
+      return Fail(Status::InvalidArgument("--workers " + f.workers_list + ": " +
+                                          std::to_string(workers[i]) +
+                                          " is listed twice; name each worker count once"));
+    }
+  }
   if (Status v = ValidateLoaderOptions(opt); !v.ok()) return Fail(v);
+  // Outputs are checked before the minutes of measuring: a file that cannot
+  // be written, or one inside the dataset being read, ends the run now.
+  for (const std::string* out : {&f.csv, &f.plot}) {
+    if (out->empty()) continue;
+    Status s = CheckOutputFile(*out);
+    if (s.ok()) s = CheckOutputOutsideInputs(*out, {f.dir, f.cache_dir});
+    if (!s.ok()) return Fail(s);
+  }
   // Raw records take only transform none (TransformApplies): the default
   // follows them; a transform asked for is the loader's to refuse.
   if (f.transform->count() == 0) {

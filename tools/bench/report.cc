@@ -2,6 +2,7 @@
 #include "tools/bench/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,12 @@
 
 namespace shardkit {
 namespace {
+
+std::string FormatNumber(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", x);
+  return buf;
+}
 
 struct Run {
   std::string name;
@@ -28,21 +35,39 @@ Result<Run> ReadRun(const std::string& metrics_dir, const std::string& name) {
   r.name = name.substr(0, name.size() - 6);
   std::istringstream lines(text);
   double secs = 0, ips = 0, wait = 0, comm = 0;
+  int line_no = 0;
   for (std::string line; std::getline(lines, line);) {
+    ++line_no;
     if (line.empty()) continue;
+    const std::string where = JoinPath(metrics_dir, name) + ": line " + std::to_string(line_no);
     auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.contains("images_per_sec")) {
-      return Status::Corruption(JoinPath(metrics_dir, name) +
+    if (j.is_discarded() || !j.is_object() || !j.contains("images_per_sec")) {
+      return Status::Corruption(where +
                                 ": not a shardkit-train metrics line: " + line.substr(0, 80));
     }
-    r.nodes = j.value("nodes", 1);
-    r.ranks = j.value("world_size", 1);
-    r.workers = j.value("workers", 0);
-    r.batch = j.value("batch_size", 0);
-    secs += j.value("seconds", 0.0);
-    ips += j.value("images_per_sec", 0.0);
-    wait += j.value("data_wait_fraction", 0.0);
-    comm += j.value("comm_exposed_fraction", 0.0);
+    // Each field a finite number in its range, or absent (its default):
+    // what the tables divide by must be a count that makes sense.
+    Status bad;
+    auto field = [&](const char* key, double def, double lo, double hi) -> double {
+      if (!j.contains(key)) return def;
+      const auto& v = j[key];
+      const double x = v.is_number() ? v.get<double>() : std::nan("");
+      if (!(x >= lo && x <= hi) && bad.ok()) {
+        bad = Status::Corruption(where + ": \"" + key + "\" is " + v.dump().substr(0, 40) +
+                                 ", not a number in [" + FormatNumber(lo) + ", " +
+                                 FormatNumber(hi) + "]");
+      }
+      return x;
+    };
+    r.nodes = static_cast<int>(field("nodes", 1, 1, 1e6));
+    r.ranks = static_cast<int>(field("world_size", 1, 1, 1e7));
+    r.workers = static_cast<int>(field("workers", 0, 0, 1e6));
+    r.batch = static_cast<int>(field("batch_size", 0, 0, 1e8));
+    secs += field("seconds", 0.0, 0, 1e12);
+    ips += field("images_per_sec", 0.0, 1e-9, 1e15);
+    wait += field("data_wait_fraction", 0.0, 0, 1);
+    comm += field("comm_exposed_fraction", 0.0, 0, 1);
+    if (!bad.ok()) return bad;
     ++r.epochs;
   }
   if (r.epochs == 0) return r;
@@ -78,8 +103,10 @@ Result<std::vector<Run>> ReadRuns(const std::string& metrics_dir) {
 std::string ScalingTables(const std::vector<Run>& runs, std::string* csv) {
   std::string md;
   for (const bool weak : {true, false}) {
-    std::map<std::pair<int, int>, std::vector<const Run*>> groups;  // (workers, batch) -> runs
-    for (const Run& r : runs) groups[{r.workers, weak ? r.batch : r.batch * r.ranks}].push_back(&r);
+    std::map<std::pair<int, int64_t>, std::vector<const Run*>> groups;  // (workers, batch) -> runs
+    for (const Run& r : runs) {
+      groups[{r.workers, weak ? r.batch : int64_t{r.batch} * r.ranks}].push_back(&r);
+    }
     for (const auto& [key, group] : groups) {
       std::vector<const Run*> g = group;  // runs are sorted: fewest ranks first
       if (g.size() < 2 || g.front()->ranks == g.back()->ranks) continue;
@@ -87,23 +114,23 @@ std::string ScalingTables(const std::vector<Run>& runs, std::string* csv) {
       char head[256];
       std::snprintf(
           head, sizeof(head),
-          "\n### %s scaling: %s %d, %d loader worker(s) per rank\n\n"
+          "\n### %s scaling: %s %lld, %d loader worker(s) per rank\n\n"
           "| nodes | ranks | batch/rank | global batch | images/s | speedup | efficiency |\n"
           "|---:|---:|---:|---:|---:|---:|---:|\n",
-          weak ? "Weak" : "Strong", weak ? "batch per rank" : "global batch", key.second,
+          weak ? "Weak" : "Strong", weak ? "batch per rank" : "global batch", (long long)key.second,
           key.first);
       md += head;
       for (const Run* r : g) {
         const double speedup = r->images_per_sec / base.images_per_sec;
         const double eff = speedup / (static_cast<double>(r->ranks) / base.ranks);
         char line[256];
-        std::snprintf(line, sizeof(line), "| %d | %d | %d | %d | %.0f | %.2fx | %.0f%% |\n",
-                      r->nodes, r->ranks, r->batch, r->batch * r->ranks, r->images_per_sec, speedup,
-                      100 * eff);
+        std::snprintf(line, sizeof(line), "| %d | %d | %d | %lld | %.0f | %.2fx | %.0f%% |\n",
+                      r->nodes, r->ranks, r->batch, (long long)r->batch * r->ranks,
+                      r->images_per_sec, speedup, 100 * eff);
         md += line;
-        std::snprintf(line, sizeof(line), "%s,%d,%d,%d,%d,%d,%.2f,%.4f,%.4f\n",
+        std::snprintf(line, sizeof(line), "%s,%d,%d,%d,%d,%lld,%.2f,%.4f,%.4f\n",
                       weak ? "weak" : "strong", r->nodes, r->ranks, r->workers, r->batch,
-                      r->batch * r->ranks, r->images_per_sec, speedup, eff);
+                      (long long)r->batch * r->ranks, r->images_per_sec, speedup, eff);
         *csv += line;
       }
     }

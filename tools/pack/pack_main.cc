@@ -357,6 +357,11 @@ int RunInspect(const std::string& dir, bool json) {
 }
 
 int RunExtract(const std::string& dir, uint64_t index, const std::string& file) {
+  if (file != "-") {
+    Status s = CheckOutputFile(file);
+    if (s.ok()) s = CheckOutputOutsideInputs(file, {dir});
+    if (!s.ok()) return Fail(s);
+  }
   auto ds = Dataset::Open(dir);
   if (!ds.ok()) return Fail(ds.status());
   if (index >= (*ds)->num_records()) {
