@@ -47,8 +47,14 @@ BatchFiller::Claim BatchFiller::NextClaim(size_t ring_slots, uint64_t left,
 
 Status BatchFiller::Emit(int worker, const SampleLocation& l, std::string_view payload,
                          PrefetchRing::Slot* slot, int i) {
-  slot->batch.labels[i] = source_->label(l);
+  const int32_t label = source_->label(l);
+  slot->batch.labels[i] = label;
   slot->batch.sample_ids[i] = l.record;
+  if (const size_t k = source_->num_classes();
+      k > 0 && (label < -1 || (label >= 0 && static_cast<uint64_t>(label) >= k))) {
+    return Status::Corruption(source_->Where(l) + ": label " + std::to_string(label) +
+                              " outside the manifest's " + std::to_string(k) + " classes");
+  }
   uint8_t* out = slot->batch.data + static_cast<size_t>(i) * decoder_->sample_bytes();
   Status s = decoder_->Decode(*states_[worker], payload, epoch_, l.position, out);
   if (!s.ok()) return Status::Corruption(source_->Where(l) + ": " + s.message());

@@ -83,6 +83,9 @@ class RecordSource {
     return planner_->CountRecords(first_batch, std::move(rest));
   }
   int32_t label(const SampleLocation& l) const { return ds_->shard(l.shard).label(l.local); }
+  // The manifest's class count (0: unlabelled data); a label must be -1
+  // (none) or below it, as VerifyDataset checks.
+  size_t num_classes() const { return ds_->manifest().classes.size(); }
   // "shard-00001.sks: record 7 (block 0, offset 5488)", for error messages.
   std::string Where(const SampleLocation& l) const { return ds_->shard(l.shard).Where(l.local); }
   // Prefetches the index entry of `l` into the CPU cache (the next lookups).

@@ -386,6 +386,67 @@ TEST(LoaderTest, CorruptRecordFailsWithShardAndRecordByDefault) {
   EXPECT_FALSE(l->Next(&b).ok()) << "the error is sticky until StartEpoch";
 }
 
+// A label the manifest's classes do not cover is a corrupt record, named
+// (VerifyDataset's rule: -1, unlabelled, or below the class count); a
+// training run would otherwise index past its classifier's outputs.
+TEST(LoaderTest, LabelOutsideTheClassesIsACorruptRecord) {
+  TempDir dir;
+  DatasetWriterOptions wo;
+  wo.shard.kind = format::RecordKind::kRawU8;
+  auto w = DatasetWriter::Create(dir.path(), wo);
+  ASSERT_TRUE(w.ok());
+  for (int i = 0; i < 40; ++i) {
+    const int32_t label = i == 17 ? 3 : i == 5 ? -1 : i % 3;
+    ASSERT_TRUE((*w)->Add(std::string(12, char(i)), label, std::to_string(i)).ok());
+  }
+  Manifest m;
+  m.record.kind = format::RecordKind::kRawU8;
+  m.record.shape = {4, 3, 1};
+  m.classes = {"a", "b", "c", "d"};
+  ASSERT_TRUE((*w)->Finish(m).ok());
+  // The writer refuses such labels: a manifest edited afterwards has them.
+  auto edited = ReadManifest(dir.path());
+  ASSERT_TRUE(edited.ok());
+  edited->classes.pop_back();
+  ASSERT_TRUE(WriteManifest(dir.path(), *edited).ok());
+  LoaderOptions o;
+  o.batch_size = 8;
+  o.workers = 2;
+  auto l = Started(dir.path(), o);
+  ASSERT_NE(l, nullptr);
+  Status err;
+  std::set<int32_t> labels;
+  for (int i = 0; i < 10 && err.ok(); ++i) {
+    const Batch* b = nullptr;
+    err = l->Next(&b);
+    if (err.ok() && b == nullptr) break;
+    if (err.ok()) labels.insert(b->labels, b->labels + b->size);
+  }
+  ASSERT_FALSE(err.ok()) << "label 3 of 3 classes reached a batch";
+  EXPECT_TRUE(err.IsCorruption()) << err.ToString();
+  EXPECT_NE(err.message().find("record 17"), std::string::npos) << err.message();
+  EXPECT_NE(err.message().find("label 3 outside the manifest's 3 classes"), std::string::npos)
+      << err.message();
+  EXPECT_EQ(labels.count(3), 0u);
+
+  o.corrupt_policy = CorruptPolicy::kSkip;  // the record is replaced; -1 passes
+  auto l2 = Started(dir.path(), o);
+  ASSERT_NE(l2, nullptr);
+  std::set<uint64_t> ids;
+  for (;;) {
+    const Batch* b = nullptr;
+    ASSERT_TRUE(l2->Next(&b).ok());
+    if (b == nullptr) break;
+    for (int i = 0; i < b->size; ++i) {
+      ids.insert(b->sample_ids[i]);
+      EXPECT_GE(b->labels[i], -1);
+      EXPECT_LT(b->labels[i], 3);
+    }
+  }
+  EXPECT_EQ(ids.count(17), 0u);
+  EXPECT_EQ(ids.count(5), 1u) << "an unlabelled record is valid data";
+}
+
 TEST(LoaderTest, CorruptRecordsAreSkippedCountedAndReplaced) {
   TempDir dir;
   WriteStoredRawDataset(dir.path(), 100);
