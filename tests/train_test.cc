@@ -586,6 +586,100 @@ TEST(TrainTest, ClearErrors) {
   EXPECT_NE(r.out.find("not below world size"), std::string::npos) << r.out;
 }
 
+// Every output is checked before training starts: none may land on what
+// the run reads (the dataset's files) or its other outputs (the checkpoint),
+// and one that cannot be written is named now, not after the epochs.
+TEST(TrainTest, OutputsAreCheckedBeforeTraining) {
+  TempDir dir;
+  WriteToyDataset(dir / "data", 32);
+  CreateDirs(dir / "adir").IgnoreError();
+  testing::WriteFile(dir / "afile", "x");
+  const std::string base = TrainCmd(dir / "data", "--epochs 1 --batch-size 8 ");
+  const struct {
+    std::string flags, expect;
+  } cases[] = {
+      {"--export " + dir / "data/manifest.json",
+       "--export: " + dir / "data/manifest.json" + ": is inside " + dir / "data"},
+      {"--metrics " + dir / "data/shard-00000.sks", "is inside " + dir / "data"},
+      {"--checkpoint-dir " + dir / "ck --export " + dir / "ck/last.pt",
+       "ck/last.pt, which this command writes"},
+      {"--checkpoint-dir " + dir / "afile",
+       "--checkpoint-dir: " + dir / "afile" + ": exists and is not a directory"},
+      {"--checkpoint-dir " + dir / "data", "is inside " + dir / "data"},
+      {"--export " + dir / "adir", "adir: is a directory"},
+      {"--export " + dir / "none/w.pt", "its directory " + dir / "none" + " does not exist"},
+      {"--metrics " + dir / "m.jsonl --export " + dir / "m.jsonl", "m.jsonl, which this command"},
+      {"--resume", "--resume needs --checkpoint-dir"},
+  };
+  for (const auto& c : cases) {
+    auto r = RunCommand(base + c.flags);
+    EXPECT_EQ(r.exit_code, 2) << c.flags << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.flags << "\n" << r.out;
+    EXPECT_EQ(r.out.find("epoch 1"), std::string::npos) << "trained first: " << r.out;
+  }
+  EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + dir / "data").exit_code, 0);
+  // An export beside the checkpoint in a directory the run creates is fine.
+  auto r = RunCommand(base + "--checkpoint-dir " + dir / "ck2 --export " + dir / "ck2/w.pt");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(FileExists(dir / "ck2/w.pt"));
+  EXPECT_TRUE(FileExists(dir / "ck2/last.pt"));
+}
+
+// A label outside the manifest's classes stops training naming its record.
+TEST(TrainTest, LabelsOutsideTheClassesAreNamedRecords) {
+  TempDir dir;
+  {
+    DatasetWriterOptions o;
+    o.shard.kind = format::RecordKind::kRawU8;
+    auto w = DatasetWriter::Create(dir / "data", o);
+    ASSERT_TRUE(w.ok());
+    for (int i = 0; i < 16; ++i) {
+      ASSERT_TRUE((*w)->Add(std::string(64, char(i)), i == 9 ? 4 : i % 3, std::to_string(i)).ok());
+    }
+    Manifest m;
+    m.record.kind = format::RecordKind::kRawU8;
+    m.record.shape = {8, 8, 1};
+    m.classes = {"a", "b", "c", "d", "e"};
+    ASSERT_TRUE((*w)->Finish(m).ok());
+  }
+  auto edited = ReadManifest(dir / "data");  // a manifest edited after packing
+  ASSERT_TRUE(edited.ok());
+  edited->classes.resize(3);
+  ASSERT_TRUE(WriteManifest(dir / "data", *edited).ok());
+  auto r = RunCommand(TrainCmd(dir / "data", "--epochs 1 --batch-size 4"));
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("record 9"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("label 4 outside the manifest's 3 classes"), std::string::npos) << r.out;
+}
+
+// Momentum that does not fit the model is refused by name (the checksum
+// proves the bytes, not the shapes); so is a file holding no dict.
+TEST(CheckpointTest, MomentumOfTheWrongShapeAndNonDictsAreRefusedByName) {
+  TempDir dir;
+  auto m = TinyModel(4);
+  Sgd opt = SgdOver(m);
+  auto& params = opt.momentum();
+  for (auto& p : AsModule(m).named_parameters()) params[p.key()] = torch::zeros({3});
+  TrainPosition pos;
+  pos.arch = "tiny";
+  pos.num_classes = 4;
+  pos.in_channels = 1;
+  ASSERT_TRUE(SaveCheckpoint(dir / "last.pt", AsModule(m), opt, pos).ok());
+  auto m2 = TinyModel(4);
+  Sgd opt2 = SgdOver(m2);
+  TrainPosition got;
+  Status s = LoadCheckpoint(dir / "last.pt", AsModule(m2), &opt2, &got);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(dir / "last.pt" + ": momentum '"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("has shape [3]"), std::string::npos) << s.ToString();
+  const auto bytes = torch::pickle_save(torch::ones({2}));
+  testing::WriteFile(dir / "tensor.pt", std::string(bytes.begin(), bytes.end()));
+  s = LoadCheckpoint(dir / "tensor.pt", AsModule(m2), &opt2, &got);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("not a shardkit checkpoint (it holds a Tensor"), std::string::npos)
+      << s.ToString();
+}
+
 TEST(CheckpointTest, FlippedTensorBytesAreRefusedByNameAndThePreviousOneIsKept) {
   TempDir dir;
   auto m = TinyModel();

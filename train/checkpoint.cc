@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <new>
 
 #include "base/crc32c.h"
 #include "base/file_io.h"
@@ -157,17 +158,40 @@ Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& op
     RemoveFile(prev + ".tmp").IgnoreError();
     if (::link(path.c_str(), (prev + ".tmp").c_str()) == 0)
       RenameFile(prev + ".tmp", prev).IgnoreError();
+    // rename() between two links to one file (prev.pt already last.pt's,
+    // after a save that failed) does nothing and leaves the source.
+    RemoveFile(prev + ".tmp").IgnoreError();
   }
   return WritePickle(path, top);
 }
 
 Status LoadCheckpoint(const std::string& path, torch::nn::Module& model, Sgd* opt,
                       TrainPosition* pos) {
-  SK_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path, 16ull << 30));
+  std::vector<char> bytes;
+  {  // read once into what pickle_load takes: the file is in memory once, not twice
+    SK_ASSIGN_OR_RETURN(auto f, Env::Default()->OpenForReads(path));
+    if (f->size() > (16ull << 30)) {
+      return Status::InvalidArgument(path + ": " + std::to_string(f->size()) +
+                                     " bytes, more than a checkpoint (16 GiB) can be");
+    }
+    try {
+      bytes.resize(static_cast<size_t>(f->size()));
+    } catch (const std::bad_alloc&) {
+      return Status::IOError(path + ": no memory to read its " + std::to_string(f->size()) +
+                             " bytes");
+    }
+    SK_RETURN_IF_ERROR(f->Read(0, bytes.size(), bytes.data()));
+  }
   try {
-    c10::IValue v = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+    c10::IValue v = torch::pickle_load(bytes);
+    std::vector<char>().swap(bytes);
+    if (!v.isGenericDict()) {
+      return Status::Corruption(path + ": not a shardkit checkpoint (it holds a " + v.tagKind() +
+                                ", not a dict)");
+    }
     auto top = v.toGenericDict();
-    const std::string format = top.contains("format") ? top.at("format").toStringRef() : "";
+    const std::string format =
+        top.contains("format") && top.at("format").isString() ? top.at("format").toStringRef() : "";
     const int version = format == kCheckpointFormat    ? 4
                         : format == kCheckpointFormat3 ? 3
                         : format == kCheckpointFormat2 ? 2
@@ -175,6 +199,11 @@ Status LoadCheckpoint(const std::string& path, torch::nn::Module& model, Sgd* op
     if (version == 0) {
       return Status::Corruption(path + ": not a shardkit checkpoint (format " + kCheckpointFormat +
                                 ")");
+    }
+    for (const char* key : {"model", "momentum", "meta", "crc32c"}) {
+      if (!top.contains(key)) {
+        return Status::Corruption(path + ": checkpoint has no '" + key + "'");
+      }
     }
     const std::map<std::string, torch::Tensor> sd = FromDict(top.at("model"));
     const std::map<std::string, torch::Tensor> mom = FromDict(top.at("momentum"));
@@ -213,6 +242,21 @@ Status LoadCheckpoint(const std::string& path, torch::nn::Module& model, Sgd* op
     SK_RETURN_IF_ERROR(LoadStateDict(model, sd).WithContext(path));
     auto device = model.parameters().front().device();
     if (opt != nullptr) {
+      // Momentum only for parameters the model has, each of its shape (the
+      // checksum proves the bytes, not that they fit this model).
+      std::map<std::string, torch::Tensor> params;
+      for (const auto& p : model.named_parameters()) params[p.key()] = p.value();
+      for (const auto& [k, t] : mom) {
+        auto it = params.find(k);
+        if (it == params.end()) {
+          return Status::Corruption(path + ": momentum for '" + k + "', which the model lacks");
+        }
+        if (it->second.sizes() != t.sizes()) {
+          return Status::Corruption(path + ": momentum '" + k + "' has shape " +
+                                    c10::str(t.sizes()) + ", the parameter " +
+                                    c10::str(it->second.sizes()));
+        }
+      }
       opt->momentum().clear();
       for (const auto& [k, t] : mom) opt->momentum()[k] = t.to(device);
     }

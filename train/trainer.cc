@@ -40,10 +40,23 @@ class StepSource {
   virtual LoaderStats loader_stats() const = 0;  // since the epoch's start
 };
 
+// Training needs a label on every sample: the loader refuses labels outside
+// the manifest's classes, but -1 (an unlabelled record) is valid data.
+Status CheckLabelled(const Batch& b, const std::string& data) {
+  for (int i = 0; i < b.size; ++i) {
+    if (b.labels[i] < 0) {
+      return Status::InvalidArgument(data + ": record " + std::to_string(b.sample_ids[i]) +
+                                     " has no label; shardkit-train needs labelled records");
+    }
+  }
+  return Status::OK();
+}
+
 // The loader, through a device feeder.
 class LoaderSteps : public StepSource {
  public:
-  LoaderSteps(Loader& loader, BatchFeeder& feeder) : loader_(loader), feeder_(feeder) {}
+  LoaderSteps(Loader& loader, BatchFeeder& feeder, std::string data)
+      : loader_(loader), feeder_(feeder), data_(std::move(data)) {}
   Status StartEpoch(uint64_t epoch, uint64_t first_batch) override {
     SK_RETURN_IF_ERROR(loader_.StartEpoch(epoch, first_batch));
     loader_.ResetStats();
@@ -51,6 +64,7 @@ class LoaderSteps : public StepSource {
   }
   Status Next(std::shared_ptr<const Batch>* batch) override {
     SK_RETURN_IF_ERROR(loader_.Next(batch));
+    if (*batch != nullptr) SK_RETURN_IF_ERROR(CheckLabelled(**batch, data_));
     if (*batch != nullptr) feeder_.Stage(*batch);
     return Status::OK();
   }
@@ -61,6 +75,7 @@ class LoaderSteps : public StepSource {
  private:
   Loader& loader_;
   BatchFeeder& feeder_;
+  const std::string data_;
 };
 
 // --synthetic: one batch of random normalised images and labels, made once
@@ -271,7 +286,8 @@ class Trainer {
   Status EndEpoch(EpochSums tot, double seconds, bool* more);
   Status Evaluate(double* top1, double* top5);
   Status Checkpoint(const TrainPosition& at);
-  void Report(const EpochSums& sums, double secs, double top1, double top5);
+  Status Report(const EpochSums& sums, double secs, double top1, double top5);
+  Status CheckOutputs() const;
 
   const TrainOptions& o_;
   const DistEnv& env_;
@@ -322,17 +338,48 @@ Status Trainer::Run() {
 
 Status Trainer::SetUp() {
   SK_RETURN_IF_ERROR(SetUpDevice());
-  // Outputs opened as streams: an existing FIFO or device there would block
-  // or swallow the metrics. Refused by path before any work starts.
-  if (rank0_ && !o_.metrics_path.empty() && FileExists(o_.metrics_path)) {
-    SK_RETURN_IF_ERROR(CheckRegularFile(o_.metrics_path).WithContext("--metrics"));
-  }
+  if (rank0_) SK_RETURN_IF_ERROR(CheckOutputs());
   SK_RETURN_IF_ERROR(SetUpData());
   SK_RETURN_IF_ERROR(SetUpModel());
   SK_RETURN_IF_ERROR(Resume());
   if (rank0_ && !o_.metrics_path.empty()) {
     metrics_.open(o_.metrics_path, std::ios::app);
     if (!metrics_) return Status::IOError(o_.metrics_path + ": cannot open for appending");
+  }
+  return Status::OK();
+}
+
+// Every output, by path, before any work starts: what cannot be written ends
+// the run now rather than after training, and no output may overwrite what
+// the run reads or its other outputs (a dataset's files, the checkpoints).
+// --metrics is opened as a stream: an existing FIFO or device there would
+// block or swallow the metrics.
+Status Trainer::CheckOutputs() const {
+  if (o_.resume && o_.checkpoint_dir.empty()) {
+    return Status::InvalidArgument("--resume needs --checkpoint-dir (where last.pt is)");
+  }
+  std::vector<std::string> ckpts;
+  if (!o_.checkpoint_dir.empty()) {
+    SK_RETURN_IF_ERROR(CheckOutputDir(o_.checkpoint_dir).WithContext("--checkpoint-dir"));
+    SK_RETURN_IF_ERROR(CheckOutputOutsideInputs(o_.checkpoint_dir, {o_.data, o_.val})
+                           .WithContext("--checkpoint-dir"));
+    // Made now (Resume would), so that outputs inside it can be checked.
+    SK_RETURN_IF_ERROR(CreateDirs(o_.checkpoint_dir));
+    ckpts = {JoinPath(o_.checkpoint_dir, "last.pt"), JoinPath(o_.checkpoint_dir, "prev.pt")};
+  }
+  auto check_file = [&](const char* flag, const std::string& path,
+                        std::vector<std::string> others) -> Status {
+    if (path.empty()) return Status::OK();
+    SK_RETURN_IF_ERROR(CheckOutputFile(path).WithContext(flag));
+    others.push_back(o_.data);
+    others.push_back(o_.val);
+    others.insert(others.end(), ckpts.begin(), ckpts.end());
+    return CheckOutputOutsideInputs(path, others).WithContext(flag);
+  };
+  SK_RETURN_IF_ERROR(check_file("--export", o_.export_path, {o_.metrics_path}));
+  SK_RETURN_IF_ERROR(check_file("--metrics", o_.metrics_path, {}));
+  if (!o_.metrics_path.empty() && FileExists(o_.metrics_path)) {
+    SK_RETURN_IF_ERROR(CheckRegularFile(o_.metrics_path).WithContext("--metrics"));
   }
   return Status::OK();
 }
@@ -384,7 +431,7 @@ Status Trainer::SetUpData() {
   if (o_.synthetic) {
     steps_ = std::make_unique<SyntheticSteps>(o_, device_, channels);
   } else {
-    steps_ = std::make_unique<LoaderSteps>(*train_loader_, *feeder_);
+    steps_ = std::make_unique<LoaderSteps>(*train_loader_, *feeder_, o_.data);
   }
   steps_per_epoch_ = static_cast<int64_t>(steps_->batches_per_epoch());
   const double global_batch = static_cast<double>(o_.batch_size) * env_.world_size;
@@ -709,7 +756,7 @@ Status Trainer::EndEpoch(EpochSums tot, double seconds, bool* more) {
   } else {
     SK_RETURN_IF_ERROR(Checkpoint(pos_));
   }
-  Report(sums, seconds, top1, top5);
+  SK_RETURN_IF_ERROR(Report(sums, seconds, top1, top5));
   *more = epoch_done;
   return Status::OK();
 }
@@ -726,6 +773,7 @@ Status Trainer::Evaluate(double* top1, double* top5) {
     std::shared_ptr<const Batch> b;
     SK_RETURN_IF_ERROR(val_loader_->Next(&b));
     if (b == nullptr) break;
+    SK_RETURN_IF_ERROR(CheckLabelled(*b, o_.val));
     const int real = b->real_size;
     feeder_->Stage(b);
     auto [x, y] = feeder_->Take();
@@ -761,8 +809,8 @@ Status Trainer::Checkpoint(const TrainPosition& at) {
 
 // The epoch's report, from figures summed over ranks: to --metrics and the
 // caller (rank 0).
-void Trainer::Report(const EpochSums& sums, double secs, double top1, double top5) {
-  if (!rank0_) return;
+Status Trainer::Report(const EpochSums& sums, double secs, double top1, double top5) {
+  if (!rank0_) return Status::OK();
   EpochReport r;
   r.epoch = pos_.data.epoch + 1;
   r.seconds = secs;
@@ -780,8 +828,17 @@ void Trainer::Report(const EpochSums& sums, double secs, double top1, double top
   r.synthetic = o_.synthetic;
   r.amp = o_.amp ? NameOf(kAmpDtypeNames, o_.amp_dtype) : "off";
   r.backend = pg_.backend.empty() ? "none" : pg_.backend;
-  if (metrics_.is_open()) metrics_ << EpochReportJson(r) << "\n" << std::flush;
   if (events_.epoch_end) events_.epoch_end(r);
+  if (metrics_.is_open()) {
+    metrics_ << EpochReportJson(r) << "\n" << std::flush;
+    if (!metrics_) {
+      return Status::IOError("--metrics " + o_.metrics_path + ": cannot write epoch " +
+                             std::to_string(r.epoch) +
+                             "'s line (disk full?); the file may end "
+                             "with a partial line");
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace
