@@ -164,6 +164,28 @@ Status DatasetWriter::RemoveOtherTemporaries() {
   return Status::OK();
 }
 
+namespace {
+
+// Every block of `r` reads back (stored CRC, decompression) and every record
+// matches its checksum: a temporary shard is kept only whole, since the
+// whole-file checksum the manifest records is computed from its bytes as
+// they are now.
+bool AllRecordsRead(const ShardReader& r) {
+  ReadScratch scratch;
+  for (uint32_t b = 0; b < r.num_blocks(); ++b) {
+    std::string_view raw;
+    if (!r.ReadBlock(b, &scratch, &raw).ok()) return false;
+    const format::BlockEntry& be = r.block(b);
+    for (uint32_t i = be.first_record; i < be.first_record + be.num_records; ++i) {
+      std::string_view p;
+      if (!r.RecordFromBlock(i, raw, &p).ok()) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 // A run of the same fingerprint killed before its manifest: its finished
 // shards from first_shard on, in order, each read back whole (its index and
 // whole-file checksum) and accepted, are kept. A fingerprint of other
@@ -183,6 +205,7 @@ Status DatasetWriter::KeepFinishedShards(const ShardCheck& accept) {
     if (!r.ok() || !(*r)->CheckIndex().ok() || (*r)->num_records() == 0) break;
     const uint64_t per_shard = options_.records_per_shard;
     if (per_shard > 0 && (*r)->num_records() != per_shard) break;
+    if (!AllRecordsRead(**r)) break;  // damaged since it was written: made again
     auto crc = FileCrc32c(env_, temp);
     if (!crc.ok()) break;
     if (accept != nullptr) {

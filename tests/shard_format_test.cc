@@ -615,6 +615,45 @@ TEST(DatasetTest, AWriterResumingLaterKeepsAKilledRunsShardsOnlyWhenToldAndAccep
   EXPECT_FALSE(FileExists(dir / kResumeFileName));
 }
 
+// A finished temporary shard damaged after it was written (a flipped byte in
+// a block) is not kept: its whole-file checksum would be taken from the
+// damaged bytes, and the finished dataset would fail verify.
+TEST(DatasetTest, ResumeKeepsOnlyTemporaryShardsWhoseBlocksAllCheck) {
+  TempDir dir;
+  DatasetWriterOptions o;
+  o.shard_size = 8192;
+  o.shard.kind = format::RecordKind::kRawU8;
+  o.resume_later = true;
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto w = DatasetWriter::Create(dir.path(), o);
+    if (!w.ok() || !(*w)->Resume("F", UINT64_MAX).ok()) _exit(2);
+    for (int i = 0; (*w)->shards() < 3; ++i) {
+      if (!(*w)->Add(Payload(1000, i), i % 3, std::to_string(i)).ok()) _exit(3);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  {
+    auto r = ShardReader::Open(dir / TempShardFileName(1));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const uint64_t off = (*r)->block(0).offset + 5;
+    std::string bytes = testing::ReadFile(dir / TempShardFileName(1));
+    bytes[off] ^= 0x40;
+    testing::WriteFile(dir / TempShardFileName(1), bytes);
+  }
+  auto w = DatasetWriter::Create(dir.path(), o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_TRUE((*w)->Resume("F", UINT64_MAX).ok());
+  EXPECT_EQ((*w)->resumed_shards(), 1u)
+      << "shard 1 is damaged: it and those after it are made again";
+  EXPECT_FALSE(FileExists(dir / TempShardFileName(1)));
+  EXPECT_FALSE(FileExists(dir / TempShardFileName(2)));
+}
+
 TEST(DatasetTest, MissingShard) {
   TempDir dir;
   ASSERT_TRUE(WriteDataset(dir.path(), 1000, 8192).ok());
