@@ -259,26 +259,30 @@ TEST(CheckpointTest, InterruptedWriteLeavesThePreviousCheckpointUsable) {
   EXPECT_NE(s.message().find("bad.pt"), std::string::npos);
 }
 
+// SIGTERM (SLURM's), and SIGINT (Ctrl-C) alike.
 TEST(TrainTest, SigtermCheckpointsAndResumeFinishes) {
-  TempDir dir;
-  WriteToyDataset(dir / "data", 4000);
-  const std::string base = kTrain + " --data " + dir / "data" +
-                           " --arch tiny --workers 1 --threads 1 --batch-size 4"
-                           " --epochs 1 --print-every 1 --checkpoint-dir " +
-                           dir / "ck";
-  pid_t pid = Spawn(base, dir / "log1");
-  ASSERT_TRUE(WaitForText(dir / "log1", "step 20/", 600)) << testing::ReadFile(dir / "log1");
-  kill(pid, SIGTERM);
-  EXPECT_EQ(WaitExit(pid, 600), 75) << testing::ReadFile(dir / "log1");
-  EXPECT_NE(testing::ReadFile(dir / "log1").find("checkpoint written"), std::string::npos);
-  ASSERT_TRUE(FileExists(dir / "ck/last.pt"));
-  TrainPosition pos;
-  ASSERT_TRUE(ReadToyCheckpoint(dir / "ck/last.pt", &pos));
-  EXPECT_EQ(pos.data.epoch, 0);
-  EXPECT_GE(pos.data.batch, 20);
-  auto r =
-      RunCommand(base + " --resume --quiet --max-steps " + std::to_string(pos.global_step + 5));
-  EXPECT_EQ(r.exit_code, 0) << r.out;
+  for (const int sig : {SIGTERM, SIGINT}) {
+    SCOPED_TRACE(sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    TempDir dir;
+    WriteToyDataset(dir / "data", 4000);
+    const std::string base = kTrain + " --data " + dir / "data" +
+                             " --arch tiny --workers 1 --threads 1 --batch-size 4"
+                             " --epochs 1 --print-every 1 --checkpoint-dir " +
+                             dir / "ck";
+    pid_t pid = Spawn(base, dir / "log1");
+    ASSERT_TRUE(WaitForText(dir / "log1", "step 20/", 600)) << testing::ReadFile(dir / "log1");
+    kill(pid, sig);
+    EXPECT_EQ(WaitExit(pid, 600), 75) << testing::ReadFile(dir / "log1");
+    EXPECT_NE(testing::ReadFile(dir / "log1").find("checkpoint written"), std::string::npos);
+    ASSERT_TRUE(FileExists(dir / "ck/last.pt"));
+    TrainPosition pos;
+    ASSERT_TRUE(ReadToyCheckpoint(dir / "ck/last.pt", &pos));
+    EXPECT_EQ(pos.data.epoch, 0);
+    EXPECT_GE(pos.data.batch, 20);
+    auto r =
+        RunCommand(base + " --resume --quiet --max-steps " + std::to_string(pos.global_step + 5));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+  }
 }
 
 // Rank `rank` of 2 on dir/data (batch 4, progress every step, checkpoints

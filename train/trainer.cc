@@ -180,6 +180,11 @@ void InstallStopSignalHandlers() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);
+  // Ctrl-C and a closed terminal checkpoint too; a second one of them kills
+  // at once (the handler is reset on the first), for a user who will not wait.
+  sa.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
 }
 
 namespace {

@@ -77,7 +77,7 @@ void AddTrainFlags(CLI::App& app, TrainOptions* o, TrainToolFlags* tool) {
       &app, "--normalize", &o->normalize, kNormalizeNames,
       "on the device: ImageNet mean/std after /255, or none (/255 only: ToTensor's values)");
   app.add_option("--checkpoint-dir", o->checkpoint_dir,
-                 "rank 0 writes last.pt here every epoch and on SIGTERM/SIGUSR1");
+                 "rank 0 writes last.pt here every epoch and on SIGTERM/SIGUSR1/SIGINT/SIGHUP");
   app.add_flag("--resume", o->resume, "continue from CHECKPOINT_DIR/last.pt if it exists");
   app.add_option("--export", o->export_path,
                  "write the final weights as a state dict torch.load reads");
