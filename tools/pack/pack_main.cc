@@ -323,9 +323,17 @@ int RunInspect(const std::string& dir, bool json) {
     j["compression_ratio"] = ratio;
     j["kind"] = RecordKindName(m.record.kind);
     if (!m.record.shape.empty()) j["shape"] = m.record.shape;
+    // By name; a name that repeats (ImageNet's words have "crane" twice) is
+    // keyed with its label after the first, so no count is lost.
+    // class_counts: the same counts in label order.
     nlohmann::json h = nlohmann::json::object();
-    for (size_t c = 0; c < hist.size(); ++c) h[m.classes[c]] = hist[c];
+    for (size_t c = 0; c < hist.size(); ++c) {
+      const std::string key =
+          h.contains(m.classes[c]) ? m.classes[c] + " [" + std::to_string(c) + "]" : m.classes[c];
+      h[key] = hist[c];
+    }
     j["class_histogram"] = h;
+    j["class_counts"] = hist;
     if (unlabeled) j["unlabeled"] = unlabeled;
     j["created_at"] = m.created_at;
     std::printf("%s\n", j.dump(1).c_str());
