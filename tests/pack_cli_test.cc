@@ -30,6 +30,14 @@ void WriteTinyIdx(const TempDir& dir, int n) {
   WriteFile(dir / "lab.idx", lab);
 }
 
+// WriteTinyIdx's files packed into dir/ds.
+void PackTinyIdx(const TempDir& dir, int n) {
+  WriteTinyIdx(dir, n);
+  auto r = RunCommand(Pack() + " idx --images " + dir / "img.idx" + " --labels " + dir / "lab.idx" +
+                      " " + dir / "ds");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+}
+
 TEST(PackCli, IdxPackVerifyInspectExtract) {
   TempDir dir;
   WriteTinyIdx(dir, 50);
@@ -113,11 +121,7 @@ TEST(PackCli, ClearErrorsForBadInput) {
 
 TEST(PackCli, ExtractOutOfRange) {
   TempDir dir;
-  WriteTinyIdx(dir, 5);
-  ASSERT_EQ(RunCommand(Pack() + " idx --images " + dir / "img.idx" + " --labels " +
-                       dir / "lab.idx" + " " + dir / "ds")
-                .exit_code,
-            0);
+  PackTinyIdx(dir, 5);
   auto r = RunCommand(Pack() + " extract " + dir / "ds" + " 5 " + dir / "x");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("record 5 out of range"), std::string::npos) << r.out;
@@ -129,11 +133,7 @@ TEST(PackCli, ExtractOutOfRange) {
 // written, and the dataset still verifies.
 TEST(PackCli, ExtractOutputPaths) {
   TempDir dir;
-  WriteTinyIdx(dir, 5);
-  ASSERT_EQ(RunCommand(Pack() + " idx --images " + dir / "img.idx" + " --labels " +
-                       dir / "lab.idx" + " " + dir / "ds")
-                .exit_code,
-            0);
+  PackTinyIdx(dir, 5);
   const std::string extract = Pack() + " extract " + dir / "ds" + " 2 ";
   ASSERT_EQ(::symlink("target.bin", (dir / "link").c_str()), 0);
   auto r = RunCommand(extract + dir / "link");

@@ -559,6 +559,24 @@ TEST(DatasetTest, RestartAfterInterruptionRemovesLeftovers) {
   EXPECT_TRUE(FileExists(dir / "notes.txt"));
 }
 
+// The killed run: a child that finishes 3 shards (fingerprint "F"), begins
+// a 4th and dies without its destructors.
+void KilledRun(const std::string& dir, const DatasetWriterOptions& o) {
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto w = DatasetWriter::Create(dir, o);
+    if (!w.ok() || !(*w)->Resume("F", UINT64_MAX).ok()) _exit(2);
+    for (int i = 0; (*w)->shards() < 3; ++i) {
+      if (!(*w)->Add(Payload(1000, i), i % 3, std::to_string(i)).ok()) _exit(3);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
 // A writer that decides resumption after Create (a pack that knows its
 // records only once its source is read): until Resume, a killed run's
 // temporaries stay, even when this writer is destroyed, and nothing can be
@@ -571,21 +589,7 @@ TEST(DatasetTest, AWriterResumingLaterKeepsAKilledRunsShardsOnlyWhenToldAndAccep
   o.shard_size = 8192;  // shards cut by bytes
   o.shard.kind = format::RecordKind::kRawU8;
   o.resume_later = true;
-  // The killed run: a child that finishes 3 shards, begins a 4th and dies
-  // without its destructors.
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    auto w = DatasetWriter::Create(dir.path(), o);
-    if (!w.ok() || !(*w)->Resume("F", UINT64_MAX).ok()) _exit(2);
-    for (int i = 0; (*w)->shards() < 3; ++i) {
-      if (!(*w)->Add(Payload(1000, i), i % 3, std::to_string(i)).ok()) _exit(3);
-    }
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  KilledRun(dir.path(), o);
   ASSERT_TRUE(FileExists(dir / TempShardFileName(3)));
   ASSERT_TRUE(FileExists(dir / kResumeFileName));
   {
@@ -624,19 +628,7 @@ TEST(DatasetTest, ResumeKeepsOnlyTemporaryShardsWhoseBlocksAllCheck) {
   o.shard_size = 8192;
   o.shard.kind = format::RecordKind::kRawU8;
   o.resume_later = true;
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    auto w = DatasetWriter::Create(dir.path(), o);
-    if (!w.ok() || !(*w)->Resume("F", UINT64_MAX).ok()) _exit(2);
-    for (int i = 0; (*w)->shards() < 3; ++i) {
-      if (!(*w)->Add(Payload(1000, i), i % 3, std::to_string(i)).ok()) _exit(3);
-    }
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  KilledRun(dir.path(), o);
   {
     auto r = ShardReader::Open(dir / TempShardFileName(1));
     ASSERT_TRUE(r.ok()) << r.status().ToString();
