@@ -125,6 +125,10 @@ Status WriteFileAtomic(Env* env, const std::string& path, std::string_view data)
     return f->Close();
   }
   const std::string tmp = path + ".tmp";
+  // A stale PATH.tmp goes first: creating over it would follow it if it were
+  // a link (or write into the file it is a hard link of), which may be a
+  // dataset's shard.
+  if (Status s = env->RemoveFile(tmp); !s.ok() && !s.IsNotFound()) return s;
   {
     SK_ASSIGN_OR_RETURN(auto f, env->NewWritableFile(tmp));
     Status s = f->Append(data);
@@ -135,7 +139,10 @@ Status WriteFileAtomic(Env* env, const std::string& path, std::string_view data)
       return s;
     }
   }
-  SK_RETURN_IF_ERROR(env->RenameFile(tmp, path));
+  if (Status s = env->RenameFile(tmp, path); !s.ok()) {
+    env->RemoveFile(tmp).IgnoreError();
+    return s;
+  }
   std::string dir = ".";
   if (auto slash = path.rfind('/'); slash != std::string::npos) dir = path.substr(0, slash + 1);
   return env->SyncDir(dir);

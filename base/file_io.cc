@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "base/crc32c.h"
+#include "base/object_store.h"
 #include "base/posix_errors.h"
 
 namespace shardkit {
@@ -23,20 +24,50 @@ Result<std::string> ReadFileToString(const std::string& path, uint64_t max_size)
 
 namespace {
 
-// The real path of `path`'s directory joined with its last component (which
-// need not exist), or "" when the directory cannot be resolved.
-std::string RealPathOfParent(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path.substr(0, slash);
-  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  char* real = ::realpath(dir.c_str(), nullptr);
-  if (real == nullptr) return "";
-  std::string out = real;
-  std::free(real);
-  if (base.empty() || base == ".") return out;
-  return JoinPath(out, base);
+// Bit fd is set when standard stream fd (0-2) was closed when the tool
+// started (ReserveStandardStreams): /dev/stdout then names nothing of the
+// user's, only the /dev/null put there.
+unsigned g_closed_standard_streams = 0;
+
+// The components of `path`, empty ones dropped.
+std::vector<std::string> Components(const std::string& path) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= path.size()) {
+    size_t slash = path.find('/', at);
+    if (slash == std::string::npos) slash = path.size();
+    if (slash > at) out.push_back(path.substr(at, slash - at));
+    at = slash + 1;
+  }
+  return out;
+}
+
+// The absolute path `path` reaches: its longest existing prefix resolved
+// (links followed), the rest taken lexically ("." dropped, ".." one up), so
+// that "ds/ck/", "ds/x/.." and "./ds" all name a place inside or at ds.
+// "" when not even the start resolves.
+std::string AbsoluteResolved(const std::string& path) {
+  const std::vector<std::string> parts = Components(path);
+  const std::string start = !path.empty() && path[0] == '/' ? "/" : ".";
+  for (size_t k = parts.size() + 1; k-- > 0;) {
+    std::string prefix = start;
+    for (size_t i = 0; i < k; ++i) prefix = JoinPath(prefix, parts[i]);
+    char* real = ::realpath(prefix.c_str(), nullptr);
+    if (real == nullptr) continue;
+    std::string out = real;
+    std::free(real);
+    for (size_t i = k; i < parts.size(); ++i) {
+      if (parts[i] == ".") continue;
+      if (parts[i] == "..") {
+        const size_t slash = out.rfind('/');
+        out = slash == 0 || slash == std::string::npos ? "/" : out.substr(0, slash);
+        continue;
+      }
+      out = JoinPath(out, parts[i]);
+    }
+    return out;
+  }
+  return "";
 }
 
 // Where writing `path` lands: a symbolic link is followed to the file it names
@@ -59,16 +90,47 @@ Result<std::string> ResolveOutput(const std::string& path) {
   return Status::IOError(path + ": too many levels of symbolic links");
 }
 
-// Where writing the output file `path` lands (*target), and whether it is to
-// be written in place (*through: a character device or FIFO, opened by the
-// name given, which may be a /proc magic link such as /dev/stdout); an error
+// The descriptor a path names by number (/dev/stdout, /dev/stderr,
+// /dev/fd/N, /proc/self/fd/N, /proc/<this pid>/fd/N), or -1. Written
+// through that descriptor, never reopened or resolved: it may be a pipe, a
+// socket or a file opened for appending.
+int DescriptorPath(const std::string& path) {
+  if (path == "/dev/stdout") return 1;
+  if (path == "/dev/stderr") return 2;
+  const std::string pid = "/proc/" + std::to_string(::getpid()) + "/fd/";
+  for (const std::string& prefix : {std::string("/dev/fd/"), std::string("/proc/self/fd/"),
+                                    std::string("/proc/thread-self/fd/"), pid}) {
+    if (path.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string n = path.substr(prefix.size());
+    if (n.empty() || n.size() > 9 || n.find_first_not_of("0123456789") != std::string::npos) {
+      return -1;
+    }
+    return std::stoi(n);
+  }
+  return -1;
+}
+
+enum class OutputWay { kReplace, kThroughName, kThroughDescriptor };
+
+// How the output file `path` is written, and where it lands (*target: the
+// file to replace, the name to open, or the descriptor's number); an error
 // naming `path` when it cannot be written at all.
-Status ResolveOutputKind(const std::string& path, std::string* target, bool* through) {
-  *through = false;
+Status ResolveOutputKind(const std::string& path, std::string* target, OutputWay* way) {
+  *way = OutputWay::kReplace;
+  if (path.empty()) return Status::InvalidArgument("an empty output path; name a file");
+  if (const int fd = DescriptorPath(path); fd >= 0) {
+    *way = OutputWay::kThroughDescriptor;
+    *target = std::to_string(fd);
+    if ((fd < 3 && (g_closed_standard_streams & (1u << fd)) != 0) || ::fcntl(fd, F_GETFD) < 0) {
+      return Status::IOError(path + ": descriptor " + std::to_string(fd) +
+                             " was not open when this command started; not written");
+    }
+    return Status::OK();
+  }
   struct stat st;
   if (::stat(path.c_str(), &st) == 0) {
     if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
-      *through = true;
+      *way = OutputWay::kThroughName;
       *target = path;
       return Status::OK();
     }
@@ -88,6 +150,9 @@ Status ResolveOutputKind(const std::string& path, std::string* target, bool* thr
   }
   if (errno != ENOENT) return Errno("cannot write", path, errno);
   SK_ASSIGN_OR_RETURN(*target, ResolveOutput(path));  // a dangling link: the file it names
+  if (!target->empty() && target->back() == '/') {
+    return Status::InvalidArgument(path + ": names a directory (it ends in '/'); name a file");
+  }
   const size_t slash = target->rfind('/');
   if (slash != std::string::npos && slash > 0 && !IsDirectory(target->substr(0, slash))) {
     return Status::IOError(path + ": cannot write: its directory " + target->substr(0, slash) +
@@ -96,51 +161,69 @@ Status ResolveOutputKind(const std::string& path, std::string* target, bool* thr
   return Status::OK();
 }
 
-// Writes `data` into an existing character device or FIFO in place. A FIFO
-// nobody reads is refused (O_NONBLOCK) rather than waited on.
-Status WriteThrough(const std::string& path, const std::string& target, std::string_view data) {
-  const int fd = ::open(target.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENXIO) return Status::IOError(path + ": a FIFO that nothing reads; not written");
-    return Errno("cannot open for writing", path, errno);
-  }
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+Status WriteAll(int fd, const std::string& path, std::string_view data) {
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EIO;
-      ::close(fd);
-      return Errno("cannot write", path, err);
-    }
+    if (n <= 0) return Errno("cannot write", path, n < 0 ? errno : EIO);
     done += static_cast<size_t>(n);
   }
-  if (::close(fd) != 0 && errno != EINTR) return Errno("cannot write", path, errno);
   return Status::OK();
+}
+
+// Writes `data` into an existing character device or FIFO in place. A FIFO
+// nobody reads is refused (O_NONBLOCK) rather than waited on.
+Status WriteThroughName(const std::string& path, std::string_view data) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    struct stat st;
+    if (errno == ENXIO && ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)) {
+      return Status::IOError(path + ": a FIFO that nothing reads; not written");
+    }
+    return Errno("cannot open for writing", path, errno);
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  Status s = WriteAll(fd, path, data);
+  if (::close(fd) != 0 && errno != EINTR && s.ok()) s = Errno("cannot write", path, errno);
+  return s;
 }
 
 }  // namespace
 
+void ReserveStandardStreams() {
+  for (int fd = 0; fd < 3; ++fd) {
+    if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    const int null = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (null < 0) continue;
+    if (null != fd) {
+      ::dup2(null, fd);
+      ::close(null);
+    }
+    g_closed_standard_streams |= 1u << fd;
+  }
+}
+
 Status WriteFileAtomic(const std::string& path, std::string_view data) {
   std::string target;
-  bool through = false;
-  SK_RETURN_IF_ERROR(ResolveOutputKind(path, &target, &through));
-  if (through) return WriteThrough(path, target, data);
+  OutputWay way;
+  SK_RETURN_IF_ERROR(ResolveOutputKind(path, &target, &way));
+  if (way == OutputWay::kThroughDescriptor) return WriteAll(std::stoi(target), path, data);
+  if (way == OutputWay::kThroughName) return WriteThroughName(path, data);
   return WriteFileAtomic(Env::Default(), target, data);
 }
 
 Status CheckOutputFile(const std::string& path) {
   std::string target;
-  bool through = false;
-  return ResolveOutputKind(path, &target, &through);
+  OutputWay way;
+  return ResolveOutputKind(path, &target, &way);
 }
 
 Result<std::string> ResolveRegularOutput(const std::string& path) {
   std::string target;
-  bool through = false;
-  SK_RETURN_IF_ERROR(ResolveOutputKind(path, &target, &through));
-  if (through) {
+  OutputWay way;
+  SK_RETURN_IF_ERROR(ResolveOutputKind(path, &target, &way));
+  if (way != OutputWay::kReplace) {
     return Status::InvalidArgument(path +
                                    ": is not a regular file, and this format is written "
                                    "only to one; name a file");
@@ -149,6 +232,7 @@ Result<std::string> ResolveRegularOutput(const std::string& path) {
 }
 
 Status CheckOutputDir(const std::string& dir) {
+  if (dir.empty()) return Status::InvalidArgument("an empty output directory; name one");
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) {
     if (errno == ENOENT) return Status::OK();
@@ -161,37 +245,47 @@ Status CheckOutputDir(const std::string& dir) {
 }
 
 Status CheckOutputOutsideInputs(const std::string& output, const std::vector<std::string>& inputs) {
+  if (DescriptorPath(output) >= 0) return Status::OK();  // written through, never replaced
   auto resolved = ResolveOutput(output);
-  const std::string out = RealPathOfParent(resolved.ok() ? *resolved : output);
+  const std::string out = AbsoluteResolved(resolved.ok() ? *resolved : output);
   struct stat ost;
-  const bool out_exists = ::stat(output.c_str(), &ost) == 0;
+  const bool out_file =
+      ::stat(output.c_str(), &ost) == 0 && !S_ISCHR(ost.st_mode) && !S_ISFIFO(ost.st_mode);
+  auto clash = [&](const std::string& in, const std::string& how) {
+    return Status::InvalidArgument(output + ": " + how + in +
+                                   ", which this command reads or writes; write it elsewhere");
+  };
   for (const std::string& in : inputs) {
-    if (in.empty() || in.find("://") != std::string::npos) continue;
+    if (in.empty() || IsObjectStoreUrl(in)) continue;
+    auto in_resolved = ResolveOutput(in);
+    const std::string in_abs = AbsoluteResolved(in_resolved.ok() ? *in_resolved : in);
     struct stat ist;
     if (::stat(in.c_str(), &ist) != 0) {
-      // Not there yet (a file this command will also write): the same path?
-      auto in_resolved = ResolveOutput(in);
-      if (!out.empty() && out == RealPathOfParent(in_resolved.ok() ? *in_resolved : in)) {
-        return Status::InvalidArgument(output + ": is also " + in +
-                                       ", which this command writes; write it elsewhere");
-      }
+      // Not there yet (a file this command writes too): the same path?
+      if (!out.empty() && out == in_abs) return clash(in, "is also ");
       continue;
     }
-    bool clash = out_exists && ost.st_dev == ist.st_dev && ost.st_ino == ist.st_ino &&
-                 !S_ISCHR(ost.st_mode) && !S_ISFIFO(ost.st_mode);
-    if (!clash && S_ISDIR(ist.st_mode) && !out.empty()) {
-      char* real = ::realpath(in.c_str(), nullptr);
-      if (real != nullptr) {
-        std::string dir = real;
-        std::free(real);
-        if (dir.back() != '/') dir += '/';
-        clash = out.compare(0, dir.size(), dir) == 0 || out + "/" == dir;
+    if (out_file && ost.st_dev == ist.st_dev && ost.st_ino == ist.st_ino) {
+      return clash(in, S_ISDIR(ist.st_mode) ? "is " : "is the same file as ");
+    }
+    if (!S_ISDIR(ist.st_mode)) continue;
+    if (!out.empty() && !in_abs.empty()) {
+      const std::string prefix = in_abs.back() == '/' ? in_abs : in_abs + "/";
+      if (out == in_abs || out.compare(0, prefix.size(), prefix) == 0) {
+        return clash(in, "is inside ");
       }
     }
-    if (clash) {
-      return Status::InvalidArgument(output + ": is " +
-                                     (S_ISDIR(ist.st_mode) ? "inside " : "the same file as ") + in +
-                                     ", which this command reads or writes; write it elsewhere");
+    // A dataset's files reached by other names: hard links, or shards that
+    // are symbolic links to another directory's.
+    if (!out_file) continue;
+    auto names = ListDir(in);
+    if (!names.ok()) continue;
+    for (const std::string& name : *names) {
+      struct stat fst;
+      const std::string f = JoinPath(in, name);
+      if (::stat(f.c_str(), &fst) == 0 && fst.st_dev == ost.st_dev && fst.st_ino == ost.st_ino) {
+        return clash(f, "is the same file as ");
+      }
     }
   }
   return Status::OK();

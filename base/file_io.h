@@ -21,19 +21,27 @@ namespace shardkit {
 // Every reader here refuses non-regular files this way before opening them.
 Status CheckRegularFile(const std::string& path);
 Result<std::string> ReadFileToString(const std::string& path, uint64_t max_size);
+// For a tool's main, first thing: a standard stream (fd 0-2) that was closed
+// gets /dev/null, so that no file the tool opens takes its number (a closed
+// stderr would put error messages into a shard); an output named
+// /dev/stdout or /dev/stderr whose stream was closed is then refused.
+void ReserveStandardStreams();
 // Writes an output file the user named: `data` goes to path.tmp, is fsynced and
 // renamed over path, then the directory is fsynced. A symbolic link is written
 // through (its target is replaced, the link stays); so are a character device
-// and a FIFO with a reader (/dev/stdout, /dev/null: written in place, a write
-// error such as /dev/full's reported). A directory, a block device, a socket
+// and a FIFO with a reader (/dev/null: written in place, a write error such as
+// /dev/full's reported), and a descriptor named by number (/dev/stdout,
+// /dev/stderr, /dev/fd/N, /proc/self/fd/N: written to that descriptor, which
+// may be a pipe or a file opened for appending). A directory, a block device, a socket
 // or a FIFO without a reader is refused before anything is written.
 Status WriteFileAtomic(const std::string& path, std::string_view data);
 // OK unless writing the output file `output` would change what a tool is
 // reading: `output` is one of `inputs` (the same file, by device and inode,
-// through any link) or lies inside an input that is a directory (a dataset).
-// An input that does not exist (a file the command writes too) clashes when
-// it is the same path. Remote inputs (URLs) are skipped. The error
-// names both: "OUT: is inside IN, which this command reads; write it elsewhere".
+// through any link) or lies inside an input that is a directory (a dataset),
+// or is one of such a directory's files by another name (a hard link, a shard
+// that is a link to another dataset's). An input that does not exist (a file the command writes
+// too) clashes when it is the same path. Remote inputs (URLs) are skipped. The error names both:
+// "OUT: is inside IN, which this command reads; write it elsewhere".
 Status CheckOutputOutsideInputs(const std::string& output, const std::vector<std::string>& inputs);
 // OK if `dir` can hold outputs: an existing directory, or a path that does not
 // exist yet (created later); otherwise an error naming it and what it is.

@@ -167,6 +167,7 @@ TEST_F(CliRobustness, BenchRefusesEveryBadValueWithOneLine) {
       {kBench, l + " --csv " + ds_ + "/manifest.json", 2, "is inside " + ds_},
       {kBench, l + " --plot " + dir_ / "idx", 2, "is a directory"},
       {kBench, l + " --csv " + dir_ / "nope/x.csv", 2, "does not exist"},
+      {kBench, l + " --csv " + dir_ / "f --plot " + dir_ / "f", 2, "is also"},
   });
 }
 
@@ -226,6 +227,12 @@ TEST_F(CliRobustness, AugmentRefusesEveryBadValueWithOneLine) {
       {kAugment, "bigmnist --src " + dir_ / "idx " + dir_ / "idx/train-labels-idx1-ubyte", 2,
        "is not a directory"},
       {kAugment, "preview --src " + dir_ / "idx " + dir_ / "p2.png --samples 1000", 0, ""},
+      {kAugment, "preview --src " + dir_ / "idx " + dir_ / "idx/train-images-idx3-ubyte", 2,
+       "is inside"},
+      {kAugment,
+       "bigmnist --format hdf5 --src " + dir_ / "idx " + dir_ / "idx/train-labels-idx1-ubyte", 2,
+       "is inside"},
+      {kAugment, "bigmnist --src " + dir_ / "idx " + dir_ / "idx/", 2, "idx/: is " + dir_ / "idx,"},
   });
 }
 

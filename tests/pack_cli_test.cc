@@ -171,6 +171,37 @@ TEST(PackCli, ExtractOutputPaths) {
     EXPECT_EQ(r.exit_code, 2) << c.out << "\n" << r.out;
     EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.out << "\n" << r.out;
   }
+  // Descriptors by number are written to, never reopened or replaced: a
+  // closed stdout is refused (a shard would take its number), a stdout
+  // appending to a log appends.
+  r = RunCommand("(" + extract + "/dev/stdout 2>&1 >&-)");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("descriptor 1 was not open"), std::string::npos) << r.out;
+  testing::WriteFile(dir / "log", "kept\n");
+  r = RunCommand("(" + extract + "/dev/stdout >> " + dir / "log)");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(testing::ReadFile(dir / "log").size(), 5u + 30u);
+  // A stale FILE.tmp that links into the dataset is removed, not written through.
+  ASSERT_EQ(::symlink((dir / "ds/shard-00000.sks").c_str(), (dir / "x.bin.tmp").c_str()), 0);
+  r = RunCommand(extract + dir / "x.bin");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  r = RunCommand(extract + "''");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("an empty output path"), std::string::npos) << r.out;
+  // get: never onto what it copies, never onto a device it might remove.
+  r = RunCommand(Pack() + " get " + dir / "ds/shard-00000.sks " + dir / "ds/shard-00000.sks");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("is the same file as"), std::string::npos) << r.out;
+  r = RunCommand(Pack() + " get " + dir / "ds/shard-00000.sks /dev/null");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/null must stay a device";
+  // The dataset's shard by another name (a hard link) is still the dataset.
+  ASSERT_EQ(::link((dir / "ds/shard-00000.sks").c_str(), (dir / "hard").c_str()), 0);
+  r = RunCommand(extract + dir / "hard");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("is the same file as " + dir / "ds/shard-00000.sks"), std::string::npos)
+      << r.out;
   auto names = ListDir(dir / "sub");
   ASSERT_TRUE(names.ok());
   EXPECT_TRUE(names->empty());

@@ -598,6 +598,7 @@ TEST(TrainTest, OutputsAreCheckedBeforeTraining) {
   WriteToyDataset(dir / "data", 32);
   CreateDirs(dir / "adir").IgnoreError();
   testing::WriteFile(dir / "afile", "x");
+  ASSERT_EQ(::link((dir / "data/shard-00000.sks").c_str(), (dir / "hard").c_str()), 0);
   const std::string base = TrainCmd(dir / "data", "--epochs 1 --batch-size 8 ");
   const struct {
     std::string flags, expect;
@@ -606,10 +607,13 @@ TEST(TrainTest, OutputsAreCheckedBeforeTraining) {
        "--export: " + dir / "data/manifest.json" + ": is inside " + dir / "data"},
       {"--metrics " + dir / "data/shard-00000.sks", "is inside " + dir / "data"},
       {"--checkpoint-dir " + dir / "ck --export " + dir / "ck/last.pt",
-       "ck/last.pt, which this command writes"},
+       "ck/last.pt, which this command reads or writes"},
       {"--checkpoint-dir " + dir / "afile",
        "--checkpoint-dir: " + dir / "afile" + ": exists and is not a directory"},
-      {"--checkpoint-dir " + dir / "data", "is inside " + dir / "data"},
+      {"--checkpoint-dir " + dir / "data", "is " + dir / "data"},
+      {"--checkpoint-dir " + dir / "data/ck/", "is inside " + dir / "data"},
+      {"--checkpoint-dir " + dir / "data/x/..", "is inside " + dir / "data"},
+      {"--metrics " + dir / "hard", "is the same file as " + dir / "data/shard-00000.sks"},
       {"--export " + dir / "adir", "adir: is a directory"},
       {"--export " + dir / "none/w.pt", "its directory " + dir / "none" + " does not exist"},
       {"--metrics " + dir / "m.jsonl --export " + dir / "m.jsonl", "m.jsonl, which this command"},

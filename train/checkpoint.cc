@@ -1,6 +1,7 @@
 // Checkpoint (de)serialisation through the pickle format.
 #include "train/checkpoint.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -156,7 +157,9 @@ Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& op
   if (FileExists(path)) {
     const std::string prev = JoinPath(DirName(path), kPreviousCheckpointName);
     RemoveFile(prev + ".tmp").IgnoreError();
-    if (::link(path.c_str(), (prev + ".tmp").c_str()) == 0)
+    // The file last.pt names (a link to a checkpoint elsewhere is followed:
+    // prev.pt must hold the old bytes, not the link that will show the new).
+    if (::linkat(AT_FDCWD, path.c_str(), AT_FDCWD, (prev + ".tmp").c_str(), AT_SYMLINK_FOLLOW) == 0)
       RenameFile(prev + ".tmp", prev).IgnoreError();
     // rename() between two links to one file (prev.pt already last.pt's,
     // after a save that failed) does nothing and leaves the source.
@@ -203,6 +206,19 @@ Status LoadCheckpoint(const std::string& path, torch::nn::Module& model, Sgd* op
     for (const char* key : {"model", "momentum", "meta", "crc32c"}) {
       if (!top.contains(key)) {
         return Status::Corruption(path + ": checkpoint has no '" + key + "'");
+      }
+      const c10::IValue& v = top.at(key);
+      if (std::string(key) == "crc32c" ? !v.isInt() : !v.isGenericDict()) {
+        return Status::Corruption(path + ": checkpoint's '" + key + "' is a " + v.tagKind() +
+                                  ", not " + (std::string(key) == "crc32c" ? "an int" : "a dict"));
+      }
+    }
+    for (const char* key : {"model", "momentum"}) {
+      for (const auto& e : top.at(key).toGenericDict()) {
+        if (!e.key().isString() || !e.value().isTensor()) {
+          return Status::Corruption(path + ": checkpoint's '" + key +
+                                    "' holds an entry that is not a named tensor");
+        }
       }
     }
     const std::map<std::string, torch::Tensor> sd = FromDict(top.at("model"));
@@ -261,7 +277,14 @@ Status LoadCheckpoint(const std::string& path, torch::nn::Module& model, Sgd* op
       for (const auto& [k, t] : mom) opt->momentum()[k] = t.to(device);
     }
   } catch (const std::exception& e) {
-    return Status::Corruption(path + ": cannot read checkpoint: " + e.what());
+    // LibTorch's type checks throw "INTERNAL ASSERT FAILED ... report a bug
+    // to PyTorch" with a backtrace: a wrong-typed field, said as one.
+    std::string why = e.what();
+    why = why.substr(0, why.find('\n'));
+    if (why.find("INTERNAL ASSERT") != std::string::npos || why.find("Expected") == 0) {
+      why = "a field holds a value of the wrong type (not a checkpoint shardkit-train wrote)";
+    }
+    return Status::Corruption(path + ": cannot read checkpoint: " + why);
   }
   return Status::OK();
 }

@@ -458,12 +458,13 @@ int AugmentMain(int argc, char** argv, bool parse_only) {
   if (int rc = cli::Parse(app, argc, argv, "shardkit-augment"); rc >= 0) return rc;
   if (parse_only) return 0;
   if (Status s = CheckOptions(&o); !s.ok()) return Fail(s);
-  if (*preview) {
-    if (Status s = CheckOutputFile(o.png); !s.ok()) return Fail(s);
-  } else if (o.fmt == "hdf5") {
-    if (auto t = ResolveRegularOutput(o.out); !t.ok()) return Fail(t.status());
-  } else if (Status s = CheckOutputDir(o.out); !s.ok()) {
-    return Fail(s);
+  {  // the output, before the source is read: writable, and not the source
+    const std::string& out = *preview ? o.png : o.out;
+    Status s = *preview          ? CheckOutputFile(out)
+               : o.fmt == "hdf5" ? ResolveRegularOutput(out).status()
+                                 : CheckOutputDir(out);
+    if (s.ok()) s = CheckOutputOutsideInputs(out, {o.src_dir});
+    if (!s.ok()) return Fail(s);
   }
   auto src = ReadBigMnistImages(o.src_dir);
   if (!src.ok())

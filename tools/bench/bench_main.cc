@@ -650,6 +650,7 @@ int RunLoader(const LoaderFlags& f) {
     if (out->empty()) continue;
     Status s = CheckOutputFile(*out);
     if (s.ok()) s = CheckOutputOutsideInputs(*out, {f.dir, f.cache_dir});
+    if (s.ok() && out == &f.plot) s = CheckOutputOutsideInputs(f.plot, {f.csv});
     if (!s.ok()) return Fail(s);
   }
   // Raw records take only transform none (TransformApplies): the default

@@ -1,10 +1,12 @@
 // The shared command-line contract: parsing, one-line errors, validators.
 #include "tools/common/cli.h"
 
+#include "base/file_io.h"
 #include "base/version.h"
 
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
@@ -29,6 +31,11 @@ bool ParseLong(const std::string& s, long long* out) {
 }  // namespace
 
 int Parse(CLI::App& app, int argc, char** argv, const char* tool) {
+  // Before anything is opened: no file may take a closed standard stream's
+  // number, and a reader that goes away (a FIFO, `| head`) is a write error
+  // (EPIPE), not a signal that kills the tool.
+  ReserveStandardStreams();
+  std::signal(SIGPIPE, SIG_IGN);
   app.set_version_flag("--version", std::string(tool) + " " + kVersion);
   try {
     app.parse(argc, argv);

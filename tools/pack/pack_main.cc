@@ -253,7 +253,22 @@ int RunPush(const std::string& dir, const std::string& url, const PushOptions& o
 }
 
 // get: one file of a dataset (a path or a URL) to a local file.
-int RunGet(const std::string& from, const std::string& to, const std::string& manifest) {
+int RunGet(const std::string& from, const std::string& to_path, const std::string& manifest) {
+  // A regular file (a link's, followed): a copy found bad is removed, which a
+  // device must never be; and not the file being copied or its dataset's.
+  auto target = ResolveRegularOutput(to_path);
+  if (!target.ok()) return Fail(target.status());
+  const std::string& to = *target;
+  {
+    const size_t at = from.rfind('/');
+    std::vector<std::string> inputs = {from};
+    if (!IsDirectory(manifest)) inputs.push_back(manifest);  // a directory there is refused later
+    // The dataset `from` belongs to, if it is one: none of its files.
+    if (at != std::string::npos && FileExists(JoinPath(from.substr(0, at), kManifestName))) {
+      inputs.push_back(from.substr(0, at));
+    }
+    if (Status s = CheckOutputOutsideInputs(to_path, inputs); !s.ok()) return Fail(s);
+  }
   auto crc = CopyToLocalFile(from, to);
   if (!crc.ok()) return Fail(crc.status());
   // A shard its dataset's manifest (or --manifest, a copy fetched before)
@@ -299,7 +314,7 @@ int RunInspect(const std::string& dir, bool json) {
     return Fail(ds.status(), "run 'shardkit-pack verify " + dir + "' for a full report");
   const Manifest& m = (*ds)->manifest();
   std::vector<uint64_t> hist(m.classes.size(), 0);
-  uint64_t unlabeled = 0;
+  uint64_t unlabeled = 0, outside = 0;
   for (size_t s = 0; s < (*ds)->num_shards(); ++s) {
     const ShardReader& r = (*ds)->shard(s);
     Status index = r.CheckIndex();
@@ -308,8 +323,10 @@ int RunInspect(const std::string& dir, bool json) {
       int32_t l = r.label(i);
       if (l >= 0 && static_cast<size_t>(l) < hist.size())
         hist[l]++;
-      else
+      else if (l == -1 || hist.empty())
         unlabeled++;
+      else
+        outside++;  // verify reports each
     }
   }
   const double ratio = m.bytes() > 0 ? double(m.raw_bytes()) / m.bytes() : 0;
@@ -335,6 +352,7 @@ int RunInspect(const std::string& dir, bool json) {
     j["class_histogram"] = h;
     j["class_counts"] = hist;
     if (unlabeled) j["unlabeled"] = unlabeled;
+    if (outside) j["labels_outside_classes"] = outside;
     j["created_at"] = m.created_at;
     std::printf("%s\n", j.dump(1).c_str());
     return 0;
@@ -361,6 +379,10 @@ int RunInspect(const std::string& dir, bool json) {
                 hist.size() - show, (unsigned long long)*mn, (unsigned long long)*mx);
   }
   if (unlabeled) std::printf("  unlabeled: %llu\n", (unsigned long long)unlabeled);
+  if (outside) {
+    std::printf("  labels outside the %zu classes: %llu (run 'shardkit-pack verify %s')\n",
+                hist.size(), (unsigned long long)outside, dir.c_str());
+  }
   return 0;
 }
 
