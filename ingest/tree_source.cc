@@ -531,30 +531,9 @@ class FolderTree : public SampleSource {
   }
   // OUT inside the tree (or the tree itself) would pack the tool's own output.
   Status CheckOutput(const std::string& out) const override {
-    char* src = ::realpath(o_.src.c_str(), nullptr);
-    if (src == nullptr) return Status::OK();
-    std::string real_src = src;
-    std::free(src);
-    // OUT may not exist yet: its deepest existing folder decides.
-    std::string probe = out, tail;
-    char* real = nullptr;
-    while (!probe.empty() && (real = ::realpath(probe.c_str(), nullptr)) == nullptr) {
-      const size_t slash = probe.find_last_of('/');
-      if (slash == std::string::npos) {
-        if (probe == ".") break;  // no current directory: nothing to compare
-        probe = ".";
-        continue;
-      }
-      probe = slash == 0 ? "/" : probe.substr(0, slash);
-    }
-    if (real == nullptr) return Status::OK();
-    std::string real_out = real;
-    std::free(real);
-    if (real_out == real_src || real_out.compare(0, real_src.size() + 1, real_src + "/") == 0) {
-      return Status::InvalidArgument(out + ": OUT is inside SRC " + o_.src +
-                                     " (the pack would read its own output); choose another OUT");
-    }
-    return Status::OK();
+    if (CheckOutputOutsideInputs(out, {o_.src}).ok()) return Status::OK();
+    return Status::InvalidArgument(out + ": OUT is inside SRC " + o_.src +
+                                   " (the pack would read its own output); choose another OUT");
   }
   Status Read(const Sample& s, uint64_t max_bytes, std::string* bytes) const override {
     const std::string& path = paths_[s.ref];
