@@ -68,6 +68,32 @@ Result<ProcessGroup> Rendezvous(const DistEnv& env, DistBackend backend, torch::
   }
 }
 
+// The store key a rank stopped during the rendezvous sets ("rank N").
+constexpr char kStopKey[] = "shardkit/stopped-during-rendezvous";
+
+// A client connection of its own to rank 0's store (never counted as a
+// worker: the rendezvous' own connection is).
+c10::intrusive_ptr<c10d::TCPStore> StoreClient(const DistEnv& env,
+                                               std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(env.master_port);
+  so.isServer = false;
+  so.waitWorkers = false;
+  so.timeout = timeout;
+  return c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+}
+
+// Best effort, within two seconds: the store may not be up (rank 0 not
+// started) or may be this rank's own (rank 0), about to go with it.
+void TellPeersThisRankStopped(const DistEnv& env) {
+  try {
+    auto store = StoreClient(env, std::chrono::seconds(2));
+    const std::string who = "rank " + std::to_string(env.rank);
+    store->set(kStopKey, std::vector<uint8_t>(who.begin(), who.end()));
+  } catch (const std::exception&) {
+  }
+}
+
 }  // namespace
 
 bool BuildHasGloo() {
@@ -163,6 +189,8 @@ Result<ProcessGroup> CreateProcessGroup(const DistEnv& env, DistBackend backend,
     std::mutex mu;
     std::condition_variable cv;
     std::optional<Result<ProcessGroup>> result;
+    std::optional<std::string> peer_stopped;  // a sibling's word (kStopKey)
+    bool done = false;                        // this rank's wait is over
   };
   auto pending = std::make_shared<Pending>();
   std::thread([pending, env, backend, device, timeout] {
@@ -171,13 +199,59 @@ Result<ProcessGroup> CreateProcessGroup(const DistEnv& env, DistBackend backend,
     pending->result.emplace(std::move(r));
     pending->cv.notify_all();
   }).detach();
+  // A rank stopped by a signal while the others wait for it says so in the
+  // store (kStopKey), so that they stop too rather than wait out --timeout;
+  // each rank watches for that word on a connection of its own.
+  if (env.world_size > 1) {
+    std::thread([pending, env, timeout] {
+      try {
+        auto store = StoreClient(env, timeout);
+        std::unique_lock<std::mutex> lock(pending->mu);
+        while (!pending->done) {
+          lock.unlock();
+          const bool said = store->check({kStopKey});
+          std::string who;
+          if (said) {
+            const std::vector<uint8_t> v = store->get(kStopKey);
+            who.assign(v.begin(), v.end());
+          }
+          lock.lock();
+          if (said) {
+            pending->peer_stopped = who;
+            pending->cv.notify_all();
+            return;
+          }
+          pending->cv.wait_for(lock, std::chrono::milliseconds(100));
+        }
+      } catch (const std::exception&) {
+        // No store to watch (rank 0 gone, or never there): the rendezvous
+        // itself fails or times out.
+      }
+    }).detach();
+  }
   const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
   const auto deadline = std::chrono::steady_clock::now() + timeout + std::chrono::seconds(2);
   std::unique_lock<std::mutex> lock(pending->mu);
+  std::shared_ptr<void> finished(nullptr, [&pending](void*) {
+    pending->done = true;  // under `lock` wherever this returns
+    pending->cv.notify_all();
+  });
   while (!pending->result.has_value()) {
     pending->cv.wait_for(lock, std::chrono::milliseconds(50));
     if (pending->result.has_value()) break;
+    if (pending->peer_stopped.has_value()) {
+      return Status::Aborted(*pending->peer_stopped +
+                             " was stopped by a signal during the "
+                             "rendezvous with " +
+                             where + "; rank " + std::to_string(env.rank) +
+                             " stops too, before any step");
+    }
     if (should_stop && should_stop()) {
+      if (env.world_size > 1) {
+        lock.unlock();
+        TellPeersThisRankStopped(env);
+        lock.lock();
+      }
       return Status::Aborted("stopped by a signal during the rendezvous with " + where +
                              ", before any step");
     }
