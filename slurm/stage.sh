@@ -48,10 +48,21 @@ if [ "$REMOTE" = 0 ] && { [ "$(realpath -m "$DEST")" = "$(realpath -m "$SRC")" ]
   echo "stage[$NODE]: $DEST is the source dataset itself; nothing to stage (source left untouched)"
   exit 0
 fi
-mkdir -p "$DEST"
+# Nor inside it: the staged copy would be written into the source.
+if [ "$REMOTE" = 0 ]; then
+  case "$(realpath -m "$DEST")/" in
+    "$(realpath -m "$SRC")"/*)
+      echo "stage: $DEST is inside the source dataset $SRC; stage elsewhere" >&2; exit 2 ;;
+  esac
+fi
+mkdir -p "$DEST" 2>/dev/null && [ -d "$DEST" ] && [ -w "$DEST" ] || {
+  echo "stage[$NODE]: $DEST: cannot be made a writable directory" >&2; exit 2
+}
 # One stager of DEST at a time: the node's ranks (or jobs) that stage the same
-# dataset there wait for the first, then find every shard intact.
-exec 9>"$DEST/.stage.lock"
+# dataset there wait for the first, then find every shard intact. Opened for
+# appending (never truncated), and never through a link left there.
+[ -L "$DEST/.stage.lock" ] && rm -f "$DEST/.stage.lock"
+exec 9>>"$DEST/.stage.lock"
 flock 9
 # What a killed stager left half-copied (never renamed into place) goes.
 rm -f "$DEST"/.*.staging.* 2>/dev/null || true

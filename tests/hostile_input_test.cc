@@ -104,6 +104,25 @@ TEST(HostileInput, StagingOntoTheSourceLeavesTheSourceUntouched) {
         << "the source's manifest was removed by: " << cmd;
     EXPECT_EQ(RunCommand(Pack() + " verify " + dir / "tmp/ds").exit_code, 0) << cmd;
   }
+  // Inside the source: refused. A lock file left as a link to a shard: not
+  // truncated through (the copy is made, the source still verifies). A DEST
+  // that is a file: exit 2.
+  auto r = RunCommand("timeout -s KILL 120 " + env + kStage + " " + dir / "tmp/ds " +
+                      dir / "tmp/ds/sub");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("is inside the source dataset"), std::string::npos) << r.out;
+  EXPECT_FALSE(FileExists(dir / "tmp/ds/sub"));
+  testing::MakeDirs(dir / "dest");
+  ASSERT_EQ(symlink((dir / "tmp/ds/shard-00000.sks").c_str(), (dir / "dest/.stage.lock").c_str()),
+            0);
+  r = RunCommand("timeout -s KILL 120 " + env + kStage + " " + dir / "tmp/ds " + dir / "dest");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(RunCommand(Pack() + " verify " + dir / "tmp/ds").exit_code, 0);
+  EXPECT_EQ(RunCommand(Pack() + " verify " + dir / "dest").exit_code, 0);
+  testing::WriteFile(dir / "afile", "x");
+  r = RunCommand("timeout -s KILL 120 " + env + kStage + " " + dir / "tmp/ds " + dir / "afile");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("cannot be made a writable directory"), std::string::npos) << r.out;
 }
 
 TEST(HostileInput, ASecondWriterIntoTheSameDirectoryFailsAtOnce) {
