@@ -591,7 +591,8 @@ class Writer:
     the ``with`` block) publishes the manifest atomically; if it is not
     reached (an exception), every shard it wrote is deleted (and the
     directory, if it made it), and a dataset it was replacing (overwrite) is
-    left whole.
+    left whole. ``close()`` with no record added raises ValueError and
+    writes nothing, as shardkit-pack refuses to pack nothing.
 
     ``classes``: the class names, label i naming classes[i]. Without them,
     labels are class numbers, as shardkit-pack takes them without

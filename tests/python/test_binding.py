@@ -427,6 +427,10 @@ def test_writer_refuses_bad_records_and_an_aborted_write_is_no_dataset(tmp_path)
     assert len(sk.Dataset(str(tmp_path / "b"))) == 1
     with pytest.raises(ValueError, match=r"already holds a dataset .*Writer\(overwrite=True\)"):
         sk.Writer(str(tmp_path / "b"), kind="raw_u8", shape=(2, 2, 1))
+    # Closing with no record: an error, and the dataset being replaced stays.
+    with pytest.raises(ValueError, match="no record was added"):
+        sk.Writer(str(tmp_path / "b"), kind="raw_u8", shape=(2, 2, 1), overwrite=True).close()
+    assert len(sk.Dataset(str(tmp_path / "b"))) == 1
     with pytest.raises(ValueError):
         sk.Writer(str(tmp_path / "c"), kind="raw")
     for kwargs in (dict(shard_size=-1), dict(kind="raw_u8", shape=(-1, 2, 3)), dict(classes=["\udcff"])):
