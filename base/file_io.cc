@@ -28,6 +28,7 @@ namespace {
 // started (ReserveStandardStreams): /dev/stdout then names nothing of the
 // user's, only the /dev/null put there.
 unsigned g_closed_standard_streams = 0;
+constexpr char kClosedStreamsVariable[] = "SHARDKIT_CLOSED_STD_STREAMS";
 
 // The components of `path`, empty ones dropped.
 std::vector<std::string> Components(const std::string& path) {
@@ -191,7 +192,14 @@ Status WriteThroughName(const std::string& path, std::string_view data) {
 
 }  // namespace
 
+unsigned ClosedStandardStreams() { return g_closed_standard_streams; }
+
 void ReserveStandardStreams() {
+  // A launcher's children (shardkit-train --nproc-per-node) inherit what it
+  // found closed, through the environment: their fds are its /dev/null.
+  if (const char* inherited = std::getenv(kClosedStreamsVariable); inherited != nullptr) {
+    g_closed_standard_streams |= static_cast<unsigned>(std::atoi(inherited)) & 7u;
+  }
   for (int fd = 0; fd < 3; ++fd) {
     if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
     const int null = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
@@ -201,6 +209,9 @@ void ReserveStandardStreams() {
       ::close(null);
     }
     g_closed_standard_streams |= 1u << fd;
+  }
+  if (g_closed_standard_streams != 0) {
+    ::setenv(kClosedStreamsVariable, std::to_string(g_closed_standard_streams).c_str(), 1);
   }
 }
 
@@ -259,6 +270,13 @@ Status CheckOutputOutsideInputs(const std::string& output, const std::vector<std
     if (in.empty() || IsObjectStoreUrl(in)) continue;
     auto in_resolved = ResolveOutput(in);
     const std::string in_abs = AbsoluteResolved(in_resolved.ok() ? *in_resolved : in);
+    // An output's temporary (X.tmp, replaced by X) is part of it.
+    if (!out.empty() && !in_abs.empty() && out == in_abs + ".tmp") {
+      return clash(in, "is the temporary file of ");
+    }
+    if (!out.empty() && !in_abs.empty() && out + ".tmp" == in_abs) {
+      return clash(in, "has its temporary file at ");
+    }
     struct stat ist;
     if (::stat(in.c_str(), &ist) != 0) {
       // Not there yet (a file this command writes too): the same path?

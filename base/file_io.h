@@ -26,6 +26,9 @@ Result<std::string> ReadFileToString(const std::string& path, uint64_t max_size)
 // stderr would put error messages into a shard); an output named
 // /dev/stdout or /dev/stderr whose stream was closed is then refused.
 void ReserveStandardStreams();
+// Which of fds 0-2 were closed then (bit fd), here or in the launcher that
+// started this process.
+unsigned ClosedStandardStreams();
 // Writes an output file the user named: `data` goes to path.tmp, is fsynced and
 // renamed over path, then the directory is fsynced. A symbolic link is written
 // through (its target is replaced, the link stays); so are a character device

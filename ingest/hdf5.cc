@@ -219,6 +219,9 @@ Result<std::unique_ptr<Hdf5ImageWriter>> Hdf5ImageWriter::Create(const std::stri
   w->height_ = height;
   w->width_ = width;
   const std::string tmp = target + ".tmp";
+  // A stale temporary goes first: H5F_ACC_TRUNC would follow a link (or a
+  // hard link) into whatever file it names.
+  SK_RETURN_IF_ERROR(RemoveFile(tmp));
   w->file_ = H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (w->file_ < 0) return Status::IOError(tmp + ": cannot create HDF5 file");
   hsize_t idims[3] = {count, hsize_t(height), hsize_t(width)};

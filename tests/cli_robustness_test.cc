@@ -196,6 +196,15 @@ TEST_F(CliRobustness, BenchReportRefusesMetricsFieldsThatMakeNoSense) {
     Check({{kBench, "report " + d, 2, c.expect}});
     EXPECT_FALSE(FileExists(d + "/report.md"));
   }
+  // Outputs: not a file or device as --out, never over a metrics file read.
+  const std::string d = dir_ / "met";
+  testing::MakeDirs(d);
+  WriteFile(d + "/a.jsonl", good + "\n");
+  Check({{kBench, "report " + d + " --out /dev/null", 2, "is not a directory"}});
+  testing::MakeDirs(dir_ / "rep");
+  ASSERT_EQ(symlink((d + "/a.jsonl").c_str(), (dir_ / "rep/report.csv").c_str()), 0);
+  Check({{kBench, "report " + d + " --out " + dir_ / "rep", 2, "is the same file as"}});
+  EXPECT_EQ(testing::ReadFile(d + "/a.jsonl"), good + "\n");
 }
 
 TEST_F(CliRobustness, AugmentRefusesEveryBadValueWithOneLine) {

@@ -181,6 +181,14 @@ TEST(PackCli, ExtractOutputPaths) {
   r = RunCommand("(" + extract + "/dev/stdout >> " + dir / "log)");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(testing::ReadFile(dir / "log").size(), 5u + 30u);
+  r = RunCommand("(" + extract + "- 2>&1 >&-)");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("standard output was closed"), std::string::npos) << r.out;
+  if (FileExists("/dev/full")) {
+    r = RunCommand("(" + extract + "- > /dev/full)");
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    EXPECT_NE(r.out.find("standard output: write error"), std::string::npos) << r.out;
+  }
   // A stale FILE.tmp that links into the dataset is removed, not written through.
   ASSERT_EQ(::symlink((dir / "ds/shard-00000.sks").c_str(), (dir / "x.bin.tmp").c_str()), 0);
   r = RunCommand(extract + dir / "x.bin");
@@ -192,6 +200,14 @@ TEST(PackCli, ExtractOutputPaths) {
   r = RunCommand(Pack() + " get " + dir / "ds/shard-00000.sks " + dir / "ds/shard-00000.sks");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("is the same file as"), std::string::npos) << r.out;
+  ASSERT_EQ(RunCommand("cp -r " + dir / "ds " + dir / "other").exit_code, 0);
+  r = RunCommand(Pack() + " get " + dir / "ds/shard-00000.sks " + dir / "other/shard-00000.sks");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("inside dataset"), std::string::npos) << r.out;
+  r = RunCommand(Pack() + " get " + dir / "ds/shard-00000.sks " + dir / "copy.sks");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(testing::ReadFile(dir / "copy.sks"), testing::ReadFile(dir / "ds/shard-00000.sks"));
+  EXPECT_FALSE(FileExists(dir / "copy.sks.tmp"));
   r = RunCommand(Pack() + " get " + dir / "ds/shard-00000.sks /dev/null");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   ASSERT_EQ(::stat("/dev/null", &st), 0);

@@ -599,6 +599,8 @@ TEST(TrainTest, OutputsAreCheckedBeforeTraining) {
   CreateDirs(dir / "adir").IgnoreError();
   testing::WriteFile(dir / "afile", "x");
   ASSERT_EQ(::link((dir / "data/shard-00000.sks").c_str(), (dir / "hard").c_str()), 0);
+  CreateDirs(dir / "cklink").IgnoreError();  // a last.pt that links into the data
+  ASSERT_EQ(::symlink((dir / "data/shard-00000.sks").c_str(), (dir / "cklink/last.pt").c_str()), 0);
   const std::string base = TrainCmd(dir / "data", "--epochs 1 --batch-size 8 ");
   const struct {
     std::string flags, expect;
@@ -618,6 +620,8 @@ TEST(TrainTest, OutputsAreCheckedBeforeTraining) {
       {"--export " + dir / "none/w.pt", "its directory " + dir / "none" + " does not exist"},
       {"--metrics " + dir / "m.jsonl --export " + dir / "m.jsonl", "m.jsonl, which this command"},
       {"--resume", "--resume needs --checkpoint-dir"},
+      {"--checkpoint-dir " + dir / "cklink", "cklink/last.pt: is inside " + dir / "data"},
+      {"--export " + dir / "w.pt --metrics " + dir / "w.pt.tmp", "temporary file"},
   };
   for (const auto& c : cases) {
     auto r = RunCommand(base + c.flags);

@@ -371,6 +371,10 @@ Status Trainer::CheckOutputs() const {
     // Made now (Resume would), so that outputs inside it can be checked.
     SK_RETURN_IF_ERROR(CreateDirs(o_.checkpoint_dir));
     ckpts = {JoinPath(o_.checkpoint_dir, "last.pt"), JoinPath(o_.checkpoint_dir, "prev.pt")};
+    for (const std::string& c : ckpts) {  // a checkpoint that is a link into the data
+      SK_RETURN_IF_ERROR(
+          CheckOutputOutsideInputs(c, {o_.data, o_.val}).WithContext("--checkpoint-dir"));
+    }
   }
   auto check_file = [&](const char* flag, const std::string& path,
                         std::vector<std::string> others) -> Status {

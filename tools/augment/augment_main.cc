@@ -483,5 +483,8 @@ int AugmentMain(int argc, char** argv, bool parse_only) {
 }  // namespace shardkit
 
 #ifndef SHARDKIT_NO_MAIN
-int main(int argc, char** argv) { return shardkit::AugmentMain(argc, argv, /*parse_only=*/false); }
+int main(int argc, char** argv) {
+  return shardkit::cli::FlushedExit("shardkit-augment",
+                                    shardkit::AugmentMain(argc, argv, /*parse_only=*/false));
+}
 #endif

@@ -714,5 +714,8 @@ int BenchMain(int argc, char** argv, bool parse_only) { return Run(argc, argv, p
 }  // namespace shardkit
 
 #ifndef SHARDKIT_NO_MAIN
-int main(int argc, char** argv) { return shardkit::BenchMain(argc, argv, /*parse_only=*/false); }
+int main(int argc, char** argv) {
+  return shardkit::cli::FlushedExit("shardkit-bench",
+                                    shardkit::BenchMain(argc, argv, /*parse_only=*/false));
+}
 #endif

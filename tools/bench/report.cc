@@ -244,6 +244,19 @@ Status WritePlotsAlong(const Axis& ax, const std::vector<Run>& runs, const std::
 
 Status WriteScalingReport(const std::string& metrics_dir, const std::string& out_dir) {
   SK_ASSIGN_OR_RETURN(std::vector<Run> runs, ReadRuns(metrics_dir));
+  // Every file this writes, checked first: never over a metrics file it read
+  // (by any name) nor into something that is not a directory.
+  SK_RETURN_IF_ERROR(CheckOutputDir(out_dir).WithContext("--out"));
+  std::vector<std::string> inputs;
+  for (const Run& r : runs) inputs.push_back(JoinPath(metrics_dir, r.name + ".jsonl"));
+  std::vector<std::string> outputs = {"scaling.csv", "report.md", "report.csv"};
+  for (const Axis& ax : kAxes) {
+    outputs.push_back(std::string("epoch_time_vs_") + ax.key + ".svg");
+    outputs.push_back(std::string("speedup_vs_") + ax.key + ".svg");
+  }
+  for (const std::string& name : outputs) {
+    SK_RETURN_IF_ERROR(CheckOutputOutsideInputs(JoinPath(out_dir, name), inputs));
+  }
   SK_RETURN_IF_ERROR(CreateDirs(out_dir));
   SK_RETURN_IF_ERROR(WriteTables(runs, out_dir));
   // Plots against one variable at a time, the others at the base run's values.

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace shardkit::cli {
 namespace {
@@ -178,6 +179,15 @@ CLI::Option* AddBytes(CLI::App* app, const std::string& flag, uint64_t* value,
       },
       "SIZE"));
   return o;
+}
+
+int FlushedExit(const char* tool, int rc) {
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return rc;
+  const int err = errno;
+  std::fprintf(stderr, "%s: error: standard output: write error (%s)\n", tool,
+               err != 0 ? std::strerror(err) : "unknown");
+  return rc == kExitOk ? kExitError : rc;
 }
 
 }  // namespace shardkit::cli

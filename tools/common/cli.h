@@ -28,6 +28,9 @@ int Parse(CLI::App& app, int argc, char** argv, const char* tool);
 // Prints "TOOL: error: MESSAGE" (first line of it only) and "hint: ..." if
 // given; returns kExitError.
 int Fail(const char* tool, const Status& s, const std::string& hint = "");
+// A tool's exit code once standard output is flushed: a write that failed
+// (a full disk, a closed pipe) turns success into kExitError, said on stderr.
+int FlushedExit(const char* tool, int rc);
 int Fail(const char* tool, const std::string& message, const std::string& hint = "");
 
 // An integer in [lo, hi]; the message names the range.

@@ -268,42 +268,60 @@ int RunGet(const std::string& from, const std::string& to_path, const std::strin
       inputs.push_back(from.substr(0, at));
     }
     if (Status s = CheckOutputOutsideInputs(to_path, inputs); !s.ok()) return Fail(s);
+    // Nor a file of another dataset: get copies one file, it does not
+    // publish into a dataset (its manifest would not know the bytes).
+    const size_t to_at = to.rfind('/');
+    const std::string to_dir = to_at == std::string::npos ? "." : to.substr(0, to_at);
+    if (FileExists(JoinPath(to_dir, kManifestName))) {
+      return Fail(Status::InvalidArgument(to_path + ": inside dataset " + to_dir +
+                                          " (it has a manifest.json); get a file elsewhere"));
+    }
   }
-  auto crc = CopyToLocalFile(from, to);
+  // Copied to TO.tmp, checked, then renamed: TO is never a partial or
+  // unchecked copy, and a file TO shares by hard link is never written.
+  const std::string tmp = to + ".tmp";
+  auto crc = CopyToLocalFile(from, tmp);
   if (!crc.ok()) return Fail(crc.status());
+  auto Publish = [&] {
+    if (Status s = RenameFile(tmp, to); !s.ok()) {
+      RemoveFile(tmp).IgnoreError();
+      return Fail(s);
+    }
+    return cli::kExitOk;
+  };
   // A shard its dataset's manifest (or --manifest, a copy fetched before)
   // names is checked against it: what came is the file that was published,
   // or the copy is an error and is removed.
   const size_t slash = from.rfind('/');
   if (slash == std::string::npos || from.compare(slash + 1, std::string::npos, kManifestName) == 0)
-    return cli::kExitOk;
+    return Publish();
   Result<Manifest> m = Status::NotFound("");
   if (manifest.empty()) {
     m = ReadManifest(from.substr(0, slash));
-    if (m.status().IsNotFound()) return cli::kExitOk;  // a file of no dataset: copied as it is
+    if (m.status().IsNotFound()) return Publish();  // a file of no dataset: copied as it is
     if (!m.ok()) {
-      RemoveFile(to).IgnoreError();
+      RemoveFile(tmp).IgnoreError();
       return Fail(m.status());
     }
   } else {
     auto text = ReadFileToString(manifest, 256ull << 20);
     m = text.ok() ? ParseManifest(*text, manifest) : Result<Manifest>(text.status());
     if (!m.ok()) {
-      RemoveFile(to).IgnoreError();
+      RemoveFile(tmp).IgnoreError();
       return Fail(m.status());
     }
   }
   for (const ShardInfo& shard : m->shards) {
     if (shard.file != from.substr(slash + 1)) continue;
-    auto size = FileSize(to);
-    if (size.ok() && *size == shard.bytes && *crc == shard.crc32c) return cli::kExitOk;
-    RemoveFile(to).IgnoreError();
+    auto size = FileSize(tmp);
+    if (size.ok() && *size == shard.bytes && *crc == shard.crc32c) return Publish();
+    RemoveFile(tmp).IgnoreError();
     return Fail(Status::Corruption(
         from + ": " + (size.ok() ? std::to_string(*size) : std::string("?")) + " bytes, CRC32C " +
         Crc32cHex(*crc) + " after the copy; the manifest says " + std::to_string(shard.bytes) +
         " bytes, " + Crc32cHex(shard.crc32c) + " (nothing kept)"));
   }
-  return cli::kExitOk;
+  return Publish();
 }
 
 int RunInspect(const std::string& dir, bool json) {
@@ -406,6 +424,11 @@ int RunExtract(const std::string& dir, uint64_t index, const std::string& file) 
   Status s = r.ReadRecord(local, &scratch, &payload);
   if (!s.ok()) return Fail(s, "run 'shardkit-pack verify " + dir + "' for a full report");
   if (file == "-") {
+    if ((ClosedStandardStreams() & 2u) != 0) {
+      return Fail(
+          Status::IOError("-: standard output was closed when this command started; "
+                          "not written"));
+    }
     std::fwrite(payload.data(), 1, payload.size(), stdout);
   } else {
     s = WriteFileAtomic(file, payload);
@@ -855,5 +878,8 @@ int PackMain(int argc, char** argv, bool parse_only) {
 }  // namespace shardkit
 
 #ifndef SHARDKIT_NO_MAIN
-int main(int argc, char** argv) { return shardkit::PackMain(argc, argv, /*parse_only=*/false); }
+int main(int argc, char** argv) {
+  return shardkit::cli::FlushedExit("shardkit-pack",
+                                    shardkit::PackMain(argc, argv, /*parse_only=*/false));
+}
 #endif
