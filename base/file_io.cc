@@ -4,6 +4,8 @@
 #include "base/file_io.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -162,15 +164,32 @@ Status ResolveOutputKind(const std::string& path, std::string* target, OutputWay
   return Status::OK();
 }
 
+// Writes all of `data` with SIGPIPE held back: a reader that went away (a
+// FIFO's, a pipe's) is EPIPE, an error naming `path`, not a signal that ends
+// the tool; the SIGPIPE it raised is consumed.
 Status WriteAll(int fd, const std::string& path, std::string_view data) {
+  sigset_t pipe_signal, old;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_signal, &old);
+  Status s;
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Errno("cannot write", path, n < 0 ? errno : EIO);
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      if (err == EPIPE && !sigismember(&old, SIGPIPE)) {
+        const struct timespec now = {0, 0};
+        sigtimedwait(&pipe_signal, nullptr, &now);
+      }
+      s = Errno("cannot write", path, err);
+      break;
+    }
     done += static_cast<size_t>(n);
   }
-  return Status::OK();
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return s;
 }
 
 // Writes `data` into an existing character device or FIFO in place. A FIFO

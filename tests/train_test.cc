@@ -831,46 +831,52 @@ TEST(TrainTest, RendezvousWithAPeerThatIsNotAStoreHonoursTimeoutAndSigterm) {
   WaitExit(server2, 10);
 }
 
-// Whether process `pid` holds a socket (a rank inside the rendezvous: it
-// holds none before it).
-bool HoldsASocket(int pid) {
+// The sockets process `pid` holds (a rank holds none before the rendezvous;
+// inside it, one for the rendezvous and one for watching for a stop).
+int SocketsHeld(int pid) {
   auto fds = ListDir("/proc/" + std::to_string(pid) + "/fd");
-  if (!fds.ok()) return false;
+  int n = 0;
+  if (!fds.ok()) return 0;
   for (const std::string& fd : *fds) {
     char buf[64];
-    const ssize_t n =
+    const ssize_t len =
         ::readlink(("/proc/" + std::to_string(pid) + "/fd/" + fd).c_str(), buf, sizeof(buf) - 1);
-    if (n > 7 && std::string(buf, 7) == "socket:") return true;
+    if (len > 7 && std::string(buf, 7) == "socket:") ++n;
   }
-  return false;
+  return n;
 }
 
 // A rank stopped by a signal while its siblings wait in the rendezvous (here
 // for a third rank that never comes) tells them through the store: they stop
-// too (exit 75, naming it) instead of waiting out --timeout.
+// too (exit 75, naming it) instead of waiting out --timeout. Rank 1 stopped,
+// then rank 0 (whose store goes with it: it waits for the others to read).
 TEST(TrainTest, ARankStoppedDuringTheRendezvousStopsTheOthers) {
   TempDir dir;
   WriteToyDataset(dir / "data", 64);
-  const std::string env = "env WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                          std::to_string(testing::TrainingPort()) + " ";
-  const std::string cmd = TrainCmd(dir / "data", "--batch-size 8 --timeout 600");
-  const int r0 = Spawn(env + "RANK=0 " + cmd, dir / "log0");
-  const int r1 = Spawn(env + "RANK=1 " + cmd, dir / "log1");
-  bool inside = false;
-  for (int i = 0; i < 6000 && !inside; ++i) {       // up to 300 s on a busy machine
-    inside = HoldsASocket(r0) && HoldsASocket(r1);  // rank 0's store is up, rank 1 waits
-    if (!inside) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (const int victim : {1, 0}) {
+    SCOPED_TRACE("rank " + std::to_string(victim) + " stopped");
+    const std::string env = "env WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                            std::to_string(testing::TrainingPort()) + " ";
+    const std::string cmd = TrainCmd(dir / "data", "--batch-size 8 --timeout 600");
+    const int r[2] = {Spawn(env + "RANK=0 " + cmd, dir / "log0"),
+                      Spawn(env + "RANK=1 " + cmd, dir / "log1")};
+    bool inside = false;
+    for (int i = 0; i < 6000 && !inside; ++i) {  // up to 300 s on a busy machine
+      inside = SocketsHeld(r[0]) >= 2 && SocketsHeld(r[1]) >= 2;
+      if (!inside) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_TRUE(inside) << testing::ReadFile(dir / "log1");
+    const int other = 1 - victim;
+    const std::string other_log = dir / ("log" + std::to_string(other));
+    kill(r[victim], SIGTERM);
+    EXPECT_EQ(WaitExit(r[victim], 300), 75);
+    // Well inside --timeout 600: ended by the stopped rank's word, as it says.
+    EXPECT_EQ(WaitExit(r[other], 300), 75) << testing::ReadFile(other_log);
+    EXPECT_NE(testing::ReadFile(other_log).find("rank " + std::to_string(victim) +
+                                                " was stopped by a signal during the rendezvous"),
+              std::string::npos)
+        << testing::ReadFile(other_log);
   }
-  ASSERT_TRUE(inside) << testing::ReadFile(dir / "log1");
-  kill(r1, SIGTERM);
-  EXPECT_EQ(WaitExit(r1, 300), 75) << testing::ReadFile(dir / "log1");
-  // Well inside --timeout 600: ended by rank 1's word, as its message says.
-  EXPECT_EQ(WaitExit(r0, 300), 75) << testing::ReadFile(dir / "log0");
-  EXPECT_NE(testing::ReadFile(dir / "log0")
-                .find("rank 1 was stopped by a signal during the "
-                      "rendezvous"),
-            std::string::npos)
-      << testing::ReadFile(dir / "log0");
 }
 
 TEST(TrainTest, CorruptRecordsFailNamingTheShardOrAreSkippedAndCounted) {

@@ -70,6 +70,7 @@ Result<ProcessGroup> Rendezvous(const DistEnv& env, DistBackend backend, torch::
 
 // The store key a rank stopped during the rendezvous sets ("rank N").
 constexpr char kStopKey[] = "shardkit/stopped-during-rendezvous";
+constexpr char kStopAckKey[] = "shardkit/stopped-during-rendezvous/read-by";
 
 // A client connection of its own to rank 0's store (never counted as a
 // worker: the rendezvous' own connection is).
@@ -85,11 +86,20 @@ c10::intrusive_ptr<c10d::TCPStore> StoreClient(const DistEnv& env,
 
 // Best effort, within two seconds: the store may not be up (rank 0 not
 // started) or may be this rank's own (rank 0), about to go with it.
+// Rank 0's store goes when rank 0 does: stopping, it waits (at most three
+// seconds) until each other rank has read the word and counted itself in
+// kStopAckKey, so that they end naming it rather than on a reset connection.
 void TellPeersThisRankStopped(const DistEnv& env) {
   try {
     auto store = StoreClient(env, std::chrono::seconds(2));
     const std::string who = "rank " + std::to_string(env.rank);
     store->set(kStopKey, std::vector<uint8_t>(who.begin(), who.end()));
+    if (env.rank != 0) return;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (store->add(kStopAckKey, 0) < env.world_size - 1 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   } catch (const std::exception&) {
   }
 }
@@ -214,6 +224,7 @@ Result<ProcessGroup> CreateProcessGroup(const DistEnv& env, DistBackend backend,
           if (said) {
             const std::vector<uint8_t> v = store->get(kStopKey);
             who.assign(v.begin(), v.end());
+            if (env.rank != 0) store->add(kStopAckKey, 1);  // rank 0 waits for the others
           }
           lock.lock();
           if (said) {

@@ -182,9 +182,13 @@ void InstallStopSignalHandlers() {
   sigaction(SIGUSR1, &sa, nullptr);
   // Ctrl-C and a closed terminal checkpoint too; a second one of them kills
   // at once (the handler is reset on the first), for a user who will not wait.
+  // One that was ignored stays ignored (nohup, a background job).
   sa.sa_flags = SA_RESETHAND;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGHUP, &sa, nullptr);
+  for (int sig : {SIGINT, SIGHUP}) {
+    struct sigaction old = {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    sigaction(sig, &sa, nullptr);
+  }
 }
 
 namespace {
@@ -343,6 +347,11 @@ Status Trainer::Run() {
 
 Status Trainer::SetUp() {
   SK_RETURN_IF_ERROR(SetUpDevice());
+  // Every rank: a flag check each can make (the others wait for rank 0 in
+  // the rendezvous otherwise); rank 0: the paths.
+  if (o_.resume && o_.checkpoint_dir.empty()) {
+    return Status::InvalidArgument("--resume needs --checkpoint-dir (where last.pt is)");
+  }
   if (rank0_) SK_RETURN_IF_ERROR(CheckOutputs());
   SK_RETURN_IF_ERROR(SetUpData());
   SK_RETURN_IF_ERROR(SetUpModel());
@@ -360,9 +369,6 @@ Status Trainer::SetUp() {
 // --metrics is opened as a stream: an existing FIFO or device there would
 // block or swallow the metrics.
 Status Trainer::CheckOutputs() const {
-  if (o_.resume && o_.checkpoint_dir.empty()) {
-    return Status::InvalidArgument("--resume needs --checkpoint-dir (where last.pt is)");
-  }
   std::vector<std::string> ckpts;
   if (!o_.checkpoint_dir.empty()) {
     SK_RETURN_IF_ERROR(CheckOutputDir(o_.checkpoint_dir).WithContext("--checkpoint-dir"));

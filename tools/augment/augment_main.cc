@@ -463,7 +463,14 @@ int AugmentMain(int argc, char** argv, bool parse_only) {
     Status s = *preview          ? CheckOutputFile(out)
                : o.fmt == "hdf5" ? ResolveRegularOutput(out).status()
                                  : CheckOutputDir(out);
-    if (s.ok()) s = CheckOutputOutsideInputs(out, {o.src_dir});
+    // The two IDX files read (plain or .gz), not the folder: an output beside
+    // them is fine.
+    std::vector<std::string> inputs;
+    for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte"}) {
+      inputs.push_back(JoinPath(o.src_dir, name));
+      inputs.push_back(JoinPath(o.src_dir, std::string(name) + ".gz"));
+    }
+    if (s.ok()) s = CheckOutputOutsideInputs(out, inputs);
     if (!s.ok()) return Fail(s);
   }
   auto src = ReadBigMnistImages(o.src_dir);

@@ -52,10 +52,13 @@ Result<Run> ReadRun(const std::string& metrics_dir, const std::string& name) {
       if (!j.contains(key)) return def;
       const auto& v = j[key];
       const double x = v.is_number() ? v.get<double>() : std::nan("");
-      if (!(x >= lo && x <= hi) && bad.ok()) {
-        bad = Status::Corruption(where + ": \"" + key + "\" is " + v.dump().substr(0, 40) +
-                                 ", not a number in [" + FormatNumber(lo) + ", " +
-                                 FormatNumber(hi) + "]");
+      if (!(x >= lo && x <= hi)) {
+        if (bad.ok()) {
+          bad = Status::Corruption(where + ": \"" + key + "\" is " + v.dump().substr(0, 40) +
+                                   ", not a number in [" + FormatNumber(lo) + ", " +
+                                   FormatNumber(hi) + "]");
+        }
+        return def;  // never cast a nan or 1e30 to int
       }
       return x;
     };

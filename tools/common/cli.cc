@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,10 +32,9 @@ bool ParseLong(const std::string& s, long long* out) {
 
 int Parse(CLI::App& app, int argc, char** argv, const char* tool) {
   // Before anything is opened: no file may take a closed standard stream's
-  // number, and a reader that goes away (a FIFO, `| head`) is a write error
-  // (EPIPE), not a signal that kills the tool.
+  // number. (SIGPIPE keeps its default: `| head` ends a tool quietly; an
+  // output file that is a FIFO is written with it held back, base/file_io.)
   ReserveStandardStreams();
-  std::signal(SIGPIPE, SIG_IGN);
   app.set_version_flag("--version", std::string(tool) + " " + kVersion);
   try {
     app.parse(argc, argv);

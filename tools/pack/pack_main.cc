@@ -280,6 +280,9 @@ int RunGet(const std::string& from, const std::string& to_path, const std::strin
   // Copied to TO.tmp, checked, then renamed: TO is never a partial or
   // unchecked copy, and a file TO shares by hard link is never written.
   const std::string tmp = to + ".tmp";
+  // A stale TO.tmp goes first: copying into it would follow a link, or write
+  // into the file it is a hard link of.
+  if (Status s = RemoveFile(tmp); !s.ok()) return Fail(s);
   auto crc = CopyToLocalFile(from, tmp);
   if (!crc.ok()) return Fail(crc.status());
   auto Publish = [&] {
