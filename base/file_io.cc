@@ -137,14 +137,7 @@ Status ResolveOutputKind(const std::string& path, std::string* target, OutputWay
       *target = path;
       return Status::OK();
     }
-    if (!S_ISREG(st.st_mode)) {
-      return Status::InvalidArgument(path + ": is " +
-                                     (S_ISDIR(st.st_mode)    ? std::string("a directory")
-                                      : S_ISBLK(st.st_mode)  ? std::string("a block device")
-                                      : S_ISSOCK(st.st_mode) ? std::string("a socket")
-                                                             : std::string("not a regular file")) +
-                                     ", not a file this command writes; name a file");
-    }
+    if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);  // a directory, a socket...
     char* real = ::realpath(path.c_str(), nullptr);  // a link's file is replaced, the link stays
     if (real == nullptr) return Errno("cannot resolve", path, errno);
     *target = real;
