@@ -28,6 +28,16 @@ Status ForEachShard(size_t n, int threads, const std::function<Status(size_t)>& 
   return Status::OK();
 }
 
+// A shard's header names the kind of record it was written with; a manifest
+// that says otherwise (edited, or a shard copied in from another dataset)
+// would have the loader decode raw bytes as JPEG or the reverse.
+Status CheckShardKind(const std::string& path, const ShardReader& reader,
+                      const RecordFormat& record) {
+  if (reader.kind() == record.kind) return Status::OK();
+  return Status::Corruption(path + ": holds records of kind '" + RecordKindName(reader.kind()) +
+                            "', the manifest says '" + RecordKindName(record.kind) + "'");
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir, Env* env) {
@@ -58,6 +68,7 @@ Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir, Env* env)
       return Status::Corruption(path + ": holds " + std::to_string((*reader)->num_records()) +
                                 " records, the manifest says " + std::to_string(info.records));
     }
+    SK_RETURN_IF_ERROR(CheckShardKind(path, **reader, ds->manifest_.record));
     ds->shards_[i] = std::move(reader).value();
     return Status::OK();
   }));
@@ -121,6 +132,9 @@ void VerifyShard(Env* env, const std::string& dir, const Manifest& m, const Shar
   if (sr.num_records() != info.records) {
     return fail_shard(path + ": holds " + std::to_string(sr.num_records()) +
                       " records, manifest says " + std::to_string(info.records));
+  }
+  if (Status kind = CheckShardKind(path, sr, m.record); !kind.ok()) {
+    return fail_shard(kind.message());
   }
   // The whole-file CRC is accumulated from the reads the checks make anyway:
   // the header, every block as stored (blocks are contiguous), the index and

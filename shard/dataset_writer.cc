@@ -203,6 +203,7 @@ Status DatasetWriter::KeepFinishedShards(const ShardCheck& accept) {
     if (!env_->FileExists(temp)) break;
     auto r = ShardReader::Open(temp, env_);
     if (!r.ok() || !(*r)->CheckIndex().ok() || (*r)->num_records() == 0) break;
+    if ((*r)->kind() != options_.shard.kind) break;
     const uint64_t per_shard = options_.records_per_shard;
     if (per_shard > 0 && (*r)->num_records() != per_shard) break;
     if (!AllRecordsRead(**r)) break;  // damaged since it was written: made again
@@ -218,6 +219,7 @@ Status DatasetWriter::KeepFinishedShards(const ShardCheck& accept) {
       max_label_ = std::max<int64_t>(max_label_, (*r)->label(i));
     }
     shards_.push_back(info);
+    kinds_.emplace_back(options_.shard.kind, std::string());
     records_ += info.records;
     finished_bytes_ += info.bytes;
   }
@@ -302,6 +304,7 @@ Status DatasetWriter::CloseShard() {
   current_.reset();
   info.file = ShardFileName(next_index());
   shards_.push_back(info);
+  kinds_.emplace_back(options_.shard.kind, std::string());
   finished_bytes_ += info.bytes;
   return Status::OK();
 }
@@ -346,6 +349,7 @@ Status DatasetWriter::AdoptShard(const std::string& path, const ShardInfo& expec
   ShardInfo info = expected;
   info.file = ShardFileName(next_index());
   shards_.push_back(info);
+  kinds_.emplace_back((*reader)->kind(), path);
   records_ += info.records;
   finished_bytes_ += info.bytes;
   return Status::OK();
@@ -371,6 +375,16 @@ Status DatasetWriter::Finish(Manifest manifest) {
               : std::string("whole dataset starts at shard 0")));
   }
   if (current_ != nullptr) SK_RETURN_IF_ERROR(CloseShard());
+  // Each shard's header names its records' kind and readers check it
+  // against the manifest's, so the two must agree here.
+  for (size_t i = 0; i < kinds_.size(); ++i) {
+    const auto& [kind, source] = kinds_[i];
+    if (kind == manifest.record.kind) continue;
+    return Status::InvalidArgument(
+        (source.empty() ? JoinPath(dir_, TempShardFileName(options_.first_shard + i)) : source) +
+        ": holds records of kind '" + RecordKindName(kind) + "', the manifest says '" +
+        RecordKindName(manifest.record.kind) + "'");
+  }
   SK_RETURN_IF_ERROR(
       PrepareOutputDir(dir_, /*overwrite=*/true, shards_.size(), options_.first_shard, env_));
   for (; published_ < shards_.size(); ++published_) {

@@ -15,6 +15,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "base/file_io.h"
 #include "base/status.h"
@@ -162,6 +164,9 @@ class DatasetWriter {
   std::unique_ptr<DirLock> lock_;  // held from Create until destruction
   std::unique_ptr<ShardWriter> current_;
   std::vector<ShardInfo> shards_;
+  // Per shard: the kind of record its header names, and for an adopted
+  // shard the file it came from (Finish names it if the manifest disagrees).
+  std::vector<std::pair<format::RecordKind, std::string>> kinds_;
   uint64_t records_ = 0;
   int64_t max_label_ = -1;
   uint64_t finished_bytes_ = 0;

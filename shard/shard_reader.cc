@@ -79,8 +79,12 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(std::unique_ptr<RandomAcc
   if (index_size > format::kMaxIndexSize || index_size < format::kIndexHeaderSize) {
     return corrupt("implausible index size " + std::to_string(index_size));
   }
+  const uint32_t kind = format::GetU32(header + 16);
+  if (kind > static_cast<uint32_t>(format::RecordKind::kRawU8)) {
+    return corrupt("unknown record kind " + std::to_string(kind) + " in the header");
+  }
   auto reader = std::unique_ptr<ShardReader>(new ShardReader(std::move(file)));
-  reader->kind_ = static_cast<format::RecordKind>(format::GetU32(header + 16));
+  reader->kind_ = static_cast<format::RecordKind>(kind);
   reader->index_crc_ = format::GetU32(trailer + 16);
   reader->version_ = version;
   SK_ASSIGN_OR_RETURN(reader->index_, reader->file_->MapRegion(index_offset, index_size));

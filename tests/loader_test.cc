@@ -317,6 +317,7 @@ TEST(LoaderTest, NchwAndNhwcLayouts) {
   TempDir dir;
   // 2x2x3 records: pixel p channel c = 10 * p + c.
   DatasetWriterOptions wo;
+  wo.shard.kind = format::RecordKind::kRawU8;
   auto w = DatasetWriter::Create(dir.path(), wo);
   ASSERT_TRUE(w.ok());
   std::string rec;
@@ -354,6 +355,7 @@ void CorruptRecord(const std::string& dir, uint32_t victim) {
 void WriteStoredRawDataset(const std::string& dir, int n) {
   DatasetWriterOptions o;
   o.shard.compression = CompressionMode::kStore;
+  o.shard.kind = format::RecordKind::kRawU8;
   auto w = DatasetWriter::Create(dir, o);
   ASSERT_TRUE(w.ok());
   for (int i = 0; i < n; ++i)

@@ -679,6 +679,58 @@ TEST(DatasetTest, ManifestThatDisagreesWithItsShards) {
   EXPECT_NE(all.find("shard-00002.sks: file checksum"), std::string::npos) << all;
 }
 
+// A manifest edited to another record kind than its shards' headers name
+// would have the loader decode raw bytes as JPEG, or JPEG bytes as pixels:
+// opening and verifying name the shard, and no writer publishes such a pair.
+TEST(DatasetTest, AManifestOfAnotherRecordKindThanItsShardsIsRefused) {
+  TempDir dir;
+  ASSERT_TRUE(WriteDataset(dir.path(), 100, 1 << 20).ok());
+  auto m = ReadManifest(dir.path());
+  ASSERT_TRUE(m.ok());
+  m->record.kind = format::RecordKind::kBytes;
+  m->record.shape.clear();
+  ASSERT_TRUE(WriteManifest(dir.path(), *m).ok());
+  auto ds = Dataset::Open(dir.path());
+  ASSERT_TRUE(ds.status().IsCorruption()) << ds.status().ToString();
+  EXPECT_NE(ds.status().message().find(
+                "shard-00000.sks: holds records of kind 'raw_u8', the manifest says 'bytes'"),
+            std::string::npos)
+      << ds.status().message();
+  VerifyReport r;
+  auto problems = VerifyProblems(dir.path(), &r);
+  EXPECT_EQ(r.shards_bad, 1u);
+  EXPECT_EQ(r.records_bad, 100u);
+  EXPECT_NE(testing::JoinLines(problems).find("holds records of kind 'raw_u8'"), std::string::npos)
+      << testing::JoinLines(problems);
+
+  TempDir other;
+  DatasetWriterOptions o;
+  o.shard.kind = format::RecordKind::kBytes;
+  auto w = DatasetWriter::Create(other.path(), o);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->Add(Payload(64, 1), 0, "a").ok());
+  Manifest raw;
+  raw.record.kind = format::RecordKind::kRawU8;
+  raw.record.shape = {8, 8, 1};
+  Status s = (*w)->Finish(raw);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("holds records of kind 'bytes', the manifest says 'raw_u8'"),
+            std::string::npos)
+      << s.message();
+  EXPECT_FALSE(FileExists(other / "manifest.json"));
+}
+
+// A header naming no known kind is a damaged shard, named at open.
+TEST_F(DamagedShard, UnknownRecordKindIsRefusedAtOpen) {
+  std::string b = bytes_;
+  format::PutU32(b.data() + 16, 7);
+  format::PutU32(b.data() + 28, crc32c::Value(b.data(), 28));
+  Save(b);
+  Status s = OpenStatus();
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("unknown record kind 7"), std::string::npos) << s.message();
+}
+
 TEST(DatasetTest, VerifyNamesTheDamagedRecord) {
   TempDir dir;
   DatasetWriterOptions o;
