@@ -99,27 +99,61 @@ Status JpegDecoder::Decode(const uint8_t* data, size_t size, const DecodeRequest
     }
   }
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  // A progressive (or any multi-scan) JPEG is decoded from a buffer of all
+  // its DCT coefficients, at full resolution whatever the scale: 2 bytes a
+  // sample, allocated and zeroed before the first scan. A few hundred bytes
+  // can declare gigabytes of them, so they are budgeted like pixels.
+  if (jpeg_has_multiple_scans(&cinfo)) {
+    uint64_t coefficients = 0;
+    for (int c = 0; c < cinfo.num_components; ++c) {
+      const jpeg_component_info& comp = cinfo.comp_info[c];
+      const uint64_t wb = (uint64_t(comp.width_in_blocks) + comp.h_samp_factor - 1) /
+                          comp.h_samp_factor * comp.h_samp_factor;
+      const uint64_t hb = (uint64_t(comp.height_in_blocks) + comp.v_samp_factor - 1) /
+                          comp.v_samp_factor * comp.v_samp_factor;
+      coefficients += wb * hb * sizeof(JBLOCK);
+    }
+    if (coefficients > req.max_decoded_bytes) {
+      jpeg_abort_decompress(&cinfo);
+      return Status::Corruption(
+          "JPEG is progressive (multi-scan) at " + std::to_string(iw) + "x" + std::to_string(ih) +
+          ": decoding it needs " + std::to_string(coefficients >> 20) +
+          " MiB of coefficient buffers, over the " + std::to_string(req.max_decoded_bytes >> 20) +
+          " MiB limit (re-encode it as baseline, e.g. jpegtran, or downscale it)");
+    }
+  }
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-  cinfo.scale_num = static_cast<unsigned>(num);
-  cinfo.scale_denom = 8;
   cinfo.dct_method = req.fast ? JDCT_IFAST : JDCT_ISLOW;
   // Fancy (smooth) chroma upsampling always: libjpeg-turbo 2.1's merged
   // upsampler combined with jpeg_skip_scanlines returned no rows now and then
   // when several decoders ran in parallel (seen as "no scanline 0" errors).
   cinfo.do_fancy_upsampling = TRUE;
-  jpeg_calc_output_dimensions(&cinfo);
-  const double sx = double(cinfo.output_width) / iw, sy = double(cinfo.output_height) / ih;
-  // The crop in output coordinates, and the whole rows/columns covering it
-  // (one pixel of margin for the resampling filter).
-  int ox0 = std::max(0, int(std::floor(crop.x * sx)) - 1);
-  int oy0 = std::max(0, int(std::floor(crop.y * sy)) - 1);
-  int ox1 = std::min<int>(cinfo.output_width, int(std::ceil((crop.x + crop.w) * sx)) + 1);
-  int oy1 = std::min<int>(cinfo.output_height, int(std::ceil((crop.y + crop.h) * sy)) + 1);
-  const uint64_t bytes = uint64_t(ox1 - ox0) * (oy1 - oy0) * (cmyk ? 4 : 3);
-  if (bytes > kMaxDecodedBytes) {
+  int ox0, oy0, ox1, oy1;
+  double sx, sy;
+  for (;;) {
+    cinfo.scale_num = static_cast<unsigned>(num);
+    cinfo.scale_denom = 8;
+    jpeg_calc_output_dimensions(&cinfo);
+    sx = double(cinfo.output_width) / iw;
+    sy = double(cinfo.output_height) / ih;
+    // The crop in output coordinates, and the whole rows/columns covering it
+    // (one pixel of margin for the resampling filter).
+    ox0 = std::max(0, int(std::floor(crop.x * sx)) - 1);
+    oy0 = std::max(0, int(std::floor(crop.y * sy)) - 1);
+    ox1 = std::min<int>(cinfo.output_width, int(std::ceil((crop.x + crop.w) * sx)) + 1);
+    oy1 = std::min<int>(cinfo.output_height, int(std::ceil((crop.y + crop.h) * sy)) + 1);
+    const uint64_t bytes = uint64_t(ox1 - ox0) * (oy1 - oy0) * (cmyk ? 4 : 3);
+    if (bytes <= req.max_decoded_bytes) break;
+    if (req.shrink_to_fit && num > 1) {  // the next smaller SIMD scale: 4/8, 2/8, 1/8
+      num /= 2;
+      continue;
+    }
     jpeg_abort_decompress(&cinfo);
-    return Status::Corruption("JPEG crop would decode to " + std::to_string(bytes) +
-                              " bytes, over the limit");
+    return Status::Corruption(
+        "JPEG crop (" + std::to_string(ox1 - ox0) + "x" + std::to_string(oy1 - oy0) +
+        " pixels at scale " + std::to_string(num) + "/8 of " + std::to_string(iw) + "x" +
+        std::to_string(ih) + ") would decode to " + std::to_string(bytes) + " bytes, over the " +
+        std::to_string(req.max_decoded_bytes >> 20) + " MiB limit");
   }
   jpeg_start_decompress(&cinfo);
   JDIMENSION xoff = static_cast<JDIMENSION>(ox0), cw = static_cast<JDIMENSION>(ox1 - ox0);

@@ -41,6 +41,14 @@ struct DecodeRequest {
   // augmentation dwarfs its error. Val uses the accurate one, which keeps its
   // pixels within a fraction of a level of torchvision's on real photos.
   bool fast = false;
+  // A crop whose decode at the chosen scale would exceed max_decoded_bytes is
+  // decoded at the largest SIMD scale (4/8, 2/8, 1/8) within it instead of
+  // refused: for callers that resample the crop afterwards (the loader's
+  // full-resolution transforms on images of over about 170 megapixels).
+  bool shrink_to_fit = false;
+  // The budget for the decoded crop and, for a progressive (multi-scan)
+  // JPEG, its coefficient buffers.
+  uint64_t max_decoded_bytes = kMaxDecodedBytes;
   bool strict = false;  // treat libjpeg's corrupt-data warnings (truncated data, bad
                         // Huffman codes) as errors instead of decoding gray filler
 };

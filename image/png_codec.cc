@@ -57,6 +57,13 @@ Status DecodePng(const uint8_t* data, size_t size, Image* out) {
     return Status::Corruption("PNG declares " + std::to_string(w) + "x" + std::to_string(h) +
                               " pixels, over the limit");
   }
+  if (uint64_t{w} * h * 3 > kMaxDecodedBytes) {  // RGB, decoded whole
+    png_destroy_read_struct(&png, &info, nullptr);
+    return Status::Corruption("PNG declares " + std::to_string(w) + "x" + std::to_string(h) +
+                              " pixels: decoding it needs " +
+                              std::to_string((uint64_t{w} * h * 3) >> 20) + " MiB, over the " +
+                              std::to_string(kMaxDecodedBytes >> 20) + " MiB limit");
+  }
   png_set_expand(png);
   png_set_strip_16(png);
   png_set_strip_alpha(png);

@@ -95,6 +95,11 @@ Status SampleDecoder::DecodeRegion(State& st, std::string_view payload, uint64_t
     req.min_width = width_;
     req.min_height = height_;
   }
+  // An image too large to decode whole within the decoder's budget (over
+  // about 170 megapixels: the pack accepts up to 32768 per side) is decoded
+  // at the largest DCT scale that fits, still larger than the output, rather
+  // than failing as a corrupt record: pack and verify accepted it.
+  req.shrink_to_fit = true;
   req.simd_scales_only = true;
   req.fast = transform_.kind == TransformKind::kTrain;  // random crops: speed over the last bit
   return st.jpeg.Decode(reinterpret_cast<const uint8_t*>(payload.data()), payload.size(), req,

@@ -260,5 +260,95 @@ TEST(JpegDecoderTest, EnormousDeclaredDimensionsAreRefusedBeforeAllocation) {
   EXPECT_EQ(out.image.pixels.capacity(), 0u);
 }
 
+// A progressive JPEG is decoded from a buffer of all its coefficients at
+// full resolution: 2 bytes a sample, allocated and zeroed before the first
+// scan. A header declaring 32000 x 32000 in a few hundred bytes is refused
+// before that buffer exists (it took 6 GB and 9 s to fail otherwise).
+TEST(JpegDecoderTest, AProgressiveJpegsCoefficientBuffersAreBudgetedBeforeAllocation) {
+  Image img = SyntheticImage(64, 64, 3, 2);
+  std::string jpeg = MakeJpeg(img, JpegFlavor::kProgressive);
+  const size_t sof = jpeg.find("\xFF\xC2");
+  ASSERT_NE(sof, std::string::npos);
+  for (int at : {5, 7}) {  // height, width: 32000 (0x7D00), under the per-side limit
+    jpeg[sof + at] = static_cast<char>(0x7D);
+    jpeg[sof + at + 1] = 0;
+  }
+  JpegDecoder dec;
+  DecodeRequest req;
+  req.min_width = req.min_height = 1;  // 1/8 scale: the coefficients stay full size
+  DecodedRegion out;
+  Status s = dec.Decode(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), req, &out);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("progressive (multi-scan) at 32000x32000"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("MiB of coefficient buffers, over the 512 MiB limit"),
+            std::string::npos)
+      << s.message();
+  // Under the budget it decodes.
+  jpeg = MakeJpeg(img, JpegFlavor::kProgressive);
+  ASSERT_TRUE(
+      dec.Decode(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), DecodeRequest{}, &out)
+          .ok());
+  EXPECT_EQ(out.image.width, 64);
+}
+
+// An image whose crop would decode past the budget is refused, or, for a
+// caller that resamples afterwards (the loader), decoded at the largest SIMD
+// DCT scale within it: the pack accepts up to 32768 pixels a side, and the
+// val transform decodes at full resolution.
+TEST(JpegDecoderTest, ACropOverTheBudgetIsDecodedSmallerOnlyWhenAsked) {
+  Image img = SyntheticImage(800, 600, 3, 5);
+  std::string jpeg = MakeJpeg(img, JpegFlavor::kRgb, 90);
+  const auto* p = reinterpret_cast<const uint8_t*>(jpeg.data());
+  JpegDecoder dec;
+  DecodeRequest req;
+  req.max_decoded_bytes = 800 * 600 * 3 / 3;  // 4/8 (400 x 300 x 3) fits, 8/8 does not
+  DecodedRegion out;
+  Status s = dec.Decode(p, jpeg.size(), req, &out);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("would decode to 1440000 bytes"), std::string::npos) << s.message();
+  req.shrink_to_fit = true;
+  ASSERT_TRUE(dec.Decode(p, jpeg.size(), req, &out).ok());
+  EXPECT_EQ(out.scale_num, 4);
+  EXPECT_EQ(out.image.width, 400);
+  EXPECT_EQ(out.image.height, 300);
+  EXPECT_NEAR(out.crop.w, 400, 1e-6);
+  EXPECT_NEAR(out.crop.h, 300, 1e-6);
+  req.max_decoded_bytes = 10;  // not even 1/8 fits
+  s = dec.Decode(p, jpeg.size(), req, &out);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("at scale 1/8"), std::string::npos) << s.message();
+}
+
+// A PNG is decoded whole: its declared size is budgeted before any pixel
+// buffer exists (a 20000 x 20000 header in a 1x1 file).
+TEST(PngDecoderTest, ADeclaredSizeOverTheBudgetIsRefusedBeforeAllocation) {
+  Image img = SyntheticImage(1, 1, 3, 1);
+  std::string png;
+  ASSERT_TRUE(EncodePng(img, &png).ok());
+  // The IHDR chunk: "IHDR", width, height (big-endian), 5 bytes, then a CRC
+  // of the type and data.
+  const size_t ihdr = png.find("IHDR");
+  ASSERT_NE(ihdr, std::string::npos);
+  for (size_t at : {ihdr + 4, ihdr + 8}) {
+    const uint32_t v = 20000;
+    for (int b = 0; b < 4; ++b) png[at + b] = static_cast<char>(v >> (24 - 8 * b));
+  }
+  uint32_t crc = 0xFFFFFFFFu;
+  for (size_t i = ihdr; i < ihdr + 17; ++i) {
+    crc ^= static_cast<uint8_t>(png[i]);
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+  }
+  crc = ~crc;
+  for (int b = 0; b < 4; ++b) png[ihdr + 17 + b] = static_cast<char>(crc >> (24 - 8 * b));
+  Image out;
+  Status s = DecodePng(reinterpret_cast<const uint8_t*>(png.data()), png.size(), &out);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("20000x20000 pixels: decoding it needs 1144 MiB, over the 512 MiB"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(out.pixels.capacity(), 0u);
+}
+
 }  // namespace
 }  // namespace shardkit
