@@ -88,8 +88,10 @@ void PhaseProgress::operator()(const std::string& phase, uint64_t done, uint64_t
   if (phase != phase_ || bar_ == nullptr) {
     if (bar_ != nullptr) bar_->Finish();
     phase_ = phase;
+    // Writing counts the samples taken, written or skipped as unusable: the
+    // summary then says how many became records.
     bar_ =
-        std::make_unique<Progress>(phase, total, phase.rfind("read", 0) == 0 ? "bytes" : "records");
+        std::make_unique<Progress>(phase, total, phase.rfind("read", 0) == 0 ? "bytes" : "samples");
   }
   if (final) {
     if (done == 0 && total == 0 && bytes == 0) {

@@ -39,7 +39,7 @@ class Progress {
 };
 
 // Progress lines for the phases a pack reports (PackEvents::progress), one
-// Progress per phase; a "read" phase counts bytes, the others records. A
+// Progress per phase; a "read" phase counts bytes, the others samples. A
 // phase's final event carries its final counts; one whose counts are all
 // zero (nothing read) prints no line.
 class PhaseProgress {
