@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <climits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -56,8 +57,6 @@ void Check(const Status& s) {
   if (!s.ok()) Raise(s);
 }
 
-int Saturate(int64_t v) { return static_cast<int>(std::clamp<int64_t>(v, INT32_MIN, INT32_MAX)); }
-
 template <typename T>
 T Take(Result<T> r) {
   if (!r.ok()) Raise(r.status());
@@ -65,12 +64,24 @@ T Take(Result<T> r) {
 }
 
 // f()'s result, computed with the GIL released (opening a dataset reads and
-// checks files). A Result has no empty state to assign into later: it holds
-// a value or an error, never Status::OK().
+// checks files; a batch may take a while). Not a gil_scoped_release: at exit
+// CPython ends a daemon thread inside PyEval_RestoreThread, by an unwind that
+// must not leave a destructor (noexcept: std::terminate, SIGABRT). (Blocking
+// Ctrl-C in the threads f starts was tried: a main thread waiting in
+// Thread.join() then missed it more often, not less.)
 template <typename F>
 auto WithoutGil(F&& f) {
-  py::gil_scoped_release release;
-  return f();
+  PyThreadState* state = PyEval_SaveThread();
+  auto back = [&] { PyEval_RestoreThread(state); };
+  std::optional<decltype(f())> result;
+  try {
+    result.emplace(f());
+  } catch (...) {
+    back();
+    throw;
+  }
+  back();  // outside the try: the exit's unwind passes through, not caught
+  return std::move(*result);
 }
 
 // How long Next() waits for a batch between checks for signals.
@@ -80,15 +91,16 @@ constexpr uint64_t kSignalCheckNs = 50'000'000;
 // the field's type, or a ValueError naming the keyword. Ranges are not
 // checked here: ValidateLoaderOptions (Loader::Open) is the one place, and
 // its InvalidArgument comes back as ValueError. So integers of any size
-// become int64 (beyond it: "name=N is out of range") and then saturate to the
-// field's type, for the loader to report.
+// become the field's type (beyond it: "name=N is out of range"), for the
+// loader to check.
 class Keyword {
  public:
   Keyword(const char* name, py::handle value) : name_(name), value_(value) {}
 
-  // int(value), as Python would make it (str and float included).
+  // operator.index(value): ints, bools, NumPy and torch integers; a float,
+  // a str or a float tensor is refused (int() would truncate 2.99 to 2).
   py::int_ Integer() const {
-    PyObject* n = PyNumber_Long(value_.ptr());
+    PyObject* n = PyNumber_Index(value_.ptr());
     if (n == nullptr) {
       PyErr_Clear();
       throw py::value_error(std::string(name_) + " must be an integer, not " +
@@ -103,7 +115,13 @@ class Keyword {
     if (overflow != 0) OutOfRange(n);
     return v;
   }
-  int Int() const { return Saturate(Int64()); }
+  // Past the int range: out of range, naming the value given (saturated, the
+  // loader's range message would name the clamped value instead).
+  int Int() const {
+    const int64_t v = Int64();
+    if (v < INT32_MIN || v > INT32_MAX) OutOfRange(py::int_(v));
+    return static_cast<int>(v);
+  }
   uint64_t UInt64() const {
     const py::int_ n = Integer();
     const unsigned long long v = PyLong_AsUnsignedLongLong(n.ptr());
@@ -264,21 +282,12 @@ class PyLoader {
   }
 
   void BeginPass() {
-    Status s;
-    {
-      py::gil_scoped_release release;  // stopping the last pass's producer may wait for a batch
-      s = loader_->BeginPass();
-    }
-    Check(s);
+    // Stopping the last pass's producer may wait for a batch.
+    Check(WithoutGil([&] { return loader_->BeginPass(); }));
   }
 
   void StartEpoch(uint64_t epoch, uint64_t start_batch) {
-    Status s;
-    {
-      py::gil_scoped_release release;
-      s = loader_->StartEpoch(epoch, start_batch);
-    }
-    Check(s);
+    Check(WithoutGil([&] { return loader_->StartEpoch(epoch, start_batch); }));
   }
 
   // (images, labels, sample_ids, real_size), or None at the epoch's end.
@@ -287,13 +296,8 @@ class PyLoader {
   py::object Next() {
     std::shared_ptr<const Batch> lease;
     for (;;) {
-      Status s;
       bool ready = false;
-      {
-        py::gil_scoped_release release;
-        s = loader_->Next(&lease, kSignalCheckNs, &ready);
-      }
-      Check(s);
+      Check(WithoutGil([&] { return loader_->Next(&lease, kSignalCheckNs, &ready); }));
       if (ready) break;
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     }
@@ -357,12 +361,7 @@ class PyLoader {
   // that does not continue exactly is a ValueError saying what differs.
   void Restore(const std::string& json) {
     LoaderState saved = Take(LoaderStateFromJson(json));
-    Status s;
-    {
-      py::gil_scoped_release release;
-      s = loader_->Restore(saved);
-    }
-    Check(s);
+    Check(WithoutGil([&] { return loader_->Restore(saved); }));
   }
 
  private:
@@ -390,12 +389,7 @@ class PyDataset {
     const uint64_t i = Index(index);
     RecordReader::Record rec;
     if (!reader_->ReadCached(i, &rec)) {
-      Status s;
-      {
-        py::gil_scoped_release release;
-        s = reader_->Read(i, &rec);
-      }
-      Check(s);
+      Check(WithoutGil([&] { return reader_->Read(i, &rec); }));
     }
     const auto [shard, local] = ds_->Locate(i);
     const ShardReader& r = ds_->shard(shard);
@@ -504,11 +498,10 @@ class PyWriter {
     if (manifest_.record.kind == format::RecordKind::kJpeg) {
       // What shardkit-pack does to each file: recognised by content,
       // validated, PNG and CMYK converted to an RGB JPEG.
-      Status s;
-      {
-        py::gil_scoped_release release;
-        s = PrepareImage(std::string(payload), /*resize_short=*/0, kDefaultJpegQuality, &prepared);
-      }
+      const Status s = WithoutGil([&] {
+        return PrepareImage(std::string(payload), /*resize_short=*/0, kDefaultJpegQuality,
+                            &prepared);
+      });
       if (!s.ok())
         throw py::value_error(where + ": not an image the loader can decode: " + s.message());
       if (prepared.change != PreparedImage::Change::kNone) {
@@ -517,12 +510,7 @@ class PyWriter {
         ++converted_;
       }
     }
-    Status s;
-    {
-      py::gil_scoped_release release;
-      s = writer_->Add(payload, static_cast<int32_t>(label), k);
-    }
-    Check(s);
+    Check(WithoutGil([&] { return writer_->Add(payload, static_cast<int32_t>(label), k); }));
     max_label_ = std::max<int64_t>(max_label_, label);
   }
 
@@ -537,13 +525,11 @@ class PyWriter {
     if (m.classes.empty()) {  // labels are class numbers: "0" up to the largest (none: unlabelled)
       m.classes = Take(NumberedClasses(max_label_, path_, "pass classes=[...]"));
     }
-    Status s;
-    {
-      py::gil_scoped_release release;
-      s = writer_->Finish(m);
+    Check(WithoutGil([&] {
+      Status s = writer_->Finish(m);
       writer_.reset();
-    }
-    Check(s);
+      return s;
+    }));
   }
 
   // Without close(): the unfinished shard is deleted and no manifest is

@@ -15,8 +15,11 @@ batch memory, which the loader does not reuse while any tensor views it.
 __all__ = ["CorruptionError", "Dataset", "Loader", "Writer", "distributed_defaults", "normalize",
            "transforms"]
 
+import hashlib
 import json
 import logging
+import math
+import operator
 import os
 import threading
 import warnings
@@ -50,9 +53,11 @@ def _int(name, value):
     """value as an int64 for this module's own use (the loader's options go
     to the core as given: its keyword table converts them, and the C++ core
     checks their ranges, once), or a ValueError naming the argument."""
+    # operator.index, as range() and DataLoader take integers: NumPy and torch
+    # integers pass; 2.99, "4" and a float tensor are refused, not truncated.
     try:
-        v = int(value)
-    except (TypeError, ValueError):
+        v = operator.index(value)
+    except TypeError:
         raise ValueError("%s must be an integer, not %r" % (name, value)) from None
     if not -(1 << 63) <= v < (1 << 63):
         raise ValueError("%s=%d is out of range" % (name, v))
@@ -71,9 +76,12 @@ def _utf8(text):
 def _path(path):
     """A filesystem path as bytes (any bytes a POSIX path may hold)."""
     try:
-        return os.fsencode(path)
+        encoded = os.fsencode(path)
     except TypeError:
         raise ValueError("path must be a str, bytes or os.PathLike, not %r" % (path,)) from None
+    if b"\0" in encoded:  # the core would read the path only up to it
+        raise ValueError("path %r holds a null byte" % (path,))
+    return encoded
 
 
 def _distributed_defaults():
@@ -147,6 +155,9 @@ def normalize(images, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), dty
     """
     import torch
 
+    if not isinstance(images, torch.Tensor) or images.dim() < 2:
+        raise TypeError("normalize: images must be a tensor [B, C, ...] (a batch), not %s" % (
+            "a %d-d tensor" % images.dim() if isinstance(images, torch.Tensor) else type(images).__name__))
     dtype = dtype or torch.float32
     c = images.shape[1]
     # A number for every channel, as torchvision's Normalize(0.1307, 0.3081) takes it.
@@ -155,6 +166,9 @@ def normalize(images, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), dty
     # The constants go to the device once, not with every batch (a small
     # host-to-device copy per step would wait for the host).
     key = (images.device, dtype, tuple(float(v) for v in mean), tuple(float(v) for v in std))
+    if any(not math.isfinite(v) for v in key[2] + key[3]) or 0.0 in key[3]:
+        raise ValueError("normalize: mean and std must be finite and std non-zero, not mean=%r std=%r" % (
+            key[2], key[3]))
     if key not in _normalize_constants:
         _normalize_constants[key] = (
             torch.as_tensor(key[2], dtype=dtype, device=images.device).reshape(1, -1, 1, 1),
@@ -284,7 +298,10 @@ class Loader:
         if workers is not None and num_workers is not None:
             raise ValueError("give workers or num_workers, not both")
         if num_workers is not None:
-            workers = max(1, _int("num_workers", num_workers))
+            num_workers = _int("num_workers", num_workers)
+            if num_workers < 0:  # as DataLoader says
+                raise ValueError("num_workers must be non-negative, not %d" % num_workers)
+            workers = max(1, num_workers)
         if (rank is None) != (world_size is None):
             raise ValueError("give both rank and world_size, or neither")
         if distributed is not None and not isinstance(distributed, bool):
@@ -297,7 +314,7 @@ class Loader:
         elif rank is None:
             rank, world_size, source = _distributed_defaults()
             if source is None:
-                _once("world", lambda m: warnings.warn(m, stacklevel=3),
+                _once("world", lambda m: warnings.warn(m, stacklevel=4),
                       "shardkit.Loader: no torch.distributed process group and no RANK/WORLD_SIZE or "
                       "SLURM variables: reading the whole dataset as rank 0 of 1 (pass rank= and "
                       "world_size= to say so)")
@@ -332,14 +349,14 @@ class Loader:
                              layout=layout, prefetch=prefetch, on_corrupt=on_corrupt, skip_budget=skip_budget,
                              read_depth=-1 if read_depth is None else read_depth,
                              read_ahead_bytes=read_ahead_bytes,
-                             cache_dir="" if cache_dir is None else os.fspath(cache_dir),
+                             cache_dir="" if cache_dir is None else os.fsdecode(_path(cache_dir)),
                              cache_limit=cache_limit)
         core = self._core
         self.batch_size, self.seed, self.rank, self.world_size = (core.batch_size, core.seed, core.rank,
                                                                   core.world_size)
         if core.shuffle_reason:  # shuffle="auto" (or True): which shuffle, and why, said once
             block = core.shuffle_mode == "block"
-            _once(("shuffle", self.path, core.shuffle_mode), (lambda m: warnings.warn(m, stacklevel=3))
+            _once(("shuffle", self.path, core.shuffle_mode), (lambda m: warnings.warn(m, stacklevel=4))
                   if block else _log.info,
                   "shardkit.Loader: shuffle='auto' chose %s for %s: %s%s" % (
                       "block-local shuffling (blocks in random order, records shuffled within windows "
@@ -546,11 +563,25 @@ class Dataset:
 
     # Pickled by path, reopened on the other side: a DataLoader's spawn or
     # forkserver workers (forkserver is Python 3.14's default) get their own.
+    # The manifest's digest goes along: a dataset replaced at that path since
+    # (packed again) is refused, not read by the workers while their parent
+    # reads the old one.
     def __getstate__(self):
-        return {"path": self.path, "block_cache_bytes": self.block_cache_bytes}
+        return {"path": self.path, "block_cache_bytes": self.block_cache_bytes,
+                "manifest_sha256": self._manifest_digest()}
 
     def __setstate__(self, state):
         self.__init__(state["path"], block_cache_bytes=state.get("block_cache_bytes", 256 << 20))
+        expected = state.get("manifest_sha256")
+        if expected is not None and expected != self._manifest_digest():
+            raise ValueError("%s: the dataset there is not the one this Dataset was pickled from (its "
+                             "manifest differs: replaced or packed again since)" % self.path)
+
+    def _manifest_digest(self):
+        text = self._core.manifest_json
+        if not isinstance(text, bytes):
+            text = text.encode("utf-8", "surrogatepass")
+        return hashlib.sha256(text).hexdigest()
 
     def __len__(self):
         return len(self._core)

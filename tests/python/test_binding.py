@@ -337,8 +337,8 @@ def test_bad_arguments_are_value_errors_and_missing_paths_os_errors(jpeg_ds, tmp
 def test_loader_options_are_converted_by_the_cores_keyword_table_and_checked_by_the_loader(raw_ds):
     path, _ = raw_ds
     base = dict(transform=None, rank=0, world_size=1)
-    # Converted as int() would, and read back from the core's options.
-    loader = sk.Loader(path, "8", transform=None, rank=np.int64(1), world_size=2.0, seed=2**64 - 1,
+    # Converted as operator.index() would, and read back from the core's options.
+    loader = sk.Loader(path, np.int16(8), transform=None, rank=np.int64(1), world_size=True + 1, seed=2**64 - 1,
                        shuffle=False, drop_last=1)
     assert (loader.batch_size, loader.rank, loader.world_size, loader.seed) == (8, 1, 2, 2**64 - 1)
     assert len(loader) == 203 // 2 // 8
@@ -354,7 +354,8 @@ def test_loader_options_are_converted_by_the_cores_keyword_table_and_checked_by_
             (dict(on_corrupt="ignore"), "on_corrupt must be 'fail' or 'skip', not 'ignore'"),
             (dict(transform="rotate"),
              "transform must be 'train', 'val', 'resize', None or torchvision-style transforms, not 'rotate'"),
-            (dict(workers=10**12), "workers must be in 1..256, not 2147483647"),
+            (dict(workers=10**12), "workers=1000000000000 is out of range"),
+            (dict(workers=300), "workers must be in 1..256, not 300"),
             (dict(read_ahead_bytes=-1), "read-ahead bytes must be in 1 MiB..64 GiB"),
             (dict(rank=3, world_size=2), "rank 3 is not in 0..world_size-1 (world size 2)"),
             (dict(prefetch=cap + 1), "prefetch must be in 1..%d, not %d" % (cap, cap + 1))):
@@ -522,3 +523,95 @@ def test_writer_kinds_are_the_manifests_names_and_its_checks_are_the_cores(tmp_p
         with pytest.raises(ValueError, match=re.escape(message)):
             sk.Writer(refused, **kwargs)
         assert not os.path.exists(refused)  # refused before anything was made
+
+
+def test_integers_are_taken_as_range_takes_them_never_truncated(raw_ds):
+    """operator.index, as DataLoader and range() take integers: NumPy and torch
+    integers pass; 2.99, "4" or a float tensor is refused, not truncated."""
+    path, _ = raw_ds
+    base = dict(transform=None, rank=0, world_size=1)
+    loader = sk.Loader(path, np.int64(8), transform=None, rank=np.int32(1), world_size=torch.tensor(2))
+    assert (loader.batch_size, loader.rank, loader.world_size) == (8, 1, 2)
+    for kwargs in (dict(batch_size=2.99), dict(batch_size="4"), dict(batch_size=torch.tensor(4.7)),
+                   dict(seed=1.7), dict(prefetch=2.5), dict(workers=1.5), dict(num_workers=1.5)):
+        with pytest.raises(ValueError, match="must be an integer, not"):
+            sk.Loader(path, **{**base, "batch_size": 4, **kwargs})
+    with pytest.raises(ValueError, match="num_workers must be non-negative, not -3"):
+        sk.Loader(path, 4, num_workers=-3, **base)
+    # Past the field's range the value given is named, not the one it would saturate to.
+    with pytest.raises(ValueError, match=re.escape("batch_size=1099511627776 is out of range")):
+        sk.Loader(path, 2**40, **base)
+
+
+def test_a_path_with_a_null_byte_is_refused_before_anything_is_touched(tmp_path, raw_ds):
+    path, _ = raw_ds
+    where = str(tmp_path / "out") + "\0x"
+    for make in (lambda: sk.Dataset(where), lambda: sk.Loader(where, 4),
+                 lambda: sk.Writer(where, "raw_u8", shape=(2, 2, 1)),
+                 lambda: sk.Loader(path, 4, transform=None, cache_dir=where)):
+        with pytest.raises(ValueError, match="null byte"):
+            make()
+    assert os.listdir(tmp_path) == []
+
+
+def test_normalize_refuses_what_is_not_a_batch_and_a_zero_std():
+    batch = torch.zeros(2, 3, 4, 4, dtype=torch.uint8)
+    with pytest.raises(ValueError, match="std non-zero"):
+        sk.normalize(batch, 0.5, 0)
+    with pytest.raises(ValueError, match="finite"):
+        sk.normalize(batch, float("nan"), 1)
+    for bad in ([1, 2, 3], None, torch.zeros(3, dtype=torch.uint8)):
+        with pytest.raises(TypeError, match="a tensor"):
+            sk.normalize(bad)
+
+
+def test_a_pickled_dataset_is_refused_where_another_dataset_replaced_it(tmp_path):
+    """spawn and forkserver workers reopen a Dataset by path: one packed again
+    there since is refused, not read while the parent reads the old one."""
+    import pickle
+
+    def write(seed):
+        rng = np.random.default_rng(seed)
+        with sk.Writer(str(tmp_path / "ds"), kind="raw_u8", shape=(2, 2, 1), overwrite=True) as w:
+            for i in range(10):
+                w.add(rng.integers(0, 256, (2, 2, 1), dtype=np.uint8), i % 2, key=str(i))
+
+    write(0)
+    ds = sk.Dataset(str(tmp_path / "ds"))
+    state = pickle.dumps(ds)
+    again = pickle.loads(state)
+    assert np.array_equal(again[3][0], ds[3][0])
+    write(1)
+    with pytest.raises(ValueError, match="not the one this Dataset was pickled from"):
+        pickle.loads(state)
+
+
+def test_a_daemon_thread_reading_when_the_interpreter_exits_ends_quietly(tmp_path):
+    """CPython ends a daemon thread at exit inside PyEval_RestoreThread; the
+    binding's GIL release must let that unwind pass (a destructor in its way
+    is std::terminate: SIGABRT). Dataset reads, each one through the release
+    (no block cache); torch's own tensor deallocation has the same fault, so
+    no tensors are made here. Records of 768 KiB: the reader spends its time
+    in C++, the GIL released."""
+    path = str(tmp_path / "big")
+    rng = np.random.default_rng(0)
+    with sk.Writer(path, kind="raw_u8", shape=(512, 512, 3)) as w:
+        for i in range(4):
+            w.add(rng.integers(0, 256, (512, 512, 3), dtype=np.uint8), 0, key=str(i))
+    script = (
+        "import sys, threading\n"
+        "sys.path.insert(0, %r)\n"
+        "import shardkit\n"
+        "started = threading.Event()\n"
+        "def read():\n"
+        "    ds = shardkit.Dataset(%r, block_cache_bytes=0)\n"
+        "    while True:\n"
+        "        for i in range(len(ds)):\n"
+        "            ds[i]\n"
+        "            started.set()\n"
+        "threading.Thread(target=read, daemon=True).start()\n"
+        "started.wait()\n"
+        "sys.exit(0)\n" % (os.path.dirname(os.path.dirname(sk.__file__)), path))
+    for _ in range(5):
+        r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
