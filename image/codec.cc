@@ -63,6 +63,52 @@ Status JpegDecoder::ReadHeader(const uint8_t* data, size_t size, JpegInfo* info)
   return Status::OK();
 }
 
+namespace {
+
+// A progressive (or any multi-scan) JPEG is decoded from a buffer of all its
+// DCT coefficients, at full resolution whatever the scale: 2 bytes a sample,
+// allocated and zeroed before the first scan. A few hundred bytes can
+// declare gigabytes of them, so they are budgeted like pixels (after
+// jpeg_read_header, which sizes the components).
+Status CheckCoefficientBudget(jpeg_decompress_struct& cinfo, uint64_t limit) {
+  if (!jpeg_has_multiple_scans(&cinfo)) return Status::OK();
+  uint64_t coefficients = 0;
+  for (int c = 0; c < cinfo.num_components; ++c) {
+    const jpeg_component_info& comp = cinfo.comp_info[c];
+    const uint64_t wb = (uint64_t(comp.width_in_blocks) + comp.h_samp_factor - 1) /
+                        comp.h_samp_factor * comp.h_samp_factor;
+    const uint64_t hb = (uint64_t(comp.height_in_blocks) + comp.v_samp_factor - 1) /
+                        comp.v_samp_factor * comp.v_samp_factor;
+    coefficients += wb * hb * sizeof(JBLOCK);
+  }
+  if (coefficients <= limit) return Status::OK();
+  return Status::Corruption(
+      "JPEG is progressive (multi-scan) at " + std::to_string(cinfo.image_width) + "x" +
+      std::to_string(cinfo.image_height) + ": decoding it needs " +
+      std::to_string(coefficients >> 20) + " MiB of coefficient buffers, over the " +
+      std::to_string(limit >> 20) +
+      " MiB limit (re-encode it as baseline, e.g. jpegtran, or downscale it)");
+}
+
+// One CMYK (or YCCK, converted by libjpeg) row as RGB; Adobe writes CMYK
+// inverted.
+void CmykRowToRgb(const uint8_t* s, int width, bool inverted, uint8_t* dst) {
+  for (int x = 0; x < width; ++x, s += 4) {
+    int c = s[0], m = s[1], y = s[2], k = s[3];
+    if (!inverted) {
+      c = 255 - c;
+      m = 255 - m;
+      y = 255 - y;
+      k = 255 - k;
+    }
+    dst[3 * x] = static_cast<uint8_t>(c * k / 255);
+    dst[3 * x + 1] = static_cast<uint8_t>(m * k / 255);
+    dst[3 * x + 2] = static_cast<uint8_t>(y * k / 255);
+  }
+}
+
+}  // namespace
+
 Status JpegDecoder::Decode(const uint8_t* data, size_t size, const DecodeRequest& req,
                            DecodedRegion* out) {
   jpeg_decompress_struct& cinfo = state_->cinfo;
@@ -99,28 +145,9 @@ Status JpegDecoder::Decode(const uint8_t* data, size_t size, const DecodeRequest
     }
   }
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
-  // A progressive (or any multi-scan) JPEG is decoded from a buffer of all
-  // its DCT coefficients, at full resolution whatever the scale: 2 bytes a
-  // sample, allocated and zeroed before the first scan. A few hundred bytes
-  // can declare gigabytes of them, so they are budgeted like pixels.
-  if (jpeg_has_multiple_scans(&cinfo)) {
-    uint64_t coefficients = 0;
-    for (int c = 0; c < cinfo.num_components; ++c) {
-      const jpeg_component_info& comp = cinfo.comp_info[c];
-      const uint64_t wb = (uint64_t(comp.width_in_blocks) + comp.h_samp_factor - 1) /
-                          comp.h_samp_factor * comp.h_samp_factor;
-      const uint64_t hb = (uint64_t(comp.height_in_blocks) + comp.v_samp_factor - 1) /
-                          comp.v_samp_factor * comp.v_samp_factor;
-      coefficients += wb * hb * sizeof(JBLOCK);
-    }
-    if (coefficients > req.max_decoded_bytes) {
-      jpeg_abort_decompress(&cinfo);
-      return Status::Corruption(
-          "JPEG is progressive (multi-scan) at " + std::to_string(iw) + "x" + std::to_string(ih) +
-          ": decoding it needs " + std::to_string(coefficients >> 20) +
-          " MiB of coefficient buffers, over the " + std::to_string(req.max_decoded_bytes >> 20) +
-          " MiB limit (re-encode it as baseline, e.g. jpegtran, or downscale it)");
-    }
+  if (Status budget = CheckCoefficientBudget(cinfo, req.max_decoded_bytes); !budget.ok()) {
+    jpeg_abort_decompress(&cinfo);
+    return budget;
   }
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   cinfo.dct_method = req.fast ? JDCT_IFAST : JDCT_ISLOW;
@@ -178,21 +205,7 @@ Status JpegDecoder::Decode(const uint8_t* data, size_t size, const DecodeRequest
                                 std::to_string(iw) + "x" + std::to_string(ih) + ", scale " +
                                 std::to_string(num) + "/8)");
     }
-    if (cmyk) {
-      const uint8_t* s = state_->row.data();
-      for (int x = 0; x < width; ++x, s += 4) {
-        int c = s[0], m = s[1], y = s[2], k = s[3];
-        if (!inverted) {
-          c = 255 - c;
-          m = 255 - m;
-          y = 255 - y;
-          k = 255 - k;
-        }
-        dst[3 * x] = static_cast<uint8_t>(c * k / 255);
-        dst[3 * x + 1] = static_cast<uint8_t>(m * k / 255);
-        dst[3 * x + 2] = static_cast<uint8_t>(y * k / 255);
-      }
-    }
+    if (cmyk) CmykRowToRgb(state_->row.data(), width, inverted, dst);
   }
   if (req.strict && cinfo.output_scanline < cinfo.output_height) {
     // Decode the rest so corrupt data further down is noticed too.
