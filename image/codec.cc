@@ -85,8 +85,8 @@ Status CheckCoefficientBudget(jpeg_decompress_struct& cinfo, uint64_t limit) {
   return Status::Corruption(
       "JPEG is progressive (multi-scan) at " + std::to_string(cinfo.image_width) + "x" +
       std::to_string(cinfo.image_height) + ": decoding it needs " +
-      std::to_string(coefficients >> 20) + " MiB of coefficient buffers, over the " +
-      std::to_string(limit >> 20) +
+      std::to_string((coefficients + (1 << 20) - 1) >> 20) +
+      " MiB of coefficient buffers, over the " + std::to_string(limit >> 20) +
       " MiB limit (re-encode it as baseline, e.g. jpegtran, or downscale it)");
 }
 
@@ -145,7 +145,7 @@ Status JpegDecoder::Decode(const uint8_t* data, size_t size, const DecodeRequest
     }
   }
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
-  if (Status budget = CheckCoefficientBudget(cinfo, req.max_decoded_bytes); !budget.ok()) {
+  if (Status budget = CheckCoefficientBudget(cinfo, req.max_coefficient_bytes); !budget.ok()) {
     jpeg_abort_decompress(&cinfo);
     return budget;
   }

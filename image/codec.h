@@ -46,9 +46,10 @@ struct DecodeRequest {
   // refused: for callers that resample the crop afterwards (the loader's
   // full-resolution transforms on images of over about 170 megapixels).
   bool shrink_to_fit = false;
-  // The budget for the decoded crop and, for a progressive (multi-scan)
-  // JPEG, its coefficient buffers.
+  // The budget for the decoded crop, and for a progressive (multi-scan)
+  // JPEG's coefficient buffers, full size at any scale (2 bytes a sample).
   uint64_t max_decoded_bytes = kMaxDecodedBytes;
+  uint64_t max_coefficient_bytes = kMaxDecodedBytes;
   bool strict = false;  // treat libjpeg's corrupt-data warnings (truncated data, bad
                         // Huffman codes) as errors instead of decoding gray filler
 };

@@ -61,8 +61,9 @@ Status DecodePng(const uint8_t* data, size_t size, Image* out) {
     png_destroy_read_struct(&png, &info, nullptr);
     return Status::Corruption("PNG declares " + std::to_string(w) + "x" + std::to_string(h) +
                               " pixels: decoding it needs " +
-                              std::to_string((uint64_t{w} * h * 3) >> 20) + " MiB, over the " +
-                              std::to_string(kMaxDecodedBytes >> 20) + " MiB limit");
+                              std::to_string((uint64_t{w} * h * 3 + (1 << 20) - 1) >> 20) +
+                              " MiB, over the " + std::to_string(kMaxDecodedBytes >> 20) +
+                              " MiB limit");
   }
   png_set_expand(png);
   png_set_strip_16(png);

@@ -252,7 +252,8 @@ Status MergeParts(const MergeOptions& o, const MergeProgress& progress, MergeSum
         return Status::Aborted("interrupted; nothing of this merge is left in " + o.out);
       }
       bool linked = false;
-      Status st = writer->AdoptShard(JoinPath(p.dir, s.file), s, p.m.classes.size(), &linked);
+      Status st = writer->AdoptShard(JoinPath(p.dir, s.file), s, p.m.classes.size(),
+                                     p.m.record.kind, &linked);
       if (st.IsCorruption()) {
         return Status::Corruption(st.message() + " by " + JoinPath(p.dir, kPartManifestName) +
                                   " (the part is damaged, prepare it again)");

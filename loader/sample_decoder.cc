@@ -100,6 +100,10 @@ Status SampleDecoder::DecodeRegion(State& st, std::string_view payload, uint64_t
   // at the largest DCT scale that fits, still larger than the output, rather
   // than failing as a corrupt record: pack and verify accepted it.
   req.shrink_to_fit = true;
+  // Records passed a pack's strict decode, which before this budget took
+  // progressive JPEGs up to 32768 pixels a side (6 GiB of coefficients at
+  // 4:4:4): the loader still reads what an earlier pack wrote.
+  req.max_coefficient_bytes = uint64_t{8} << 30;
   req.simd_scales_only = true;
   req.fast = transform_.kind == TransformKind::kTrain;  // random crops: speed over the last bit
   return st.jpeg.Decode(reinterpret_cast<const uint8_t*>(payload.data()), payload.size(), req,

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
@@ -97,16 +98,24 @@ class Keyword {
  public:
   Keyword(const char* name, py::handle value) : name_(name), value_(value) {}
 
-  // operator.index(value): ints, bools, NumPy and torch integers; a float,
-  // a str or a float tensor is refused (int() would truncate 2.99 to 2).
+  // operator.index(value) (ints, bools, NumPy and torch integers), or a
+  // float that is an integer exactly (3.0); 2.99, a str or NaN is refused
+  // (int() would truncate 2.99 to 2).
   py::int_ Integer() const {
     PyObject* n = PyNumber_Index(value_.ptr());
-    if (n == nullptr) {
-      PyErr_Clear();
-      throw py::value_error(std::string(name_) + " must be an integer, not " +
-                            py::repr(value_).cast<std::string>());
+    if (n != nullptr) return py::reinterpret_steal<py::int_>(n);
+    PyErr_Clear();
+    PyObject* v = value_.ptr();
+    if (!PyUnicode_Check(v) && !PyBytes_Check(v)) {
+      const double d = PyFloat_AsDouble(v);
+      if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+      } else if (std::isfinite(d) && d == std::floor(d)) {
+        return py::reinterpret_steal<py::int_>(PyLong_FromDouble(d));
+      }
     }
-    return py::reinterpret_steal<py::int_>(n);
+    throw py::value_error(std::string(name_) + " must be an integer, not " +
+                          py::repr(value_).cast<std::string>());
   }
   int64_t Int64() const {
     const py::int_ n = Integer();
@@ -136,7 +145,11 @@ class Keyword {
     if (truth < 0) throw py::error_already_set();
     return truth == 1;
   }
-  std::string Str() const { return py::str(value_).cast<std::string>(); }
+  // str(value); bytes as they are (a path that is not UTF-8).
+  std::string Str() const {
+    if (PyBytes_Check(value_.ptr())) return value_.cast<std::string>();
+    return py::str(value_).cast<std::string>();
+  }
   // One of the table's names: "name must be 'a', 'b' or 'c', not 'x'".
   template <typename E, size_t N>
   E Enum(const EnumName<E> (&table)[N]) const {
@@ -276,10 +289,11 @@ class PyLoader {
     }
   }
 
-  ~PyLoader() {
-    py::gil_scoped_release release;  // joining the producer may wait for a batch
-    loader_.reset();
-  }
+  // With the GIL held: no thread of the loader's takes it, and at exit a
+  // daemon thread that released it here would be ended inside this noexcept
+  // destructor when taking it back (std::terminate). Joining the producer
+  // waits for the batch in progress at most.
+  ~PyLoader() { loader_.reset(); }
 
   void BeginPass() {
     // Stopping the last pass's producer may wait for a batch.
@@ -535,8 +549,10 @@ class PyWriter {
   // Without close(): the unfinished shard is deleted and no manifest is
   // written, so the directory never looks complete.
   void Abort() {
-    py::gil_scoped_release release;
-    writer_.reset();
+    WithoutGil([&] {
+      writer_.reset();
+      return 0;
+    });
   }
 
   uint64_t records() const { return writer_ ? writer_->records() : 0; }

@@ -33,7 +33,7 @@ Status ForEachShard(size_t n, int threads, const std::function<Status(size_t)>& 
 // would have the loader decode raw bytes as JPEG or the reverse.
 Status CheckShardKind(const std::string& path, const ShardReader& reader,
                       const RecordFormat& record) {
-  if (reader.kind() == record.kind) return Status::OK();
+  if (ShardKindFits(reader.kind(), record.kind)) return Status::OK();
   return Status::Corruption(path + ": holds records of kind '" + RecordKindName(reader.kind()) +
                             "', the manifest says '" + RecordKindName(record.kind) + "'");
 }

@@ -310,7 +310,7 @@ Status DatasetWriter::CloseShard() {
 }
 
 Status DatasetWriter::AdoptShard(const std::string& path, const ShardInfo& expected,
-                                 size_t num_classes, bool* linked) {
+                                 size_t num_classes, format::RecordKind kind, bool* linked) {
   if (finished_) return Status::InvalidArgument(dir_ + ": AdoptShard after Finish");
   if (resume_pending_) return Status::InvalidArgument(dir_ + ": AdoptShard before Resume");
   if (current_ != nullptr) SK_RETURN_IF_ERROR(CloseShard());
@@ -338,6 +338,10 @@ Status DatasetWriter::AdoptShard(const std::string& path, const ShardInfo& expec
   if ((*reader)->num_records() != expected.records) {
     return bad("holds " + std::to_string((*reader)->num_records()) + " records, expected " +
                std::to_string(expected.records));
+  }
+  if (!ShardKindFits((*reader)->kind(), kind)) {
+    return bad(std::string("holds records of kind '") + RecordKindName((*reader)->kind()) +
+               "', expected '" + RecordKindName(kind) + "'");
   }
   for (uint32_t i = 0; num_classes > 0 && i < (*reader)->num_records(); ++i) {
     const int32_t label = (*reader)->label(i);
@@ -379,7 +383,7 @@ Status DatasetWriter::Finish(Manifest manifest) {
   // against the manifest's, so the two must agree here.
   for (size_t i = 0; i < kinds_.size(); ++i) {
     const auto& [kind, source] = kinds_[i];
-    if (kind == manifest.record.kind) continue;
+    if (ShardKindFits(kind, manifest.record.kind)) continue;
     return Status::InvalidArgument(
         (source.empty() ? JoinPath(dir_, TempShardFileName(options_.first_shard + i)) : source) +
         ": holds records of kind '" + RecordKindName(kind) + "', the manifest says '" +

@@ -131,11 +131,12 @@ class DatasetWriter {
   // through options.env (Env::LinkOrCopyFile): a hard link to `path` under
   // the shard's temporary name where the storage allows, else a copy; `path`
   // is only read, and a failed copy is its error, with nothing kept. Checked against
-  // `expected` (size, whole-file CRC32C, record count) and, with num_classes
-  // > 0, every label (-1, or below num_classes): Corruption naming `path` if
-  // it differs, and nothing is kept of it. *linked says which.
+  // `expected` (size, whole-file CRC32C, record count), its header's record
+  // kind against `kind` (ShardKindFits) and, with num_classes > 0, every
+  // label (-1, or below num_classes): Corruption naming `path` if it
+  // differs, and nothing is kept of it. *linked says which.
   Status AdoptShard(const std::string& path, const ShardInfo& expected, size_t num_classes,
-                    bool* linked);
+                    format::RecordKind kind, bool* linked);
   // Closes the last shard and writes the manifest (part.json for a part:
   // manifest.part.count > 0, whose first_shard must be options.first_shard);
   // `manifest.shards` is filled in here and must be empty on entry. Refused,

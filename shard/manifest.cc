@@ -40,6 +40,10 @@ const char* RecordKindName(format::RecordKind kind) {
   return NameOf(format::kRecordKindNames, kind);
 }
 
+bool ShardKindFits(format::RecordKind header, format::RecordKind manifest) {
+  return header == manifest || header == format::RecordKind::kBytes;
+}
+
 Status CheckRecordFormat(const RecordFormat& f) {
   std::string shape = "[";
   for (size_t i = 0; i < f.shape.size(); ++i)

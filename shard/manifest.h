@@ -59,6 +59,11 @@ struct Manifest {
 
 // NameOf(format::kRecordKindNames, kind): "jpeg", "raw_u8" or "bytes".
 const char* RecordKindName(format::RecordKind kind);
+// Whether a shard whose header names `header` may hold a manifest's records
+// of kind `manifest`: the same kind, or a header of 'bytes', the shard
+// writer's default, which C++ writers left as it was while nothing read it
+// (the manifest speaks for such a shard's records).
+bool ShardKindFits(format::RecordKind header, format::RecordKind manifest);
 // What a writer decides before its first record, checked as ParseManifest
 // and WriteManifest check it, so a writer can refuse it up front:
 // InvalidArgument saying what is wrong. A raw_u8 record's shape is [H, W, C],

@@ -451,12 +451,24 @@ TEST(DatasetTest, APartIsNamedAsTheWholeAndItsShardsAreAdoptedOnlyIntact) {
   bool linked = false;
   ShardInfo wrong = part->shards[0];
   wrong.crc32c ^= 1;
-  Status s = (*adopter)->AdoptShard(dir / "part/shard-00003.sks", wrong, 0, &linked);
+  Status s = (*adopter)->AdoptShard(dir / "part/shard-00003.sks", wrong, 0,
+                                    format::RecordKind::kRawU8, &linked);
   EXPECT_TRUE(s.IsCorruption()) << s.ToString();
   EXPECT_NE(s.message().find("shard-00003.sks: CRC32C"), std::string::npos) << s.ToString();
   EXPECT_FALSE(FileExists(dir / "whole/.shard-00000.sks.tmp")) << "nothing kept of it";
+  // A raw_u8 shard where the part says JPEG: refused before it is kept.
+  s = (*adopter)->AdoptShard(dir / "part/shard-00003.sks", part->shards[0], 0,
+                             format::RecordKind::kJpeg, &linked);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find("shard-00003.sks: holds records of kind 'raw_u8', expected 'jpeg'"),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_FALSE(FileExists(dir / "whole/.shard-00000.sks.tmp")) << "nothing kept of it";
   for (const auto& info : part->shards) {
-    ASSERT_TRUE((*adopter)->AdoptShard(dir / ("part/" + info.file), info, 0, &linked).ok());
+    ASSERT_TRUE(
+        (*adopter)
+            ->AdoptShard(dir / ("part/" + info.file), info, 0, format::RecordKind::kRawU8, &linked)
+            .ok());
     EXPECT_TRUE(linked);
   }
   Manifest whole;
@@ -489,7 +501,8 @@ TEST(DatasetTest, AShardIsAdoptedThroughTheWritersEnvAndAFullDiskKeepsNothing) {
     auto w = DatasetWriter::Create(dir / "full", o);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     bool linked = true;
-    Status s = (*w)->AdoptShard(dir / ("src/" + src->shards[0].file), src->shards[0], 0, &linked);
+    Status s = (*w)->AdoptShard(dir / ("src/" + src->shards[0].file), src->shards[0], 0,
+                                format::RecordKind::kRawU8, &linked);
     EXPECT_TRUE(s.IsIOError()) << s.ToString();
     EXPECT_NE(s.message().find("No space left on device"), std::string::npos) << s.ToString();
     EXPECT_GE(full.refused(), 1u);
@@ -506,7 +519,9 @@ TEST(DatasetTest, AShardIsAdoptedThroughTheWritersEnvAndAFullDiskKeepsNothing) {
   uint64_t bytes = 0;
   for (const auto& info : src->shards) {
     bool linked = true;
-    ASSERT_TRUE((*w)->AdoptShard(dir / ("src/" + info.file), info, 0, &linked).ok());
+    ASSERT_TRUE(
+        (*w)->AdoptShard(dir / ("src/" + info.file), info, 0, format::RecordKind::kRawU8, &linked)
+            .ok());
     EXPECT_FALSE(linked) << "this Env copies";
     bytes += info.bytes;
   }
@@ -705,7 +720,7 @@ TEST(DatasetTest, AManifestOfAnotherRecordKindThanItsShardsIsRefused) {
 
   TempDir other;
   DatasetWriterOptions o;
-  o.shard.kind = format::RecordKind::kBytes;
+  o.shard.kind = format::RecordKind::kJpeg;
   auto w = DatasetWriter::Create(other.path(), o);
   ASSERT_TRUE(w.ok());
   ASSERT_TRUE((*w)->Add(Payload(64, 1), 0, "a").ok());
@@ -714,10 +729,28 @@ TEST(DatasetTest, AManifestOfAnotherRecordKindThanItsShardsIsRefused) {
   raw.record.shape = {8, 8, 1};
   Status s = (*w)->Finish(raw);
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
-  EXPECT_NE(s.message().find("holds records of kind 'bytes', the manifest says 'raw_u8'"),
+  EXPECT_NE(s.message().find("holds records of kind 'jpeg', the manifest says 'raw_u8'"),
             std::string::npos)
       << s.message();
   EXPECT_FALSE(FileExists(other / "manifest.json"));
+}
+
+// Shards whose header says 'bytes', the shard writer's default, are what C++
+// writers made while nothing read the header: the manifest speaks for them.
+TEST(DatasetTest, ShardsOfTheDefaultKindOpenUnderAnyManifest) {
+  TempDir dir;
+  DatasetWriterOptions o;  // shard.kind left at kBytes
+  auto w = DatasetWriter::Create(dir.path(), o);
+  ASSERT_TRUE(w.ok());
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE((*w)->Add(Payload(64, i), 0, std::to_string(i)).ok());
+  Manifest raw;
+  raw.record.kind = format::RecordKind::kRawU8;
+  raw.record.shape = {8, 8, 1};
+  ASSERT_TRUE((*w)->Finish(raw).ok());
+  EXPECT_TRUE(Dataset::Open(dir.path()).ok());
+  VerifyReport r;
+  EXPECT_TRUE(VerifyProblems(dir.path(), &r).empty());
+  EXPECT_TRUE(r.ok());
 }
 
 // A header naming no known kind is a damaged shard, named at open.

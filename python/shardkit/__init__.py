@@ -53,12 +53,19 @@ def _int(name, value):
     """value as an int64 for this module's own use (the loader's options go
     to the core as given: its keyword table converts them, and the C++ core
     checks their ranges, once), or a ValueError naming the argument."""
-    # operator.index, as range() and DataLoader take integers: NumPy and torch
-    # integers pass; 2.99, "4" and a float tensor are refused, not truncated.
+    # Integers as operator.index takes them (NumPy and torch integers too), or
+    # a float that is one exactly (3.0: MATLAB and HDF5 labels are doubles);
+    # 2.99, "4" or NaN is refused, never truncated.
     try:
         v = operator.index(value)
     except TypeError:
-        raise ValueError("%s must be an integer, not %r" % (name, value)) from None
+        try:
+            f = None if isinstance(value, (str, bytes)) else float(value)
+        except (TypeError, ValueError):
+            f = None
+        if f is None or not math.isfinite(f) or not f.is_integer():
+            raise ValueError("%s must be an integer, not %r" % (name, value)) from None
+        v = int(f)
     if not -(1 << 63) <= v < (1 << 63):
         raise ValueError("%s=%d is out of range" % (name, v))
     return v
@@ -73,14 +80,14 @@ def _utf8(text):
         return text.encode("utf-8", "surrogatepass")
 
 
-def _path(path):
+def _path(path, name="path"):
     """A filesystem path as bytes (any bytes a POSIX path may hold)."""
     try:
         encoded = os.fsencode(path)
     except TypeError:
-        raise ValueError("path must be a str, bytes or os.PathLike, not %r" % (path,)) from None
+        raise ValueError("%s must be a str, bytes or os.PathLike, not %r" % (name, path)) from None
     if b"\0" in encoded:  # the core would read the path only up to it
-        raise ValueError("path %r holds a null byte" % (path,))
+        raise ValueError("%s %r holds a null byte" % (name, path))
     return encoded
 
 
@@ -155,8 +162,8 @@ def normalize(images, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), dty
     """
     import torch
 
-    if not isinstance(images, torch.Tensor) or images.dim() < 2:
-        raise TypeError("normalize: images must be a tensor [B, C, ...] (a batch), not %s" % (
+    if not isinstance(images, torch.Tensor) or images.dim() != 4:
+        raise TypeError("normalize: images must be a batch, a tensor [B, C, H, W], not %s" % (
             "a %d-d tensor" % images.dim() if isinstance(images, torch.Tensor) else type(images).__name__))
     dtype = dtype or torch.float32
     c = images.shape[1]
@@ -349,7 +356,7 @@ class Loader:
                              layout=layout, prefetch=prefetch, on_corrupt=on_corrupt, skip_budget=skip_budget,
                              read_depth=-1 if read_depth is None else read_depth,
                              read_ahead_bytes=read_ahead_bytes,
-                             cache_dir="" if cache_dir is None else os.fsdecode(_path(cache_dir)),
+                             cache_dir=b"" if cache_dir is None else _path(cache_dir, "cache_dir"),
                              cache_limit=cache_limit)
         core = self._core
         self.batch_size, self.seed, self.rank, self.world_size = (core.batch_size, core.seed, core.rank,
@@ -664,9 +671,13 @@ class Writer:
             data = np.ascontiguousarray(data)
             if data.dtype != np.uint8:
                 raise ValueError("record data must be bytes or a uint8 array, not %s" % data.dtype)
+        try:
+            label = _int("label", label)
+        except ValueError as e:
+            raise ValueError("record %r: %s" % (key, e)) from None
         if key is not None and not isinstance(key, bytes):
             key = str(key).encode("utf-8", "surrogateescape")  # keys are bytes, like file names
-        self._core.add(data, _int("label", label), key)
+        self._core.add(data, label, key)
 
     @property
     def records(self):

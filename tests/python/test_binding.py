@@ -525,15 +525,18 @@ def test_writer_kinds_are_the_manifests_names_and_its_checks_are_the_cores(tmp_p
         assert not os.path.exists(refused)  # refused before anything was made
 
 
-def test_integers_are_taken_as_range_takes_them_never_truncated(raw_ds):
-    """operator.index, as DataLoader and range() take integers: NumPy and torch
-    integers pass; 2.99, "4" or a float tensor is refused, not truncated."""
+def test_integers_are_taken_exactly_never_truncated(raw_ds, tmp_path):
+    """Integers as operator.index takes them (NumPy and torch integers too), or
+    floats that are integers exactly (MATLAB labels are doubles); 2.99, "4",
+    NaN or a fractional tensor is refused, never truncated."""
     path, _ = raw_ds
     base = dict(transform=None, rank=0, world_size=1)
-    loader = sk.Loader(path, np.int64(8), transform=None, rank=np.int32(1), world_size=torch.tensor(2))
+    loader = sk.Loader(path, np.int64(8), transform=None, rank=np.int32(1), world_size=torch.tensor(2.0))
     assert (loader.batch_size, loader.rank, loader.world_size) == (8, 1, 2)
+    assert sk.Loader(path, 4.0, **base).batch_size == 4
     for kwargs in (dict(batch_size=2.99), dict(batch_size="4"), dict(batch_size=torch.tensor(4.7)),
-                   dict(seed=1.7), dict(prefetch=2.5), dict(workers=1.5), dict(num_workers=1.5)):
+                   dict(batch_size=float("nan")), dict(seed=1.7), dict(prefetch=2.5), dict(workers=1.5),
+                   dict(num_workers=1.5)):
         with pytest.raises(ValueError, match="must be an integer, not"):
             sk.Loader(path, **{**base, "batch_size": 4, **kwargs})
     with pytest.raises(ValueError, match="num_workers must be non-negative, not -3"):
@@ -541,16 +544,25 @@ def test_integers_are_taken_as_range_takes_them_never_truncated(raw_ds):
     # Past the field's range the value given is named, not the one it would saturate to.
     with pytest.raises(ValueError, match=re.escape("batch_size=1099511627776 is out of range")):
         sk.Loader(path, 2**40, **base)
+    # A Writer's labels likewise: 3.0 is label 3, 2.5 names the record.
+    with sk.Writer(str(tmp_path / "w"), kind="raw_u8", shape=(1, 1, 1)) as w:
+        w.add(np.zeros((1, 1, 1), np.uint8), np.float64(3.0), key="a")
+        with pytest.raises(ValueError, match=re.escape("record 'b': label must be an integer, not 2.5")):
+            w.add(np.zeros((1, 1, 1), np.uint8), 2.5, key="b")
+    assert sk.Dataset(str(tmp_path / "w"))[0][1] == 3
 
 
 def test_a_path_with_a_null_byte_is_refused_before_anything_is_touched(tmp_path, raw_ds):
     path, _ = raw_ds
     where = str(tmp_path / "out") + "\0x"
     for make in (lambda: sk.Dataset(where), lambda: sk.Loader(where, 4),
-                 lambda: sk.Writer(where, "raw_u8", shape=(2, 2, 1)),
-                 lambda: sk.Loader(path, 4, transform=None, cache_dir=where)):
-        with pytest.raises(ValueError, match="null byte"):
+                 lambda: sk.Writer(where, "raw_u8", shape=(2, 2, 1))):
+        with pytest.raises(ValueError, match="path .* holds a null byte"):
             make()
+    with pytest.raises(ValueError, match="cache_dir .* holds a null byte"):
+        sk.Loader(path, 4, transform=None, cache_dir=where)
+    with pytest.raises(ValueError, match="cache_dir must be a str, bytes or os.PathLike, not 5"):
+        sk.Loader(path, 4, transform=None, cache_dir=5)
     assert os.listdir(tmp_path) == []
 
 
@@ -560,8 +572,8 @@ def test_normalize_refuses_what_is_not_a_batch_and_a_zero_std():
         sk.normalize(batch, 0.5, 0)
     with pytest.raises(ValueError, match="finite"):
         sk.normalize(batch, float("nan"), 1)
-    for bad in ([1, 2, 3], None, torch.zeros(3, dtype=torch.uint8)):
-        with pytest.raises(TypeError, match="a tensor"):
+    for bad in ([1, 2, 3], None, torch.zeros(3, dtype=torch.uint8), torch.zeros(2, 3, dtype=torch.uint8)):
+        with pytest.raises(TypeError, match=re.escape("a tensor [B, C, H, W]")):
             sk.normalize(bad)
 
 
