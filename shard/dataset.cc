@@ -34,8 +34,7 @@ Status ForEachShard(size_t n, int threads, const std::function<Status(size_t)>& 
 Status CheckShardKind(const std::string& path, const ShardReader& reader,
                       const RecordFormat& record) {
   if (ShardKindFits(reader.kind(), record.kind)) return Status::OK();
-  return Status::Corruption(path + ": holds records of kind '" + RecordKindName(reader.kind()) +
-                            "', the manifest says '" + RecordKindName(record.kind) + "'");
+  return Status::Corruption(path + ": " + ShardKindDisagreement(reader.kind(), record.kind));
 }
 
 }  // namespace

@@ -386,8 +386,7 @@ Status DatasetWriter::Finish(Manifest manifest) {
     if (ShardKindFits(kind, manifest.record.kind)) continue;
     return Status::InvalidArgument(
         (source.empty() ? JoinPath(dir_, TempShardFileName(options_.first_shard + i)) : source) +
-        ": holds records of kind '" + RecordKindName(kind) + "', the manifest says '" +
-        RecordKindName(manifest.record.kind) + "'");
+        ": " + ShardKindDisagreement(kind, manifest.record.kind));
   }
   SK_RETURN_IF_ERROR(
       PrepareOutputDir(dir_, /*overwrite=*/true, shards_.size(), options_.first_shard, env_));

@@ -44,6 +44,11 @@ bool ShardKindFits(format::RecordKind header, format::RecordKind manifest) {
   return header == manifest || header == format::RecordKind::kBytes;
 }
 
+std::string ShardKindDisagreement(format::RecordKind header, format::RecordKind manifest) {
+  return std::string("holds records of kind '") + RecordKindName(header) +
+         "', the manifest says '" + RecordKindName(manifest) + "'";
+}
+
 Status CheckRecordFormat(const RecordFormat& f) {
   std::string shape = "[";
   for (size_t i = 0; i < f.shape.size(); ++i)

@@ -64,6 +64,9 @@ const char* RecordKindName(format::RecordKind kind);
 // writer's default, which C++ writers left as it was while nothing read it
 // (the manifest speaks for such a shard's records).
 bool ShardKindFits(format::RecordKind header, format::RecordKind manifest);
+// What a shard that does not fit says: "holds records of kind 'jpeg', the
+// manifest says 'raw_u8'".
+std::string ShardKindDisagreement(format::RecordKind header, format::RecordKind manifest);
 // What a writer decides before its first record, checked as ParseManifest
 // and WriteManifest check it, so a writer can refuse it up front:
 // InvalidArgument saying what is wrong. A raw_u8 record's shape is [H, W, C],
