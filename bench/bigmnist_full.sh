@@ -70,10 +70,12 @@ say "verify: $((SECONDS - t0)) s"
 
 # 3. Two ranks at once: open, first batch, one epoch of reads at batch 512.
 PROBE=$OUT/open_probe
-g++ -std=c++17 -O2 -fopenmp -I"$ROOT" -I"$BIN" "$ROOT/bench/open_probe.cc" \
-  "$BIN/loader/libshardkit_loader.a" "$BIN/image/libshardkit_image.a" \
-  "$BIN/shard/libshardkit_shard.a" "$BIN/base/libshardkit_base.a" \
-  -lzstd -lturbojpeg -ljpeg -lpng -lpthread -o "$PROBE"
+# shellcheck disable=SC2046
+g++ -std=c++17 -O2 -fopenmp -I"$ROOT" -I"$BIN" "$ROOT/bench/open_probe.cc" -Wl,--start-group \
+  $(for l in loader/libshardkit_loader image/libshardkit_image shard/libshardkit_shard storage/libshardkit_storage \
+      storage/remote/libshardkit_storage_remote storage/libshardkit_storage_local base/libshardkit_base; do
+      echo "$BIN/$l.a"; done) -Wl,--end-group \
+  -lzstd -lturbojpeg -ljpeg -lpng -lcurl -lcrypto -lpthread -o "$PROBE"
 pids=()
 for r in 0 1; do
   flag=""; [ $r = 0 ] && flag=--cold

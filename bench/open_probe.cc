@@ -23,9 +23,9 @@
 #include <cstring>
 #include <string>
 
-#include "base/file_io.h"
 #include "loader/loader.h"
 #include "shard/manifest.h"
+#include "storage/file_io.h"
 
 // A "Name: N kB" line of a /proc/self file, in MB (0 where there is none).
 double ProcMb(const char* file, const char* name) {

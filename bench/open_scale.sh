@@ -22,12 +22,22 @@ OLD=${3:-}
 OUT=$(mktemp -d /tmp/open-scale-XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 
+# The libraries a build of SRC_DIR has (their set changed over time: an older
+# commit's base/ held storage), as one group the linker resolves in any order.
+build_libs() {  # build_dir
+  local l
+  for l in loader/libshardkit_loader image/libshardkit_image shard/libshardkit_shard \
+    storage/libshardkit_storage storage/remote/libshardkit_storage_remote \
+    storage/libshardkit_storage_local base/libshardkit_base; do
+    [ -f "$1/$l.a" ] && echo "$1/$l.a"
+  done
+}
 build_probe() {  # src_dir out
   local s=$1
+  # shellcheck disable=SC2046
   g++ -std=c++17 -O2 -fopenmp -I"$s" -I"$s/build" "$ROOT/bench/open_probe.cc" \
-    "$s/build/loader/libshardkit_loader.a" "$s/build/image/libshardkit_image.a" \
-    "$s/build/shard/libshardkit_shard.a" "$s/build/base/libshardkit_base.a" \
-    -lzstd -lturbojpeg -ljpeg -lpng -lpthread -o "$2"
+    -Wl,--start-group $(build_libs "$s/build") -Wl,--end-group \
+    -lzstd -lturbojpeg -ljpeg -lpng -lcurl -lcrypto -lpthread -o "$2"
 }
 build_probe "$ROOT" "$OUT/probe-new"
 probes=(new)

@@ -15,9 +15,9 @@
 #include <set>
 #include <vector>
 
-#include "base/file_io.h"
 #include "image/codec.h"     // SniffImageFormat
 #include "shard/manifest.h"  // Printable
+#include "storage/file_io.h"
 
 #ifdef SHARDKIT_WITH_LIBARCHIVE
 #include <archive.h>

@@ -7,15 +7,15 @@
 #include <cstdio>
 #include <cstring>
 
-#include "base/file_io.h"
 #include "base/openmp.h"
+#include "storage/file_io.h"
 
 namespace shardkit {
 
 Result<IdxDataset> ReadBigMnistImages(const std::string& dir) {
   auto find = [&](const std::string& stem) -> std::string {
     for (const char* ext : {"", ".gz"}) {
-      if (FileExists(JoinPath(dir, stem + ext))) return JoinPath(dir, stem + ext);
+      if (Env::Default()->FileExists(JoinPath(dir, stem + ext))) return JoinPath(dir, stem + ext);
     }
     return "";
   };

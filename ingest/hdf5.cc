@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "shard/shard.h"
+#include "storage/output_file.h"
 
 namespace shardkit {
 namespace {
@@ -221,7 +222,7 @@ Result<std::unique_ptr<Hdf5ImageWriter>> Hdf5ImageWriter::Create(const std::stri
   const std::string tmp = target + ".tmp";
   // A stale temporary goes first: H5F_ACC_TRUNC would follow a link (or a
   // hard link) into whatever file it names.
-  SK_RETURN_IF_ERROR(RemoveFile(tmp));
+  SK_RETURN_IF_ERROR(Env::Default()->RemoveFile(tmp));
   w->file_ = H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (w->file_ < 0) return Status::IOError(tmp + ": cannot create HDF5 file");
   hsize_t idims[3] = {count, hsize_t(height), hsize_t(width)};
@@ -250,7 +251,7 @@ Hdf5ImageWriter::~Hdf5ImageWriter() {
   if (labels_ >= 0) H5Dclose(labels_);
   if (file_ >= 0) {
     H5Fclose(file_);
-    RemoveFile(path_ + ".tmp").IgnoreError();  // not closed: incomplete
+    Env::Default()->RemoveFile(path_ + ".tmp").IgnoreError();  // not closed: incomplete
   }
 }
 
@@ -280,10 +281,10 @@ Status Hdf5ImageWriter::Close() {
   herr_t rc = H5Fclose(file_);
   file_ = -1;
   if (rc < 0) {
-    RemoveFile(path_ + ".tmp").IgnoreError();
+    Env::Default()->RemoveFile(path_ + ".tmp").IgnoreError();
     return Status::IOError(path_ + ".tmp: closing the HDF5 file failed");
   }
-  return RenameFile(path_ + ".tmp", path_);
+  return Env::Default()->RenameFile(path_ + ".tmp", path_);
 }
 
 }  // namespace shardkit

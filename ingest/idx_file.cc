@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "base/file_io.h"
 #include "shard/shard_format.h"
+#include "storage/file_io.h"
 
 namespace shardkit {
 
@@ -75,7 +75,7 @@ Result<IdxArray> ParseIdx(std::string_view bytes, const std::string& where) {
 }
 
 Result<IdxArray> ReadIdxFile(const std::string& path, uint64_t max_bytes) {
-  if (!FileExists(path)) return Status::NotFound(path + ": no such file");
+  if (!Env::Default()->FileExists(path)) return Status::NotFound(path + ": no such file");
   SK_RETURN_IF_ERROR(CheckRegularFile(path));
   gzFile gz = gzopen(path.c_str(), "rb");  // reads plain files transparently
   if (gz == nullptr) return Status::IOError(path + ": cannot open");

@@ -15,8 +15,8 @@
 #include <map>
 #include <memory>
 
-#include "base/file_io.h"
 #include "ingest/hdf5.h"
+#include "storage/file_io.h"
 
 namespace shardkit {
 namespace {

@@ -14,10 +14,10 @@
 #include <cstring>
 #include <mutex>
 
-#include "base/file_io.h"
 #include "ingest/mat_check.h"
 #include "ingest/text.h"
 #include "shard/shard_format.h"
+#include "storage/file_io.h"
 
 #ifdef SHARDKIT_WITH_MATIO
 #include <hdf5.h>

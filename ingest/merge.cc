@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "base/file_io.h"
 #include "shard/dataset_writer.h"
 #include "shard/manifest.h"
+#include "storage/file_io.h"
 
 namespace shardkit {
 namespace {
@@ -160,7 +160,7 @@ Status CheckContiguous(const std::vector<Part>& parts) {
 Status CheckShardFiles(const Part& p) {
   for (const ShardInfo& s : p.m.shards) {
     const std::string path = JoinPath(p.dir, s.file);
-    if (!FileExists(path)) {
+    if (!Env::Default()->FileExists(path)) {
       return Status::NotFound(path + ": missing (listed in " + kPartManifestName +
                               "; the part is damaged, prepare it again)");
     }
@@ -207,9 +207,9 @@ Result<std::vector<Part>> ReadParts(const MergeOptions& o) {
   std::vector<Part> parts;
   for (const std::string& dir : o.parts) {
     if (!IsDirectory(dir)) {
-      return Status::NotFound(dir + ": " +
-                              (FileExists(dir) ? "not a directory" : "no such directory") +
-                              " (a part is the directory --part wrote)");
+      return Status::NotFound(
+          dir + ": " + (Env::Default()->FileExists(dir) ? "not a directory" : "no such directory") +
+          " (a part is the directory --part wrote)");
     }
     SK_ASSIGN_OR_RETURN(Manifest m, ReadPartManifest(dir));
     parts.push_back({dir, std::move(m)});

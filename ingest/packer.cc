@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include "base/crc32c.h"
-#include "base/file_io.h"
 #include "base/openmp.h"
 #include "base/random.h"
 #include "base/version.h"
@@ -18,6 +17,7 @@
 #include "shard/dataset_writer.h"
 #include "shard/manifest.h"
 #include "shard/parts.h"
+#include "storage/file_io.h"
 
 namespace shardkit {
 

@@ -25,10 +25,10 @@
 #include <functional>
 #include <string>
 
-#include "base/env.h"
 #include "base/status.h"
 #include "image/prepare.h"
 #include "ingest/source.h"
+#include "storage/env.h"
 
 namespace shardkit {
 

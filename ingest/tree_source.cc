@@ -14,8 +14,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "base/env.h"
-#include "base/file_io.h"
 #include "base/random.h"  // Mix64
 #include "image/codec.h"  // SniffImageFormat
 #include "ingest/archive_reader.h"
@@ -23,6 +21,9 @@
 #include "ingest/packer.h"  // kMaxSourceMember
 #include "ingest/text.h"
 #include "shard/manifest.h"  // IsValidUtf8, Printable
+#include "storage/env.h"
+#include "storage/file_io.h"
+#include "storage/output_file.h"
 
 namespace shardkit {
 
@@ -567,7 +568,7 @@ class FolderTree : public SampleSource {
     }
     if (depth > 64) return Status::InvalidArgument(dir + ": folders nested more than 64 deep");
     if (!rel.empty()) SK_RETURN_IF_ERROR(layout->AddDir(rel, sink));
-    SK_ASSIGN_OR_RETURN(auto entries, ListDir(dir));
+    SK_ASSIGN_OR_RETURN(auto entries, Env::Default()->ListDir(dir));
     for (const auto& e : entries) {
       if (HiddenName(e)) continue;
       const std::string path = JoinPath(dir, e), child = rel.empty() ? e : rel + "/" + e;

@@ -9,11 +9,11 @@
 #include <map>
 #include <vector>
 
-#include "base/file_io.h"
 #include "ingest/archive_reader.h"
 #include "ingest/packer.h"  // kMaxSourceMember
 #include "ingest/text.h"
 #include "shard/manifest.h"  // Printable
+#include "storage/file_io.h"
 
 namespace shardkit {
 

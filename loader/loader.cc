@@ -11,11 +11,11 @@
 #include <optional>
 #include <thread>
 
-#include "base/system.h"
 #include "loader/batch_filler.h"
 #include "loader/record_source.h"
 #include "loader/resume_plan.h"
 #include "loader/sample_decoder.h"
+#include "storage/system.h"
 
 namespace shardkit {
 

@@ -8,12 +8,12 @@
 #include <string>
 #include <string_view>
 
-#include "base/env.h"
 #include "base/names.h"
 #include "base/status.h"
 #include "image/image.h"
 #include "loader/batch.h"
 #include "shard/shard_format.h"
+#include "storage/env.h"
 
 namespace shardkit {
 
@@ -124,7 +124,7 @@ inline constexpr int kFilesystemReadDepth = 32, kRemoteReadDepth = 128;
 // storage side takes.
 struct StorageOptions {
   // Where shards are read from: null is the POSIX filesystem
-  // (Env::Default()); another Env reads another storage (base/env.h).
+  // (Env::Default()); another Env reads another storage (storage/env.h).
   Env* env = nullptr;
   // Decompressed blocks of compressed datasets, per rank (a node runs 4-8).
   // Bounded whatever the dataset's size: a compressed dataset larger than
@@ -143,7 +143,7 @@ struct StorageOptions {
   // misbehaves: a mapped page that vanishes raises SIGBUS, not an error.
   bool mmap = true;
   // Full shuffle only: read records around the page cache (the POSIX Env:
-  // O_DIRECT, sector-aligned; see base/env.h): a random record of a few KB
+  // O_DIRECT, sector-aligned; see storage/env.h): a random record of a few KB
   // then costs its bytes rounded to sectors, not whole pages. kAuto
   // does so when the dataset is larger than the memory available for the
   // page cache, where caching it is futile; smaller datasets keep the cache.
@@ -159,7 +159,7 @@ struct StorageOptions {
   int read_depth = kAutoReadDepth;
   // Bytes the reads ahead may hold (read or being read, not yet decoded).
   uint64_t read_ahead_bytes = 64ull << 20;
-  // Object storage only: a node cache (base/node_cache.h) in this local
+  // Object storage only: a node cache (storage/remote/node_cache.h) in this local
   // directory keeps what is read, shared by the node's ranks and by later
   // jobs naming the same directory, at most cache_limit bytes (0: no
   // limit). Empty: every epoch reads from storage.

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "base/format.h"
-#include "base/node_cache.h"
-#include "base/system.h"
+#include "base/humanize.h"
+#include "storage/remote/node_cache.h"
+#include "storage/system.h"
 
 namespace shardkit {
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks that modules depend one way only, as CMakeLists.txt layers them:
-#   base <- shard, image <- loader <- train, python; shard, image <- ingest;
+#   base <- storage <- shard; base <- image; shard, image <- loader <- train,
+#   python; shard, image <- ingest; storage/remote is storage's inside;
 #   tools/ on top: tools/common (base only), and each tool over the library
 #   modules it links and tools/common, never another tool's directory.
 # A module's sources may include its own headers and those of the modules it
@@ -17,22 +18,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 declare -A allowed=(
   [base]="base"
-  [shard]="base shard"
+  [storage]="base storage"
+  [shard]="base storage shard"
   [image]="base image"
-  [loader]="base shard image loader"
-  [train]="base shard image loader train"
-  [ingest]="base shard image ingest"
-  [python]="base shard image loader"
+  [loader]="base storage shard image loader"
+  [train]="base storage shard image loader train"
+  [ingest]="base storage shard image ingest"
+  [python]="base storage shard image loader"
   # Benchmark probes built against a build's libraries (bench/open_scale.sh).
-  [bench]="base shard image loader"
+  [bench]="base storage shard image loader"
   # The tools' shared helpers: flags, the progress line, plots. Nothing of the
-  # library but base, so that any tool can use them.
-  [tools/common]="base tools/common"
+  # library but base and storage (output files), so that any tool can use them.
+  [tools/common]="base storage tools/common"
   # The packer and the augmenter go through ingest/ and never the loader.
-  [tools/pack]="base shard image ingest tools/common tools/pack"
-  [tools/augment]="base shard image ingest tools/common tools/augment"
-  [tools/bench]="base shard image loader tools/common tools/bench"
-  [tools/train]="base shard image loader train tools/common tools/train"
+  [tools/pack]="base storage shard image ingest tools/common tools/pack"
+  [tools/augment]="base storage shard image ingest tools/common tools/augment"
+  [tools/bench]="base storage shard image loader tools/common tools/bench"
+  [tools/train]="base storage shard image loader train tools/common tools/train"
 )
 # A path's module, into $mod: its top directory, or tools/NAME.
 module_of() {

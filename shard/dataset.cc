@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "base/crc32c.h"
-#include "base/file_io.h"
+#include "storage/file_io.h"
 
 namespace shardkit {
 

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "base/file_io.h"
 #include "shard/shard_reader.h"
+#include "storage/file_io.h"
 
 namespace shardkit {
 

@@ -18,11 +18,11 @@
 #include <utility>
 #include <vector>
 
-#include "base/file_io.h"
 #include "base/status.h"
 #include "shard/manifest.h"
 #include "shard/shard_reader.h"
 #include "shard/shard_writer.h"
+#include "storage/file_io.h"
 
 namespace shardkit {
 

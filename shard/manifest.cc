@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "base/file_io.h"
 #include "base/random.h"
 #include "shard/parts.h"
+#include "storage/file_io.h"
 
 namespace shardkit {
 
@@ -310,7 +310,7 @@ Status WritePartManifest(const std::string& dir, const Manifest& m, Env* env) {
 
 Result<Manifest> ReadPartManifest(const std::string& dir) {
   const std::string path = JoinPath(dir, kPartManifestName);
-  if (!FileExists(path)) {
+  if (!Env::Default()->FileExists(path)) {
     return Status::NotFound(dir + ": no " + kPartManifestName +
                             " (not a part, or preparing it did not finish)");
   }

@@ -7,10 +7,10 @@
 #include <string_view>
 #include <vector>
 
-#include "base/env.h"
 #include "base/status.h"
 #include "shard/shard_format.h"
 #include "shard/shard_writer.h"
+#include "storage/env.h"
 
 namespace shardkit {
 

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "base/crc32c.h"
-#include "base/file_io.h"
-#include "base/object_store.h"
 #include "shard/manifest.h"
+#include "storage/file_io.h"
+#include "storage/remote/object_store.h"
 
 namespace shardkit {
 namespace {
@@ -179,7 +179,7 @@ Result<uint32_t> CopyToLocalFile(const std::string& from, const std::string& to)
   Status s = CopyInto(*in, out.get(), kChunk);  // two chunks ahead: a remote file streams
   if (!s.ok()) {
     out.reset();
-    RemoveFile(to).IgnoreError();
+    Env::Default()->RemoveFile(to).IgnoreError();
     return s;
   }
   return out->crc32c();

@@ -13,8 +13,8 @@
 #include <functional>
 #include <string>
 
-#include "base/env.h"
 #include "base/status.h"
+#include "storage/env.h"
 
 namespace shardkit {
 

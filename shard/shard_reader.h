@@ -19,9 +19,9 @@
 #include <string_view>
 #include <vector>
 
-#include "base/env.h"
 #include "base/status.h"
 #include "shard/shard_format.h"
+#include "storage/env.h"
 
 typedef struct ZSTD_DCtx_s ZSTD_DCtx;
 

@@ -8,10 +8,10 @@
 #include <string_view>
 #include <vector>
 
-#include "base/file_io.h"
 #include "base/names.h"
 #include "base/status.h"
 #include "shard/shard_format.h"
+#include "storage/file_io.h"
 
 typedef struct ZSTD_CCtx_s ZSTD_CCtx;
 

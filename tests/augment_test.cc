@@ -420,7 +420,7 @@ TEST(BigMnistPlan, SettingsDigestTellsSettingsApart) {
 class BigMnistCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
+    if (!Env::Default()->FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
       GTEST_SKIP() << "dataset-fashion-mnist not installed";
   }
   std::string Cmd(const std::string& out, const std::string& extra) {
@@ -548,7 +548,7 @@ TEST_F(BigMnistCli, KilledRunResumesKeepingFinishedShards) {
   kill(pid, SIGKILL);
   testing::WaitExit(pid, 60);
   ASSERT_TRUE(some_done) << testing::ReadFile(dir_ / "log");
-  ASSERT_FALSE(FileExists(dir_ / "out/manifest.json"))
+  ASSERT_FALSE(Env::Default()->FileExists(dir_ / "out/manifest.json"))
       << "killed before the end: must not look complete";
   EXPECT_FALSE(Dataset::Open(dir_ / "out").ok());
   auto r = RunCommand(cmd);
@@ -591,7 +591,7 @@ struct Key {
 // Every record of the shard files in `dir` (a dataset or a part), by key.
 std::map<Key, std::vector<uint8_t>> Records(const std::string& dir) {
   std::map<Key, std::vector<uint8_t>> out;
-  auto names = ListDir(dir);
+  auto names = Env::Default()->ListDir(dir);
   EXPECT_TRUE(names.ok());
   for (const std::string& name : *names) {
     if (name.rfind("shard-", 0) != 0) continue;
@@ -714,7 +714,8 @@ TEST_F(BigMnistCli, PartsReproduceTheOneProcessRunByteForByte) {
     const std::string dir = dir_ / ("part" + std::to_string(i));
     auto r = RunCommand(Rcc(dir, opts + " --threads 1 --part " + std::to_string(i) + "/3"));
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_FALSE(FileExists(JoinPath(dir, kManifestName))) << "a part is not a dataset";
+    EXPECT_FALSE(Env::Default()->FileExists(JoinPath(dir, kManifestName)))
+        << "a part is not a dataset";
     EXPECT_FALSE(Dataset::Open(dir).ok());
     auto part = ReadPartManifest(dir);
     ASSERT_TRUE(part.ok()) << part.status().ToString();
@@ -782,7 +783,7 @@ TEST_F(BigMnistCli, BadOptionsExitTwoWithOneLineNamingThem) {
     EXPECT_EQ(r.exit_code, 2) << extra << ": " << r.out;
     EXPECT_NE(r.out.find(expect), std::string::npos) << extra << ": " << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << extra << ": " << r.out;
-    EXPECT_FALSE(FileExists(dir_ / "bad/part.json"));
+    EXPECT_FALSE(Env::Default()->FileExists(dir_ / "bad/part.json"));
   }
 }
 
@@ -839,7 +840,7 @@ TEST(Hdf5Import, ClearErrors) {
     EXPECT_FALSE(s.ok()) << c.name;
     EXPECT_NE(s.message().find(c.expect), std::string::npos) << c.name << ": " << s.message();
     EXPECT_NE(s.message().find(path), std::string::npos) << "must name the file: " << s.message();
-    EXPECT_FALSE(FileExists(o.out + "/manifest.json"));
+    EXPECT_FALSE(Env::Default()->FileExists(o.out + "/manifest.json"));
   }
   testing::WriteFile(dir / "text.h5", "not hdf5 at all");
   Hdf5PackOptions o;

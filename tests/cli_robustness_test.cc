@@ -194,7 +194,7 @@ TEST_F(CliRobustness, BenchReportRefusesMetricsFieldsThatMakeNoSense) {
     WriteFile(d + "/a.jsonl", good + "\n");
     WriteFile(d + "/b.jsonl", c.line + "\n");
     Check({{kBench, "report " + d, 2, c.expect}});
-    EXPECT_FALSE(FileExists(d + "/report.md"));
+    EXPECT_FALSE(Env::Default()->FileExists(d + "/report.md"));
   }
   // Outputs: not a file or device as --out, never over a metrics file read.
   const std::string d = dir_ / "met";

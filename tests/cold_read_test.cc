@@ -7,9 +7,9 @@
 #include <gtest/gtest.h>
 
 #include "base/random.h"
-#include "base/system.h"
 #include "loader/loader.h"
 #include "shard/shard.h"
+#include "storage/system.h"
 #include "tests/test_util.h"
 
 namespace shardkit {

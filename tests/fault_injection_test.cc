@@ -32,8 +32,8 @@ const std::string kStage = SHARDKIT_SOURCE_DIR "/slurm/stage.sh";
 
 // The invariant after any crash: not a dataset, or a dataset that verifies.
 void ExpectAbsentResumableOrValid(const std::string& dir) {
-  if (!FileExists(dir)) return;
-  if (!FileExists(dir + "/manifest.json")) {
+  if (!Env::Default()->FileExists(dir)) return;
+  if (!Env::Default()->FileExists(dir + "/manifest.json")) {
     EXPECT_TRUE(Dataset::Open(dir).status().IsNotFound())
         << "a directory without a manifest is not a dataset";
     return;
@@ -51,7 +51,7 @@ struct WorkState {
 // Shard files in `dir`, temporary (".shard-N.sks.tmp") or published, or
 // temporary only: how far a writer has got.
 size_t ShardFiles(const std::string& dir, bool temporary_only = false) {
-  auto names = ListDir(dir);
+  auto names = Env::Default()->ListDir(dir);
   if (!names.ok()) return 0;
   size_t n = 0;
   for (const auto& name : *names) {
@@ -64,7 +64,8 @@ size_t ShardFiles(const std::string& dir, bool temporary_only = false) {
 // made, then 1, a third, two thirds and all but a tenth (at least 2) of the
 // shard files, each with work left after it.
 std::vector<WorkState> WritingStates(const std::string& dir, size_t shards) {
-  std::vector<WorkState> states = {{"output directory made", [=] { return FileExists(dir); }}};
+  std::vector<WorkState> states = {
+      {"output directory made", [=] { return Env::Default()->FileExists(dir); }}};
   size_t last = 0;
   for (size_t n :
        {size_t{1}, shards / 3, 2 * shards / 3, shards - std::max<size_t>(2, shards / 10)}) {
@@ -122,7 +123,7 @@ void KillMidWork(
 }
 
 TEST(FaultInjection, PackKilledAtAnyPointRestartsCleanly) {
-  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
+  if (!Env::Default()->FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist not installed";
   TempDir dir;
   const std::string cmd = testing::PackTool() + " idx --images " + kFashion +
@@ -134,7 +135,8 @@ TEST(FaultInjection, PackKilledAtAnyPointRestartsCleanly) {
     SCOPED_TRACE("killed at: " + state.name);
     KillMidWork(cmd, dir / "log", state, [&] { std::filesystem::remove_all(dir / "out"); });
     ExpectAbsentResumableOrValid(dir / "out");
-    EXPECT_FALSE(FileExists(dir / "out/manifest.json")) << "killed mid-work, yet complete";
+    EXPECT_FALSE(Env::Default()->FileExists(dir / "out/manifest.json"))
+        << "killed mid-work, yet complete";
     // Rerunning the same command, without --force, completes.
     auto r = RunCommand(cmd);
     ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -160,7 +162,7 @@ void ExpectSameDataset(const std::string& ref, const std::string& out) {
     EXPECT_EQ(testing::ReadFile(JoinPath(out, s.file)), testing::ReadFile(JoinPath(ref, s.file)))
         << s.file;
   }
-  EXPECT_FALSE(FileExists(JoinPath(out, kResumeFileName)));
+  EXPECT_FALSE(Env::Default()->FileExists(JoinPath(out, kResumeFileName)));
 }
 
 // How many shards the "resumed: N shard(s)" line of a pack's summary says
@@ -175,7 +177,7 @@ size_t ResumedShards(const std::string& out) {
 // keeps them and writes only the rest: the dataset equals one never
 // interrupted, byte for byte. A rerun with other settings keeps nothing.
 TEST(FaultInjection, PackKilledMidWayResumesToTheBytesOfAnUninterruptedPack) {
-  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
+  if (!Env::Default()->FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist not installed";
   TempDir dir;
   const std::string args = " idx --images " + kFashion + "/train-images-idx3-ubyte.gz --labels " +
@@ -189,11 +191,13 @@ TEST(FaultInjection, PackKilledMidWayResumesToTheBytesOfAnUninterruptedPack) {
   // Shard n begun: shards 0 to n-1 are finished, under their temporary names.
   auto killed_at_a_third = [&](const std::string& cmd, const std::string& out) {
     const std::string begun = JoinPath(out, TempShardFileName(shards / 3));
-    KillMidWork(cmd, dir / "log",
-                {"a third of the shards finished", [=] { return FileExists(begun); }},
-                [&] { std::filesystem::remove_all(out); });
-    EXPECT_FALSE(FileExists(JoinPath(out, kManifestName))) << "killed mid-work, yet complete";
-    EXPECT_TRUE(FileExists(JoinPath(out, kResumeFileName)));
+    KillMidWork(
+        cmd, dir / "log",
+        {"a third of the shards finished", [=] { return Env::Default()->FileExists(begun); }},
+        [&] { std::filesystem::remove_all(out); });
+    EXPECT_FALSE(Env::Default()->FileExists(JoinPath(out, kManifestName)))
+        << "killed mid-work, yet complete";
+    EXPECT_TRUE(Env::Default()->FileExists(JoinPath(out, kResumeFileName)));
   };
   const std::string cmd = testing::PackTool() + args + "--shard-size 1000000 " + dir / "out";
   killed_at_a_third(cmd, dir / "out");
@@ -241,7 +245,8 @@ TEST(FaultInjection, ImageNetPackKilledAtAnyPointRestartsCleanly) {
     SCOPED_TRACE("killed at: " + state.name);
     KillMidWork(cmd, dir / "log", state, [&] { std::filesystem::remove_all(dir / "out"); });
     ExpectAbsentResumableOrValid(dir / "out");
-    EXPECT_FALSE(FileExists(dir / "out/manifest.json")) << "killed mid-work, yet complete";
+    EXPECT_FALSE(Env::Default()->FileExists(dir / "out/manifest.json"))
+        << "killed mid-work, yet complete";
     auto r = RunCommand(cmd);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + dir / "out").exit_code, 0);
@@ -275,10 +280,14 @@ TEST(FaultInjection, ImagePackKilledMidWayResumesToTheBytesOfAnUninterruptedPack
     const std::string fingerprint = JoinPath(out, kResumeFileName);
     KillMidWork(cmd, dir / "log",
                 {"a third of the shards finished",
-                 [=] { return FileExists(fingerprint) && FileExists(begun); }},
+                 [=] {
+                   return Env::Default()->FileExists(fingerprint) &&
+                          Env::Default()->FileExists(begun);
+                 }},
                 [&] { std::filesystem::remove_all(out); });
-    EXPECT_FALSE(FileExists(JoinPath(out, kManifestName))) << "killed mid-work, yet complete";
-    EXPECT_TRUE(FileExists(fingerprint));
+    EXPECT_FALSE(Env::Default()->FileExists(JoinPath(out, kManifestName)))
+        << "killed mid-work, yet complete";
+    EXPECT_TRUE(Env::Default()->FileExists(fingerprint));
   };
 
   // The same command again: a third kept, the rest written, the same bytes.
@@ -355,7 +364,7 @@ TEST(FaultInjection, ImagePackKilledMidWayResumesToTheBytesOfAnUninterruptedPack
 }
 
 TEST(FaultInjection, AugmentKilledAtAnyPointResumes) {
-  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
+  if (!Env::Default()->FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist not installed";
   TempDir dir;
   auto cmd = [&](const std::string& out) {
@@ -369,7 +378,8 @@ TEST(FaultInjection, AugmentKilledAtAnyPointResumes) {
     KillMidWork(cmd(dir / "out"), dir / "log", state,
                 [&] { std::filesystem::remove_all(dir / "out"); });
     ExpectAbsentResumableOrValid(dir / "out");
-    EXPECT_FALSE(FileExists(dir / "out/manifest.json")) << "killed mid-work, yet complete";
+    EXPECT_FALSE(Env::Default()->FileExists(dir / "out/manifest.json"))
+        << "killed mid-work, yet complete";
     auto r = RunCommand(cmd(dir / "out"));
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + dir / "out").exit_code, 0);
@@ -384,8 +394,9 @@ TEST(FaultInjection, AugmentKilledAtAnyPointResumes) {
 // Checks the directory a failed pack left: no temporaries, no manifest, and
 // every final-named shard complete.
 void ExpectCleanFailure(const std::string& dir) {
-  if (!FileExists(dir)) return;  // a directory the pack made is removed: the cleanest failure
-  auto names = ListDir(dir);
+  if (!Env::Default()->FileExists(dir))
+    return;  // a directory the pack made is removed: the cleanest failure
+  auto names = Env::Default()->ListDir(dir);
   ASSERT_TRUE(names.ok());
   for (const auto& n : *names) {
     EXPECT_EQ(n.find(".tmp"), std::string::npos) << "temporary file left behind: " << n;
@@ -442,7 +453,7 @@ class ScopedTmpfs {
 };
 
 TEST(FaultInjection, FullDiskDuringPackIsAClearErrorAndLeavesNothingPartial) {
-  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
+  if (!Env::Default()->FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist not installed";
   TempDir dir;
   ScopedTmpfs disk(dir / "tmpfs", "5m");
@@ -484,17 +495,17 @@ TEST(FaultInjection, ManifestWriteFailureLeavesNoDataset) {
   EXPECT_NE(r.out.find(dir / "tmpfs/out/manifest.json.tmp: write failed: No space left on device"),
             std::string::npos)
       << r.out;
-  EXPECT_FALSE(FileExists(dir / "tmpfs/out/manifest.json"));
+  EXPECT_FALSE(Env::Default()->FileExists(dir / "tmpfs/out/manifest.json"));
   ExpectCleanFailure(dir / "tmpfs/out");
   // Room again: the rerun succeeds.
-  ASSERT_TRUE(RemoveFile(dir / "tmpfs/filler").ok());
+  ASSERT_TRUE(Env::Default()->RemoveFile(dir / "tmpfs/filler").ok());
   r = pack(dir / "tmpfs/out");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(RunCommand(testing::PackTool() + " verify " + dir / "tmpfs/out").exit_code, 0);
 }
 
 TEST(FaultInjection, InterruptedStagingResumesCopyingOnlyWhatIsMissing) {
-  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
+  if (!Env::Default()->FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist not installed";
   TempDir dir;
   ASSERT_EQ(RunCommand(testing::PackTool() + " idx --images " + kFashion +
@@ -512,7 +523,7 @@ TEST(FaultInjection, InterruptedStagingResumesCopyingOnlyWhatIsMissing) {
   EXPECT_EQ(kill(-pid, SIGKILL), 0) << std::strerror(errno);
   testing::WaitExit(pid, 60);
   ASSERT_TRUE(some_staged) << testing::ReadFile(dir / "log");
-  EXPECT_FALSE(FileExists(dir / "local/manifest.json"))
+  EXPECT_FALSE(Env::Default()->FileExists(dir / "local/manifest.json"))
       << "a half-staged dataset must not look complete";
   auto r = RunCommand(stage);
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -523,7 +534,7 @@ TEST(FaultInjection, InterruptedStagingResumesCopyingOnlyWhatIsMissing) {
 }
 
 TEST(FaultInjection, StagingFailsClearlyWhenLocalSpaceIsShort) {
-  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
+  if (!Env::Default()->FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist not installed";
   TempDir dir;
   ScopedTmpfs disk(dir / "tmpfs", "2m");

@@ -50,7 +50,7 @@ TEST(HostileInput, FifoAmongImagesIsRefusedByPathWithoutBlocking) {
   r = RunCommand(Pack() + " imagenet --strict " + dir / "src " + dir / "strict");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("pipe.JPEG: is a named pipe"), std::string::npos) << r.out;
-  EXPECT_FALSE(FileExists(dir / "strict/manifest.json"));
+  EXPECT_FALSE(Env::Default()->FileExists(dir / "strict/manifest.json"));
 }
 
 TEST(HostileInput, ManifestOrShardThatIsNotARegularFileIsRefusedByPath) {
@@ -100,7 +100,7 @@ TEST(HostileInput, StagingOntoTheSourceLeavesTheSourceUntouched) {
     auto r = RunCommand("timeout -s KILL 120 " + cmd);
     EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.out;
     EXPECT_NE(r.out.find("nothing to stage"), std::string::npos) << r.out;
-    ASSERT_TRUE(FileExists(dir / "tmp/ds/manifest.json"))
+    ASSERT_TRUE(Env::Default()->FileExists(dir / "tmp/ds/manifest.json"))
         << "the source's manifest was removed by: " << cmd;
     EXPECT_EQ(RunCommand(Pack() + " verify " + dir / "tmp/ds").exit_code, 0) << cmd;
   }
@@ -111,7 +111,7 @@ TEST(HostileInput, StagingOntoTheSourceLeavesTheSourceUntouched) {
                       dir / "tmp/ds/sub");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("is inside the source dataset"), std::string::npos) << r.out;
-  EXPECT_FALSE(FileExists(dir / "tmp/ds/sub"));
+  EXPECT_FALSE(Env::Default()->FileExists(dir / "tmp/ds/sub"));
   testing::MakeDirs(dir / "dest");
   ASSERT_EQ(symlink((dir / "tmp/ds/shard-00000.sks").c_str(), (dir / "dest/.stage.lock").c_str()),
             0);
@@ -135,7 +135,7 @@ TEST(HostileInput, ASecondWriterIntoTheSameDirectoryFailsAtOnce) {
     auto r = RunCommand(Pack() + " imagenet " + dir / "src " + dir / "out");
     EXPECT_EQ(r.exit_code, 2) << r.out;
     EXPECT_NE(r.out.find("another shardkit process is writing"), std::string::npos) << r.out;
-    EXPECT_FALSE(FileExists(dir / "out/manifest.json"));
+    EXPECT_FALSE(Env::Default()->FileExists(dir / "out/manifest.json"));
   }
   // Two real packs at once, several times: any that claims success left a
   // dataset that verifies, and at least one succeeds.
@@ -214,7 +214,7 @@ TEST(HostileInput, NonUtf8NamesNeverAbortATool) {
   EXPECT_EQ(ReadManifest(dir / "ds")->classes, (std::vector<std::string>{"c0", "c1"}));
   r = RunCommand(Pack() + " imagenet --strict " + dir / "src " + dir / "strict");
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_FALSE(FileExists(dir / "strict"));
+  EXPECT_FALSE(Env::Default()->FileExists(dir / "strict"));
   // Non-UTF-8 bytes in file names and in the output path are stored or shown, not fatal.
   ASSERT_EQ(::rename(bad.c_str(), (dir / "src/c2").c_str()), 0);
   ASSERT_EQ(::rename((dir / "src/c2/x.JPEG").c_str(), (dir / "src/c2/\xfa.JPEG").c_str()), 0);

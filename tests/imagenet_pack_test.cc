@@ -144,7 +144,7 @@ TEST_F(ImageNetTree, StrictFailsOnTheFirstProblem) {
       o, [](const std::string&) {}, &sum);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("--strict"), std::string::npos);
-  EXPECT_FALSE(FileExists(dir_ / "out/manifest.json"));
+  EXPECT_FALSE(Env::Default()->FileExists(dir_ / "out/manifest.json"));
 }
 
 TEST_F(ImageNetTree, ResizeShortReencodes) {
@@ -223,7 +223,7 @@ TEST(ImageNetRoot, OneClassWithASubFolderKeepsBothImagesAndAnImageBesideIsUnusab
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("cover.jpg: an image beside the class folders"), std::string::npos)
       << s.ToString();
-  EXPECT_FALSE(FileExists(o.out));
+  EXPECT_FALSE(Env::Default()->FileExists(o.out));
   o.strict = false;
   o.out = dir / "two";
   lines.clear();

@@ -1,10 +1,10 @@
-// The node cache (base/node_cache.h) over a counting storage double: what is
+// The node cache (storage/remote/node_cache.h) over a counting storage double: what is
 // read once is read from disk after (in another reader too), a chunk is
 // fetched once however many readers want it at once, a damaged or truncated
 // cache file is fetched again and never served, and the limit evicts the
 // least recently used objects that nobody has open, never one in use and
 // never a file the cache did not make.
-#include "base/node_cache.h"
+#include "storage/remote/node_cache.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -14,8 +14,8 @@
 #include <random>
 #include <thread>
 
-#include "base/file_io.h"
 #include "shard/dataset.h"
+#include "storage/file_io.h"
 #include "tests/storage_double.h"
 #include "tests/test_util.h"
 
@@ -53,7 +53,7 @@ std::string ReadAll(Env* env, const std::string& path, size_t piece = 100000) {
 // The cache's files for one object (NAME.map, NAME.data), by suffix.
 std::vector<std::string> CacheFiles(const std::string& dir, const char* suffix) {
   std::vector<std::string> out;
-  for (const auto& name : *ListDir(dir)) {
+  for (const auto& name : *Env::Default()->ListDir(dir)) {
     if (name.size() > 5 &&
         name.compare(name.size() - std::strlen(suffix), std::strlen(suffix), suffix) == 0) {
       out.push_back(JoinPath(dir, name));
@@ -149,7 +149,7 @@ TEST_F(NodeCacheTest, TheLimitEvictsTheLeastRecentlyUsedObjectNobodyHasOpen) {
   EXPECT_EQ(ReadAll(env.get(), b), *ReadFileToString(b, 1 << 30));  // a goes
   EXPECT_EQ(CacheFiles(cache_.path(), ".data").size(), 1u);
   EXPECT_LE(*NodeCacheBytes(cache_.path()), 3 * kChunk + 2 * 4096 + 8192);
-  EXPECT_TRUE(FileExists(JoinPath(cache_.path(), "notes.txt")));
+  EXPECT_TRUE(Env::Default()->FileExists(JoinPath(cache_.path(), "notes.txt")));
   const uint64_t before = storage_.reads();
   ReadAll(env.get(), b);
   EXPECT_EQ(storage_.reads(), before);  // b stayed

@@ -146,7 +146,7 @@ TEST(PackCli, ExtractOutputPaths) {
   EXPECT_EQ(r.exit_code, 0) << r.out;
   ASSERT_EQ(::stat("/dev/null", &st), 0);
   EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/null must stay a device";
-  if (FileExists("/dev/full")) {
+  if (Env::Default()->FileExists("/dev/full")) {
     r = RunCommand(extract + "/dev/full");
     EXPECT_EQ(r.exit_code, 2) << r.out;
     EXPECT_NE(r.out.find("/dev/full: cannot write"), std::string::npos) << r.out;
@@ -157,7 +157,7 @@ TEST(PackCli, ExtractOutputPaths) {
   r = RunCommand(extract + dir / "fifo");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("a FIFO that nothing reads"), std::string::npos) << r.out;
-  CreateDirs(dir / "sub").IgnoreError();
+  Env::Default()->CreateDirs(dir / "sub").IgnoreError();
   const struct {
     std::string out, expect;
   } refused[] = {
@@ -184,7 +184,7 @@ TEST(PackCli, ExtractOutputPaths) {
   r = RunCommand("(" + extract + "- 2>&1 >&-)");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("standard output was closed"), std::string::npos) << r.out;
-  if (FileExists("/dev/full")) {
+  if (Env::Default()->FileExists("/dev/full")) {
     r = RunCommand("(" + extract + "- > /dev/full)");
     EXPECT_EQ(r.exit_code, 2) << r.out;
     EXPECT_NE(r.out.find("standard output: write error"), std::string::npos) << r.out;
@@ -207,7 +207,7 @@ TEST(PackCli, ExtractOutputPaths) {
   r = RunCommand(Pack() + " get " + dir / "ds/shard-00000.sks " + dir / "copy.sks");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(testing::ReadFile(dir / "copy.sks"), testing::ReadFile(dir / "ds/shard-00000.sks"));
-  EXPECT_FALSE(FileExists(dir / "copy.sks.tmp"));
+  EXPECT_FALSE(Env::Default()->FileExists(dir / "copy.sks.tmp"));
   r = RunCommand(Pack() + " get " + dir / "ds/shard-00000.sks /dev/null");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   ASSERT_EQ(::stat("/dev/null", &st), 0);
@@ -218,15 +218,15 @@ TEST(PackCli, ExtractOutputPaths) {
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("is the same file as " + dir / "ds/shard-00000.sks"), std::string::npos)
       << r.out;
-  auto names = ListDir(dir / "sub");
+  auto names = Env::Default()->ListDir(dir / "sub");
   ASSERT_TRUE(names.ok());
   EXPECT_TRUE(names->empty());
-  EXPECT_FALSE(FileExists(dir / "sub.tmp"));
+  EXPECT_FALSE(Env::Default()->FileExists(dir / "sub.tmp"));
   EXPECT_EQ(RunCommand(Pack() + " verify " + dir / "ds").exit_code, 0);
 }
 
 TEST(PackCli, FashionMnistPacksAndVerifies) {
-  if (!FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
+  if (!Env::Default()->FileExists(kFashion + "/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist not installed";
   TempDir dir;
   auto r =

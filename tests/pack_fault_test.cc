@@ -79,8 +79,8 @@ Status PackTar(const std::string& tar, const std::string& out, Env* env) {
 
 // What a failed pack leaves: nothing (the directory it made is removed).
 void ExpectNothingLeft(const std::string& out) {
-  if (!FileExists(out)) return;
-  auto names = ListDir(out);
+  if (!Env::Default()->FileExists(out)) return;
+  auto names = Env::Default()->ListDir(out);
   ASSERT_TRUE(names.ok());
   for (const auto& n : *names) {
     EXPECT_EQ(n.find(".tmp"), std::string::npos) << "temporary file left behind: " << n;

@@ -91,7 +91,7 @@ void ExpectRefused(const std::string& cmd, const std::string& out, const std::st
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("error: " + name), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(why), std::string::npos) << r.out;
-  EXPECT_FALSE(FileExists(out + "/manifest.json")) << r.out;
+  EXPECT_FALSE(Env::Default()->FileExists(out + "/manifest.json")) << r.out;
 }
 
 TEST(PackParts, IdxPartsWriteTheOneProcessShardsAndMergeToItsBytes) {
@@ -113,7 +113,7 @@ TEST(PackParts, IdxPartsWriteTheOneProcessShardsAndMergeToItsBytes) {
       EXPECT_EQ(testing::ReadFile(p + "/" + s.file), testing::ReadFile(dir / "whole/" + s.file));
     }
     shards += m->shards.size();
-    EXPECT_FALSE(FileExists(p + "/manifest.json")) << "a part is not a dataset";
+    EXPECT_FALSE(Env::Default()->FileExists(p + "/manifest.json")) << "a part is not a dataset";
   }
   EXPECT_EQ(shards, whole->shards.size());
   // Merged in any order of arguments.
@@ -159,7 +159,7 @@ TEST(PackParts, Hdf5PartsMergeToTheOneProcessBytes) {
 // shardkit-augment's parts (another tool writing part.json) merge the same way.
 TEST(PackParts, AugmentPartsMergeToTheOneProcessBytes) {
   const std::string fashion = "/usr/share/datasets/fashion-mnist";
-  if (!FileExists(fashion + "/train-images-idx3-ubyte.gz"))
+  if (!Env::Default()->FileExists(fashion + "/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist not installed";
   TempDir dir;
   const std::string cmd = std::string(SHARDKIT_AUGMENT_TOOL) + " bigmnist --src " + fashion +
@@ -198,7 +198,7 @@ TEST(PackParts, MergeNeverChangesThePartsAndLinksWhereItCan) {
   ExpectRefused(Merge(parts[1], parts), parts[1], parts[1], "merge into another directory");
   ExpectRefused(Merge(parts[0] + "/merged", parts), parts[0] + "/merged", parts[0] + "/merged",
                 "is inside the part " + parts[0]);
-  EXPECT_FALSE(FileExists(parts[0] + "/merged"));
+  EXPECT_FALSE(Env::Default()->FileExists(parts[0] + "/merged"));
   EXPECT_TRUE(ReadPartManifest(parts[1]).ok());
   EXPECT_EQ(RunCommand(Merge(dir / "again", parts)).exit_code, 0) << "the parts still merge";
   // Onto another filesystem (a tmpfs, where there is one): copied, same bytes.
@@ -231,7 +231,8 @@ TEST(PackParts, MergeRefusesOverlappingParts) {
   ASSERT_EQ(RunCommand(IdxPack(dir, dir / "two/p1", "--part 1/2")).exit_code, 0);
   ExpectRefused(Merge(dir / "out", {parts[0], dir / "two/p1"}), dir / "out", dir / "two/p1",
                 "is part 1 of 2, but " + parts[0] + " is part 0 of 3");
-  EXPECT_FALSE(FileExists(dir / "out")) << "a merge that fails removes the OUT it made";
+  EXPECT_FALSE(Env::Default()->FileExists(dir / "out"))
+      << "a merge that fails removes the OUT it made";
 }
 
 TEST(PackParts, MergeRefusesMissingPartsNamingThem) {
@@ -261,13 +262,13 @@ TEST(PackParts, MergeRefusesDamagedPartsNamingTheShard) {
   WriteFile(shard, good.substr(0, good.size() - 10));
   ExpectRefused(Merge(dir / "out", parts), dir / "out", shard, "bytes, part.json says");
   // A shard gone.
-  ASSERT_TRUE(RemoveFile(shard).ok());
+  ASSERT_TRUE(Env::Default()->RemoveFile(shard).ok());
   ExpectRefused(Merge(dir / "out", parts), dir / "out", shard, "missing");
   WriteFile(shard, good);
   // part.json gone: not a part (or not finished).
-  ASSERT_TRUE(RemoveFile(parts[2] + "/part.json").ok());
+  ASSERT_TRUE(Env::Default()->RemoveFile(parts[2] + "/part.json").ok());
   ExpectRefused(Merge(dir / "out", parts), dir / "out", parts[2], "no part.json");
-  EXPECT_FALSE(FileExists(dir / "out"));
+  EXPECT_FALSE(Env::Default()->FileExists(dir / "out"));
 }
 
 TEST(PackParts, MergeRefusesPartsMadeWithOtherSettingsNamingWhatDiffers) {
@@ -349,7 +350,7 @@ TEST(PackParts, MergeIntoAnExistingDatasetNeedsForceAndKeepsItIfRefused) {
   std::string good = testing::ReadFile(shard), bad = good;
   bad[100] ^= 1;
   WriteFile(shard + ".new", bad);
-  ASSERT_TRUE(RenameFile(shard + ".new", shard).ok());
+  ASSERT_TRUE(Env::Default()->RenameFile(shard + ".new", shard).ok());
   r = RunCommand(Merge(dir / "out", parts, "--force"));
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_EQ(testing::ReadFile(dir / "out/manifest.json"), manifest);
@@ -386,7 +387,7 @@ TEST(PackParts, PartIsRefusedWhereItCannotBeExact) {
     auto r = RunCommand(Pack() + " " + c.args);
     EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.out;
     EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.args << "\n" << r.out;
-    EXPECT_FALSE(FileExists(dir / "o")) << c.args;
+    EXPECT_FALSE(Env::Default()->FileExists(dir / "o")) << c.args;
   }
 }
 

@@ -412,7 +412,7 @@ TEST(DatasetTest, WriterRollsShardsAndVerifyPasses) {
 TEST(DatasetTest, NoTemporaryFilesRemainAfterFinish) {
   TempDir dir;
   ASSERT_TRUE(WriteDataset(dir.path(), 300, 8192).ok());
-  for (const auto& name : *ListDir(dir.path())) {
+  for (const auto& name : *Env::Default()->ListDir(dir.path())) {
     EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
   }
 }
@@ -455,7 +455,8 @@ TEST(DatasetTest, APartIsNamedAsTheWholeAndItsShardsAreAdoptedOnlyIntact) {
                                     format::RecordKind::kRawU8, &linked);
   EXPECT_TRUE(s.IsCorruption()) << s.ToString();
   EXPECT_NE(s.message().find("shard-00003.sks: CRC32C"), std::string::npos) << s.ToString();
-  EXPECT_FALSE(FileExists(dir / "whole/.shard-00000.sks.tmp")) << "nothing kept of it";
+  EXPECT_FALSE(Env::Default()->FileExists(dir / "whole/.shard-00000.sks.tmp"))
+      << "nothing kept of it";
   // A raw_u8 shard where the part says JPEG: refused before it is kept.
   s = (*adopter)->AdoptShard(dir / "part/shard-00003.sks", part->shards[0], 0,
                              format::RecordKind::kJpeg, &linked);
@@ -463,7 +464,8 @@ TEST(DatasetTest, APartIsNamedAsTheWholeAndItsShardsAreAdoptedOnlyIntact) {
   EXPECT_NE(s.message().find("shard-00003.sks: holds records of kind 'raw_u8', expected 'jpeg'"),
             std::string::npos)
       << s.ToString();
-  EXPECT_FALSE(FileExists(dir / "whole/.shard-00000.sks.tmp")) << "nothing kept of it";
+  EXPECT_FALSE(Env::Default()->FileExists(dir / "whole/.shard-00000.sks.tmp"))
+      << "nothing kept of it";
   for (const auto& info : part->shards) {
     ASSERT_TRUE(
         (*adopter)
@@ -506,10 +508,12 @@ TEST(DatasetTest, AShardIsAdoptedThroughTheWritersEnvAndAFullDiskKeepsNothing) {
     EXPECT_TRUE(s.IsIOError()) << s.ToString();
     EXPECT_NE(s.message().find("No space left on device"), std::string::npos) << s.ToString();
     EXPECT_GE(full.refused(), 1u);
-    EXPECT_FALSE(FileExists(dir / "full/.shard-00000.sks.tmp")) << "nothing kept of the copy";
+    EXPECT_FALSE(Env::Default()->FileExists(dir / "full/.shard-00000.sks.tmp"))
+        << "nothing kept of the copy";
   }
-  if (FileExists(dir / "full")) {
-    for (const auto& name : *ListDir(dir / "full")) ADD_FAILURE() << "left behind: " << name;
+  if (Env::Default()->FileExists(dir / "full")) {
+    for (const auto& name : *Env::Default()->ListDir(dir / "full"))
+      ADD_FAILURE() << "left behind: " << name;
   }
 
   testing::WriteFaultEnv room;
@@ -551,7 +555,7 @@ TEST(DatasetTest, DirectoryWithoutManifestIsNotADataset) {
   EXPECT_NE(ds.status().message().find("manifest.json"), std::string::npos);
   // Only the writers' lock file stays in a folder it did not make (unlinking
   // it would race another writer); the temporary shard is gone.
-  EXPECT_EQ(*ListDir(dir.path()), std::vector<std::string>{kLockFileName})
+  EXPECT_EQ(*Env::Default()->ListDir(dir.path()), std::vector<std::string>{kLockFileName})
       << "the unfinished shard's temporary file must be gone";
 }
 
@@ -569,9 +573,9 @@ TEST(DatasetTest, RestartAfterInterruptionRemovesLeftovers) {
   WriteFile(dir / ".shard-00008.sks.tmp", "stale");
   WriteFile(dir / "notes.txt", "user file");
   ASSERT_TRUE(WriteDataset(dir.path(), 10, 1 << 20).ok());
-  EXPECT_FALSE(FileExists(dir / "shard-00007.sks"));
-  EXPECT_FALSE(FileExists(dir / ".shard-00008.sks.tmp"));
-  EXPECT_TRUE(FileExists(dir / "notes.txt"));
+  EXPECT_FALSE(Env::Default()->FileExists(dir / "shard-00007.sks"));
+  EXPECT_FALSE(Env::Default()->FileExists(dir / ".shard-00008.sks.tmp"));
+  EXPECT_TRUE(Env::Default()->FileExists(dir / "notes.txt"));
 }
 
 // The killed run: a child that finishes 3 shards (fingerprint "F"), begins
@@ -605,15 +609,16 @@ TEST(DatasetTest, AWriterResumingLaterKeepsAKilledRunsShardsOnlyWhenToldAndAccep
   o.shard.kind = format::RecordKind::kRawU8;
   o.resume_later = true;
   KilledRun(dir.path(), o);
-  ASSERT_TRUE(FileExists(dir / TempShardFileName(3)));
-  ASSERT_TRUE(FileExists(dir / kResumeFileName));
+  ASSERT_TRUE(Env::Default()->FileExists(dir / TempShardFileName(3)));
+  ASSERT_TRUE(Env::Default()->FileExists(dir / kResumeFileName));
   {
     auto w = DatasetWriter::Create(dir.path(), o);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     EXPECT_TRUE((*w)->Add("x", 0, "k").IsInvalidArgument());
   }  // destroyed undecided: the killed run's files are as they were
-  for (int i = 0; i < 4; ++i) EXPECT_TRUE(FileExists(dir / TempShardFileName(i))) << i;
-  EXPECT_TRUE(FileExists(dir / kResumeFileName));
+  for (int i = 0; i < 4; ++i)
+    EXPECT_TRUE(Env::Default()->FileExists(dir / TempShardFileName(i))) << i;
+  EXPECT_TRUE(Env::Default()->FileExists(dir / kResumeFileName));
   {
     auto w = DatasetWriter::Create(dir.path(), o);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
@@ -626,12 +631,12 @@ TEST(DatasetTest, AWriterResumingLaterKeepsAKilledRunsShardsOnlyWhenToldAndAccep
                     .ok());
     EXPECT_EQ(checked, 3);  // the third refused: it and those after it go
     EXPECT_EQ((*w)->resumed_shards(), 2u);
-    EXPECT_FALSE(FileExists(dir / TempShardFileName(2)));
-    EXPECT_FALSE(FileExists(dir / TempShardFileName(3)));
+    EXPECT_FALSE(Env::Default()->FileExists(dir / TempShardFileName(2)));
+    EXPECT_FALSE(Env::Default()->FileExists(dir / TempShardFileName(3)));
     EXPECT_TRUE((*w)->Resume("F", UINT64_MAX).IsInvalidArgument()) << "decided once";
   }  // destroyed after deciding: what it kept goes, as any unfinished writer's
-  EXPECT_FALSE(FileExists(dir / TempShardFileName(0)));
-  EXPECT_FALSE(FileExists(dir / kResumeFileName));
+  EXPECT_FALSE(Env::Default()->FileExists(dir / TempShardFileName(0)));
+  EXPECT_FALSE(Env::Default()->FileExists(dir / kResumeFileName));
 }
 
 // A finished temporary shard damaged after it was written (a flipped byte in
@@ -657,14 +662,14 @@ TEST(DatasetTest, ResumeKeepsOnlyTemporaryShardsWhoseBlocksAllCheck) {
   ASSERT_TRUE((*w)->Resume("F", UINT64_MAX).ok());
   EXPECT_EQ((*w)->resumed_shards(), 1u)
       << "shard 1 is damaged: it and those after it are made again";
-  EXPECT_FALSE(FileExists(dir / TempShardFileName(1)));
-  EXPECT_FALSE(FileExists(dir / TempShardFileName(2)));
+  EXPECT_FALSE(Env::Default()->FileExists(dir / TempShardFileName(1)));
+  EXPECT_FALSE(Env::Default()->FileExists(dir / TempShardFileName(2)));
 }
 
 TEST(DatasetTest, MissingShard) {
   TempDir dir;
   ASSERT_TRUE(WriteDataset(dir.path(), 1000, 8192).ok());
-  ASSERT_TRUE(RemoveFile(dir / "shard-00001.sks").ok());
+  ASSERT_TRUE(Env::Default()->RemoveFile(dir / "shard-00001.sks").ok());
   auto ds = Dataset::Open(dir.path());
   EXPECT_TRUE(ds.status().IsNotFound());
   EXPECT_NE(ds.status().message().find("shard-00001.sks"), std::string::npos);
@@ -732,7 +737,7 @@ TEST(DatasetTest, AManifestOfAnotherRecordKindThanItsShardsIsRefused) {
   EXPECT_NE(s.message().find("holds records of kind 'jpeg', the manifest says 'raw_u8'"),
             std::string::npos)
       << s.message();
-  EXPECT_FALSE(FileExists(other / "manifest.json"));
+  EXPECT_FALSE(Env::Default()->FileExists(other / "manifest.json"));
 }
 
 // Shards whose header says 'bytes', the shard writer's default, are what C++

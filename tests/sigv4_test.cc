@@ -2,12 +2,13 @@
 // and signatures botocore (python3-botocore's S3SigV4Auth) made for the
 // requests shardkit sends (path-style keys with spaces, UTF-8, '+', a session
 // token). And the object-storage settings read from the environment.
-#include "base/sigv4.h"
+#include "storage/remote/sigv4.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
-#include "base/object_store.h"
+#include "storage/remote/digest.h"
+#include "storage/remote/object_store.h"
 
 namespace shardkit {
 namespace {
@@ -211,18 +212,18 @@ TEST(ObjectStoreOptions, UnusableValuesAreNamed) {
   ScopedEnv env({{"SHARDKIT_TLS_VERIFY", "0"}, {"SHARDKIT_RETRY_SECONDS", "2.5"}});
   auto o = ObjectStoreOptions::FromEnvironment();
   EXPECT_FALSE(o->http.verify_tls);
-  EXPECT_DOUBLE_EQ(o->retry_seconds, 2.5);
+  EXPECT_DOUBLE_EQ(o->retry.retry_seconds, 2.5);
 }
 
 TEST(SigV4, Md5AndItsStreamAgreeWithRfc1321) {
-  EXPECT_EQ(sigv4::Hex(sigv4::Md5("")), "d41d8cd98f00b204e9800998ecf8427e");
-  EXPECT_EQ(sigv4::Hex(sigv4::Md5("abc")), "900150983cd24fb0d6963f7d28e17f72");
-  sigv4::Md5Stream m;
+  EXPECT_EQ(digest::Hex(digest::Md5("")), "d41d8cd98f00b204e9800998ecf8427e");
+  EXPECT_EQ(digest::Hex(digest::Md5("abc")), "900150983cd24fb0d6963f7d28e17f72");
+  digest::Md5Stream m;
   m.Update("a");
   m.Update("");
   m.Update("bc");
-  EXPECT_EQ(sigv4::Hex(m.Finish()), "900150983cd24fb0d6963f7d28e17f72");
-  EXPECT_EQ(sigv4::Hex(m.Finish()), "d41d8cd98f00b204e9800998ecf8427e");  // started again
+  EXPECT_EQ(digest::Hex(m.Finish()), "900150983cd24fb0d6963f7d28e17f72");
+  EXPECT_EQ(digest::Hex(m.Finish()), "d41d8cd98f00b204e9800998ecf8427e");  // started again
 }
 
 // S3's ETag: the MD5 of an object written in one PUT; for N parts, the MD5
@@ -235,14 +236,14 @@ TEST(ObjectETag, IsS3sWhateverThePiecesItIsGivenIn) {
     for (size_t i = 0; i < size; ++i) data[i] = static_cast<char>(i * 2654435761u >> 13);
     std::string want;
     if (size <= kObjectPartBytes) {
-      want = "\"" + sigv4::Hex(sigv4::Md5(data)) + "\"";
+      want = "\"" + digest::Hex(digest::Md5(data)) + "\"";
     } else {
       std::string md5s;
       size_t parts = 0;
       for (size_t at = 0; at < size; at += kObjectPartBytes, ++parts) {
-        md5s += sigv4::Md5(std::string_view(data).substr(at, kObjectPartBytes));
+        md5s += digest::Md5(std::string_view(data).substr(at, kObjectPartBytes));
       }
-      want = "\"" + sigv4::Hex(sigv4::Md5(md5s)) + "-" + std::to_string(parts) + "\"";
+      want = "\"" + digest::Hex(digest::Md5(md5s)) + "-" + std::to_string(parts) + "\"";
     }
     ObjectETag tag;
     for (size_t at = 0; at < size; at += 999'983) {

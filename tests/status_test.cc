@@ -2,9 +2,9 @@
 // is made and kept through WithContext, so no caller reads it from the text.
 #include <gtest/gtest.h>
 
-#include "base/env.h"
-#include "base/file_io.h"
 #include "base/status.h"
+#include "storage/env.h"
+#include "storage/file_io.h"
 #include "tests/test_util.h"
 
 namespace shardkit {

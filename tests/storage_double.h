@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "base/env.h"
+#include "storage/env.h"
 
 namespace shardkit::testing {
 

@@ -11,9 +11,9 @@
 
 #include <cstring>
 
-#include "base/node_cache.h"
 #include "loader/loader.h"
 #include "shard/shard.h"
+#include "storage/remote/node_cache.h"
 #include "tests/storage_double.h"
 #include "tests/test_util.h"
 

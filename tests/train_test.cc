@@ -219,7 +219,7 @@ TEST(TrainTest, ResumeEqualsUninterrupted) {
   auto r1 = RunCommand(TrainCmd(
       dir / "data", "--batch-size 8 --epochs 2 --max-steps 17 --checkpoint-dir " + dir / "ck"));
   ASSERT_EQ(r1.exit_code, 0) << r1.out;
-  ASSERT_TRUE(FileExists(dir / "ck/last.pt"));
+  ASSERT_TRUE(Env::Default()->FileExists(dir / "ck/last.pt"));
   auto r2 = RunCommand(
       TrainCmd(dir / "data", "--batch-size 8 --epochs 2 --max-steps 40 --resume --checkpoint-dir " +
                                  dir / "ck" + " --export " + dir / "resumed.pt"));
@@ -251,7 +251,7 @@ TEST(CheckpointTest, InterruptedWriteLeavesThePreviousCheckpointUsable) {
   ASSERT_TRUE(SaveCheckpoint(path, AsModule(m), opt, pos).ok());
   ASSERT_TRUE(LoadCheckpoint(path, AsModule(m2), nullptr, &got).ok());
   EXPECT_EQ(got.data.epoch, 4);
-  EXPECT_FALSE(FileExists(path + ".tmp"));
+  EXPECT_FALSE(Env::Default()->FileExists(path + ".tmp"));
   // A corrupt checkpoint is an error that names the file, not a crash.
   testing::WriteFile(dir / "bad.pt", "garbage");
   s = LoadCheckpoint(dir / "bad.pt", AsModule(m2), nullptr, &got);
@@ -274,7 +274,7 @@ TEST(TrainTest, SigtermCheckpointsAndResumeFinishes) {
     kill(pid, sig);
     EXPECT_EQ(WaitExit(pid, 600), 75) << testing::ReadFile(dir / "log1");
     EXPECT_NE(testing::ReadFile(dir / "log1").find("checkpoint written"), std::string::npos);
-    ASSERT_TRUE(FileExists(dir / "ck/last.pt"));
+    ASSERT_TRUE(Env::Default()->FileExists(dir / "ck/last.pt"));
     TrainPosition pos;
     ASSERT_TRUE(ReadToyCheckpoint(dir / "ck/last.pt", &pos));
     EXPECT_EQ(pos.data.epoch, 0);
@@ -596,10 +596,10 @@ TEST(TrainTest, ClearErrors) {
 TEST(TrainTest, OutputsAreCheckedBeforeTraining) {
   TempDir dir;
   WriteToyDataset(dir / "data", 32);
-  CreateDirs(dir / "adir").IgnoreError();
+  Env::Default()->CreateDirs(dir / "adir").IgnoreError();
   testing::WriteFile(dir / "afile", "x");
   ASSERT_EQ(::link((dir / "data/shard-00000.sks").c_str(), (dir / "hard").c_str()), 0);
-  CreateDirs(dir / "cklink").IgnoreError();  // a last.pt that links into the data
+  Env::Default()->CreateDirs(dir / "cklink").IgnoreError();  // a last.pt that links into the data
   ASSERT_EQ(::symlink((dir / "data/shard-00000.sks").c_str(), (dir / "cklink/last.pt").c_str()), 0);
   const std::string base = TrainCmd(dir / "data", "--epochs 1 --batch-size 8 ");
   const struct {
@@ -633,8 +633,8 @@ TEST(TrainTest, OutputsAreCheckedBeforeTraining) {
   // An export beside the checkpoint in a directory the run creates is fine.
   auto r = RunCommand(base + "--checkpoint-dir " + dir / "ck2 --export " + dir / "ck2/w.pt");
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_TRUE(FileExists(dir / "ck2/w.pt"));
-  EXPECT_TRUE(FileExists(dir / "ck2/last.pt"));
+  EXPECT_TRUE(Env::Default()->FileExists(dir / "ck2/w.pt"));
+  EXPECT_TRUE(Env::Default()->FileExists(dir / "ck2/last.pt"));
 }
 
 // A label outside the manifest's classes stops training naming its record.
@@ -708,7 +708,8 @@ TEST(CheckpointTest, FlippedTensorBytesAreRefusedByNameAndThePreviousOneIsKept) 
   ASSERT_TRUE(SaveCheckpoint(path, AsModule(m), opt, pos).ok());
   pos.data.epoch = 1;
   ASSERT_TRUE(SaveCheckpoint(path, AsModule(m), opt, pos).ok());
-  ASSERT_TRUE(FileExists(dir / "prev.pt")) << "the replaced checkpoint is kept as prev.pt";
+  ASSERT_TRUE(Env::Default()->FileExists(dir / "prev.pt"))
+      << "the replaced checkpoint is kept as prev.pt";
   std::string bytes = testing::ReadFile(path);
   const std::string pattern(reinterpret_cast<const char*>(&marker), sizeof(marker));
   const size_t at = bytes.find(pattern);
@@ -834,7 +835,7 @@ TEST(TrainTest, RendezvousWithAPeerThatIsNotAStoreHonoursTimeoutAndSigterm) {
 // The sockets process `pid` holds (a rank holds none before the rendezvous;
 // inside it, one for the rendezvous and one for watching for a stop).
 int SocketsHeld(int pid) {
-  auto fds = ListDir("/proc/" + std::to_string(pid) + "/fd");
+  auto fds = Env::Default()->ListDir("/proc/" + std::to_string(pid) + "/fd");
   int n = 0;
   if (!fds.ok()) return 0;
   for (const std::string& fd : *fds) {

@@ -8,8 +8,9 @@
 #include <new>
 
 #include "base/crc32c.h"
-#include "base/file_io.h"
 #include "shard/manifest.h"
+#include "storage/file_io.h"
+#include "storage/output_file.h"
 
 namespace shardkit {
 namespace {
@@ -125,7 +126,7 @@ Status WritePickle(const std::string& path, const c10::IValue& value) {
   } catch (const std::exception& e) {
     return Status::IOError(path + ": serialising failed: " + e.what());
   }
-  return WriteFileAtomic(path, std::string_view(bytes.data(), bytes.size()));
+  return WriteOutputFile(path, std::string_view(bytes.data(), bytes.size()));
 }
 
 }  // namespace
@@ -154,16 +155,16 @@ Status SaveCheckpoint(const std::string& path, torch::nn::Module& model, Sgd& op
              static_cast<int64_t>(ContentChecksum(sd, mom, PositionString(pos, 4, loader_json))));
   // The checkpoint being replaced stays as prev.pt (a hard link, so last.pt
   // is never missing): a later damaged last.pt leaves a good one to go back to.
-  if (FileExists(path)) {
+  if (Env::Default()->FileExists(path)) {
     const std::string prev = JoinPath(DirName(path), kPreviousCheckpointName);
-    RemoveFile(prev + ".tmp").IgnoreError();
+    Env::Default()->RemoveFile(prev + ".tmp").IgnoreError();
     // The file last.pt names (a link to a checkpoint elsewhere is followed:
     // prev.pt must hold the old bytes, not the link that will show the new).
     if (::linkat(AT_FDCWD, path.c_str(), AT_FDCWD, (prev + ".tmp").c_str(), AT_SYMLINK_FOLLOW) == 0)
-      RenameFile(prev + ".tmp", prev).IgnoreError();
+      Env::Default()->RenameFile(prev + ".tmp", prev).IgnoreError();
     // rename() between two links to one file (prev.pt already last.pt's,
     // after a save that failed) does nothing and leaves the source.
-    RemoveFile(prev + ".tmp").IgnoreError();
+    Env::Default()->RemoveFile(prev + ".tmp").IgnoreError();
   }
   return WritePickle(path, top);
 }

@@ -6,9 +6,10 @@
 #include <csignal>
 #include <fstream>
 
-#include "base/file_io.h"
-#include "base/format.h"
+#include "base/humanize.h"
 #include "loader/loader.h"
+#include "storage/file_io.h"
+#include "storage/output_file.h"
 #include "train/checkpoint.h"
 #include "train/device_feeder.h"
 #include "train/loss_scale.h"
@@ -375,7 +376,7 @@ Status Trainer::CheckOutputs() const {
     SK_RETURN_IF_ERROR(CheckOutputOutsideInputs(o_.checkpoint_dir, {o_.data, o_.val})
                            .WithContext("--checkpoint-dir"));
     // Made now (Resume would), so that outputs inside it can be checked.
-    SK_RETURN_IF_ERROR(CreateDirs(o_.checkpoint_dir));
+    SK_RETURN_IF_ERROR(Env::Default()->CreateDirs(o_.checkpoint_dir));
     ckpts = {JoinPath(o_.checkpoint_dir, "last.pt"), JoinPath(o_.checkpoint_dir, "prev.pt")};
     for (const std::string& c : ckpts) {  // a checkpoint that is a link into the data
       SK_RETURN_IF_ERROR(
@@ -393,7 +394,7 @@ Status Trainer::CheckOutputs() const {
   };
   SK_RETURN_IF_ERROR(check_file("--export", o_.export_path, {o_.metrics_path}));
   SK_RETURN_IF_ERROR(check_file("--metrics", o_.metrics_path, {}));
-  if (!o_.metrics_path.empty() && FileExists(o_.metrics_path)) {
+  if (!o_.metrics_path.empty() && Env::Default()->FileExists(o_.metrics_path)) {
     SK_RETURN_IF_ERROR(CheckRegularFile(o_.metrics_path).WithContext("--metrics"));
   }
   return Status::OK();
@@ -521,9 +522,10 @@ Status Trainer::Resume() {
   pos_.in_channels = channels_;
   pos_.loss_scale = fp16() ? LossScaler::kInitialScale : 0;
   ckpt_ = o_.checkpoint_dir.empty() ? "" : JoinPath(o_.checkpoint_dir, "last.pt");
-  if (!o_.checkpoint_dir.empty() && rank0_) SK_RETURN_IF_ERROR(CreateDirs(o_.checkpoint_dir));
+  if (!o_.checkpoint_dir.empty() && rank0_)
+    SK_RETURN_IF_ERROR(Env::Default()->CreateDirs(o_.checkpoint_dir));
   if (!o_.resume) return Status::OK();
-  if (ckpt_.empty() || !FileExists(ckpt_)) {
+  if (ckpt_.empty() || !Env::Default()->FileExists(ckpt_)) {
     Warn("resume: no checkpoint in '" + o_.checkpoint_dir + "', starting from scratch");
     return Status::OK();
   }

@@ -10,8 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/crc32c.h"
-#include "base/format.h"
-#include "base/system.h"
+#include "base/humanize.h"
 #include "base/version.h"
 #include "image/codec.h"
 #include "ingest/bigmnist_source.h"
@@ -19,6 +18,8 @@
 #include "ingest/packer.h"
 #include "shard/parts.h"
 #include "shard/shard.h"
+#include "storage/output_file.h"
+#include "storage/system.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
 
@@ -206,7 +207,7 @@ int Preview(const IdxDataset& src, const Plan& plan, int samples, const std::str
   }
   std::string png;
   Status s = EncodePng(grid, &png);
-  if (s.ok()) s = WriteFileAtomic(out, png);
+  if (s.ok()) s = WriteOutputFile(out, png);
   if (!s.ok()) return Fail(s);
   std::printf("wrote %s: %d source digits (first column) and %llu augmented versions each\n",
               out.c_str(), samples, (unsigned long long)plan.versions);

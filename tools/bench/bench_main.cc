@@ -9,11 +9,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "base/file_io.h"
-#include "base/system.h"
 #include "image/codec.h"
 #include "loader/loader.h"
 #include "shard/shard.h"
+#include "storage/file_io.h"
+#include "storage/output_file.h"
+#include "storage/system.h"
 #include "tools/bench/report.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
@@ -565,7 +566,7 @@ Status WriteCsv(const std::string& path, const std::vector<Row>& rows) {
       << r.decode_us << "," << r.transform_us << "," << r.wait_fraction << "," << r.storage_bytes
       << "," << r.record_bytes << "," << r.peak_rss << "\n";
   }
-  return WriteFileAtomic(path, c.str());
+  return WriteOutputFile(path, c.str());
 }
 
 // images/s against workers, with the ideal (linear from the first row) line.
@@ -587,7 +588,7 @@ Status WritePlot(const LoaderFlags& f, const LoaderOptions& opt, const std::vect
     ideal.y.push_back(base.images_per_sec / base.workers * r.workers);
   }
   p.series = {meas, ideal};
-  return WriteFileAtomic(f.plot, p.ToSvg());
+  return WriteOutputFile(f.plot, p.ToSvg());
 }
 
 void PrintJson(const std::vector<Row>& rows, bool cold) {

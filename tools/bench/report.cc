@@ -8,7 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "base/file_io.h"
+#include "storage/file_io.h"
+#include "storage/output_file.h"
 #include "tools/common/svg_plot.h"
 
 namespace shardkit {
@@ -83,7 +84,7 @@ Result<Run> ReadRun(const std::string& metrics_dir, const std::string& name) {
 
 // Every finished run under `metrics_dir`, smallest (ranks, nodes, workers, batch) first.
 Result<std::vector<Run>> ReadRuns(const std::string& metrics_dir) {
-  SK_ASSIGN_OR_RETURN(auto names, ListDir(metrics_dir));
+  SK_ASSIGN_OR_RETURN(auto names, Env::Default()->ListDir(metrics_dir));
   std::vector<Run> runs;
   for (const auto& name : names) {
     if (name.size() < 6 || name.substr(name.size() - 6) != ".jsonl") continue;
@@ -167,9 +168,9 @@ Status WriteTables(const std::vector<Run>& runs, const std::string& out_dir) {
   std::string scaling_csv =
       "scaling,nodes,ranks,workers,batch,global_batch,images_per_sec,speedup,efficiency\n";
   md << ScalingTables(runs, &scaling_csv);
-  SK_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(out_dir, "scaling.csv"), scaling_csv));
-  SK_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(out_dir, "report.md"), md.str()));
-  SK_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(out_dir, "report.csv"), csv.str()));
+  SK_RETURN_IF_ERROR(WriteOutputFile(JoinPath(out_dir, "scaling.csv"), scaling_csv));
+  SK_RETURN_IF_ERROR(WriteOutputFile(JoinPath(out_dir, "report.md"), md.str()));
+  SK_RETURN_IF_ERROR(WriteOutputFile(JoinPath(out_dir, "report.csv"), csv.str()));
   std::printf("%s", md.str().c_str());
   return Status::OK();
 }
@@ -234,10 +235,10 @@ Status WritePlotsAlong(const Axis& ax, const std::vector<Run>& runs, const std::
               "speedup over the smallest run",
               true,
               {speed, ideal_speed}};
-  SK_RETURN_IF_ERROR(WriteFileAtomic(
+  SK_RETURN_IF_ERROR(WriteOutputFile(
       JoinPath(out_dir, std::string("epoch_time_vs_") + ax.key + ".svg"), tp.ToSvg()));
   SK_RETURN_IF_ERROR(
-      WriteFileAtomic(JoinPath(out_dir, std::string("speedup_vs_") + ax.key + ".svg"), sp.ToSvg()));
+      WriteOutputFile(JoinPath(out_dir, std::string("speedup_vs_") + ax.key + ".svg"), sp.ToSvg()));
   std::printf("plots: %s/epoch_time_vs_%s.svg, %s/speedup_vs_%s.svg\n", out_dir.c_str(), ax.key,
               out_dir.c_str(), ax.key);
   return Status::OK();
@@ -260,7 +261,7 @@ Status WriteScalingReport(const std::string& metrics_dir, const std::string& out
   for (const std::string& name : outputs) {
     SK_RETURN_IF_ERROR(CheckOutputOutsideInputs(JoinPath(out_dir, name), inputs));
   }
-  SK_RETURN_IF_ERROR(CreateDirs(out_dir));
+  SK_RETURN_IF_ERROR(Env::Default()->CreateDirs(out_dir));
   SK_RETURN_IF_ERROR(WriteTables(runs, out_dir));
   // Plots against one variable at a time, the others at the base run's values.
   for (const Axis& ax : kAxes) SK_RETURN_IF_ERROR(WritePlotsAlong(ax, runs, out_dir));

@@ -1,8 +1,9 @@
 // The shared command-line contract: parsing, one-line errors, validators.
 #include "tools/common/cli.h"
 
-#include "base/file_io.h"
 #include "base/version.h"
+#include "storage/file_io.h"
+#include "storage/output_file.h"
 
 #include <cerrno>
 #include <cmath>
@@ -33,7 +34,7 @@ bool ParseLong(const std::string& s, long long* out) {
 int Parse(CLI::App& app, int argc, char** argv, const char* tool) {
   // Before anything is opened: no file may take a closed standard stream's
   // number. (SIGPIPE keeps its default: `| head` ends a tool quietly; an
-  // output file that is a FIFO is written with it held back, base/file_io.)
+  // output file that is a FIFO is written with it held back, storage/file_io.)
   ReserveStandardStreams();
   app.set_version_flag("--version", std::string(tool) + " " + kVersion);
   try {

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "base/format.h"
+#include "base/humanize.h"
 
 namespace shardkit {
 

@@ -1,6 +1,6 @@
 // Progress: the live progress line of long-running commands (items, MB/s,
 // ETA) on stderr, redrawn in place on a terminal and printed every few seconds
-// otherwise. The figures' formats are base/format.h's.
+// otherwise. The figures' formats are base/humanize.h's.
 #pragma once
 
 #include <chrono>

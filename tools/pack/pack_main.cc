@@ -16,7 +16,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "base/format.h"
+#include "base/humanize.h"
 #include "base/version.h"
 #include "ingest/hdf5.h"
 #include "ingest/idx_file.h"
@@ -28,6 +28,7 @@
 #include "ingest/webdataset_source.h"
 #include "shard/publish.h"
 #include "shard/shard.h"
+#include "storage/output_file.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
 
@@ -264,7 +265,8 @@ int RunGet(const std::string& from, const std::string& to_path, const std::strin
     std::vector<std::string> inputs = {from};
     if (!IsDirectory(manifest)) inputs.push_back(manifest);  // a directory there is refused later
     // The dataset `from` belongs to, if it is one: none of its files.
-    if (at != std::string::npos && FileExists(JoinPath(from.substr(0, at), kManifestName))) {
+    if (at != std::string::npos &&
+        Env::Default()->FileExists(JoinPath(from.substr(0, at), kManifestName))) {
       inputs.push_back(from.substr(0, at));
     }
     if (Status s = CheckOutputOutsideInputs(to_path, inputs); !s.ok()) return Fail(s);
@@ -272,7 +274,7 @@ int RunGet(const std::string& from, const std::string& to_path, const std::strin
     // publish into a dataset (its manifest would not know the bytes).
     const size_t to_at = to.rfind('/');
     const std::string to_dir = to_at == std::string::npos ? "." : to.substr(0, to_at);
-    if (FileExists(JoinPath(to_dir, kManifestName))) {
+    if (Env::Default()->FileExists(JoinPath(to_dir, kManifestName))) {
       return Fail(Status::InvalidArgument(to_path + ": inside dataset " + to_dir +
                                           " (it has a manifest.json); get a file elsewhere"));
     }
@@ -282,12 +284,12 @@ int RunGet(const std::string& from, const std::string& to_path, const std::strin
   const std::string tmp = to + ".tmp";
   // A stale TO.tmp goes first: copying into it would follow a link, or write
   // into the file it is a hard link of.
-  if (Status s = RemoveFile(tmp); !s.ok()) return Fail(s);
+  if (Status s = Env::Default()->RemoveFile(tmp); !s.ok()) return Fail(s);
   auto crc = CopyToLocalFile(from, tmp);
   if (!crc.ok()) return Fail(crc.status());
   auto Publish = [&] {
-    if (Status s = RenameFile(tmp, to); !s.ok()) {
-      RemoveFile(tmp).IgnoreError();
+    if (Status s = Env::Default()->RenameFile(tmp, to); !s.ok()) {
+      Env::Default()->RemoveFile(tmp).IgnoreError();
       return Fail(s);
     }
     return cli::kExitOk;
@@ -303,14 +305,14 @@ int RunGet(const std::string& from, const std::string& to_path, const std::strin
     m = ReadManifest(from.substr(0, slash));
     if (m.status().IsNotFound()) return Publish();  // a file of no dataset: copied as it is
     if (!m.ok()) {
-      RemoveFile(tmp).IgnoreError();
+      Env::Default()->RemoveFile(tmp).IgnoreError();
       return Fail(m.status());
     }
   } else {
     auto text = ReadFileToString(manifest, 256ull << 20);
     m = text.ok() ? ParseManifest(*text, manifest) : Result<Manifest>(text.status());
     if (!m.ok()) {
-      RemoveFile(tmp).IgnoreError();
+      Env::Default()->RemoveFile(tmp).IgnoreError();
       return Fail(m.status());
     }
   }
@@ -318,7 +320,7 @@ int RunGet(const std::string& from, const std::string& to_path, const std::strin
     if (shard.file != from.substr(slash + 1)) continue;
     auto size = FileSize(tmp);
     if (size.ok() && *size == shard.bytes && *crc == shard.crc32c) return Publish();
-    RemoveFile(tmp).IgnoreError();
+    Env::Default()->RemoveFile(tmp).IgnoreError();
     return Fail(Status::Corruption(
         from + ": " + (size.ok() ? std::to_string(*size) : std::string("?")) + " bytes, CRC32C " +
         Crc32cHex(*crc) + " after the copy; the manifest says " + std::to_string(shard.bytes) +
@@ -434,7 +436,7 @@ int RunExtract(const std::string& dir, uint64_t index, const std::string& file) 
     }
     std::fwrite(payload.data(), 1, payload.size(), stdout);
   } else {
-    s = WriteFileAtomic(file, payload);
+    s = WriteOutputFile(file, payload);
     if (!s.ok()) return Fail(s);
     std::fprintf(stderr, "record %llu (%s, label %d) -> %s (%zu bytes)\n",
                  (unsigned long long)index, std::string(r.key(local)).c_str(), r.label(local),

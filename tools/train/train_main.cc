@@ -17,7 +17,7 @@
 #include <malloc.h>
 #endif
 
-#include "base/format.h"
+#include "base/humanize.h"
 #include "loader/loader.h"
 #include "tools/common/cli.h"
 #include "tools/train/dist_env.h"

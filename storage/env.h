@@ -3,7 +3,7 @@
 // the RandomAccessFiles it opens, never through POSIX calls of its own, as
 // leveldb's Env and DALI's FileStream do. Env::Default() is POSIX (local
 // disks, NFS, GPFS, Lustre); Env::ForPath picks the backend a path names:
-// object storage for s3:// and http(s):// URLs (base/object_store.h), POSIX
+// object storage for s3:// and http(s):// URLs (storage/remote/object_store.h), POSIX
 // otherwise. Another backend (a test double that injects latency or faults:
 // tests/storage_double.h) implements these two classes and is passed to
 // Dataset::Open or in LoaderOptions::env; it must outlive every Dataset and
@@ -19,9 +19,9 @@
 // a writer given an Env (PackOptions::env, DatasetWriterOptions::env) does
 // all of its writing through it, so a test double can fail any of it
 // (tests/storage_double.h: WriteFaultEnv, a disk that fills up). POSIX has them all
-// (base/posix_env.cc); object storage writes whole objects, each visible only once closed, and has
-// no renames or locks (its datasets are published by writing the manifest last: see shardkit-pack
-// push). base/file_io.h keeps the POSIX helpers' names.
+// (storage/posix_env.cc); object storage writes whole objects, each visible only once closed, and
+// has no renames or locks (its datasets are published by writing the manifest last: see
+// shardkit-pack push). storage/file_io.h keeps the POSIX helpers' names.
 #pragma once
 
 #include <cstdint>
@@ -200,7 +200,7 @@ class Env {
   static Env* Default();
   // The Env that reads `path`: the process's object-storage Env for an
   // s3://, http:// or https:// URL (configured from the environment the
-  // first time: base/object_store.h), else Default(). An error says why a
+  // first time: storage/remote/object_store.h), else Default(). An error says why a
   // URL cannot be read (no libcurl in this build, an unusable setting).
   static Result<Env*> ForPath(const std::string& path);
 
@@ -251,6 +251,10 @@ class Env {
   // NewWritableFile, so every backend that reads and writes files can.
   virtual Result<bool> LinkOrCopyFile(const std::string& from, const std::string& to);
 };
+
+// Whether `path` is a URL that object storage reads (s3://, http://,
+// https://): Env::ForPath gives such a path an object-storage Env.
+bool IsObjectStoreUrl(const std::string& path);
 
 // Copies `in` whole into `out` in chunks of `chunk` bytes, asking `in` for
 // the next two chunks ahead (a remote file streams instead of waiting a

@@ -15,25 +15,6 @@
 namespace shardkit {
 namespace sigv4 {
 
-// Lower-case hex SHA-256 of `data`.
-std::string Sha256Hex(std::string_view data);
-// The MD5 of `data` (16 bytes), as S3 checks uploads with it (Content-MD5)
-// and names single-part objects by it (their ETag), and its encodings.
-std::string Md5(std::string_view data);
-// The same, over data given in pieces (no copy of it is kept).
-class Md5Stream {
- public:
-  Md5Stream();
-  ~Md5Stream();
-  Md5Stream(const Md5Stream&) = delete;
-  Md5Stream& operator=(const Md5Stream&) = delete;
-  void Update(std::string_view data);
-  std::string Finish();  // 16 bytes; the stream starts again, empty
- private:
-  void* ctx_;  // EVP_MD_CTX
-};
-std::string Hex(std::string_view bytes);     // lower-case
-std::string Base64(std::string_view bytes);  // standard, padded
 // SHA-256 of the empty string: the payload hash of a GET or HEAD.
 inline constexpr char kEmptyPayloadSha256[] =
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";

@@ -1,5 +1,5 @@
 // Memory and I/O figures from sysconf and /proc.
-#include "base/system.h"
+#include "storage/system.h"
 
 #include <unistd.h>
 

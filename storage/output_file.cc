@@ -1,7 +1,7 @@
-// The POSIX filesystem's helpers, by path, with Status errors that name it:
-// the publish primitives (through Env::Default(), base/posix_env.cc) and
-// what only a local file has (page-cache eviction).
-#include "base/file_io.h"
+// The rules a tool's outputs are written by (storage/output_file.h): what a
+// path names once links are followed, how each kind is written, and which
+// outputs would overwrite an input.
+#include "storage/output_file.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -9,20 +9,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
-#include "base/crc32c.h"
-#include "base/object_store.h"
-#include "base/posix_errors.h"
+#include "storage/env.h"
+#include "storage/file_io.h"
+#include "storage/posix_errors.h"
 
 namespace shardkit {
-
-Result<std::string> ReadFileToString(const std::string& path, uint64_t max_size) {
-  return Env::Default()->ReadFile(path, max_size);
-}
 
 namespace {
 
@@ -227,7 +222,7 @@ void ReserveStandardStreams() {
   }
 }
 
-Status WriteFileAtomic(const std::string& path, std::string_view data) {
+Status WriteOutputFile(const std::string& path, std::string_view data) {
   std::string target;
   OutputWay way;
   SK_RETURN_IF_ERROR(ResolveOutputKind(path, &target, &way));
@@ -308,7 +303,7 @@ Status CheckOutputOutsideInputs(const std::string& output, const std::vector<std
     // A dataset's files reached by other names: hard links, or shards that
     // are symbolic links to another directory's.
     if (!out_file) continue;
-    auto names = ListDir(in);
+    auto names = Env::Default()->ListDir(in);
     if (!names.ok()) continue;
     for (const std::string& name : *names) {
       struct stat fst;
@@ -320,40 +315,5 @@ Status CheckOutputOutsideInputs(const std::string& output, const std::vector<std
   }
   return Status::OK();
 }
-
-Status RenameFile(const std::string& from, const std::string& to) {
-  return Env::Default()->RenameFile(from, to);
-}
-
-Status RemoveFile(const std::string& path) { return Env::Default()->RemoveFile(path); }
-
-Status SyncDir(const std::string& dir) { return Env::Default()->SyncDir(dir); }
-
-Status CreateDirs(const std::string& dir) { return Env::Default()->CreateDirs(dir); }
-
-Result<std::vector<std::string>> ListDir(const std::string& dir) {
-  return Env::Default()->ListDir(dir);
-}
-
-bool FileExists(const std::string& path) { return Env::Default()->FileExists(path); }
-
-bool IsDirectory(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-Result<uint64_t> FileSize(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return Errno("cannot stat", path, errno);
-  return static_cast<uint64_t>(st.st_size);
-}
-
-std::string JoinPath(const std::string& a, const std::string& b) {
-  if (a.empty()) return b;
-  if (a.back() == '/') return a + b;
-  return a + "/" + b;
-}
-
-Result<uint32_t> FileCrc32c(const std::string& path) { return FileCrc32c(Env::Default(), path); }
 
 }  // namespace shardkit

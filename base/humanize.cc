@@ -1,5 +1,5 @@
 // Human-readable durations, byte counts and counts.
-#include "base/format.h"
+#include "base/humanize.h"
 
 #include <cstdio>
 

@@ -39,8 +39,8 @@
 #include <memory>
 #include <string>
 
-#include "base/env.h"
 #include "base/status.h"
+#include "storage/env.h"
 
 namespace shardkit {
 

@@ -1,4 +1,4 @@
-// The POSIX backend of the storage seam (base/env.h): files read with pread,
+// The POSIX backend of the storage seam (storage/env.h): files read with pread,
 // a read-only mapping or O_DIRECT, files written through a buffer, scratch
 // files without a name, and the directory operations datasets are published
 // with (rename, fsync of the directory, flock), and hard links (LinkOrCopyFile).
@@ -16,9 +16,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "base/file_io.h"
-#include "base/posix_advice.h"
-#include "base/posix_errors.h"
+#include "storage/file_io.h"
+#include "storage/posix_advice.h"
+#include "storage/posix_errors.h"
 
 namespace shardkit {
 namespace {

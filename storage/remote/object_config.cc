@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "base/object_store.h"
+#include "storage/remote/object_store.h"
 
 namespace shardkit {
 namespace {
@@ -145,7 +145,7 @@ Result<ObjectStoreOptions> ObjectStoreOptions::FromEnvironment() {
     }
     o.http.verify_tls = !Falsy(v);
   }
-  SK_RETURN_IF_ERROR(Seconds("SHARDKIT_RETRY_SECONDS", 0, 86400, &o.retry_seconds));
+  SK_RETURN_IF_ERROR(Seconds("SHARDKIT_RETRY_SECONDS", 0, 86400, &o.retry.retry_seconds));
   double stall = static_cast<double>(o.http.stall_timeout_s);
   SK_RETURN_IF_ERROR(Seconds("SHARDKIT_STALL_SECONDS", 1, 3600, &stall));
   o.http.stall_timeout_s = static_cast<long>(stall);

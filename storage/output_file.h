@@ -1,26 +1,19 @@
-// POSIX file helpers by path, with Status errors that name the path: the
-// atomic-publish primitives (fsync, rename, directory sync) datasets rely on,
-// through Env::Default() (base/posix_env.cc), and what only a local file has.
-// WritableFile and DirLock are base/env.h's; another storage is written
-// through its Env.
+// The rules a tool's output files are written by, whatever the user named:
+// a regular file is replaced atomically (written to PATH.tmp, synced,
+// renamed), a link written through, a device, a FIFO or a descriptor
+// (/dev/stdout) written in place; what cannot be written is refused before
+// anything is; an output that would overwrite what the command reads is
+// refused by name. And the standard streams a tool starts with.
 #pragma once
 
-#include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "base/env.h"
 #include "base/status.h"
 
 namespace shardkit {
 
-// OK if `path` names a regular file (symlinks followed); otherwise an error
-// naming it and what it is (a FIFO, a directory, a device). Never opens it.
-// Every reader here refuses non-regular files this way before opening them.
-Status CheckRegularFile(const std::string& path);
-Result<std::string> ReadFileToString(const std::string& path, uint64_t max_size);
 // For a tool's main, first thing: a standard stream (fd 0-2) that was closed
 // gets /dev/null, so that no file the tool opens takes its number (a closed
 // stderr would put error messages into a shard); an output named
@@ -37,7 +30,7 @@ unsigned ClosedStandardStreams();
 // /dev/stderr, /dev/fd/N, /proc/self/fd/N: written to that descriptor, which
 // may be a pipe or a file opened for appending). A directory, a block device, a socket
 // or a FIFO without a reader is refused before anything is written.
-Status WriteFileAtomic(const std::string& path, std::string_view data);
+Status WriteOutputFile(const std::string& path, std::string_view data);
 // OK unless writing the output file `output` would change what a tool is
 // reading: `output` is one of `inputs` (the same file, by device and inode,
 // through any link) or lies inside an input that is a directory (a dataset),
@@ -57,21 +50,5 @@ Status CheckOutputFile(const std::string& path);
 // on, links followed, when it does not exist or is a regular file; otherwise
 // an error naming it.
 Result<std::string> ResolveRegularOutput(const std::string& path);
-Status RenameFile(const std::string& from, const std::string& to);
-Status RemoveFile(const std::string& path);  // NotFound is not an error
-Status SyncDir(const std::string& dir);
-Status CreateDirs(const std::string& dir);
-bool FileExists(const std::string& path);
-bool IsDirectory(const std::string& path);
-Result<uint64_t> FileSize(const std::string& path);
-// Names (not paths) of the entries of dir, sorted.
-Result<std::vector<std::string>> ListDir(const std::string& dir);
-std::string JoinPath(const std::string& a, const std::string& b);
-// Drops the file's clean pages from the page cache (posix_fadvise DONTNEED;
-// no root needed), so the next read comes from storage: cold-read benchmarks.
-// Pages that a process still maps stay.
-Status EvictFromPageCache(const std::string& path);
-// FileCrc32c(Env::Default(), path) (base/env.h).
-Result<uint32_t> FileCrc32c(const std::string& path);
 
 }  // namespace shardkit

@@ -1,6 +1,6 @@
 // The transfer thread: adds submitted transfers to a curl multi handle,
 // drives them, hands finished ones back; drops aborted ones.
-#include "base/http_client.h"
+#include "storage/remote/http_client.h"
 
 #include <curl/curl.h>
 #include <sys/socket.h>

@@ -1,5 +1,5 @@
-// The POSIX backend's error helpers (base/posix_env.cc), shared with the
-// POSIX file helpers (base/file_io.cc). Internal to base/.
+// The POSIX backend's error helpers (storage/posix_env.cc), shared with the
+// POSIX file helpers (storage/file_io.cc). Internal to storage/.
 #pragma once
 
 #include <sys/types.h>

@@ -1,12 +1,12 @@
-// What the POSIX backend (base/posix_env.cc) tells the kernel about a file it
-// reads, shared with the node cache's files (base/node_cache.cc), which are
-// local files too. Internal to base/.
+// What the POSIX backend (storage/posix_env.cc) tells the kernel about a file it
+// reads, shared with the node cache's files (storage/remote/node_cache.cc), which are
+// local files too. Internal to storage/.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "base/env.h"
+#include "storage/env.h"
 
 namespace shardkit {
 

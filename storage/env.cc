@@ -1,12 +1,12 @@
 // The storage seam's parts that no backend owns: the defaults of Env and
 // RandomAccessFile (the copy of LinkOrCopyFile among them), WritableFile's
 // checksum, WriteFileAtomic, FileCrc32c.
-#include "base/env.h"
+#include "storage/env.h"
 
 #include <algorithm>
 
 #include "base/crc32c.h"
-#include "base/file_io.h"
+#include "storage/file_io.h"
 
 namespace shardkit {
 
@@ -76,6 +76,11 @@ Result<bool> Env::LinkOrCopyFile(const std::string& from, const std::string& to)
     return s;
   }
   return false;
+}
+
+bool IsObjectStoreUrl(const std::string& path) {
+  return path.rfind("s3://", 0) == 0 || path.rfind("http://", 0) == 0 ||
+         path.rfind("https://", 0) == 0;
 }
 
 Status CopyInto(const RandomAccessFile& in, WritableFile* out, size_t chunk) {

@@ -1,6 +1,7 @@
 // The node cache: CachingEnv, its files (CachedFile), the chunk protocol
 // between processes (OFD locks), and the limit (Budget: usage and eviction).
-#include "base/node_cache.h"
+#include "storage/remote/node_cache.h"
+#include "storage/remote/digest.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -18,10 +19,10 @@
 #include <vector>
 
 #include "base/crc32c.h"
-#include "base/file_io.h"
-#include "base/posix_advice.h"
-#include "base/posix_errors.h"
-#include "base/sigv4.h"
+#include "storage/file_io.h"
+#include "storage/posix_advice.h"
+#include "storage/posix_errors.h"
+#include "storage/remote/sigv4.h"
 
 namespace shardkit {
 namespace {
@@ -278,7 +279,7 @@ bool CachedFile::InitHeader() {
 
 Status CachedFile::Open() {
   const std::string id = path() + "\n" + version() + "\n" + std::to_string(size());
-  name_ = sigv4::Sha256Hex(id).substr(0, 32);
+  name_ = digest::Sha256Hex(id).substr(0, 32);
   const std::string map = JoinPath(budget_->dir(), name_ + ".map");
   const std::string data = JoinPath(budget_->dir(), name_ + ".data");
   // In use from the in-use lock on; but an evictor may have removed the

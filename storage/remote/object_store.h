@@ -1,8 +1,8 @@
-// Object storage behind the storage seam (base/env.h): datasets at
+// Object storage behind the storage seam (storage/env.h): datasets at
 // s3://BUCKET/PREFIX (S3 or any S3-compatible server, path-style requests
 // signed with SigV4) and http(s)://HOST/PATH (any server that answers ranged
 // GETs: nginx, a CDN, a bucket's public URL), read with ranged GETs over
-// libcurl (base/http_client.h).
+// libcurl (storage/remote/http_client.h).
 //
 // What is read is what was written, or an error: each object's size and
 // ETag are taken once, at open (HEAD), never per record; every GET is sent
@@ -10,7 +10,7 @@
 // it) and its status and Content-Range are checked; a body cut short is
 // resumed from its first missing byte. 429, 5xx, S3's SlowDown and
 // RequestTimeout, resets and stalled transfers are retried with exponential
-// backoff and full jitter for up to retry_seconds per request (the default
+// backoff and full jitter for up to retry.retry_seconds per request (the default
 // rides out two minutes of throttling), then fail with one line naming the
 // URL, the status and the server's message. Other replies (403, 404, 412)
 // fail at once.
@@ -35,19 +35,19 @@
 #include <string>
 #include <vector>
 
-#include "base/env.h"
-#include "base/http_client.h"
-#include "base/sigv4.h"
 #include "base/status.h"
+#include "storage/env.h"
+#include "storage/remote/digest.h"
+#include "storage/remote/http_client.h"
+#include "storage/remote/retry.h"
+#include "storage/remote/sigv4.h"
 
 namespace shardkit {
 
 struct ObjectStoreOptions {
   HttpClientOptions http;
-  // How long one request may be retried (backoff included) before its error
-  // is returned; 0: no retry.
-  double retry_seconds = 120;
-  double backoff_first_s = 0.05, backoff_max_s = 8;
+  // How long one request may be retried (storage/remote/retry.h).
+  RetryOptions retry;
   // Reads started ahead by RandomAccessFile::WillNeed (the loader's
   // read-ahead), held until read: bytes at most over all files, and
   // requests in flight at most.
@@ -84,14 +84,11 @@ class ObjectETag {
   static std::string OfParts(const std::vector<std::string>& part_md5s);
 
  private:
-  sigv4::Md5Stream part_;
+  digest::Md5Stream part_;
   size_t in_part_ = 0;  // bytes of the current part
   std::vector<std::string> md5s_;
   uint64_t size_ = 0;
 };
-
-// Whether `path` is a URL this file's Envs read: s3://, http://, https://.
-bool IsObjectStoreUrl(const std::string& path);
 
 // A new Env for s3:// URLs (or http(s):// ones) with these options. It must
 // outlive what is opened through it.
