@@ -1,6 +1,8 @@
 // Human-readable durations, byte counts and counts.
 #include "base/humanize.h"
 
+#include <cctype>
+#include <cstdint>
 #include <cstdio>
 
 namespace shardkit {
@@ -43,6 +45,28 @@ std::string FormatCount(double n) {
     std::snprintf(buf, sizeof(buf), "%.0f", n);
   }
   return buf;
+}
+
+bool ParseByteSize(const std::string& text, uint64_t* out) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0 || digits > 18) return false;
+  uint64_t n = std::stoull(text.substr(0, digits)), unit = 1;
+  const std::string suffix = text.substr(digits);
+  if (suffix.size() > 1 && !(suffix.size() == 3 && suffix.substr(1) == "iB") &&
+      !(suffix.size() == 2 && suffix[1] == 'B')) {
+    return false;
+  }
+  if (!suffix.empty()) {
+    const std::string units = "KMGT";
+    const size_t k =
+        units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(suffix[0]))));
+    if (k == std::string::npos) return false;
+    unit = uint64_t{1} << (10 * (k + 1));
+  }
+  if (n > (uint64_t{1} << 62) / unit) return false;
+  *out = n * unit;
+  return true;
 }
 
 }  // namespace shardkit

@@ -65,12 +65,25 @@ class [[nodiscard]] Status {
   // "Corruption: shard-00001.sks: record 7: checksum mismatch".
   std::string ToString() const;
 
+  // Whether the error may be gone if the same thing is tried again later
+  // (storage that did not answer, or kept failing until its retries were
+  // spent), as opposed to one that the same request will meet again (a
+  // refused key, a missing bucket, bad data): what a tool's "rerun to
+  // resume" goes by.
+  bool transient() const { return transient_; }
+  Status MarkTransient() const {
+    Status s = *this;
+    s.transient_ = !ok();
+    return s;
+  }
+
   // Returns a status of the same code with `context` prepended ("context:
   // message"), and the same location and what().
   Status WithContext(const std::string& context) const {
     if (ok()) return *this;
     Status s(code_, context + ": " + msg_);
     s.located_ = located_;
+    s.transient_ = transient_;
     return s;
   }
   void IgnoreError() const {}
@@ -84,6 +97,7 @@ class [[nodiscard]] Status {
   Code code_ = Code::kOk;
   std::string msg_;
   std::shared_ptr<const Located> located_;  // shared: errors are copied, rarely located
+  bool transient_ = false;
 };
 
 // A value or the Status that explains why there is none.

@@ -114,6 +114,7 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
   auto impl = std::make_unique<Impl>();
   Impl& d = *impl;
   d.opt = options;
+  d.opt.cancel_open = nullptr;  // the open's alone: not kept past it
   SK_ASSIGN_OR_RETURN(d.source, RecordSource::Open(dir, options, options, options.workers));
   SK_ASSIGN_OR_RETURN(d.decoder,
                       SampleDecoder::Make(d.source->dataset().manifest().record, options.transform,
@@ -354,6 +355,11 @@ LoaderStats Loader::stats() const {
   s.fills_shared = f.fills_shared;
   s.fill_settled = f.settled;
   s.wait_s = d.wait_ns.load() * 1e-9;
+  s.storage_requests = r.storage.requests;
+  s.storage_bytes = r.storage.bytes;
+  s.storage_retries = r.storage.retries;
+  s.cache_hits = r.storage.cache_hits;
+  s.cache_misses = r.storage.cache_misses;
   s.corrupt_records = d.corrupt->corrupt_records();
   s.samples_replaced = d.corrupt->samples_replaced();
   s.corrupt_units = d.corrupt->units();

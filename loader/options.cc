@@ -36,6 +36,9 @@ Status ValidateLoaderOptions(const LoaderOptions& o) {
     return bad("read depth must be in 0..1024, not " + std::to_string(o.read_depth));
   if (o.read_ahead_bytes < (1u << 20) || o.read_ahead_bytes > (64ull << 30))
     return bad("read-ahead bytes must be in 1 MiB..64 GiB");
+  if (o.cache_limit > 0 && o.cache_dir.empty()) {
+    return bad("cache_limit bounds a node cache: it needs cache_dir");
+  }
   const TransformParams& t = o.transform;
   if (t.size < 1 || t.size > 4096)
     return bad("transform size must be in 1..4096, not " + std::to_string(t.size));

@@ -165,6 +165,10 @@ struct StorageOptions {
   // limit). Empty: every epoch reads from storage.
   std::string cache_dir;
   uint64_t cache_limit = 0;
+  // Once set (by another thread: a signal's handler, the Python binding on
+  // Ctrl-C), an open waiting on remote storage (the manifest, a shard's HEAD
+  // and their retries) ends with Aborted. Read by Loader::Open only.
+  const Cancel* cancel_open = nullptr;
 };
 
 // Everything a Loader is told. Each layer takes its part (the Loader passes
@@ -205,6 +209,12 @@ struct LoaderStats {
   // then). A benchmark warms up until it has.
   uint64_t fills_alone = 0, fills_shared = 0;
   bool fill_settled = false;
+  // Object storage since the loader opened: requests and the bytes of
+  // their replies, tries retried (counted over the whole process's object
+  // storage, which its loaders share), and the node cache's chunk lookups
+  // (cache_dir: found on disk, or fetched from storage).
+  uint64_t storage_requests = 0, storage_bytes = 0, storage_retries = 0;
+  uint64_t cache_hits = 0, cache_misses = 0;
 };
 
 // Loader threads per rank at most: more is a typo, not a machine.

@@ -71,12 +71,21 @@ Result<std::unique_ptr<RecordSource>> RecordSource::Open(const std::string& dir,
   if (env == nullptr) {
     SK_ASSIGN_OR_RETURN(env, Env::ForPath(dir));
   }
-  if (!o.cache_dir.empty() && env->remote()) {  // object storage through the node cache
-    SK_ASSIGN_OR_RETURN(d.cache_env_,
-                        NewCachingEnv(env, NodeCacheOptions{o.cache_dir, o.cache_limit}));
+  if (!o.cache_dir.empty()) {  // object storage through the node cache
+    if (!env->remote()) {
+      return Status::InvalidArgument(dir +
+                                     ": cache_dir is for object storage (s3://, http(s)://); "
+                                     "a local dataset is cached by the page cache");
+    }
+    NodeCacheOptions cache;
+    cache.dir = o.cache_dir;
+    cache.limit = o.cache_limit;
+    SK_ASSIGN_OR_RETURN(d.cache_env_, NewCachingEnv(env, cache));
     env = d.cache_env_.get();
   }
-  SK_ASSIGN_OR_RETURN(d.ds_, Dataset::Open(dir, env));
+  d.env_ = env;
+  d.opened_ = env->counters();
+  SK_ASSIGN_OR_RETURN(d.ds_, Dataset::Open(dir, env, o.cancel_open));
   const Manifest& m = d.ds_->manifest();
   ReadPlanner::Setup p;
   p.dataset = d.ds_.get();
@@ -131,11 +140,18 @@ RecordSourceStats RecordSource::stats() const {
     s.queued = true;
     s.queue = queue_->stats();
   }
+  const StorageCounters now = env_->counters();
+  s.storage.requests = now.requests - opened_.requests;
+  s.storage.bytes = now.bytes - opened_.bytes;
+  s.storage.retries = now.retries - opened_.retries;
+  s.storage.cache_hits = now.cache_hits - opened_.cache_hits;
+  s.storage.cache_misses = now.cache_misses - opened_.cache_misses;
   return s;
 }
 
 void RecordSource::ResetStats() {
   fetcher_->ResetStats();
+  opened_ = env_->counters();
   if (queue_) queue_->ResetStats();
 }
 

@@ -30,6 +30,9 @@ namespace shardkit {
 struct RecordSourceStats : FetchStats {
   bool queued = false;  // reads went through the read queue: `queue` holds its figures
   ReadQueueStats queue;
+  // What the storage did since the source opened: requests (object storage:
+  // of the whole process), and the node cache's hits and misses.
+  StorageCounters storage;
 };
 
 class RecordSource {
@@ -99,6 +102,8 @@ class RecordSource {
   RecordSource() = default;
 
   std::unique_ptr<Env> cache_env_;  // the node cache over object storage, if asked for
+  Env* env_ = nullptr;              // what the dataset is read through
+  StorageCounters opened_;          // env_'s counters when the source opened
   std::unique_ptr<Dataset> ds_;     // (read through cache_env_: declared after it)
   std::string shuffle_reason_;
   std::unique_ptr<BlockCache> cache_;

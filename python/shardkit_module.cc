@@ -10,15 +10,20 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cmath>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "base/humanize.h"
 #include "base/names.h"
 #include "base/version.h"
 #include "image/codec.h"
@@ -88,6 +93,46 @@ auto WithoutGil(F&& f) {
 // How long Next() waits for a batch between checks for signals.
 constexpr uint64_t kSignalCheckNs = 50'000'000;
 
+// f(cancel)'s result, computed on a thread of its own while this one waits,
+// checking for signals every kSignalCheckNs (holding the GIL only for the
+// check): Ctrl-C sets `cancel`, so that an open waiting on slow or dead
+// object storage ends at once (Aborted), waits for f, and raises
+// KeyboardInterrupt.
+template <typename F>
+auto Interruptibly(F&& f) {
+  using R = decltype(f(static_cast<const Cancel*>(nullptr)));
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::optional<R> result;
+    Cancel cancel{false};
+  } shared;
+  std::thread worker([&] {
+    R r = f(&shared.cancel);
+    std::lock_guard<std::mutex> lock(shared.mu);
+    shared.result.emplace(std::move(r));
+    shared.done = true;
+    shared.cv.notify_all();
+  });
+  bool interrupted = false;
+  for (;;) {
+    const bool done = WithoutGil([&] {
+      std::unique_lock<std::mutex> lock(shared.mu);
+      return shared.cv.wait_for(lock, std::chrono::nanoseconds(kSignalCheckNs),
+                                [&] { return shared.done; });
+    });
+    if (done) break;
+    if (!interrupted && PyErr_CheckSignals() != 0) {
+      interrupted = true;
+      shared.cancel.store(true);
+    }
+  }
+  worker.join();
+  if (interrupted) throw py::error_already_set();
+  return std::move(*shared.result);
+}
+
 // One loader keyword's value on its way into LoaderOptions: converted to
 // the field's type, or a ValueError naming the keyword. Ranges are not
 // checked here: ValidateLoaderOptions (Loader::Open) is the one place, and
@@ -137,6 +182,18 @@ class Keyword {
     if (PyErr_Occurred()) {
       PyErr_Clear();
       OutOfRange(n);
+    }
+    return v;
+  }
+  // An integer of bytes, or a size as the tools take it ("200G", "64MiB").
+  uint64_t ByteSize() const {
+    if (!PyUnicode_Check(value_.ptr()) && !PyBytes_Check(value_.ptr())) return UInt64();
+    uint64_t v = 0;
+    if (!ParseByteSize(Str(), &v)) {
+      throw py::value_error(std::string(name_) +
+                            " must be a number of bytes or a size such as "
+                            "'200G', not " +
+                            py::repr(value_).cast<std::string>());
     }
     return v;
   }
@@ -233,7 +290,7 @@ constexpr LoaderKeyword kLoaderKeywords[] = {
      }},
     {"read_depth", [](const Keyword& v, LoaderOptions& o) { o.read_depth = v.Int(); }},
     {"cache_dir", [](const Keyword& v, LoaderOptions& o) { o.cache_dir = v.Str(); }},
-    {"cache_limit", [](const Keyword& v, LoaderOptions& o) { o.cache_limit = v.UInt64(); }},
+    {"cache_limit", [](const Keyword& v, LoaderOptions& o) { o.cache_limit = v.ByteSize(); }},
     {"read_ahead_bytes",
      [](const Keyword& v, LoaderOptions& o) {  // below 0: 0, which the loader refuses
        o.read_ahead_bytes = static_cast<uint64_t>(std::max<int64_t>(0, v.Int64()));
@@ -255,7 +312,11 @@ class PyLoader {
         throw py::type_error("_Loader got an unexpected keyword argument '" + name + "'");
       row->set(Keyword(row->name, value), options_);
     }
-    auto opened = WithoutGil([&] { return Loader::Open(path, options_); });
+    auto opened = Interruptibly([&](const Cancel* cancel) {
+      LoaderOptions o = options_;
+      o.cancel_open = cancel;
+      return Loader::Open(path, o);
+    });
     const TransformParams& t = options_.transform;
     if (!opened.ok() && opened.status().IsInvalidArgument()) {
       // The core refuses a transform its rule (TransformApplies) says cannot
@@ -363,6 +424,11 @@ class PyLoader {
     d["fills_alone"] = s.fills_alone;
     d["fills_shared"] = s.fills_shared;
     d["fill_settled"] = s.fill_settled;
+    d["storage_requests"] = s.storage_requests;
+    d["storage_bytes"] = s.storage_bytes;
+    d["storage_retries"] = s.storage_retries;
+    d["cache_hits"] = s.cache_hits;
+    d["cache_misses"] = s.cache_misses;
     return d;
   }
 
@@ -387,7 +453,8 @@ class PyDataset {
  public:
   PyDataset(const std::string& path, int64_t block_cache_bytes) {
     if (block_cache_bytes < 0) throw py::value_error("block_cache_bytes must be >= 0");
-    ds_ = Take(WithoutGil([&] { return Dataset::Open(path); }));
+    ds_ = Take(
+        Interruptibly([&](const Cancel* cancel) { return Dataset::Open(path, nullptr, cancel); }));
     reader_ = std::make_unique<RecordReader>(ds_.get(), static_cast<uint64_t>(block_cache_bytes));
   }
   uint64_t size() const { return ds_->num_records(); }

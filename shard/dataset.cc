@@ -39,14 +39,15 @@ Status CheckShardKind(const std::string& path, const ShardReader& reader,
 
 }  // namespace
 
-Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir, Env* env) {
+Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir, Env* env,
+                                               const Cancel* cancel) {
   if (env == nullptr) {
     SK_ASSIGN_OR_RETURN(env, Env::ForPath(dir));
   }
   auto ds = std::unique_ptr<Dataset>(new Dataset());
   ds->dir_ = dir;
   ds->remote_ = env->remote();
-  SK_ASSIGN_OR_RETURN(ds->manifest_, ReadManifest(dir, env));
+  SK_ASSIGN_OR_RETURN(ds->manifest_, ReadManifest(dir, env, cancel));
   const std::vector<ShardInfo>& shards = ds->manifest_.shards;
   ds->shards_.resize(shards.size());
   // Remote storage answers in milliseconds per request: its shards are
@@ -54,7 +55,7 @@ Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir, Env* env)
   SK_RETURN_IF_ERROR(ForEachShard(shards.size(), env->remote() ? 32 : 1, [&](size_t i) {
     const ShardInfo& info = shards[i];
     const std::string path = JoinPath(dir, info.file);
-    auto reader = ShardReader::Open(path, env);
+    auto reader = ShardReader::Open(path, env, cancel);
     if (!reader.ok() && reader.status().IsNotFound()) {
       return Status::NotFound(path + ": shard named in the manifest is missing");
     }
@@ -66,6 +67,15 @@ Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir, Env* env)
     if ((*reader)->num_records() != info.records) {
       return Status::Corruption(path + ": holds " + std::to_string((*reader)->num_records()) +
                                 " records, the manifest says " + std::to_string(info.records));
+    }
+    // Object storage keeps the CRC32C a shard was pushed with: another file
+    // of the same size and count (a push --force of a dataset of the same
+    // shape, under way) is told at open, never read as this one.
+    if (auto stored = (*reader)->file().stored_crc32c(); stored && *stored != info.crc32c) {
+      return Status::Corruption(path + ": is not the shard the manifest names (its CRC32C is " +
+                                Crc32cHex(*stored) + ", the manifest's " + Crc32cHex(info.crc32c) +
+                                "): the dataset is being replaced (a push --force?); open it "
+                                "again once that is done");
     }
     SK_RETURN_IF_ERROR(CheckShardKind(path, **reader, ds->manifest_.record));
     ds->shards_[i] = std::move(reader).value();

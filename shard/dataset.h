@@ -24,8 +24,11 @@ class Dataset {
   // shard's record entries are checked when it is first used (ShardReader).
   // Does not read payloads (VerifyDataset does).
   // Reads through `env` (null: the Env `dir` names, Env::ForPath: a
-  // directory, or an s3:// or http(s):// URL).
-  static Result<std::unique_ptr<Dataset>> Open(const std::string& dir, Env* env = nullptr);
+  // directory, or an s3:// or http(s):// URL). Once `cancel` is set (a
+  // signal, a reader closing), an open waiting on remote storage ends with
+  // Aborted.
+  static Result<std::unique_ptr<Dataset>> Open(const std::string& dir, Env* env = nullptr,
+                                               const Cancel* cancel = nullptr);
   // Reads in flight and later ones fail at once (RandomAccessFile::Abort):
   // for a prompt shutdown of a reader of slow storage.
   void AbortReads() const;

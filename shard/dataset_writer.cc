@@ -250,10 +250,8 @@ DatasetWriter::~DatasetWriter() {
     if (i < published_) env_->RemoveFile(JoinPath(dir_, ShardFileName(index))).IgnoreError();
   }
   if (fingerprint_written_) env_->RemoveFile(JoinPath(dir_, kResumeFileName)).IgnoreError();
-  if (!created_dir_) return;  // the lock file stays: unlinking it would race another writer
-  env_->RemoveFile(JoinPath(dir_, kLockFileName)).IgnoreError();
-  lock_.reset();
-  env_->RemoveDir(dir_).IgnoreError();  // only if nothing else is in it
+  lock_.reset();  // its file goes with it (a directory is left as it was found)
+  if (created_dir_) env_->RemoveDir(dir_).IgnoreError();  // only if nothing else is in it
 }
 
 uint64_t DatasetWriter::bytes_written() const {
@@ -400,6 +398,7 @@ Status DatasetWriter::Finish(Manifest manifest) {
                           : WriteManifest(dir_, manifest, env_));
   finished_ = true;
   if (fingerprint_written_) env_->RemoveFile(JoinPath(dir_, kResumeFileName)).IgnoreError();
+  lock_.reset();  // done writing: a finished dataset holds no lock file
   return Status::OK();
 }
 

@@ -162,7 +162,7 @@ class DatasetWriter {
   std::string dir_;
   DatasetWriterOptions options_;
   Env* env_;
-  std::unique_ptr<DirLock> lock_;  // held from Create until destruction
+  std::unique_ptr<DirLock> lock_;  // held from Create until Finish (or destruction)
   std::unique_ptr<ShardWriter> current_;
   std::vector<ShardInfo> shards_;
   // Per shard: the kind of record its header names, and for an adopted

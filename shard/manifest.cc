@@ -1,6 +1,9 @@
 // Manifest (de)serialisation with nlohmann::json; every field is checked on read.
 #include "shard/manifest.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -233,7 +236,13 @@ Result<Manifest> ParseManifest(std::string_view text, const std::string& where) 
     for (const json& s : j.at("shards")) {
       ShardInfo info;
       info.file = s.at("file").get<std::string>();
-      if (info.file.empty() || info.file.find('/') != std::string::npos || info.file[0] == '.') {
+      // A plain name: no directory, not hidden, no control characters (a
+      // newline or a NUL in a name is no shard's, and ends a path early).
+      const bool control = std::any_of(info.file.begin(), info.file.end(), [](char c) {
+        return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+      });
+      if (info.file.empty() || info.file.find('/') != std::string::npos || info.file[0] == '.' ||
+          control || info.file == "manifest.json") {
         return bad("shard file name \"" + info.file + "\" is not a plain file name");
       }
       if (!seen.insert(info.file).second) {
@@ -276,15 +285,75 @@ Result<Manifest> ParseManifest(std::string_view text, const std::string& where) 
   }
 }
 
-Result<Manifest> ReadManifest(const std::string& dir, Env* env) {
+namespace {
+
+bool EndsWith(const std::string& s, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// What to do with a local file given where a dataset directory is expected:
+// the shardkit-pack command that packs it, by what its name says it is.
+std::string PackFileFirst(const std::string& path) {
+  std::string name = path.substr(path.rfind('/') + 1);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string how;
+  if (EndsWith(name, ".mat")) {
+    how =
+        "shardkit-pack svhn FILE OUT (SVHN's *_32x32.mat), or shardkit-pack mat FILE OUT "
+        "--images NAME --labels NAME";
+  } else if (EndsWith(name, ".tar") || EndsWith(name, ".tar.gz") || EndsWith(name, ".tgz") ||
+             EndsWith(name, ".zip")) {
+    how =
+        "shardkit-pack imagenet FILE OUT (class folders, or ImageNet's tarballs), or "
+        "shardkit-pack webdataset 'FILE' OUT";
+  } else if (EndsWith(name, ".h5") || EndsWith(name, ".hdf5")) {
+    how = "shardkit-pack hdf5 FILE OUT --images DATASET --labels DATASET";
+  } else if (name.find("ubyte") != std::string::npos) {
+    how = "shardkit-pack idx --images FILE --labels FILE OUT";
+  } else {
+    return path + ": a file, not a dataset directory (a dataset is a directory holding " +
+           kManifestName + "; docs/ingest.md says how to pack one)";
+  }
+  return path + ": a file, not a dataset directory; pack it first: " + how;
+}
+
+// Whether a local directory without a manifest looks like images waiting to
+// be packed: image files, or folders (classes) in it.
+bool LooksLikeImages(const std::string& dir) {
+  auto names = Env::Default()->ListDir(dir);
+  if (!names.ok()) return false;
+  for (const std::string& n : *names) {
+    std::string lower = n;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (EndsWith(lower, ".jpg") || EndsWith(lower, ".jpeg") || EndsWith(lower, ".png") ||
+        (n[0] != '.' && IsDirectory(JoinPath(dir, n)))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<Manifest> ReadManifest(const std::string& dir, Env* env, const Cancel* cancel) {
   if (env == nullptr) {
     SK_ASSIGN_OR_RETURN(env, Env::ForPath(dir));
   }
+  if (!env->remote() && !dir.empty() && Env::Default()->FileExists(dir) && !IsDirectory(dir)) {
+    return Status::InvalidArgument(PackFileFirst(dir));
+  }
   const std::string path = JoinPath(dir, kManifestName);
-  auto read = env->ReadFile(path, 256ull << 20);
+  auto read = env->ReadFile(path, 256ull << 20, cancel);
   if (!read.ok() && read.status().IsNotFound()) {
     if (!env->remote() && !env->FileExists(dir)) {
       return Status::NotFound(dir + ": no such file or directory");
+    }
+    if (!env->remote() && LooksLikeImages(dir)) {
+      return Status::NotFound(dir + ": no " + kManifestName +
+                              ": images, not a shardkit dataset; pack it first: shardkit-pack "
+                              "imagenet " +
+                              dir + " OUT");
     }
     return Status::NotFound(dir + ": no " + kManifestName +
                             " (not a shardkit dataset, or packing did not finish)");

@@ -85,8 +85,9 @@ Result<std::vector<std::string>> NumberedClasses(int64_t max_label, const std::s
 std::string ManifestToJson(const Manifest& m);
 // `where` names the source in error messages.
 Result<Manifest> ParseManifest(std::string_view json, const std::string& where);
-Result<Manifest> ReadManifest(const std::string& dir,
-                              Env* env = nullptr);  // null: Env::ForPath(dir)
+// Through `env` (null: Env::ForPath(dir)); `cancel` as Env::ReadFile takes it.
+Result<Manifest> ReadManifest(const std::string& dir, Env* env = nullptr,
+                              const Cancel* cancel = nullptr);
 // Atomic: temporary file, fsync, rename, directory fsync (WriteFileAtomic),
 // through `env` (null: Env::Default()).
 Status WriteManifest(const std::string& dir, const Manifest& m, Env* env = nullptr);

@@ -1,4 +1,4 @@
-// PushDataset: shards in parallel, then the manifest; CopyToLocalFile.
+// PushDataset: shards in parallel, then the manifest.
 #include "shard/publish.h"
 
 #include <algorithm>
@@ -52,25 +52,40 @@ Status LocalDigest(const std::string& path, const ShardInfo& info, std::string* 
   return Status::OK();
 }
 
-// One shard: kept if the remote object is the same bytes, else uploaded.
-// The local file is read twice only when a remote object of its size is
-// there to compare with; an upload checks its CRC against the manifest's
-// before completing, so a damaged local shard is never left complete.
+// Whether the remote object `there` holds the local shard's bytes: its
+// size and stored CRC32C, or (pushed without one) an ETag that is the MD5
+// of the local bytes (read to compute it).
+Result<bool> SameBytes(const RandomAccessFile& there, const std::string& local,
+                       const ShardInfo& info) {
+  if (there.size() != info.bytes) return false;
+  if (auto crc = there.stored_crc32c()) return *crc == info.crc32c;
+  std::string etag;
+  SK_RETURN_IF_ERROR(LocalDigest(local, info, &etag));
+  return there.version() == etag;
+}
+
+// One shard: kept if the remote object is the same bytes, else uploaded
+// (the object completed only if its bytes' CRC32C is the manifest's, so a
+// damaged local shard is never left complete).
 Status PushShard(Env* env, const std::string& local, const std::string& remote,
-                 const ShardInfo& info, const std::function<void(uint64_t)>& sent, bool* kept) {
+                 const ShardInfo& info, const std::atomic<bool>* cancel,
+                 const std::function<void(uint64_t)>& sent, bool* kept) {
   *kept = false;
   auto there = env->OpenForReads(remote);
   if (!there.ok() && !there.status().IsNotFound()) return there.status();
-  if (there.ok() && (*there)->size() == info.bytes) {
-    std::string etag;
-    SK_RETURN_IF_ERROR(LocalDigest(local, info, &etag));
-    *kept = (*there)->version() == etag;
+  if (there.ok()) {
+    SK_ASSIGN_OR_RETURN(*kept, SameBytes(**there, local, info));
     if (*kept) return Status::OK();
   }
   SK_ASSIGN_OR_RETURN(auto in, OpenLocal(local, info));
   SK_ASSIGN_OR_RETURN(auto out, env->NewWritableFile(remote));
+  out->ExpectCrc32c(info.crc32c);
+  out->CancelOn(cancel);
   std::string buf(kChunk, '\0');
   for (uint64_t off = 0; off < in->size(); off += kChunk) {
+    if (cancel != nullptr && cancel->load()) {
+      return Status::Aborted(remote + ": push interrupted; its upload was aborted");
+    }
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, in->size() - off));
     SK_RETURN_IF_ERROR(in->Read(off, n, buf.data()));
     SK_RETURN_IF_ERROR(out->Append(buf.data(), n));
@@ -128,6 +143,9 @@ Status PushDataset(const std::string& dir, const std::string& url, const PushOpt
   SK_ASSIGN_OR_RETURN(Env * env, Env::ForPath(url));
   bool same = false;
   SK_RETURN_IF_ERROR(PrepareRemote(env, url, text, options.force, &same));
+  std::string prefix = url;
+  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  SK_RETURN_IF_ERROR(AbortUnfinishedUploads(env, prefix + "/", &report->uploads_aborted));
   report->shards = m.shards.size();
   uint64_t total = 0;
   for (const ShardInfo& s : m.shards) total += s.bytes;
@@ -137,10 +155,11 @@ Status PushDataset(const std::string& dir, const std::string& url, const PushOpt
   std::vector<Status> errors(m.shards.size());
   auto work = [&] {
     for (size_t i; (i = next.fetch_add(1)) < m.shards.size();) {
+      if (options.cancel != nullptr && options.cancel->load()) return;
       const ShardInfo& s = m.shards[i];
       bool kept = false;
       errors[i] = PushShard(
-          env, JoinPath(dir, s.file), JoinPath(url, s.file), s,
+          env, JoinPath(dir, s.file), JoinPath(url, s.file), s, options.cancel,
           [&](uint64_t n) {
             const uint64_t d = done.fetch_add(n) + n;
             std::lock_guard<std::mutex> lock(mu);
@@ -164,25 +183,17 @@ Status PushDataset(const std::string& dir, const std::string& url, const PushOpt
   }
   work();
   for (auto& t : pool) t.join();
+  if (options.cancel != nullptr && options.cancel->load()) {
+    return Status::Aborted(url +
+                           ": push interrupted: its uploads were aborted and nothing "
+                           "more was published");
+  }
   for (const Status& e : errors) SK_RETURN_IF_ERROR(e);
   if (!same) {
     SK_RETURN_IF_ERROR(WriteFileAtomic(env, JoinPath(url, kManifestName), text));
     report->manifest_written = true;
   }
   return RemoveStale(env, url, m, &report->stale_removed);
-}
-
-Result<uint32_t> CopyToLocalFile(const std::string& from, const std::string& to) {
-  SK_ASSIGN_OR_RETURN(Env * env, Env::ForPath(from));
-  SK_ASSIGN_OR_RETURN(auto in, env->OpenForReads(from));
-  SK_ASSIGN_OR_RETURN(auto out, WritableFile::Create(to));
-  Status s = CopyInto(*in, out.get(), kChunk);  // two chunks ahead: a remote file streams
-  if (!s.ok()) {
-    out.reset();
-    Env::Default()->RemoveFile(to).IgnoreError();
-    return s;
-  }
-  return out->crc32c();
 }
 
 }  // namespace shardkit

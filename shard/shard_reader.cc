@@ -25,8 +25,10 @@ ReadScratch::~ReadScratch() {
   if (dctx != nullptr) ZSTD_freeDCtx(dctx);
 }
 
-Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, Env* env) {
-  SK_ASSIGN_OR_RETURN(auto file, (env != nullptr ? env : Env::Default())->OpenForReads(path));
+Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, Env* env,
+                                                       const Cancel* cancel) {
+  SK_ASSIGN_OR_RETURN(auto file,
+                      (env != nullptr ? env : Env::Default())->OpenForReads(path, cancel));
   return Open(std::move(file));
 }
 

@@ -55,7 +55,8 @@ Status DecompressBlock(std::string_view stored, uint32_t raw_size, ReadScratch* 
 class ShardReader {
  public:
   // Opens `path` through `env` (null: Env::Default()).
-  static Result<std::unique_ptr<ShardReader>> Open(const std::string& path, Env* env = nullptr);
+  static Result<std::unique_ptr<ShardReader>> Open(const std::string& path, Env* env = nullptr,
+                                                   const Cancel* cancel = nullptr);
   // The same, of a file already open.
   static Result<std::unique_ptr<ShardReader>> Open(std::unique_ptr<RandomAccessFile> file);
 

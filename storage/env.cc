@@ -34,8 +34,9 @@ Result<std::unique_ptr<FileRegion>> RandomAccessFile::MapRegion(uint64_t offset,
   return std::unique_ptr<FileRegion>(new CopiedRegion(std::move(data)));
 }
 
-Result<std::string> Env::ReadFile(const std::string& path, uint64_t max_size) {
-  SK_ASSIGN_OR_RETURN(auto file, OpenForReads(path));
+Result<std::string> Env::ReadFile(const std::string& path, uint64_t max_size,
+                                  const Cancel* cancel) {
+  SK_ASSIGN_OR_RETURN(auto file, OpenForReads(path, cancel));
   if (file->size() > max_size) {
     return Status::At(Status::Code::kInvalidArgument, {path, ""},
                       "file is " + std::to_string(file->size()) +
@@ -62,7 +63,7 @@ Result<std::unique_ptr<ScratchFile>> Env::NewScratchFile(const std::string& dir)
 Result<std::vector<std::string>> Env::ListDir(const std::string& dir) {
   return Cannot(dir, "list directories");
 }
-Result<std::unique_ptr<DirLock>> Env::LockDir(const std::string& dir) {
+Result<std::unique_ptr<DirLock>> Env::LockDir(const std::string& dir, bool, const Cancel*) {
   return Cannot(dir, "lock a directory against other writers");
 }
 

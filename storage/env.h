@@ -24,8 +24,10 @@
 // shardkit-pack push). storage/file_io.h keeps the POSIX helpers' names.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +35,10 @@
 #include "base/status.h"
 
 namespace shardkit {
+
+// A request to stop, set by another thread (a signal's handler, a reader
+// shutting down): what is given one ends with an Aborted error soon after.
+using Cancel = std::atomic<bool>;
 
 // How a reader will read a file, told once before its reads.
 struct AccessHints {
@@ -82,6 +88,18 @@ class RandomAccessFile {
   // What the storage calls this version of the file's bytes, where it names
   // them (object storage: the ETag, taken at open); empty otherwise.
   virtual std::string version() const { return ""; }
+  // What names exactly these bytes wherever they are read from, for a cache
+  // that processes and jobs share (storage/remote/node_cache.h): where they
+  // are (object storage: the endpoint, bucket and key, never a password)
+  // and which version (the ETag, else Last-Modified). Empty where the
+  // backend cannot tell a replaced file from the one it replaced: such a
+  // file is not cached.
+  virtual std::string identity() const { return ""; }
+  // The CRC32C of the whole file as its writer stored it beside the bytes
+  // (object storage: the metadata shardkit's uploads carry), if any: a
+  // reader that knows which bytes it wants (a manifest's shard) can tell
+  // another file of the same name and size at open.
+  virtual std::optional<uint32_t> stored_crc32c() const { return std::nullopt; }
   // Reads exactly n bytes at offset into dst. A range past the end, or a
   // short read, is a Corruption error naming the path and offset; a failed
   // read an IOError.
@@ -148,6 +166,19 @@ class WritableFile {
   virtual const std::string& path() const = 0;
   uint64_t size() const { return size_; }
   uint32_t crc32c() const { return crc_; }
+  // The CRC32C the whole file will have (a copy of a file whose checksum
+  // is known), told before the first Append: object storage stores it
+  // beside the bytes from the start (RandomAccessFile::stored_crc32c) and
+  // its Close refuses to complete an object whose bytes do not match.
+  // POSIX files ignore it (the caller compares crc32c()).
+  void ExpectCrc32c(uint32_t crc) { expected_crc_ = crc; }
+  std::optional<uint32_t> expected_crc32c() const { return expected_crc_; }
+  // Once `cancel` is set, the file's writes under way that wait on storage
+  // (object storage: parts being uploaded) end soon, and Append and Close
+  // return Aborted; the file is then never completed. It must outlive the
+  // file.
+  void CancelOn(const Cancel* cancel) { cancel_ = cancel; }
+  bool cancelled() const { return cancel_ != nullptr && cancel_->load(); }
 
  protected:
   virtual Status AppendBytes(const char* data, size_t n) = 0;
@@ -155,6 +186,8 @@ class WritableFile {
  private:
   uint64_t size_ = 0;
   uint32_t crc_ = 0;
+  std::optional<uint32_t> expected_crc_;
+  const Cancel* cancel_ = nullptr;
 };
 
 // A file without a name, for bytes a writer keeps and reads back before it
@@ -191,6 +224,8 @@ inline constexpr char kLockFileName[] = ".shardkit.lock";
 // backend does not count (POSIX: /proc/self/io tells).
 struct StorageCounters {
   uint64_t requests = 0, bytes = 0, retries = 0;
+  // A node cache's chunk lookups: found on its disk, or fetched from storage.
+  uint64_t cache_hits = 0, cache_misses = 0;
 };
 
 class Env {
@@ -206,14 +241,18 @@ class Env {
 
   // Opens `path` for reads. A missing file is NotFound; something that is
   // not a regular file (a FIFO, a directory) is refused by path, without
-  // blocking.
-  virtual Result<std::unique_ptr<RandomAccessFile>> OpenForReads(const std::string& path) = 0;
+  // blocking. Once `cancel` is set (by another thread: a signal, a closing
+  // reader), an open that waits on storage (object storage: its HEAD and
+  // its retries) ends with Aborted.
+  virtual Result<std::unique_ptr<RandomAccessFile>> OpenForReads(
+      const std::string& path, const Cancel* cancel = nullptr) = 0;
   // Whether `path` exists (a dataset's manifest, a shard named by it).
   virtual bool FileExists(const std::string& path) = 0;
   // A whole small file (a manifest), refused above max_size bytes (by
   // default OpenForReads and Read; object storage: one GET). A missing file
-  // is NotFound.
-  virtual Result<std::string> ReadFile(const std::string& path, uint64_t max_size);
+  // is NotFound; `cancel` as for OpenForReads.
+  virtual Result<std::string> ReadFile(const std::string& path, uint64_t max_size,
+                                       const Cancel* cancel = nullptr);
   // Whether each read is a request over a network (milliseconds or more):
   // readers then keep more reads in flight and open files in parallel.
   virtual bool remote() const { return false; }
@@ -241,8 +280,10 @@ class Env {
   // The names (not paths) of the entries of `dir`, sorted.
   virtual Result<std::vector<std::string>> ListDir(const std::string& dir);
   // An exclusive writer's lock on `dir`: a second writer is refused at
-  // once, naming the directory.
-  virtual Result<std::unique_ptr<DirLock>> LockDir(const std::string& dir);
+  // once, naming the directory; with `wait`, it waits its turn instead (until
+  // `cancel` is set: Aborted). The lock's file goes with the lock.
+  virtual Result<std::unique_ptr<DirLock>> LockDir(const std::string& dir, bool wait = false,
+                                                   const Cancel* cancel = nullptr);
   // Makes `to` (which must not exist) hold the bytes of `from`, a regular
   // file on this storage (anything else is refused by path); `from` is only
   // read. True: `to` is `from`'s own file, hard-linked (POSIX, where the

@@ -12,9 +12,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "storage/file_io.h"
 #include "storage/posix_advice.h"
@@ -418,18 +420,34 @@ class PosixScratchFile final : public ScratchFile {
 };
 
 // flock on DIR/.shardkit.lock, released when the descriptor closes.
+// The lock file goes with the lock (a finished dataset holds none): removed
+// while still locked, so a writer that opened it just before finds, once it
+// holds it, that the name is no longer its file, and tries again.
 class PosixDirLock final : public DirLock {
  public:
-  explicit PosixDirLock(int fd) : fd_(fd) {}
-  ~PosixDirLock() override { ::close(fd_); }
+  PosixDirLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  ~PosixDirLock() override {
+    ::unlink(path_.c_str());
+    ::close(fd_);
+  }
 
  private:
   int fd_;
+  std::string path_;
 };
+
+// Whether `fd` is still the file at `path` (not one unlinked meanwhile).
+bool StillAt(int fd, const std::string& path) {
+  struct stat ours, there;
+  return ::fstat(fd, &ours) == 0 && ::stat(path.c_str(), &there) == 0 &&
+         ours.st_dev == there.st_dev && ours.st_ino == there.st_ino;
+}
 
 class PosixEnv final : public Env {
  public:
-  Result<std::unique_ptr<RandomAccessFile>> OpenForReads(const std::string& path) override {
+  // Local opens do not wait on storage: `cancel` has nothing to end.
+  Result<std::unique_ptr<RandomAccessFile>> OpenForReads(const std::string& path,
+                                                         const Cancel*) override {
     SK_RETURN_IF_ERROR(CheckRegularFile(path));
     uint64_t size = 0;
     SK_ASSIGN_OR_RETURN(int fd, OpenRegular(path, O_RDONLY, "cannot open", &size));
@@ -499,20 +517,34 @@ class PosixEnv final : public Env {
     std::sort(names.begin(), names.end());
     return names;
   }
-  Result<std::unique_ptr<DirLock>> LockDir(const std::string& dir) override {
+  Result<std::unique_ptr<DirLock>> LockDir(const std::string& dir, bool wait,
+                                           const Cancel* cancel) override {
     const std::string path = JoinPath(dir, kLockFileName);
-    SK_ASSIGN_OR_RETURN(int fd, OpenRegular(path, O_RDWR | O_CREAT, "cannot create lock file"));
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      const int err = errno;
-      ::close(fd);
-      if (err == EWOULDBLOCK) {
-        return Status::IOError(
-            dir + ": another shardkit process is writing this dataset (lock held on " + path +
-            "); wait for it to finish or choose another output directory");
+    for (int tries = 0;; ++tries) {
+      SK_ASSIGN_OR_RETURN(int fd, OpenRegular(path, O_RDWR | O_CREAT, "cannot create lock file"));
+      if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        ::close(fd);
+        if (err == EWOULDBLOCK && wait) {  // its turn: polled, so that a cancel is seen
+          if (cancel != nullptr && cancel->load()) {
+            return Status::Aborted(dir + ": cancelled while waiting for another writer");
+          }
+          std::this_thread::sleep_for(
+              std::chrono::milliseconds(std::min(200, 5 << std::min(tries, 5))));
+          tries = std::min(tries, 50);
+          continue;
+        }
+        if (err == EWOULDBLOCK) {
+          return Status::IOError(
+              dir + ": another shardkit process is writing this dataset (lock held on " + path +
+              "); wait for it to finish or choose another output directory");
+        }
+        return Errno("cannot lock", path, err);
       }
-      return Errno("cannot lock", path, err);
+      if (StillAt(fd, path)) return std::unique_ptr<DirLock>(new PosixDirLock(fd, path));
+      ::close(fd);  // the writer before us finished and removed it: a new one
+      if (tries == 100) return Status::IOError(path + ": removed as soon as made, again and again");
     }
-    return std::unique_ptr<DirLock>(new PosixDirLock(fd));
   }
   Result<bool> LinkOrCopyFile(const std::string& from, const std::string& to) override {
     SK_RETURN_IF_ERROR(CheckRegularFile(from));

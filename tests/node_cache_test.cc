@@ -3,13 +3,24 @@
 // fetched once however many readers want it at once, a damaged or truncated
 // cache file is fetched again and never served, and the limit evicts the
 // least recently used objects that nobody has open, never one in use and
-// never a file the cache did not make.
+// never a file the cache did not make. A full disk is read as a full cache;
+// another process stopped holding a lock holds no reader for long, and
+// Abort ends the wait; files that are not the user's own are never used;
+// objects are named by their identity.
 #include "storage/remote/node_cache.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -62,10 +73,91 @@ std::vector<std::string> CacheFiles(const std::string& dir, const char* suffix) 
   return out;
 }
 
+// A tmpfs of `size` ("8m") mounted at `dir` (made here) while it lives: a
+// small disk that fills up. Needs root (CAP_SYS_ADMIN): ok() says whether it
+// is mounted, error() why not.
+class TmpfsMount {
+ public:
+  TmpfsMount(const std::string& dir, const std::string& size) : dir_(dir) {
+    ::mkdir(dir.c_str(), 0700);
+    const std::string options = "size=" + size + ",mode=0700";
+    mounted_ = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, options.c_str()) == 0;
+    if (!mounted_) error_ = std::strerror(errno);
+  }
+  TmpfsMount(const TmpfsMount&) = delete;
+  TmpfsMount& operator=(const TmpfsMount&) = delete;
+  ~TmpfsMount() {
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+  }
+  bool ok() const { return mounted_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string dir_, error_;
+  bool mounted_ = false;
+};
+
+// A process that took OFD write locks on [start, start + len) of `path`
+// (len 0: to its end) and was then stopped (SIGSTOP) holding them, as a
+// filler stopped by a debugger or a suspended job is. holding() once it
+// holds them and is stopped (it said so through a pipe; waitpid saw the
+// stop). Killed and reaped when destroyed, however the test ends.
+class StoppedHolder {
+ public:
+  StoppedHolder(const std::string& path, off_t start, off_t len) {
+    int fds[2];
+    if (::pipe(fds) != 0) return;
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ == 0) {  // the child: system calls only, then stopped until killed
+      // Killed with the test too, should it die before the destructor runs.
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(1);
+      ::close(fds[0]);
+      struct flock fl {};
+      fl.l_type = F_WRLCK;
+      fl.l_whence = SEEK_SET;
+      fl.l_start = start;
+      fl.l_len = len;
+      const int fd = ::open(path.c_str(), O_RDWR);
+      const char held = fd >= 0 && ::fcntl(fd, F_OFD_SETLK, &fl) == 0 ? 1 : 0;
+      if (::write(fds[1], &held, 1) != 1) ::_exit(1);
+      ::raise(SIGSTOP);
+      for (;;) ::pause();
+    }
+    ::close(fds[1]);
+    char held = 0;
+    int status = 0;
+    holding_ = pid_ > 0 && ::read(fds[0], &held, 1) == 1 && held == 1 &&
+               ::waitpid(pid_, &status, WUNTRACED) == pid_ && WIFSTOPPED(status);
+    ::close(fds[0]);
+  }
+  StoppedHolder(const StoppedHolder&) = delete;
+  StoppedHolder& operator=(const StoppedHolder&) = delete;
+  ~StoppedHolder() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);  // stopped or not
+    ::waitpid(pid_, nullptr, 0);
+  }
+  bool holding() const { return holding_; }
+
+ private:
+  pid_t pid_ = -1;
+  bool holding_ = false;
+};
+
+// A map file's lock bytes past its in-use and init locks (bytes 0 and 1):
+// every chunk's entry.
+constexpr off_t kEntryLocks = 2;
+
 class NodeCacheTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Env> Cache(uint64_t limit = 0) {
-    auto env = NewCachingEnv(&storage_, NodeCacheOptions{cache_.path(), limit});
+  std::unique_ptr<Env> Cache(uint64_t limit = 0,
+                             std::chrono::milliseconds lock_wait = NodeCacheOptions().lock_wait) {
+    NodeCacheOptions o;
+    o.dir = cache_.path();
+    o.limit = limit;
+    o.lock_wait = lock_wait;
+    auto env = NewCachingEnv(&storage_, o);
     EXPECT_TRUE(env.ok()) << env.status().ToString();
     return std::move(env).value();
   }
@@ -296,6 +388,239 @@ TEST_F(NodeCacheTest, AnUnwritableDirectoryIsRefusedByName) {
   auto env = NewCachingEnv(&storage_, NodeCacheOptions{file, 0});
   ASSERT_FALSE(env.ok());
   EXPECT_NE(env.status().message().find(file), std::string::npos);
+}
+
+TEST_F(NodeCacheTest, AFullDiskIsReadAsAFullCacheUntilItHasRoomAgain) {
+  // The cache on a disk of 8 MiB with half a chunk free: a chunk fetched
+  // cannot be written. From then on the chunks not on disk are read as
+  // while the limit is reached: the bytes asked from storage (not a whole
+  // chunk per record of 110 KB, 9 times its bytes), ahead only the range
+  // asked, and no views; after 16 MiB more were asked for, the disk is tried
+  // again, and used, having room by then.
+  using Hints = std::vector<std::pair<uint64_t, size_t>>;
+  const std::string disk = JoinPath(cache_.path(), "disk");
+  TmpfsMount mount(disk, "8m");
+  if (!mount.ok()) GTEST_SKIP() << "cannot mount a tmpfs here (root only): " << mount.error();
+  const std::string junk = JoinPath(disk, "junk");
+  WriteBytes(junk, std::string(7 * kChunk + kChunk / 2, 'j'));
+  const std::string path = Object("big.sks", 20 * kChunk, 30);
+  const std::string want = *ReadFileToString(path, 1 << 30);
+  auto env = NewCachingEnv(&storage_, NodeCacheOptions{disk, 0});
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  auto f = (*env)->OpenForReads(path);
+  ASSERT_TRUE(f.ok());
+  AccessHints views;
+  views.views = true;
+  ASSERT_TRUE((*f)->SetAccess(views).ok());
+  constexpr size_t kRecord = 110000;
+  std::string got(kRecord, '\0');
+  auto read_at = [&](uint64_t offset) {
+    ASSERT_TRUE((*f)->Read(offset, kRecord, got.data()).ok());
+    EXPECT_EQ(got, want.substr(offset, kRecord)) << "at " << offset;
+  };
+  read_at(0);
+  ASSERT_EQ(storage_.bytes(), kChunk);  // chunk 0, which the disk could not take
+  const uint64_t fetched = storage_.bytes();
+  uint64_t offset = kRecord, asked = 0;
+  for (; offset + kRecord <= 8 * kChunk; offset += kRecord, asked += kRecord) read_at(offset);
+  EXPECT_EQ(storage_.bytes() - fetched, asked) << "the records' bytes, not their chunks";
+  storage_.TakeHinted();
+  (*f)->WillNeed(offset, 3 * kChunk);
+  EXPECT_EQ(storage_.TakeHinted(), (Hints{{offset, 3 * kChunk}}));
+  std::string_view seen;
+  EXPECT_TRUE((*f)->View(offset, 100, &seen).IsUnsupported());
+  ASSERT_EQ(::unlink(junk.c_str()), 0);  // room again
+  for (; offset + kRecord <= want.size(); offset += kRecord) read_at(offset);
+  const uint64_t reads = storage_.reads();
+  read_at(want.size() - kRecord);
+  EXPECT_EQ(storage_.reads(), reads) << "the last chunk was kept";
+}
+
+TEST_F(NodeCacheTest, AChunkWhoseFillerIsStoppedIsReadFromStorage) {
+  // Another process took the chunks' entry locks to fill them and was
+  // stopped before it let go: a reader gives up on it (here after 100 ms)
+  // and reads the bytes asked from storage; with that process gone the
+  // chunks are cached as ever.
+  const std::string path = Object("shard.sks", 2 * kChunk, 31);
+  const std::string want = *ReadFileToString(path, 1 << 30);
+  auto env = Cache(0, std::chrono::milliseconds(100));
+  auto f = env->OpenForReads(path);  // its cache files exist from here on
+  ASSERT_TRUE(f.ok());
+  const auto map = CacheFiles(cache_.path(), ".map");
+  ASSERT_EQ(map.size(), 1u);
+  {
+    StoppedHolder filler(map[0], kEntryLocks, 0);
+    ASSERT_TRUE(filler.holding());
+    std::string got(1000, '\0');
+    ASSERT_TRUE((*f)->Read(500, got.size(), got.data()).ok());
+    EXPECT_EQ(got, want.substr(500, got.size()));
+    ASSERT_TRUE((*f)->Read(700, got.size(), got.data()).ok());  // tried once, not waited for
+    EXPECT_EQ(got, want.substr(700, got.size()));
+    EXPECT_EQ(storage_.bytes(), 2 * got.size()) << "the bytes asked, not the chunk";
+  }
+  EXPECT_EQ(ReadAll(env.get(), path), want);
+  const uint64_t reads = storage_.reads();
+  EXPECT_EQ(ReadAll(Cache().get(), path), want);
+  EXPECT_EQ(storage_.reads(), reads) << "cached once the filler was gone";
+}
+
+TEST_F(NodeCacheTest, AbortEndsReadsWaitingForAStoppedFiller) {
+  // A wait for another process's lock that only Abort can end (its bound
+  // ten minutes): a read waiting for the lock, and one waiting for that
+  // read's fill in this process, end with Aborted.
+  const std::string path = Object("shard.sks", 2 * kChunk, 32);
+  auto env = Cache(0, std::chrono::minutes(10));
+  auto f = env->OpenForReads(path);
+  ASSERT_TRUE(f.ok());
+  const auto map = CacheFiles(cache_.path(), ".map");
+  ASSERT_EQ(map.size(), 1u);
+  StoppedHolder filler(map[0], kEntryLocks, 0);
+  ASSERT_TRUE(filler.holding());
+  const uint64_t hints = storage_.hints();
+  Status across, inside;
+  std::thread a([&] {
+    std::string got(20, '\0');
+    across = (*f)->Read(kChunk - 10, got.size(), got.data());
+  });
+  storage_.WaitForHints(hints + 1);  // a asked ahead for both chunks: it is at chunk 0's lock
+  std::thread b([&] {
+    char got;
+    inside = (*f)->Read(5, 1, &got);
+  });
+  (*f)->Abort();
+  a.join();
+  b.join();
+  EXPECT_TRUE(across.IsAborted()) << across.ToString();
+  EXPECT_TRUE(inside.IsAborted()) << inside.ToString();
+}
+
+TEST_F(NodeCacheTest, AStoppedProcessHoldingAnObjectsHeaderLeavesItUncached) {
+  // The init lock (a process stopped while it writes the header) and the
+  // in-use lock taken exclusively (an evictor stopped before it removes the
+  // object): an open gives up on them and reads the object uncached.
+  const std::string path = Object("shard.sks", 2 * kChunk, 33);
+  const std::string want = *ReadFileToString(path, 1 << 30);
+  auto env = Cache(0, std::chrono::milliseconds(100));
+  ASSERT_TRUE(env->OpenForReads(path).ok());
+  const auto map = CacheFiles(cache_.path(), ".map");
+  ASSERT_EQ(map.size(), 1u);
+  const uint64_t pieces = (want.size() + 99999) / 100000;
+  for (const off_t lock : {off_t{1}, off_t{0}}) {
+    StoppedHolder holder(map[0], lock, 1);
+    ASSERT_TRUE(holder.holding());
+    const uint64_t reads = storage_.reads();
+    EXPECT_EQ(ReadAll(env.get(), path), want);
+    EXPECT_EQ(storage_.reads() - reads, pieces) << "uncached: each read from storage as asked";
+  }
+}
+
+TEST_F(NodeCacheTest, ASymlinkOrAnotherUsersFileAtACacheFilesNameIsNeverReadFrom) {
+  // The files the cache makes are its user's alone (0600). Planted in their
+  // place with the object's bytes and matching checksums: a symlink at the
+  // data file's name, one at the map file's, the files given to another
+  // user. None is read from: every byte comes from storage.
+  const std::string path = Object("shard.sks", 2 * kChunk, 34);
+  const std::string want = *ReadFileToString(path, 1 << 30);
+  EXPECT_EQ(ReadAll(Cache().get(), path), want);
+  const auto maps = CacheFiles(cache_.path(), ".map"), datas = CacheFiles(cache_.path(), ".data");
+  ASSERT_EQ(maps.size(), 1u);
+  ASSERT_EQ(datas.size(), 1u);
+  const std::string map = maps[0], data = datas[0];
+  for (const std::string& file : {map, data}) {
+    struct stat st;
+    ASSERT_EQ(::stat(file.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600u) << file;
+  }
+  const uint64_t pieces = (want.size() + 99999) / 100000;
+  auto read_uncached = [&](const std::string& planted) {
+    const uint64_t reads = storage_.reads();
+    EXPECT_EQ(ReadAll(Cache().get(), path), want) << planted;
+    EXPECT_EQ(storage_.reads() - reads, pieces) << planted << ": read from storage as asked";
+  };
+  const std::string elsewhere = JoinPath(data_.path(), "elsewhere");
+  for (const std::string& file : {data, map}) {
+    ASSERT_EQ(::rename(file.c_str(), elsewhere.c_str()), 0);
+    ASSERT_EQ(::symlink(elsewhere.c_str(), file.c_str()), 0);
+    read_uncached("a symlink at " + file);
+    ASSERT_EQ(::unlink(file.c_str()), 0);
+    ASSERT_EQ(::rename(elsewhere.c_str(), file.c_str()), 0);
+  }
+  ASSERT_EQ(::chown(map.c_str(), 12345, 12345), 0);
+  ASSERT_EQ(::chown(data.c_str(), 12345, 12345), 0);
+  read_uncached("another user's files");
+  EXPECT_EQ(*ReadFileToString(data, 1 << 30), want) << "left as they were";
+}
+
+TEST_F(NodeCacheTest, EvictionNeverRemovesAnotherUsersFilesNorASymlink) {
+  const std::string a = Object("a.sks", 2 * kChunk, 35), b = Object("b.sks", 2 * kChunk, 36);
+  auto env = Cache(3 * kChunk + 2 * 4096 + 8192);  // one object and a half
+  ReadAll(env.get(), a);
+  std::vector<std::string> theirs = CacheFiles(cache_.path(), ".map");
+  ASSERT_EQ(theirs.size(), 1u);
+  theirs.push_back(CacheFiles(cache_.path(), ".data").at(0));
+  for (const std::string& file : theirs) ASSERT_EQ(::chown(file.c_str(), 12345, 12345), 0);
+  const std::string outside = JoinPath(data_.path(), "outside");
+  WriteBytes(outside, "not the cache's");
+  const std::string link = JoinPath(cache_.path(), std::string(32, 'a') + ".map");
+  ASSERT_EQ(::symlink(outside.c_str(), link.c_str()), 0);
+  EXPECT_EQ(ReadAll(env.get(), b), *ReadFileToString(b, 1 << 30));  // room for a chunk of it
+  struct stat st;
+  for (const std::string& file : theirs) {
+    ASSERT_EQ(::lstat(file.c_str(), &st), 0) << file << " was removed";
+    EXPECT_EQ(st.st_uid, 12345u);
+  }
+  ASSERT_EQ(::lstat(link.c_str(), &st), 0) << "the symlink was removed";
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_EQ(*ReadFileToString(outside, 1 << 10), "not the cache's");
+}
+
+TEST_F(NodeCacheTest, ADirectoryOtherUsersCouldWriteIsRefusedByName) {
+  const std::string dir = JoinPath(cache_.path(), "shared");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  auto open = [&] { return NewCachingEnv(&storage_, NodeCacheOptions{dir, 0}); };
+  EXPECT_TRUE(open().ok());
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);  // anyone may replace its files
+  auto env = open();
+  ASSERT_FALSE(env.ok());
+  EXPECT_NE(env.status().message().find(dir), std::string::npos) << env.status().ToString();
+  ASSERT_EQ(::chmod(dir.c_str(), 01777), 0);  // sticky, as /tmp: each user's files are safe
+  EXPECT_TRUE(open().ok());
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  ASSERT_EQ(::chown(dir.c_str(), 12345, 12345), 0);  // another user's
+  env = open();
+  ASSERT_FALSE(env.ok());
+  EXPECT_NE(env.status().message().find(dir), std::string::npos) << env.status().ToString();
+}
+
+TEST_F(NodeCacheTest, ObjectsAreNamedByWhereAndWhichVersionTheyAre) {
+  // The same path on two endpoints is two entries; an object replaced by
+  // one of the same size is another; one whose storage names no versions
+  // (identity() empty) is read uncached.
+  const std::string path = Object("shard.sks", 2 * kChunk, 37);
+  const std::string want = *ReadFileToString(path, 1 << 30);
+  storage_.set_location("https://west.example/");
+  StorageDouble east;
+  east.set_location("https://east.example/");
+  auto west_cache = Cache();
+  auto east_cache = NewCachingEnv(&east, NodeCacheOptions{cache_.path(), 0});
+  ASSERT_TRUE(east_cache.ok());
+  EXPECT_EQ(ReadAll(west_cache.get(), path), want);
+  EXPECT_EQ(ReadAll(east_cache->get(), path), want);
+  EXPECT_EQ(storage_.reads(), 2u);
+  EXPECT_EQ(east.reads(), 2u) << "an entry of its own";
+  EXPECT_EQ(CacheFiles(cache_.path(), ".map").size(), 2u);
+  const std::string replaced = RandomBytes(want.size(), 38);
+  WriteBytes(path, replaced);
+  storage_.set_version("2");
+  EXPECT_EQ(ReadAll(west_cache.get(), path), replaced);
+  StorageDouble unversioned;
+  unversioned.set_version("");
+  auto plain_cache = NewCachingEnv(&unversioned, NodeCacheOptions{cache_.path(), 0});
+  ASSERT_TRUE(plain_cache.ok());
+  EXPECT_EQ(ReadAll(plain_cache->get(), path), replaced);
+  EXPECT_EQ(ReadAll(plain_cache->get(), path), replaced);
+  EXPECT_EQ(unversioned.reads(), 2 * ((want.size() + 99999) / 100000)) << "uncached, twice";
+  EXPECT_EQ(CacheFiles(cache_.path(), ".map").size(), 3u);
 }
 
 // A shard's block that arrived damaged (the network flipped a bit on its

@@ -553,10 +553,10 @@ TEST(DatasetTest, DirectoryWithoutManifestIsNotADataset) {
   auto ds = Dataset::Open(dir.path());
   EXPECT_TRUE(ds.status().IsNotFound());
   EXPECT_NE(ds.status().message().find("manifest.json"), std::string::npos);
-  // Only the writers' lock file stays in a folder it did not make (unlinking
-  // it would race another writer); the temporary shard is gone.
-  EXPECT_EQ(*Env::Default()->ListDir(dir.path()), std::vector<std::string>{kLockFileName})
-      << "the unfinished shard's temporary file must be gone";
+  // Nothing stays in a folder it did not make: the temporary shard and the
+  // writers' lock file (which goes with the lock) are gone.
+  EXPECT_EQ(*Env::Default()->ListDir(dir.path()), std::vector<std::string>{})
+      << "the unfinished shard's temporary file and the lock file must be gone";
 }
 
 TEST(DatasetTest, RefusesToOverwriteADatasetUnlessAsked) {

@@ -10,10 +10,16 @@ namespace shardkit::testing {
 
 class StorageDouble::File final : public RandomAccessFile {
  public:
-  File(StorageDouble* env, std::unique_ptr<RandomAccessFile> base)
-      : env_(env), base_(std::move(base)) {}
+  File(StorageDouble* env, std::unique_ptr<RandomAccessFile> base, std::string location,
+       std::string version)
+      : env_(env),
+        base_(std::move(base)),
+        version_(std::move(version)),
+        identity_(version_.empty() ? "" : location + base_->path() + "\n" + version_) {}
   const std::string& path() const override { return base_->path(); }
   uint64_t size() const override { return base_->size(); }
+  std::string version() const override { return version_; }
+  std::string identity() const override { return identity_; }
   Status Read(uint64_t offset, size_t n, void* dst) const override {
     Status s = env_->BeforeRead(path(), offset, n);
     if (s.ok()) s = base_->Read(offset, n, dst);
@@ -33,14 +39,16 @@ class StorageDouble::File final : public RandomAccessFile {
     return base_->SetAccess(h);
   }
   void WillNeed(uint64_t offset, size_t n) const override {
-    env_->hints_.fetch_add(1);
     std::lock_guard<std::mutex> lock(env_->mu_);
+    env_->hints_.fetch_add(1);
     env_->hinted_.emplace_back(offset, n);
+    env_->hinted_cv_.notify_all();
   }
 
  private:
   StorageDouble* env_;
   std::unique_ptr<RandomAccessFile> base_;
+  const std::string version_, identity_;
 };
 
 void StorageDouble::FailReads(const std::string& suffix, uint64_t offset, uint64_t n) {
@@ -77,14 +85,31 @@ std::vector<std::pair<uint64_t, size_t>> StorageDouble::TakeHinted() {
   return std::move(hinted_);
 }
 
+void StorageDouble::WaitForHints(uint64_t n) {
+  std::unique_lock<std::mutex> lock(mu_);
+  hinted_cv_.wait(lock, [&] { return hints_.load() >= n; });
+}
+
+void StorageDouble::set_location(const std::string& location) {
+  std::lock_guard<std::mutex> lock(mu_);
+  location_ = location;
+}
+
+void StorageDouble::set_version(const std::string& version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  version_ = version;
+}
+
 AccessHints StorageDouble::last_hints() const {
   std::lock_guard<std::mutex> lock(mu_);
   return hints_seen_;
 }
 
-Result<std::unique_ptr<RandomAccessFile>> StorageDouble::OpenForReads(const std::string& path) {
+Result<std::unique_ptr<RandomAccessFile>> StorageDouble::OpenForReads(const std::string& path,
+                                                                      const Cancel*) {
   SK_ASSIGN_OR_RETURN(auto base, Env::Default()->OpenForReads(path));
-  return std::unique_ptr<RandomAccessFile>(new File(this, std::move(base)));
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::unique_ptr<RandomAccessFile>(new File(this, std::move(base), location_, version_));
 }
 
 Status StorageDouble::BeforeRead(const std::string& path, uint64_t offset, size_t n) {

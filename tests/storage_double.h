@@ -45,13 +45,23 @@ class StorageDouble final : public Env {
   uint64_t reads() const { return reads_.load(); }
   uint64_t bytes() const { return bytes_.load(); }
   uint64_t hints() const { return hints_.load(); }  // WillNeed calls
+  // Returns once `n` WillNeed calls were made (a reader got that far).
+  void WaitForHints(uint64_t n);
+  // What files opened from now on say they are (RandomAccessFile::identity):
+  // "LOCATION" + path + "\n" + VERSION, where the location stands for an
+  // endpoint ("double:" by default) and the version for an ETag ("1" by
+  // default, also their version()). An empty version gives an empty
+  // identity, as a server that names no versions.
+  void set_location(const std::string& location);
+  void set_version(const std::string& version);
   // The ranges of the WillNeed calls (offset, bytes) since the last call.
   std::vector<std::pair<uint64_t, size_t>> TakeHinted();
   int peak_in_flight() const { return peak_.load(); }
   // The hints of the last SetAccess of any file (pattern, views, uncached).
   AccessHints last_hints() const;
 
-  Result<std::unique_ptr<RandomAccessFile>> OpenForReads(const std::string& path) override;
+  Result<std::unique_ptr<RandomAccessFile>> OpenForReads(const std::string& path,
+                                                         const Cancel* cancel = nullptr) override;
   bool FileExists(const std::string& path) override { return Env::Default()->FileExists(path); }
 
  private:
@@ -82,6 +92,8 @@ class StorageDouble final : public Env {
   std::atomic<bool> gate_opened_{false};
   AccessHints hints_seen_;
   std::vector<std::pair<uint64_t, size_t>> hinted_;
+  std::condition_variable hinted_cv_;
+  std::string location_ = "double:", version_ = "1";
 };
 
 // WriteFaultEnv: the POSIX filesystem (Env::Default()) as a disk that fills
@@ -101,8 +113,9 @@ class WriteFaultEnv final : public Env {
   // Appends refused for want of space so far.
   uint64_t refused() const { return refused_.load(); }
 
-  Result<std::unique_ptr<RandomAccessFile>> OpenForReads(const std::string& path) override {
-    return Env::Default()->OpenForReads(path);
+  Result<std::unique_ptr<RandomAccessFile>> OpenForReads(const std::string& path,
+                                                         const Cancel* cancel = nullptr) override {
+    return Env::Default()->OpenForReads(path, cancel);
   }
   bool FileExists(const std::string& path) override { return Env::Default()->FileExists(path); }
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
@@ -117,8 +130,9 @@ class WriteFaultEnv final : public Env {
   Result<std::vector<std::string>> ListDir(const std::string& dir) override {
     return Env::Default()->ListDir(dir);
   }
-  Result<std::unique_ptr<DirLock>> LockDir(const std::string& dir) override {
-    return Env::Default()->LockDir(dir);
+  Result<std::unique_ptr<DirLock>> LockDir(const std::string& dir, bool wait = false,
+                                           const Cancel* cancel = nullptr) override {
+    return Env::Default()->LockDir(dir, wait, cancel);
   }
 
  private:

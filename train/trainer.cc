@@ -209,8 +209,12 @@ LoaderOptions TrainLoaderOptions(const TrainOptions& o, const DistEnv& env, torc
   lo.workers = o.workers;
   lo.prefetch = o.prefetch;
   lo.mmap = o.mmap;
-  lo.cache_dir = o.cache_dir;
-  lo.cache_limit = o.cache_limit;
+  // The node cache is for object storage: a local --data reads through the
+  // page cache (a remote --val still uses the cache: ValLoaderOptions).
+  if (IsObjectStoreUrl(o.data)) {
+    lo.cache_dir = o.cache_dir;
+    lo.cache_limit = o.cache_limit;
+  }
   lo.seed = o.seed;
   lo.transform.kind = TransformApplies(records, TransformKind::kTrain) ? TransformKind::kTrain
                                                                        : TransformKind::kNone;
@@ -235,6 +239,8 @@ LoaderOptions ValLoaderOptions(const TrainOptions& o, LoaderOptions train) {
   vo.drop_last = false;
   vo.shuffle = ShuffleMode::kNone;
   vo.batch_size = std::max(o.batch_size, 64);
+  vo.cache_dir = IsObjectStoreUrl(o.val) ? o.cache_dir : "";
+  vo.cache_limit = IsObjectStoreUrl(o.val) ? o.cache_limit : 0;
   return vo;
 }
 
@@ -458,6 +464,11 @@ Status Trainer::SetUpData() {
 
 // The training loader, and the validation loader checked against it.
 Status Trainer::OpenLoaders() {
+  if (!o_.cache_dir.empty() && !IsObjectStoreUrl(o_.data) && !IsObjectStoreUrl(o_.val)) {
+    return Status::InvalidArgument("--cache-dir " + o_.cache_dir +
+                                   ": a node cache is for object storage (s3://, http(s)://), and "
+                                   "--data and --val are local");
+  }
   SK_ASSIGN_OR_RETURN(const Manifest manifest, ReadManifest(o_.data));
   const LoaderOptions lo = TrainLoaderOptions(o_, env_, device_, manifest.record.kind);
   SK_ASSIGN_OR_RETURN(train_loader_, Loader::Open(o_.data, lo));

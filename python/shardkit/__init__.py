@@ -277,7 +277,10 @@ class Loader:
       cache_dir=None     s3:// and http(s):// paths: keep what is read in this
                          node-local directory (shared by the node's ranks and
                          by later jobs), so later epochs read it from there;
-                         cache_limit=0 (bytes; 0: no limit) bounds it
+                         cache_limit=0 (bytes, or a size such as "200G"; 0:
+                         no limit) bounds it. A local path is refused (the
+                         page cache is its cache), as is cache_limit without
+                         cache_dir; stats() counts cache_hits, cache_misses
       on_corrupt="fail"  or "skip": a corrupt record is replaced by another of
                          the rank's records, counted, and logged (each damage
                          once, the first few), until more than skip_budget=100

@@ -74,6 +74,13 @@ std::string Sha256(std::string_view data) {
   return std::string(reinterpret_cast<const char*>(md), n);
 }
 
+std::string Sha1(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(data.data(), data.size(), md, &n, EVP_sha1(), nullptr);
+  return std::string(reinterpret_cast<const char*>(md), n);
+}
+
 std::string Sha256Hex(std::string_view data) { return Hex(Sha256(data)); }
 
 }  // namespace digest

@@ -12,6 +12,9 @@ namespace digest {
 // Lower-case hex SHA-256 of `data`; the raw 32 bytes.
 std::string Sha256Hex(std::string_view data);
 std::string Sha256(std::string_view data);
+// The raw SHA-1 of `data` (20 bytes): only where a format names files by it
+// (the IAM Identity Center token cache).
+std::string Sha1(std::string_view data);
 // HMAC-SHA-256 of `data` under `key` (32 bytes).
 std::string HmacSha256(std::string_view key, std::string_view data);
 // The MD5 of `data` (16 bytes), as S3 checks uploads with it (Content-MD5)

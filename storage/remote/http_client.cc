@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -28,10 +29,22 @@ struct Transfer {
   const HttpRequest* req = nullptr;
   HttpResponse* resp = nullptr;
   const std::atomic<bool>* abort = nullptr;
+  long stall_timeout_s = 30;
   curl_slist* headers = nullptr;
   size_t upload_pos = 0;
   char errbuf[CURL_ERROR_SIZE] = {0};
+  // An error reply (not 2xx) is read for this long at most, and 64 KiB of
+  // it: a server that sends an endless error document (or trickles one)
+  // never holds a request. 0: no error reply yet.
+  uint64_t error_deadline_ns = 0;
+  bool error_body_cut = false;
 };
+
+uint64_t NowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
 
 std::string TrimSpace(std::string_view s) {
   size_t b = 0, e = s.size();
@@ -48,6 +61,7 @@ size_t OnHeader(char* p, size_t size, size_t n, void* data) {
     const size_t sp = line.find(' ');
     t->resp->status =
         sp == std::string_view::npos ? 0 : std::atol(std::string(line.substr(sp + 1, 3)).c_str());
+    t->error_deadline_ns = NowNs() + static_cast<uint64_t>(t->stall_timeout_s) * 1000000000ull;
     return size * n;
   }
   const size_t colon = line.find(':');
@@ -66,6 +80,10 @@ size_t OnBody(char* p, size_t size, size_t n, void* data) {
   if (r.status < 200 || r.status >= 300) {  // an error document: keep its start
     const size_t keep = std::min(len, kMaxErrorBody - std::min(kMaxErrorBody, r.body.size()));
     r.body.append(p, keep);
+    if (keep < len || NowNs() > t->error_deadline_ns) {
+      t->error_body_cut = true;  // enough of it: the reply is judged by what came
+      return 0;
+    }
     return len;
   }
   const HttpRequest& q = *t->req;
@@ -156,9 +174,12 @@ void HttpClient::Impl::Configure(Transfer* t) {
   curl_easy_setopt(e, CURLOPT_PRIVATE, t);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, options.connect_timeout_ms);
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                   q.connect_timeout_ms > 0 ? q.connect_timeout_ms : options.connect_timeout_ms);
+  if (q.timeout_ms > 0) curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, q.timeout_ms);
   // A transfer slower than 1 KiB/s over the stall time has stalled (a server
   // trickling a byte a second would otherwise hold a read for days).
+  t->stall_timeout_s = options.stall_timeout_s;
   curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);
   curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, options.stall_timeout_s);
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -166,6 +187,10 @@ void HttpClient::Impl::Configure(Transfer* t) {
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, options.verify_tls ? 1L : 0L);
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, options.verify_tls ? 2L : 0L);
   if (!options.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, options.ca_file.c_str());
+  if (!q.user_password.empty()) {
+    curl_easy_setopt(e, CURLOPT_USERPWD, q.user_password.c_str());
+    curl_easy_setopt(e, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+  }
   curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, q.follow_redirects ? 1L : 0L);
   curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -205,12 +230,17 @@ void HttpClient::Impl::Finish(Transfer* t, CURLcode code) {
   curl_multi_remove_handle(multi, t->easy);
   active.erase(t);
   HttpResponse& r = *t->resp;
+  if (t->error_body_cut) code = CURLE_OK;  // an error reply cut short on purpose: judged as it is
   if (!r.aborted && code != CURLE_OK && !r.overflow) {
     r.transport_error = t->errbuf[0] != '\0' ? t->errbuf : curl_easy_strerror(code);
+    // A handshake cut short (a reset, a timeout) is the network's, as a
+    // refused connection is: retried a few times. A certificate that is not
+    // trusted is no better the second time.
     r.connect_failed = code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST ||
-                       code == CURLE_COULDNT_RESOLVE_PROXY;
-    r.tls_failed = code == CURLE_SSL_CONNECT_ERROR || code == CURLE_PEER_FAILED_VERIFICATION ||
-                   code == CURLE_SSL_CACERT_BADFILE || code == CURLE_SSL_CERTPROBLEM;
+                       code == CURLE_COULDNT_RESOLVE_PROXY || code == CURLE_SSL_CONNECT_ERROR;
+    r.tls_failed = code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE ||
+                   code == CURLE_SSL_CERTPROBLEM || code == CURLE_SSL_ISSUER_ERROR ||
+                   code == CURLE_SSL_PINNEDPUBKEYNOTMATCH || code == CURLE_SSL_CRL_BADFILE;
     r.broken_reply = code == CURLE_WEIRD_SERVER_REPLY || code == CURLE_UNSUPPORTED_PROTOCOL ||
                      code == CURLE_TOO_MANY_REDIRECTS || code == CURLE_OUT_OF_MEMORY;
   }

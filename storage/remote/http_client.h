@@ -23,7 +23,8 @@ namespace shardkit {
 struct HttpClientOptions {
   long connect_timeout_ms = 10000;
   // A transfer that moves no byte for this long is given up (then retried
-  // by the caller): a stalled server never hangs a reader.
+  // by the caller): a stalled server never hangs a reader. An error reply
+  // (not 2xx) is read for this long at most, and its first 64 KiB kept.
   long stall_timeout_s = 30;
   bool verify_tls = true;
   std::string ca_file;  // a CA bundle besides (instead of) the system's
@@ -43,14 +44,23 @@ struct HttpRequest {
   size_t dst_capacity = 0;
   size_t max_body = 1 << 20;
   bool follow_redirects = false;
+  // Limits of this request, where they differ from the client's (0: the
+  // client's connect timeout; no limit on the whole): a credential
+  // endpoint that exists only inside a cloud is given up at once elsewhere.
+  long connect_timeout_ms = 0;
+  long timeout_ms = 0;
+  // "user:password" for HTTP basic authentication (a URL's own, kept out of
+  // the URL so that no message shows it; never sent to another host).
+  std::string user_password;
 };
 
 struct HttpResponse {
   // Empty when an HTTP exchange completed (whatever its status); else why
   // not: a refused connection, a reset, a timeout, a TLS failure.
   std::string transport_error;
-  bool connect_failed = false;  // no connection was made (refused, no such host)
-  bool tls_failed = false;      // the TLS handshake or the certificate check failed
+  bool connect_failed = false;  // no connection was made (refused, no such host, the TLS
+                                // handshake cut short)
+  bool tls_failed = false;      // the server's certificate is not trusted (or the CA file is bad)
   bool broken_reply = false;    // the reply broke HTTP (garbage, HTTP/0.9, a redirect loop or to
                                 // another protocol, a header line too long): not worth a retry
   bool aborted = false;         // the abort flag was raised

@@ -1,5 +1,7 @@
 // The node cache: CachingEnv, its files (CachedFile), the chunk protocol
-// between processes (OFD locks), and the limit (Budget: usage and eviction).
+// between processes (OFD locks, waited for within a bound), which files it
+// trusts (its user's own), and the limit and a full disk (Budget: usage and
+// eviction).
 #include "storage/remote/node_cache.h"
 #include "storage/remote/digest.h"
 
@@ -12,9 +14,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -34,7 +39,9 @@ constexpr uint32_t kPresent = 0x314b4843;  // "CHK1"
 // while they have the object open (an evictor's exclusive try fails then);
 // kInit serialises the header's writing.
 constexpr off_t kInUse = 0, kInit = 1;
-// The directory is measured again after this many bytes were added.
+// The directory is measured again after this many bytes were added; while
+// the cache is full (the limit, a failed write) it is tried again after this
+// many more bytes were asked for.
 constexpr uint64_t kRescanBytes = 16 * kCacheChunkBytes;
 // Chunks a process is fetching, counted against the limit before they are
 // on disk (where a measure sees them), at most: the cache can exceed its
@@ -44,21 +51,30 @@ constexpr uint64_t kMaxPendingBytes = 32 * kCacheChunkBytes;
 constexpr uint64_t kMaxAheadBytes = 8 * kCacheChunkBytes;
 // What CachedFile::WillNeed asked for a chunk, bits of asked_.
 constexpr uint8_t kAskedStorage = 1, kAskedDisk = 2;
+// A lock another process holds is tried again after these pauses, each
+// twice the last: a fill that ends soon is noticed soon, a long one costs
+// few tries.
+constexpr std::chrono::milliseconds kFirstPause{1}, kMaxPause{50};
 
-// An OFD lock (per open file description: released by the kernel when the
-// process dies; threads of one process sharing a descriptor do not exclude
-// each other, which the callers do themselves).
-bool Lock(int fd, short type, off_t start, off_t len, bool wait) {
+// An OFD lock taken without waiting (per open file description: released by
+// the kernel when the process dies; threads of one process sharing a
+// descriptor do not exclude each other, which the callers do themselves).
+// False with errno EAGAIN or EACCES where another process holds a
+// conflicting lock. Never F_OFD_SETLKW: a holder that is stopped would hold
+// the waiter for as long, and nothing could end the wait.
+bool TryLock(int fd, short type, off_t start, off_t len) {
   struct flock fl {};
   fl.l_type = type;
   fl.l_whence = SEEK_SET;
   fl.l_start = start;
   fl.l_len = len;
   for (;;) {
-    if (::fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0) return true;
+    if (::fcntl(fd, F_OFD_SETLK, &fl) == 0) return true;
     if (errno != EINTR) return false;
   }
 }
+
+void Unlock(int fd, off_t start, off_t len) { TryLock(fd, F_UNLCK, start, len); }
 
 bool IsCacheName(const std::string& name, const char* suffix) {
   const size_t n = std::strlen(suffix);
@@ -67,24 +83,118 @@ bool IsCacheName(const std::string& name, const char* suffix) {
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
+// The disk blocks of what is at `path` itself (a symlink is not followed).
 uint64_t DiskBytes(const std::string& path, struct timespec* mtime = nullptr) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return 0;
+  if (::lstat(path.c_str(), &st) != 0) return 0;
   if (mtime != nullptr) *mtime = st.st_mtim;
   return static_cast<uint64_t>(st.st_blocks) * 512;
 }
 
-// The directory's limit, shared by the files of one CachingEnv.
+// A cache file the cache may read, write and remove: a regular file of the
+// process's effective user with one name. Anything else (another user's
+// file, a symlink, a FIFO, a second name of a file elsewhere, which a write
+// would change) is never used: in a directory other users can write, they
+// could plant a map and data file pair whose checksums match bytes of their
+// choosing.
+bool Ours(const struct stat& st) {
+  return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_nlink == 1;
+}
+
+// Whether `path` still names the file open as `fd` (an evictor may have
+// removed it, and a reader made a new one, since it was opened).
+bool StillNamed(int fd, const std::string& path) {
+  struct stat ours, there;
+  return ::fstat(fd, &ours) == 0 && ::lstat(path.c_str(), &there) == 0 &&
+         ours.st_ino == there.st_ino && ours.st_dev == there.st_dev;
+}
+
+// A cache file opened for reads and writes, created (0600) if missing and
+// `create`: never through a symlink (O_NOFOLLOW), never a FIFO's blocking
+// open (O_NONBLOCK, cleared after), and only if Ours; else an error naming it.
+Result<int> OpenOwned(const std::string& path, bool create) {
+  const int flags = O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | (create ? O_CREAT : 0);
+  const int fd = ::open(path.c_str(), flags, 0600);
+  if (fd < 0) {
+    const int err = errno;
+    return Errno(err == ELOOP ? "a symlink where a cache file belongs, not followed"
+                              : "cannot open the cache file",
+                 path, err);
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Errno("cannot stat the cache file", path, err);
+  }
+  if (!Ours(st)) {
+    ::close(fd);
+    if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+    return Status::At(Status::Code::kInvalidArgument, {path, ""},
+                      "a cache file not this user's own (owner uid " + std::to_string(st.st_uid) +
+                          ", " + std::to_string(st.st_nlink) + " links): not used");
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+// Refuses a directory in which another user could replace the cache's files
+// (every file is checked too, Ours, but a directory that is the caller's and
+// not open to others' writes keeps them from being removed or renamed): one
+// that belongs to another user (root aside: root can replace anything
+// anyway, and a root-owned sticky directory is the usual shared scratch
+// space), or that others can write without the sticky bit.
+Status CheckCacheDir(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return Errno("cannot stat the cache directory", dir, errno);
+  if (!S_ISDIR(st.st_mode)) {
+    return Status::InvalidArgument(dir + ": the cache directory is not a directory");
+  }
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+    return Status::InvalidArgument(dir + ": the cache directory belongs to uid " +
+                                   std::to_string(st.st_uid) + ", not to this user (uid " +
+                                   std::to_string(::geteuid()) +
+                                   "): its owner could replace what it caches");
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
+    return Status::InvalidArgument(
+        dir +
+        ": the cache directory is writable by other users and not sticky, so they could "
+        "replace what it caches (chmod go-w, or chmod +t)");
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    return Errno("cannot write the cache directory", dir, errno);
+  }
+  return Status::OK();
+}
+
+// The directory's limit, and whether its disk takes writes, shared by the
+// files of one CachingEnv. Thread-safe.
 class Budget {
  public:
   Budget(std::string dir, uint64_t limit) : dir_(std::move(dir)), limit_(limit) {}
   // Room for `bytes` more: true if they fit (after evicting what no process
-  // has open, least recently used first); false: read uncached. A true is
-  // followed by Done(bytes) once they are written (or given up).
-  bool Reserve(uint64_t bytes);
+  // has open, least recently used first); false: read uncached (the cache is
+  // full, or `aborted` was set while this waited for fetches in flight). A
+  // true is followed by Done(bytes) once they are written (or given up).
+  bool Reserve(uint64_t bytes, const std::atomic<bool>& aborted);
   void Done(uint64_t bytes);
+  // A write to the directory's disk failed (ENOSPC, EDQUOT, EIO...): full, as
+  // at the limit, until kRescanBytes more bytes were asked for; then the
+  // next Reserve tries again (a disk that got room again is used again).
+  void WriteFailed();
+  // Whether a read of `bytes` of a chunk not on disk goes straight to
+  // storage, as asked, without trying the cache: while full, until
+  // kRescanBytes more were asked for (counted here).
+  bool Bypass(uint64_t bytes);
+  // Wakes every Reserve waiting for fetches in flight (to see `aborted`).
+  void Wake();
   const std::string& dir() const { return dir_; }
-  // Whether the last Reserve found no room: reads go to storage uncached.
+  // Chunk lookups of the readers of this Env: found on disk, or fetched
+  // from storage (into the cache, or around it while it is full).
+  std::atomic<uint64_t> hits{0}, misses{0};
+  // Whether the cache takes no chunks now (the limit at the last measure, or
+  // a failed write): reads go to storage uncached.
   bool full() const { return full_.load(std::memory_order_relaxed); }
 
  private:
@@ -119,31 +229,42 @@ uint64_t Budget::Scan(std::vector<std::pair<struct timespec, std::string>>* obje
   return total;
 }
 
-// Removes an object nobody has open (its in-use lock taken); its bytes.
+// Removes an object of ours (both files Ours, or no data file) that nobody
+// has open (its in-use lock taken); its bytes. Names that are symlinks or
+// other users' files are left as they are.
 uint64_t Budget::EvictOne(const std::string& name) {
   const std::string map = JoinPath(dir_, name + ".map"), data = JoinPath(dir_, name + ".data");
-  const int fd = ::open(map.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return 0;
+  auto fd = OpenOwned(map, /*create=*/false);
+  if (!fd.ok()) return 0;
+  struct stat st;
+  const bool data_ours = ::lstat(data.c_str(), &st) == 0 ? Ours(st) : errno == ENOENT;
   uint64_t freed = 0;
-  if (Lock(fd, F_WRLCK, kInUse, 1, /*wait=*/false)) {
+  if (data_ours && TryLock(*fd, F_WRLCK, kInUse, 1) && StillNamed(*fd, map)) {
     freed = DiskBytes(map) + DiskBytes(data);
     ::unlink(data.c_str());
     ::unlink(map.c_str());
   }
-  ::close(fd);  // releases the lock
+  ::close(*fd);  // releases the lock
   return freed;
 }
 
-bool Budget::Reserve(uint64_t bytes) {
-  if (limit_ == 0) return true;
+bool Budget::Reserve(uint64_t bytes, const std::atomic<bool>& aborted) {
+  if (limit_ == 0 && !full()) return true;
   std::unique_lock<std::mutex> lock(mu_);
-  // Full at the last measure: measured again only after kRescanBytes more
-  // were asked for (a measure reads the whole directory), uncached till then.
-  if (full_.load(std::memory_order_relaxed) && since_scan_ < kRescanBytes) {
+  // Full at the last measure or write: tried again only after kRescanBytes
+  // more were asked for (a measure reads the whole directory; a disk that
+  // was full is likely full still), uncached till then.
+  if (full() && since_scan_ < kRescanBytes) {
     since_scan_ += bytes;
     return false;
   }
-  cv_.wait(lock, [&] { return pending_ == 0 || pending_ + bytes <= kMaxPendingBytes; });
+  if (limit_ == 0) {  // a failed write's pause is over: try the disk again
+    full_.store(false, std::memory_order_relaxed);
+    return true;
+  }
+  cv_.wait(lock,
+           [&] { return aborted.load() || pending_ == 0 || pending_ + bytes <= kMaxPendingBytes; });
+  if (aborted.load()) return false;
   if (since_scan_ < kRescanBytes && estimate_ + bytes <= limit_) {
     estimate_ += bytes;
     since_scan_ += bytes;
@@ -172,20 +293,48 @@ void Budget::Done(uint64_t bytes) {
   cv_.notify_all();
 }
 
+void Budget::WriteFailed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  full_.store(true, std::memory_order_relaxed);
+  since_scan_ = 0;
+}
+
+bool Budget::Bypass(uint64_t bytes) {
+  if (!full()) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!full() || since_scan_ >= kRescanBytes) return false;
+  since_scan_ += bytes;
+  return true;
+}
+
+void Budget::Wake() {
+  { std::lock_guard<std::mutex> lock(mu_); }
+  cv_.notify_all();
+}
+
 // A remote file read through the cache.
 class CachedFile final : public RandomAccessFile {
  public:
-  CachedFile(std::unique_ptr<RandomAccessFile> remote, Budget* budget)
-      : remote_(std::move(remote)), budget_(budget) {}
+  CachedFile(std::unique_ptr<RandomAccessFile> remote, std::shared_ptr<Budget> budget,
+             std::chrono::milliseconds lock_wait)
+      : remote_(std::move(remote)), budget_(std::move(budget)), lock_wait_(lock_wait) {}
   ~CachedFile() override;
-  Status Open();  // the cache's files for it; on failure it reads uncached
+  // The cache's files for it; on failure (a file storage cannot tell from a
+  // replaced one, a cache file not ours, another process holding a lock
+  // past lock_wait) it reads uncached.
+  Status Open();
 
   const std::string& path() const override { return remote_->path(); }
   uint64_t size() const override { return remote_->size(); }
   std::string version() const override { return remote_->version(); }
+  std::string identity() const override { return remote_->identity(); }
+  std::optional<uint32_t> stored_crc32c() const override { return remote_->stored_crc32c(); }
   Status Read(uint64_t offset, size_t n, void* dst) const override;
   void WillNeed(uint64_t offset, size_t n) const override;
-  void Abort() const override { remote_->Abort(); }
+  // Ends reads in flight and later ones with an Aborted error, those waiting
+  // in the cache too (for another thread's or process's fill of a chunk, or
+  // for room among the fetches in flight).
+  void Abort() const override;
   // Views (AccessHints::views) of the data file mapped, as a local file's:
   // of chunks on disk and checked; a range with a chunk the cache cannot
   // hold (the limit, a failed write) is Unsupported, to be read instead.
@@ -199,25 +348,46 @@ class CachedFile final : public RandomAccessFile {
   bool Forget(uint64_t offset, size_t n) const override;
 
  private:
+  enum class Waited { kLocked, kGaveUp, kAborted };
+
   uint64_t chunks() const { return (size() + kCacheChunkBytes - 1) / kCacheChunkBytes; }
   uint64_t ChunkLength(uint64_t c) const {
     return std::min<uint64_t>(kCacheChunkBytes, size() - c * kCacheChunkBytes);
   }
+  Status Aborted() const { return Status::Aborted(path() + ": read cancelled"); }
+  // An OFD lock on the map file, polled (TryLock) with pauses from
+  // kFirstPause up to kMaxPause: kLocked; kGaveUp once lock_wait_ passed
+  // (at once if not `patient`), or on an error; kAborted as soon as the file
+  // is aborted.
+  Waited LockWithin(short type, off_t start, off_t len, bool patient) const;
+  Status OpenMap(const std::string& map);
   bool InitHeader();
+  // Whether chunk c is neither checked by this process nor on disk.
+  bool Absent(uint64_t c) const {
+    return checked_[c].load(std::memory_order_acquire) == 0 &&
+           static_cast<uint32_t>(Entry(c)) != kPresent;
+  }
   // Chunk c on disk and checked by this process (*cached), or not
-  // cacheable now (the limit): read it from storage. *held: this call read
-  // the chunk whole to check or fetch it, and it is in the calling thread's
-  // buffer (Held()), so its bytes need no second read.
+  // cacheable now (the limit, a full disk, another process's lock held too
+  // long): read it from storage. *held: this call read the chunk whole to
+  // check or fetch it, and it is in the calling thread's buffer (Held()), so
+  // its bytes need no second read.
   Status Ensure(uint64_t c, bool* cached, bool* held) const;
   static std::vector<char>& Held() {
     thread_local std::vector<char> buf;
     return buf;
   }
+  // [pos, end) of chunk c into dst: from disk, or from storage where the
+  // cache cannot hold the chunk.
+  Status ReadChunk(uint64_t c, uint64_t pos, uint64_t end, char* dst) const;
   bool Verify(uint64_t c, std::vector<char>* buf) const;  // the entry's CRC over the chunk
   void AskAhead(uint64_t offset, size_t n) const;
   // *in_buf: buf holds the chunk (checked, or fetched from storage) even
   // where it could not be cached.
   Status Fill(uint64_t c, std::vector<char>* buf, bool* cached, bool* in_buf) const;
+  // Writes a fetched chunk and then its entry; false (nothing of it kept) on
+  // a failed write.
+  bool Keep(uint64_t c, const std::vector<char>& buf) const;
   uint64_t Entry(uint64_t c) const {  // tag and CRC, as the shared mapping shows them
     uint64_t e;
     std::memcpy(&e, map_ + kHeaderBytes + 8 * c, 8);
@@ -226,7 +396,8 @@ class CachedFile final : public RandomAccessFile {
   off_t EntryOffset(uint64_t c) const { return static_cast<off_t>(kHeaderBytes + 8 * c); }
 
   std::unique_ptr<RandomAccessFile> remote_;
-  Budget* budget_;
+  const std::shared_ptr<Budget> budget_;  // shared with the env, which may go first
+  const std::chrono::milliseconds lock_wait_;
   std::string name_;
   int map_fd_ = -1, data_fd_ = -1;
   const char* map_ = nullptr;
@@ -236,11 +407,16 @@ class CachedFile final : public RandomAccessFile {
   // file a killed process left short), so a mapped page is never cut away
   // by this code.
   const char* data_map_ = nullptr;
-  mutable std::atomic<bool> write_failed_{false};  // a chunk fetched could not be written
   bool usable_ = false;
+  mutable std::atomic<bool> aborted_{false};
   mutable std::unique_ptr<std::atomic<uint8_t>[]> checked_;  // per chunk: verified by this process
   // Per chunk, what WillNeed asked for: kAskedStorage (whole, ahead), kAskedDisk.
   mutable std::unique_ptr<std::atomic<uint8_t>[]> asked_;
+  // Per chunk: another process held its entry's lock past lock_wait_ (it may
+  // be stopped); the lock is tried once, not waited for, until it is free.
+  mutable std::unique_ptr<std::atomic<uint8_t>[]> stuck_;
+  // Guards filling_; cv_ wakes the waits for a fill, for another process's
+  // lock (LockWithin's pauses) and, on Abort, all of them.
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   mutable std::set<uint64_t> filling_;  // chunks a thread of this process is filling
@@ -253,6 +429,30 @@ CachedFile::~CachedFile() {
   if (map_fd_ >= 0) ::close(map_fd_);  // releases the in-use lock
 }
 
+void CachedFile::Abort() const {
+  aborted_.store(true);
+  { std::lock_guard<std::mutex> lock(mu_); }
+  cv_.notify_all();
+  budget_->Wake();
+  remote_->Abort();
+}
+
+CachedFile::Waited CachedFile::LockWithin(short type, off_t start, off_t len, bool patient) const {
+  const auto deadline = std::chrono::steady_clock::now() + lock_wait_;
+  std::chrono::milliseconds pause = kFirstPause;
+  for (;;) {
+    if (TryLock(map_fd_, type, start, len)) return Waited::kLocked;
+    if (errno != EAGAIN && errno != EACCES) return Waited::kGaveUp;
+    std::unique_lock<std::mutex> lock(mu_);
+    if (aborted_.load()) return Waited::kAborted;
+    const auto now = std::chrono::steady_clock::now();
+    if (!patient || now >= deadline) return Waited::kGaveUp;
+    cv_.wait_for(lock, std::min<std::chrono::steady_clock::duration>(pause, deadline - now),
+                 [&] { return aborted_.load(); });
+    pause = std::min(2 * pause, kMaxPause);
+  }
+}
+
 // Writes the header of a new (or unreadable) map file, under the init lock.
 bool CachedFile::InitHeader() {
   char header[kHeaderBytes] = {0};
@@ -260,7 +460,9 @@ bool CachedFile::InitHeader() {
   const uint64_t size = this->size(), chunk = kCacheChunkBytes;
   std::memcpy(header + 8, &size, 8);
   std::memcpy(header + 16, &chunk, 8);
-  const std::string about = path() + "\n" + version();  // for a person looking
+  // For a person looking: path(), which storage shows without secrets
+  // (identity() is for telling objects apart, not for showing).
+  const std::string about = path() + "\n" + version();
   std::memcpy(header + 24, about.data(), std::min<size_t>(about.size(), kHeaderBytes - 25));
   char current[24] = {0};
   const ssize_t got = ::pread(map_fd_, current, sizeof(current), 0);
@@ -269,46 +471,54 @@ bool CachedFile::InitHeader() {
   }
   // A header half-written by a killed process: rewritten, but only when
   // nobody else has it open (rewriting it would pull their mapping away).
-  if (got > 0 && !Lock(map_fd_, F_WRLCK, kInUse, 1, /*wait=*/false)) return false;
+  if (got > 0 && !TryLock(map_fd_, F_WRLCK, kInUse, 1)) return false;
   const bool ok = ::ftruncate(map_fd_, 0) == 0 &&
                   ::ftruncate(map_fd_, static_cast<off_t>(kHeaderBytes + 8 * chunks())) == 0 &&
                   ::pwrite(map_fd_, header, kHeaderBytes, 0) == static_cast<ssize_t>(kHeaderBytes);
-  if (got > 0) Lock(map_fd_, F_RDLCK, kInUse, 1, /*wait=*/false);
+  if (got > 0) TryLock(map_fd_, F_RDLCK, kInUse, 1);
   return ok;
 }
 
-Status CachedFile::Open() {
-  const std::string id = path() + "\n" + version() + "\n" + std::to_string(size());
-  name_ = digest::Sha256Hex(id).substr(0, 32);
-  const std::string map = JoinPath(budget_->dir(), name_ + ".map");
-  const std::string data = JoinPath(budget_->dir(), name_ + ".data");
-  // In use from the in-use lock on; but an evictor may have removed the
-  // file between our open and our lock (it was not in use yet): then the
-  // lock is on a file nobody will find, and the data file we would create
-  // beside it would be counted by no one. Locked, the path must still be
-  // our file; else open it again.
+// map_fd_: the map file (Ours), this process's in-use lock on it. In use
+// from that lock on; but an evictor may have removed the file between our
+// open and our lock (it was not in use yet): then the lock is on a file
+// nobody will find, and the data file we would create beside it would be
+// counted by no one. Locked, the path must still be our file; else open it
+// again.
+Status CachedFile::OpenMap(const std::string& map) {
   for (int tries = 0;; ++tries) {
-    map_fd_ = ::open(map.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (map_fd_ < 0) return Errno("cannot open the cache file", map, errno);
-    if (!Lock(map_fd_, F_RDLCK, kInUse, 1, /*wait=*/true)) {
-      return Errno("cannot lock the cache file", map, errno);
+    SK_ASSIGN_OR_RETURN(map_fd_, OpenOwned(map, /*create=*/true));
+    if (LockWithin(F_RDLCK, kInUse, 1, /*patient=*/true) != Waited::kLocked) {
+      return Status::IOError(map + ": another process held it (stopped?) for longer than " +
+                             std::to_string(lock_wait_.count()) + " ms: read uncached");
     }
-    struct stat ours, there;
-    if (::fstat(map_fd_, &ours) != 0) return Errno("cannot stat", map, errno);
-    if (::stat(map.c_str(), &there) == 0 && there.st_ino == ours.st_ino &&
-        there.st_dev == ours.st_dev) {
-      break;
-    }
+    if (StillNamed(map_fd_, map)) return Status::OK();
     ::close(map_fd_);  // removed meanwhile
     map_fd_ = -1;
     if (tries == 100) return Status::IOError(map + ": removed as soon as created, again and again");
   }
+}
+
+Status CachedFile::Open() {
+  // Named by what storage says these bytes are, and where (a name of the
+  // path as written would be shared by two endpoints' objects, and by an
+  // object and the one that replaced it where storage names no versions).
+  const std::string identity = remote_->identity();
+  if (identity.empty()) {
+    return Status::Unsupported(path() +
+                               ": storage cannot tell it from a replaced version: read uncached");
+  }
+  name_ = digest::Sha256Hex(identity + "\n" + std::to_string(size())).substr(0, 32);
+  const std::string map = JoinPath(budget_->dir(), name_ + ".map");
+  const std::string data = JoinPath(budget_->dir(), name_ + ".data");
+  SK_RETURN_IF_ERROR(OpenMap(map));
   // Then the header, once, by whoever comes first.
-  if (!Lock(map_fd_, F_WRLCK, kInit, 1, /*wait=*/true)) {
-    return Errno("cannot lock the cache file", map, errno);
+  if (LockWithin(F_WRLCK, kInit, 1, /*patient=*/true) != Waited::kLocked) {
+    return Status::IOError(map + ": another process held its header (stopped?) for longer than " +
+                           std::to_string(lock_wait_.count()) + " ms: read uncached");
   }
   const bool header = InitHeader();
-  Lock(map_fd_, F_UNLCK, kInit, 1, /*wait=*/false);
+  Unlock(map_fd_, kInit, 1);
   if (!header) return Status::IOError(map + ": an unreadable cache file in use by another process");
   struct stat st;
   if (::fstat(map_fd_, &st) != 0) return Errno("cannot stat", map, errno);
@@ -319,8 +529,7 @@ Status CachedFile::Open() {
   void* p = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_SHARED, map_fd_, 0);
   if (p == MAP_FAILED) return Errno("cannot map", map, errno);
   map_ = static_cast<const char*>(p);
-  data_fd_ = ::open(data.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (data_fd_ < 0) return Errno("cannot open the cache file", data, errno);
+  SK_ASSIGN_OR_RETURN(data_fd_, OpenOwned(data, /*create=*/true));
   if (::fstat(data_fd_, &st) == 0 && static_cast<uint64_t>(st.st_size) != size()) {
     if (::ftruncate(data_fd_, static_cast<off_t>(size())) != 0) {
       return Errno("cannot size the cache file", data, errno);
@@ -329,6 +538,7 @@ Status CachedFile::Open() {
   ::futimens(map_fd_, nullptr);  // used now: the last to go
   checked_.reset(new std::atomic<uint8_t>[chunks()]());
   asked_.reset(new std::atomic<uint8_t>[chunks()]());
+  stuck_.reset(new std::atomic<uint8_t>[chunks()]());
   usable_ = true;
   return Status::OK();
 }
@@ -343,43 +553,67 @@ bool CachedFile::Verify(uint64_t c, std::vector<char>* buf) const {
          crc32c::Value(buf->data(), len) == static_cast<uint32_t>(e >> 32);
 }
 
+bool CachedFile::Keep(uint64_t c, const std::vector<char>& buf) const {
+  const uint64_t len = buf.size(), offset = c * kCacheChunkBytes;
+  const uint64_t entry = (uint64_t{crc32c::Value(buf.data(), len)} << 32) | kPresent;
+  if (::pwrite(data_fd_, buf.data(), len, static_cast<off_t>(offset)) ==
+          static_cast<ssize_t>(len) &&
+      ::pwrite(map_fd_, &entry, 8, EntryOffset(c)) == 8) {
+    return true;
+  }
+  // What a short write put on disk stays: its entry is not set, so nobody
+  // takes it for the chunk (and punching it out could take away bytes that
+  // another process checked before a Forget).
+  return false;
+}
+
 // Under this process's claim on chunk c: the cross-process lock on its
 // entry, then (if nobody filled it meanwhile) storage -> disk -> entry.
+// Another process's lock held past lock_wait_ (a fill that is stopped, or on
+// storage so slow that a second request costs little next to the wait): the
+// chunk is read from storage, uncached.
 Status CachedFile::Fill(uint64_t c, std::vector<char>* buf, bool* cached, bool* in_buf) const {
   *in_buf = false;
   const off_t at = EntryOffset(c);
-  if (!Lock(map_fd_, F_WRLCK, at, 8, /*wait=*/true)) {
-    *cached = false;
-    return Status::OK();
+  // A chunk whose lock was held too long is tried once, not waited for
+  // again: each read of it would wait the whole bound.
+  switch (LockWithin(F_WRLCK, at, 8, /*patient=*/stuck_[c].load() == 0)) {
+    case Waited::kAborted:
+      return Aborted();
+    case Waited::kGaveUp:
+      stuck_[c].store(1);
+      *cached = false;
+      return Status::OK();
+    case Waited::kLocked:
+      stuck_[c].store(0);
+      break;
   }
-  struct Unlock {
+  struct Unlocked {
     int fd;
     off_t at;
-    ~Unlock() { Lock(fd, F_UNLCK, at, 8, false); }
+    ~Unlocked() { Unlock(fd, at, 8); }
   } unlock{map_fd_, at};
   if (Verify(c, buf)) {  // another process just filled it
     *in_buf = true;
     return Status::OK();
   }
   const uint64_t len = ChunkLength(c), offset = c * kCacheChunkBytes;
-  if (!budget_->Reserve(len)) {
-    *cached = false;  // the cache is full of what others read: storage it is
+  if (!budget_->Reserve(len, aborted_)) {
+    if (aborted_.load()) return Aborted();
+    *cached = false;  // the cache is full (of what others read, or its disk): storage it is
     return Status::OK();
   }
   struct Written {
     Budget* budget;
     uint64_t len;
     ~Written() { budget->Done(len); }
-  } written{budget_, len};
+  } written{budget_.get(), len};
   buf->resize(len);
   SK_RETURN_IF_ERROR(remote_->Read(offset, len, buf->data()));
   *in_buf = true;
-  const uint64_t entry = (uint64_t{crc32c::Value(buf->data(), len)} << 32) | kPresent;
-  if (::pwrite(data_fd_, buf->data(), len, static_cast<off_t>(offset)) !=
-          static_cast<ssize_t>(len) ||
-      ::pwrite(map_fd_, &entry, 8, at) != 8) {
-    *cached = false;  // a full disk: read from storage, as if uncached
-    write_failed_.store(true, std::memory_order_relaxed);
+  if (!Keep(c, *buf)) {
+    *cached = false;  // a full disk: read from storage, as if uncached, until it may have room
+    budget_->WriteFailed();
   }
   return Status::OK();
 }
@@ -387,16 +621,22 @@ Status CachedFile::Fill(uint64_t c, std::vector<char>* buf, bool* cached, bool* 
 Status CachedFile::Ensure(uint64_t c, bool* cached, bool* held) const {
   *cached = true;
   *held = false;
-  if (checked_[c].load(std::memory_order_acquire) != 0) return Status::OK();
+  auto hit = [&] {
+    budget_->hits.fetch_add(1, std::memory_order_relaxed);
+    return Status::OK();
+  };
+  if (checked_[c].load(std::memory_order_acquire) != 0) return hit();
   {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return filling_.count(c) == 0; });
-    if (checked_[c].load(std::memory_order_acquire) != 0) return Status::OK();
+    cv_.wait(lock, [&] { return aborted_.load() || filling_.count(c) == 0; });
+    if (aborted_.load()) return Aborted();
+    if (checked_[c].load(std::memory_order_acquire) != 0) return hit();
     filling_.insert(c);
   }
   std::vector<char>& buf = Held();
   Status s;
   bool in_buf = Verify(c, &buf);
+  (in_buf ? budget_->hits : budget_->misses).fetch_add(1, std::memory_order_relaxed);
   if (!in_buf) s = Fill(c, &buf, cached, &in_buf);
   if (s.ok() && *cached) checked_[c].store(1, std::memory_order_release);
   *held = s.ok() && in_buf;  // checked or fetched whole into buf just now
@@ -417,24 +657,47 @@ void CachedFile::AskAhead(uint64_t offset, size_t n) const {
   }
 }
 
+Status CachedFile::ReadChunk(uint64_t c, uint64_t pos, uint64_t end, char* dst) const {
+  bool cached = false, held = false;
+  SK_RETURN_IF_ERROR(Ensure(c, &cached, &held));
+  const size_t len = static_cast<size_t>(end - pos);
+  if (held) {
+    std::memcpy(dst, Held().data() + (pos - c * kCacheChunkBytes), len);
+    return Status::OK();
+  }
+  if (cached && ::pread(data_fd_, dst, len, static_cast<off_t>(pos)) == static_cast<ssize_t>(len)) {
+    return Status::OK();
+  }
+  return remote_->Read(pos, len, dst);
+}
+
+// While the cache is full (the limit, a failed write), the bytes of chunks
+// not on disk are read from storage as asked (a run of them in one request),
+// never whole chunks that could not be kept; chunks on disk are still read
+// from there.
 Status CachedFile::Read(uint64_t offset, size_t n, void* dst) const {
+  if (aborted_.load()) return Aborted();
   if (offset > size() || n > size() - offset) return remote_->Read(offset, n, dst);  // its error
   if (!usable_) return remote_->Read(offset, n, dst);
   AskAhead(offset, n);
   char* out = static_cast<char*>(dst);
+  uint64_t direct = offset;  // [direct, pos): to be read from storage as asked
   for (uint64_t pos = offset; pos < offset + n;) {
     const uint64_t c = pos / kCacheChunkBytes;
     const uint64_t end = std::min<uint64_t>(offset + n, (c + 1) * kCacheChunkBytes);
-    bool cached = false, held = false;
-    SK_RETURN_IF_ERROR(Ensure(c, &cached, &held));
-    const size_t len = static_cast<size_t>(end - pos);
-    if (held) {
-      std::memcpy(out + (pos - offset), Held().data() + (pos - c * kCacheChunkBytes), len);
-    } else if (!cached || ::pread(data_fd_, out + (pos - offset), len, static_cast<off_t>(pos)) !=
-                              static_cast<ssize_t>(len)) {
-      SK_RETURN_IF_ERROR(remote_->Read(pos, len, out + (pos - offset)));
+    if (Absent(c) && budget_->Bypass(end - pos)) {
+      budget_->misses.fetch_add(1, std::memory_order_relaxed);
+      pos = end;
+      continue;
     }
-    pos = end;
+    if (direct < pos) {
+      SK_RETURN_IF_ERROR(remote_->Read(direct, pos - direct, out + (direct - offset)));
+    }
+    SK_RETURN_IF_ERROR(ReadChunk(c, pos, end, out + (pos - offset)));
+    pos = direct = end;
+  }
+  if (direct < offset + n) {
+    return remote_->Read(direct, offset + n - direct, out + (direct - offset));
   }
   return Status::OK();
 }
@@ -442,7 +705,8 @@ Status CachedFile::Read(uint64_t offset, size_t n, void* dst) const {
 // Each chunk over the range made absent (under its entry's lock, once this
 // process's filler of it is done) and unchecked here: the next read fetches
 // it from storage and writes it again. Other processes that checked it keep
-// their copy until a checksum fails for them too.
+// their copy until a checksum fails for them too. A chunk whose lock another
+// process holds past lock_wait_ is left as it is.
 bool CachedFile::Forget(uint64_t offset, size_t n) const {
   if (!usable_ || n == 0 || offset >= size()) return false;
   bool dropped = false;
@@ -450,18 +714,19 @@ bool CachedFile::Forget(uint64_t offset, size_t n) const {
   for (uint64_t c = offset / kCacheChunkBytes; c <= last; ++c) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return filling_.count(c) == 0; });
+      cv_.wait(lock, [&] { return aborted_.load() || filling_.count(c) == 0; });
+      if (aborted_.load()) return dropped;
       filling_.insert(c);
     }
     const off_t at = EntryOffset(c);
-    if (Lock(map_fd_, F_WRLCK, at, 8, /*wait=*/true)) {
+    if (LockWithin(F_WRLCK, at, 8, /*patient=*/true) == Waited::kLocked) {
       // Absent now, whoever made it so (another thread's or process's
       // Forget, or a fill the limit kept out): the next read fetches the
       // chunk, so a read again is worth it (once: the callers try once).
       const uint64_t absent = 0;
       dropped |=
           static_cast<uint32_t>(Entry(c)) != kPresent || ::pwrite(map_fd_, &absent, 8, at) == 8;
-      Lock(map_fd_, F_UNLCK, at, 8, false);
+      Unlock(map_fd_, at, 8);
     }
     checked_[c].store(0, std::memory_order_release);
     std::lock_guard<std::mutex> lock(mu_);
@@ -493,21 +758,21 @@ Status CachedFile::SetAccess(const AccessHints& hints) {
 }
 
 Status CachedFile::View(uint64_t offset, size_t n, std::string_view* out) const {
+  if (aborted_.load()) return Aborted();
   if (data_map_ == nullptr || offset > size() || n > size() - offset) {
     return RandomAccessFile::View(offset, n, out);
   }
   AskAhead(offset, n);
   for (uint64_t c = offset / kCacheChunkBytes; c * kCacheChunkBytes < offset + n; ++c) {
-    // A chunk that could not be kept (the limit, a failed write) would be
-    // fetched here and again by the read that follows: the read alone.
-    if (checked_[c].load(std::memory_order_acquire) == 0 &&
-        (budget_->full() || write_failed_.load(std::memory_order_relaxed))) {
+    // A chunk not on disk while the cache is full (the limit, a failed
+    // write) would be fetched here and again by the read that follows: the
+    // read alone.
+    if (Absent(c) && budget_->full()) {
       return Status::Unsupported(path() + ": not in the node cache: read it");
     }
     bool cached = false, held = false;
     SK_RETURN_IF_ERROR(Ensure(c, &cached, &held));
-    if (!cached)
-      return Status::Unsupported(path() + ": not in the node cache (its limit): read it");
+    if (!cached) return Status::Unsupported(path() + ": not in the node cache: read it");
   }
   *out = std::string_view(data_map_ + offset, n);
   return Status::OK();
@@ -524,13 +789,11 @@ void CachedFile::Release(uint64_t offset, size_t n) const {
 // the rest are fetched when read, one at a time). The runs are of whole
 // chunks, which Fill reads, each in one run (runs that overlapped the ones
 // asked before would fetch their chunks again); a chunk asked for before is
-// asked for again alone. While the cache is full they are only the range
-// asked for, as without a cache (a whole chunk would sit in storage's
-// read-ahead until every block of it was read, pushing out what is read
-// sooner). Chunks on disk that this process has not checked yet
-// have their pages read ahead, once (Verify reads them whole; a hint of pages
-// already cached still walks the page cache, and callers hint a range again
-// until it is read).
+// asked for again alone. While the cache is full (the limit, a failed write) they are only the
+// range asked for, as without a cache (a whole chunk would sit in storage's read-ahead until every
+// block of it was read, pushing out what is read sooner). Chunks on disk that this process has not
+// checked yet have their pages read ahead, once (Verify reads them whole; a hint of pages already
+// cached still walks the page cache, and callers hint a range again until it is read).
 void CachedFile::WillNeed(uint64_t offset, size_t n) const {
   if (!usable_ || offset >= size()) return;
   const uint64_t end = std::min<uint64_t>(offset + n, size());
@@ -585,23 +848,34 @@ void CachedFile::WillNeed(uint64_t offset, size_t n) const {
 
 class CachingEnv final : public Env {
  public:
-  CachingEnv(Env* remote, const NodeCacheOptions& o) : remote_(remote), budget_(o.dir, o.limit) {}
-  Result<std::unique_ptr<RandomAccessFile>> OpenForReads(const std::string& path) override {
-    SK_ASSIGN_OR_RETURN(auto file, remote_->OpenForReads(path));
-    auto cached = std::make_unique<CachedFile>(std::move(file), &budget_);
+  CachingEnv(Env* remote, const NodeCacheOptions& o)
+      : remote_(remote),
+        budget_(std::make_shared<Budget>(o.dir, o.limit)),
+        lock_wait_(o.lock_wait) {}
+  Result<std::unique_ptr<RandomAccessFile>> OpenForReads(const std::string& path,
+                                                         const Cancel* cancel) override {
+    SK_ASSIGN_OR_RETURN(auto file, remote_->OpenForReads(path, cancel));
+    auto cached = std::make_unique<CachedFile>(std::move(file), budget_, lock_wait_);
     cached->Open().IgnoreError();  // a cache that cannot be used: read from storage
     return std::unique_ptr<RandomAccessFile>(std::move(cached));
   }
   bool FileExists(const std::string& path) override { return remote_->FileExists(path); }
-  Result<std::string> ReadFile(const std::string& path, uint64_t max_size) override {
-    return remote_->ReadFile(path, max_size);
+  Result<std::string> ReadFile(const std::string& path, uint64_t max_size,
+                               const Cancel* cancel) override {
+    return remote_->ReadFile(path, max_size, cancel);
   }
   bool remote() const override { return remote_->remote(); }
-  StorageCounters counters() const override { return remote_->counters(); }
+  StorageCounters counters() const override {
+    StorageCounters c = remote_->counters();
+    c.cache_hits = budget_->hits.load();
+    c.cache_misses = budget_->misses.load();
+    return c;
+  }
 
  private:
   Env* const remote_;
-  Budget budget_;
+  const std::shared_ptr<Budget> budget_;
+  const std::chrono::milliseconds lock_wait_;
 };
 
 }  // namespace
@@ -612,9 +886,7 @@ Result<std::unique_ptr<Env>> NewCachingEnv(Env* remote, const NodeCacheOptions& 
   if (!IsDirectory(options.dir)) {
     return Status::InvalidArgument(options.dir + ": the cache directory is not a directory");
   }
-  if (::access(options.dir.c_str(), W_OK) != 0) {
-    return Errno("cannot write the cache directory", options.dir, errno);
-  }
+  SK_RETURN_IF_ERROR(CheckCacheDir(options.dir));
   return std::unique_ptr<Env>(new CachingEnv(remote, options));
 }
 

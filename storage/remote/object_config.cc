@@ -1,40 +1,21 @@
-// ObjectStoreOptions::FromEnvironment: the variables S3 users already set.
-#include <pwd.h>
-#include <unistd.h>
-
+// ObjectStoreOptions::FromEnvironment: the settings AWS users already have.
 #include <cerrno>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "storage/remote/object_store.h"
 
 namespace shardkit {
 namespace {
 
-const char* Var(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && v[0] != '\0' ? v : nullptr;
-}
-
-bool Truthy(const char* v) {
-  const std::string s = v == nullptr ? "" : v;
-  return s == "1" || s == "true" || s == "TRUE" || s == "True" || s == "yes";
-}
-
-bool Falsy(const char* v) {
-  const std::string s = v == nullptr ? "" : v;
-  return s == "0" || s == "false" || s == "FALSE" || s == "False" || s == "no";
-}
-
-Status Seconds(const char* name, double lo, double hi, double* out) {
-  const char* v = Var(name);
-  if (v == nullptr) return Status::OK();
+Status Seconds(const Environ& env, const char* name, double lo, double hi, double* out) {
+  const auto value = env.Get(name);
+  if (!value) return Status::OK();
+  const char* v = value->c_str();
   char* end = nullptr;
   errno = 0;
   const double x = std::strtod(v, &end);
   if (errno != 0 || end == v || *end != '\0' || !(x >= lo && x <= hi)) {
-    return Status::InvalidArgument(std::string(name) + "=" + v + ": expected seconds from " +
+    return Status::InvalidArgument(std::string(name) + "=" + *value + ": expected seconds from " +
                                    std::to_string(static_cast<int>(lo)) + " to " +
                                    std::to_string(static_cast<int>(hi)));
   }
@@ -42,68 +23,62 @@ Status Seconds(const char* name, double lo, double hi, double* out) {
   return Status::OK();
 }
 
-// The [profile] section of an AWS shared credentials file, if it has keys.
-bool FromCredentialsFile(const std::string& path, const std::string& profile,
-                         sigv4::Credentials* c) {
-  std::ifstream in(path);
-  if (!in) return false;
-  std::string line, section;
-  sigv4::Credentials found;
-  while (std::getline(in, line)) {
-    auto trim = [](std::string s) {
-      const size_t b = s.find_first_not_of(" \t\r"), e = s.find_last_not_of(" \t\r");
-      return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-    };
-    line = trim(line);
-    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
-    if (line.front() == '[' && line.back() == ']') {
-      section = trim(line.substr(1, line.size() - 2));
-      continue;
+// A region name as AWS spells them ("eu-west-1"; S3-compatible servers
+// have their own, "default" for radosgw): what goes into hosts and
+// signatures is checked once.
+bool UsableRegion(const std::string& r) {
+  return !r.empty() && r.size() <= 64 &&
+         r.find_first_not_of(
+             "abcdefghijklmnopqrstuvwxyz"
+             "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") == std::string::npos;
+}
+
+Status Endpoint(const Environ& env, const AwsConfig& config, ObjectStoreOptions* o) {
+  if (auto e = ConfiguredEndpoint(env, config, "s3")) {
+    o->endpoint = e->value;
+    o->endpoint_source = e->from;
+  } else {
+    o->endpoint = "https://s3." + o->region + ".amazonaws.com";
+    o->endpoint_source =
+        "AWS's endpoint for region " + o->region + " (from " + o->region_source + ")";
+    o->aws_endpoint = true;
+  }
+  while (!o->endpoint.empty() && o->endpoint.back() == '/') o->endpoint.pop_back();
+  const size_t scheme_end = o->endpoint.find("://");
+  const std::string scheme =
+      scheme_end == std::string::npos ? "" : o->endpoint.substr(0, scheme_end);
+  if ((scheme != "http" && scheme != "https") || o->endpoint.size() == scheme_end + 3 ||
+      o->endpoint.find_first_of(" \t\r\n?#@") != std::string::npos) {
+    return Status::InvalidArgument(o->endpoint_source + "=" + o->endpoint +
+                                   ": expected http://HOST[:PORT] or https://HOST[:PORT]");
+  }
+  if (auto style = config.Get("s3.addressing_style")) {
+    if (style->value == "auto") {
+      o->addressing = ObjectStoreOptions::Addressing::kAuto;
+    } else if (style->value == "path") {
+      o->addressing = ObjectStoreOptions::Addressing::kPath;
+    } else if (style->value == "virtual") {
+      o->addressing = ObjectStoreOptions::Addressing::kVirtual;
+    } else {
+      return Status::InvalidArgument(style->from + ": addressing_style=" + style->value +
+                                     ": expected auto, path or virtual");
     }
-    const size_t eq = line.find('=');
-    if (section != profile || eq == std::string::npos) continue;
-    const std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
-    if (key == "aws_access_key_id") found.access_key_id = value;
-    if (key == "aws_secret_access_key") found.secret_access_key = value;
-    if (key == "aws_session_token") found.session_token = value;
   }
-  if (found.access_key_id.empty() || found.secret_access_key.empty()) return false;
-  *c = found;
-  return true;
+  return Status::OK();
 }
 
-std::string HomeDir() {
-  if (const char* h = Var("HOME")) return h;
-  if (const struct passwd* pw = ::getpwuid(::getuid())) return pw->pw_dir;
-  return "";
-}
-
-Status Credentials(ObjectStoreOptions* o) {
-  const char* id = Var("AWS_ACCESS_KEY_ID");
-  const char* secret = Var("AWS_SECRET_ACCESS_KEY");
-  if (Truthy(Var("AWS_NO_SIGN_REQUEST"))) {
-    o->sign = false;
-    return Status::OK();
+Status Tls(const Environ& env, const AwsConfig& config, HttpClientOptions* http) {
+  if (auto ca = env.Get("AWS_CA_BUNDLE")) {
+    http->ca_file = *ca;
+  } else if (auto pca = config.Get("ca_bundle")) {
+    http->ca_file = pca->value;
+  } else if (auto cca = env.Get("CURL_CA_BUNDLE")) {
+    http->ca_file = *cca;
   }
-  if ((id == nullptr) != (secret == nullptr)) {
-    return Status::InvalidArgument(
-        std::string(id == nullptr ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID") +
-        " is set but " + (id == nullptr ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY") +
-        " is not: set both (or neither, for a public bucket)");
-  }
-  if (id != nullptr) {
-    o->credentials.access_key_id = id;
-    o->credentials.secret_access_key = secret;
-    if (const char* token = Var("AWS_SESSION_TOKEN")) o->credentials.session_token = token;
-    return Status::OK();
-  }
-  const char* file = Var("AWS_SHARED_CREDENTIALS_FILE");
-  const std::string path = file != nullptr ? file : HomeDir() + "/.aws/credentials";
-  const char* profile = Var("AWS_PROFILE");
-  o->sign = FromCredentialsFile(path, profile != nullptr ? profile : "default", &o->credentials);
-  if (!o->sign && profile != nullptr) {
-    return Status::InvalidArgument("AWS_PROFILE=" + std::string(profile) + ": no keys for it in " +
-                                   path);
+  if (auto v = env.Get("SHARDKIT_TLS_VERIFY")) {
+    const auto on = ParseBool(*v);
+    if (!on) return Status::InvalidArgument("SHARDKIT_TLS_VERIFY=" + *v + ": expected 1 or 0");
+    http->verify_tls = *on;
   }
   return Status::OK();
 }
@@ -111,44 +86,31 @@ Status Credentials(ObjectStoreOptions* o) {
 }  // namespace
 
 Result<ObjectStoreOptions> ObjectStoreOptions::FromEnvironment() {
+  return FromEnvironment(Environ::Process());
+}
+
+Result<ObjectStoreOptions> ObjectStoreOptions::FromEnvironment(const Environ& env) {
   ObjectStoreOptions o;
-  if (const char* r = Var("AWS_REGION")) {
-    o.region = r;
-  } else if (const char* dr = Var("AWS_DEFAULT_REGION")) {
-    o.region = dr;
+  SK_ASSIGN_OR_RETURN(AwsConfig config, AwsConfig::Load(env));
+  const Setting region = ConfiguredRegion(env, config);
+  if (!UsableRegion(region.value)) {
+    return Status::InvalidArgument(region.from + ": region '" + region.value +
+                                   "' is no region name (like eu-west-1)");
   }
-  for (const char* name : {"AWS_ENDPOINT_URL_S3", "S3_ENDPOINT_URL", "AWS_ENDPOINT_URL"}) {
-    if (const char* e = Var(name)) {
-      o.endpoint = e;
-      o.endpoint_source = name;
-      break;
-    }
-  }
-  if (o.endpoint.empty()) {
-    o.endpoint = "https://s3." + o.region + ".amazonaws.com";
-    o.endpoint_source = "AWS's endpoint for AWS_REGION " + o.region;
-  }
-  const std::string scheme = o.endpoint.substr(0, o.endpoint.find("://"));
-  if (o.endpoint.find("://") == std::string::npos || (scheme != "http" && scheme != "https")) {
-    return Status::InvalidArgument(o.endpoint_source + "=" + o.endpoint +
-                                   ": expected http://HOST[:PORT] or https://HOST[:PORT]");
-  }
-  SK_RETURN_IF_ERROR(Credentials(&o));
-  if (const char* ca = Var("AWS_CA_BUNDLE")) {
-    o.http.ca_file = ca;
-  } else if (const char* cca = Var("CURL_CA_BUNDLE")) {
-    o.http.ca_file = cca;
-  }
-  if (const char* v = Var("SHARDKIT_TLS_VERIFY")) {
-    if (!Falsy(v) && !Truthy(v)) {
-      return Status::InvalidArgument(std::string("SHARDKIT_TLS_VERIFY=") + v + ": expected 1 or 0");
-    }
-    o.http.verify_tls = !Falsy(v);
-  }
-  SK_RETURN_IF_ERROR(Seconds("SHARDKIT_RETRY_SECONDS", 0, 86400, &o.retry.retry_seconds));
+  o.region = region.value;
+  o.region_source = region.from;
+  SK_RETURN_IF_ERROR(Endpoint(env, config, &o));
+  SK_RETURN_IF_ERROR(Tls(env, config, &o.http));
+  SK_RETURN_IF_ERROR(Seconds(env, "SHARDKIT_RETRY_SECONDS", 0, 86400, &o.retry.retry_seconds));
   double stall = static_cast<double>(o.http.stall_timeout_s);
-  SK_RETURN_IF_ERROR(Seconds("SHARDKIT_STALL_SECONDS", 1, 3600, &stall));
+  SK_RETURN_IF_ERROR(Seconds(env, "SHARDKIT_STALL_SECONDS", 1, 3600, &stall));
   o.http.stall_timeout_s = static_cast<long>(stall);
+  if (auto no_sign = env.Get("AWS_NO_SIGN_REQUEST");
+      no_sign && ParseBool(*no_sign).value_or(false)) {
+    return o;  // unsigned: a public bucket
+  }
+  SK_ASSIGN_OR_RETURN(auto source, ResolveCredentials(env, config, region, o.http));
+  o.credentials = CredentialCache::Make(std::move(source));
   return o;
 }
 

@@ -6,6 +6,12 @@
 
 namespace shardkit {
 
+std::string ObjectFile::identity() const {
+  const std::string version = !info_.etag.empty() ? info_.etag : info_.last_modified;
+  if (version.empty()) return "";  // a replaced object could not be told from this one
+  return t_.url + "\n" + version;
+}
+
 Status ObjectFile::Read(uint64_t offset, size_t n, void* dst) const {
   if (offset > info_.size || n > info_.size - offset) {
     return Status::Corruption(t_.shown + ": read of " + std::to_string(n) + " bytes at offset " +
@@ -44,19 +50,37 @@ void ObjectFile::WillNeed(uint64_t offset, size_t n) const {
     return;
   }
   ReadAhead* a = store_->ahead();
-  std::lock_guard<std::mutex> lock(a->mu);
-  if (auto it = a->Find(id_, offset, n); it != a->entries.end()) return a->Touch(it->second);
-  if (a->reading >= o.read_ahead_requests || !a->MakeRoom(n, o.read_ahead_bytes)) return;
   const ReadAhead::Key key{id_, offset};
-  if (a->entries.count(key) > 0) return;  // a shorter range at the same offset: leave it
+  // Whether the range is worth starting now (under a->mu).
+  auto wanted = [&] {
+    if (auto it = a->Find(id_, offset, n); it != a->entries.end()) {
+      a->Touch(it->second);
+      return false;
+    }
+    // A shorter range at the same offset is left as it is.
+    return a->reading < o.read_ahead_requests && a->MakeRoom(n, o.read_ahead_bytes) &&
+           a->entries.count(key) == 0;
+  };
+  {
+    std::lock_guard<std::mutex> lock(a->mu);
+    if (!wanted()) return;
+  }
+  // Signed outside the lock: getting credentials may wait for a refresh.
   auto e = std::make_shared<ReadAhead::Entry>();
   e->bytes.resize(n);
-  e->lru = a->lru.insert(a->lru.end(), key);
-  a->entries.emplace(key, e);
-  a->held += n;
-  a->reading++;
+  SentAs sent;
+  auto request = store_->RangeRequest(t_, info_, offset, n, e->bytes.data(), &sent);
+  if (!request.ok()) return;  // the read itself will say why
+  {
+    std::lock_guard<std::mutex> lock(a->mu);
+    if (!wanted()) return;
+    e->lru = a->lru.insert(a->lru.end(), key);
+    a->entries.emplace(key, e);
+    a->held += n;
+    a->reading++;
+  }
   auto call = std::make_shared<HttpCall>();
-  call->request = store_->RangeRequest(t_, info_, offset, n, e->bytes.data());
+  call->request = std::move(*request);
   ObjectStore* store = store_;
   // The file may be closed before the transfer ends: the callback keeps
   // its own copy of what it checks the reply against.
@@ -67,8 +91,9 @@ void ObjectFile::WillNeed(uint64_t offset, size_t n) const {
         (void)aborted;  // held: the transfer thread looks at it until this runs
         store->Count(c.response);
         size_t got = 0;
-        const Attempt v = CheckRange(target->first.shown, target->second, key.second,
-                                     e->bytes.size(), c.response, store->context(), &got);
+        const Attempt v =
+            CheckRange(target->first.shown, target->second, key.second, e->bytes.size(), c.response,
+                       store->Context(target->first), &got);
         std::lock_guard<std::mutex> lock(a->mu);
         a->reading--;
         e->state =

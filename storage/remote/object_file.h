@@ -28,6 +28,8 @@ class ObjectFile final : public RandomAccessFile {
   const std::string& path() const override { return t_.shown; }
   uint64_t size() const override { return info_.size; }
   std::string version() const override { return info_.etag; }
+  std::string identity() const override;
+  std::optional<uint32_t> stored_crc32c() const override { return info_.stored_crc32c; }
   Status Read(uint64_t offset, size_t n, void* dst) const override;
   void WillNeed(uint64_t offset, size_t n) const override;
   void Abort() const override {
@@ -36,7 +38,7 @@ class ObjectFile final : public RandomAccessFile {
     ReadAhead* a = store_->ahead();
     { std::lock_guard<std::mutex> lock(a->mu); }
     a->cv.notify_all();
-    store_->backoff_cv_.notify_all();
+    store_->WakeBackoffs();
   }
 
  private:

@@ -15,19 +15,29 @@
 // URL, the status and the server's message. Other replies (403, 404, 412)
 // fail at once.
 //
-// Configuration comes from what S3 users already set (FromEnvironment):
-//   endpoint   AWS_ENDPOINT_URL_S3, else S3_ENDPOINT_URL, else
-//              AWS_ENDPOINT_URL (the most specific wins, as in AWS's SDKs),
-//              else https://s3.REGION.amazonaws.com
-//   region     AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1
-//   keys       AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN;
-//              else the [AWS_PROFILE or default] section of
-//              AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials; else (or
-//              with AWS_NO_SIGN_REQUEST=1) requests go unsigned (public buckets)
-//   TLS        AWS_CA_BUNDLE or CURL_CA_BUNDLE: a CA file to trust;
-//              SHARDKIT_TLS_VERIFY=0 turns verification off (test servers)
-//   retries    SHARDKIT_RETRY_SECONDS (default 120), SHARDKIT_STALL_SECONDS
-//              (a transfer with no byte for this long is retried; default 30)
+// Configuration comes from what AWS users already set (FromEnvironment), as
+// the AWS SDKs read it (storage/remote/aws_config.h; docs/object_storage.md
+// has the table):
+//   endpoint    AWS_ENDPOINT_URL_S3, S3_ENDPOINT_URL, the profile's
+//               [services] s3.endpoint_url, AWS_ENDPOINT_URL, the profile's
+//               endpoint_url; else AWS's, https://s3.REGION.amazonaws.com
+//   region      AWS_REGION, AWS_DEFAULT_REGION, the profile's region, else
+//               us-east-1; a bucket in another region is followed there
+//               (S3's x-amz-bucket-region), re-signed, never to another host
+//   addressing  the profile's s3.addressing_style (auto, path, virtual):
+//               auto is virtual-hosted on AWS's endpoint for names DNS
+//               takes, path-style elsewhere (custom endpoints)
+//   credentials the SDKs' chain (storage/remote/credentials.h), refreshed
+//               before they expire; AWS_NO_SIGN_REQUEST=1: unsigned requests
+//               (public buckets)
+//   TLS         AWS_CA_BUNDLE (or the profile's ca_bundle, CURL_CA_BUNDLE):
+//               a CA file to trust; SHARDKIT_TLS_VERIFY=0 turns verification
+//               off (test servers)
+//   retries     SHARDKIT_RETRY_SECONDS (default 120), SHARDKIT_STALL_SECONDS
+//               (a transfer with no byte for this long is retried; default 30)
+//
+// Every request's body is covered by the signature (its SHA-256), and so is
+// every header S3 reads (Content-MD5, x-amz-*).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +47,8 @@
 
 #include "base/status.h"
 #include "storage/env.h"
+#include "storage/remote/aws_config.h"
+#include "storage/remote/credentials.h"
 #include "storage/remote/digest.h"
 #include "storage/remote/http_client.h"
 #include "storage/remote/retry.h"
@@ -55,15 +67,21 @@ struct ObjectStoreOptions {
   int read_ahead_requests = 64;
 
   // S3 only.
-  std::string endpoint;         // scheme://host[:port], no path
-  std::string endpoint_source;  // the variable that set it, for messages
+  std::string endpoint;         // scheme://host[:port][/path]
+  std::string endpoint_source;  // where it came from, for messages
+  // The endpoint is AWS's own (none was configured): each bucket's requests
+  // go to its region's host, s3.REGION.amazonaws.com.
+  bool aws_endpoint = false;
   std::string region = "us-east-1";
-  sigv4::Credentials credentials;
-  bool sign = true;  // false: unsigned requests (public buckets)
+  std::string region_source = "the default";
+  enum class Addressing { kAuto, kPath, kVirtual } addressing = Addressing::kAuto;
+  // What requests are signed with; null: unsigned (AWS_NO_SIGN_REQUEST).
+  std::shared_ptr<CredentialCache> credentials;
 
-  // The options the environment variables above give; an error names a
-  // variable whose value is unusable.
+  // The options the environment (and the AWS config files it names) give; an
+  // error names a setting whose value is unusable, and where it came from.
   static Result<ObjectStoreOptions> FromEnvironment();
+  static Result<ObjectStoreOptions> FromEnvironment(const Environ& env);
 };
 
 // Objects of S3 are written in parts of this size (one PUT up to it, a
@@ -94,6 +112,12 @@ class ObjectETag {
 // outlive what is opened through it.
 Result<std::unique_ptr<Env>> NewS3Env(const ObjectStoreOptions& options);
 Result<std::unique_ptr<Env>> NewHttpEnv(const ObjectStoreOptions& options);
+
+// Aborts the multipart uploads left unfinished under `prefix`
+// (s3://BUCKET/PREFIX/) in `env` (an Env NewS3Env made, or ForPath gave):
+// what a push killed before it could abort its own leaves. *aborted counts
+// them. Another Env has none: OK.
+Status AbortUnfinishedUploads(Env* env, const std::string& prefix, uint64_t* aborted);
 
 // The process's Env for a URL's scheme, configured from the environment
 // the first time it is asked for (Env::ForPath calls this).

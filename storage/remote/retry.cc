@@ -78,17 +78,27 @@ bool Retryable(long status, const std::string& code) {
 
 namespace {
 
+// S3's codes for credentials it does not take (any more): worth one refresh.
+bool CredentialsRefused(const std::string& code) {
+  return code == "ExpiredToken" || code == "InvalidAccessKeyId" || code == "InvalidToken" ||
+         code == "TokenRefreshRequired" || code == "UserSuspended" ||
+         code == "SignatureDoesNotMatch";
+}
+
 // What the user can check, by S3's error code.
-std::string Hint(const std::string& code, const std::string& where) {
-  if (code == "SignatureDoesNotMatch") return " (check AWS_SECRET_ACCESS_KEY)";
-  if (code == "InvalidAccessKeyId") return " (check AWS_ACCESS_KEY_ID)";
-  if (code == "ExpiredToken" || code == "InvalidToken") return " (check AWS_SESSION_TOKEN)";
-  if (code == "RequestTimeTooSkewed") return " (this machine's clock is wrong)";
-  if (code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed") {
-    return " (the bucket is in another region: check AWS_REGION)";
+std::string Hint(const std::string& code, const ReplyContext& c) {
+  if (code == "SignatureDoesNotMatch") {
+    return " (the secret key does not match the key id: " + c.credentials + "; " + c.where + ")";
   }
-  if (code == "NoSuchBucket") return " (no such bucket at " + where + ")";
-  if (code == "AccessDenied") return " (" + where + ")";
+  if (code == "InvalidAccessKeyId" || code == "UserSuspended") {
+    return " (the server does not take the key: " + c.credentials + "; " + c.where + ")";
+  }
+  if (code == "ExpiredToken" || code == "InvalidToken" || code == "TokenRefreshRequired") {
+    return " (the session token has expired or is not valid: " + c.credentials + ")";
+  }
+  if (code == "RequestTimeTooSkewed") return " (this machine's clock is wrong)";
+  if (code == "NoSuchBucket") return " (no such bucket at " + c.where + ")";
+  if (code == "AccessDenied") return " (" + c.where + "; " + c.credentials + ")";
   return "";
 }
 
@@ -96,9 +106,12 @@ std::string Hint(const std::string& code, const std::string& where) {
 
 Attempt Judge(const HttpResponse& r, const std::string& shown, const ReplyContext& c) {
   if (r.aborted) return Fail(Status::Aborted(shown + ": read cancelled"));
-  if (r.tls_failed || r.broken_reply) {
-    return Fail(Status::IOError(shown + ": " + r.transport_error));
+  if (r.tls_failed) {
+    return Fail(Status::IOError(shown + ": " + r.transport_error +
+                                " (the server's certificate is not trusted here: AWS_CA_BUNDLE "
+                                "names a CA file to trust)"));
   }
+  if (r.broken_reply) return Fail(Status::IOError(shown + ": " + r.transport_error));
   if (!r.transport_error.empty()) {
     Attempt a = Retry(r.transport_error);
     a.connect = r.connect_failed;
@@ -110,7 +123,23 @@ Attempt Judge(const HttpResponse& r, const std::string& shown, const ReplyContex
   if (!code.empty()) what += " " + code;
   if (!message.empty()) what += ": " + message;
   if (Retryable(r.status, code)) return Retry(what);
-  what += Hint(code, c.where);
+  // A bucket of another region: S3 names it in a header (HEAD has no body)
+  // or in the error document.
+  std::string region = r.header("x-amz-bucket-region");
+  if (region.empty()) region = XmlField(r.body, "Region");
+  const bool wrong_region =
+      r.status == 301 || code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed" ||
+      (!region.empty() && region != c.region && (r.status == 400 || r.status == 403));
+  if (wrong_region) {
+    Attempt a = Fail(Status::IOError(
+        shown + ": " + what + " (the bucket is in " +
+        (region.empty() ? std::string("another region") : "region " + region) +
+        ", requests were signed for " + c.region + ": set AWS_REGION or the profile's region)"));
+    a.wrong_region = true;
+    a.region = region;
+    return a;
+  }
+  what += Hint(code, c);
   if (r.status == 412) {
     return Fail(Status::IOError(shown +
                                 ": the object changed since it was opened (its ETag no longer "
@@ -120,7 +149,9 @@ Attempt Judge(const HttpResponse& r, const std::string& shown, const ReplyContex
   if (r.status == 404 && code != "NoSuchBucket") {
     return Fail(Status::NotFound(shown + ": no such object (" + what + ")"));
   }
-  return Fail(Status::IOError(shown + ": " + what));
+  Attempt a = Fail(Status::IOError(shown + ": " + what));
+  a.credentials = CredentialsRefused(code) || (r.status == 403 && code.empty());
+  return a;
 }
 
 Attempt CheckRange(const std::string& shown, const ObjectInfo& info, uint64_t offset, size_t n,
@@ -187,15 +218,17 @@ RetryBudget::Next RetryBudget::After(const Attempt& a, uint64_t now_ns, double j
   const bool crawling = spent > o_.retry_seconds + double(delivered_) / kMinRetryRate;
   if (stalled > o_.retry_seconds || crawling || (a.connect && failures_ > 4)) {
     next.give_up = true;
-    next.error = Status::IOError(
-        shown + ": " + a.why +
-        (crawling && stalled <= o_.retry_seconds
-             ? " again and again (" + FormatBytes(double(delivered_)) +
-                   " came in retries, slower than " + FormatBytes(kMinRetryRate) + "/s)"
-             : std::string()) +
-        " (gave up after " + std::to_string(tries_) + (tries_ == 1 ? " try" : " tries") + " in " +
-        FormatDuration(double(now_ns - start_) * 1e-9) +
-        "; SHARDKIT_RETRY_SECONDS sets how long to keep trying)");
+    next.error =
+        Status::IOError(
+            shown + ": " + a.why +
+            (crawling && stalled <= o_.retry_seconds
+                 ? " again and again (" + FormatBytes(double(delivered_)) +
+                       " came in retries, slower than " + FormatBytes(kMinRetryRate) + "/s)"
+                 : std::string()) +
+            " (gave up after " + std::to_string(tries_) + (tries_ == 1 ? " try" : " tries") +
+            " in " + FormatDuration(double(now_ns - start_) * 1e-9) +
+            "; SHARDKIT_RETRY_SECONDS sets how long to keep trying)")
+            .MarkTransient();
   }
   return next;
 }

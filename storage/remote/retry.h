@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
@@ -22,6 +23,14 @@ struct Attempt {
   bool progress = false;  // kRetry: enough bytes arrived, the budget starts again
   uint64_t bytes = 0;     // of the data asked for, the bytes this try delivered
   bool connect = false;   // kRetry: no connection could be made
+  // kFail or kRetry: the server refused the request's credentials (S3's
+  // ExpiredToken, InvalidAccessKeyId, InvalidToken, a 400/403 saying so): the
+  // caller may refresh them once and send it again.
+  bool credentials = false;
+  // kFail: the bucket is in another region; `region` names it where the
+  // reply did (x-amz-bucket-region, or the error document's <Region>).
+  bool wrong_region = false;
+  std::string region;
 };
 Attempt Fail(Status s);
 Attempt Retry(std::string why, bool progress = false);
@@ -31,6 +40,9 @@ struct ObjectInfo {
   uint64_t size = 0;
   std::string etag;           // pinned at open: every GET says If-Match
   std::string last_modified;  // servers without ETags: If-Unmodified-Since
+  // The CRC32C of its bytes its uploader stored beside them
+  // (x-amz-meta-shardkit-crc32c: shardkit's uploads carry it).
+  std::optional<uint32_t> stored_crc32c;
 };
 
 // The text of the first <tag>...</tag> in an XML body (at most 300
@@ -46,10 +58,12 @@ bool ParseSize(const std::string& v, uint64_t* out);
 // server's own trouble.
 bool Retryable(long status, const std::string& code);
 
-// How replies are described to the user.
+// How replies are described to the user: the endpoint and where its setting
+// came from, and where the credentials came from (never the keys).
 struct ReplyContext {
-  // The endpoint, where its setting came from, how requests are signed.
-  std::string where;
+  std::string where;        // "http://127.0.0.1:7480, from AWS_ENDPOINT_URL"
+  std::string credentials;  // "credentials from the environment (AWS_ACCESS_KEY_ID)", ...
+  std::string region;       // the region requests are signed for
 };
 
 // A request's outcome by its transport and status alone (2xx: done; the

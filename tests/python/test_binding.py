@@ -566,6 +566,18 @@ def test_a_path_with_a_null_byte_is_refused_before_anything_is_touched(tmp_path,
     assert os.listdir(tmp_path) == []
 
 
+def test_the_cache_options_are_checked_as_the_tools_check_them(tmp_path, raw_ds):
+    """A node cache is for object storage: its options are never ignored in silence."""
+    path, _ = raw_ds
+    with pytest.raises(ValueError, match="cache_limit bounds a node cache: it needs cache_dir"):
+        sk.Loader(path, 4, transform=None, cache_limit="200G")
+    with pytest.raises(ValueError, match="cache_dir is for object storage"):
+        sk.Loader(path, 4, transform=None, cache_dir=str(tmp_path / "cache"))
+    with pytest.raises(ValueError, match="cache_limit must be a number of bytes or a size such as"):
+        sk.Loader(path, 4, transform=None, cache_dir=str(tmp_path / "cache"), cache_limit="lots")
+    assert not (tmp_path / "cache").exists()
+
+
 def test_normalize_refuses_what_is_not_a_batch_and_a_zero_std():
     batch = torch.zeros(2, 3, 4, 4, dtype=torch.uint8)
     with pytest.raises(ValueError, match="std non-zero"):

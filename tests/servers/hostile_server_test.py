@@ -8,14 +8,18 @@ budget). The server is Python's, in this process, serving a dataset packed
 here, on 127.0.0.1; it counts the requests it sees.
 
 Runs with Debian's /usr/bin/python3; tools from SHARDKIT_BUILD."""
+import base64
 import contextlib
+import hashlib
 import http.server
+import json
 import os
 import re
 import socket
 import struct
 import threading
 import time
+import urllib.parse
 
 import pytest
 
@@ -38,7 +42,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.serve(True)
 
     def serve(self, body):
-        name = self.path.lstrip("/")
+        name = urllib.parse.unquote(self.path.lstrip("/"))
+        if Handler.mode == "auth" and self.headers.get("Authorization") != "Basic " + \
+                base64.b64encode(b"reader:p@ss w0rd").decode():
+            self.send_response(401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         Handler.requests[(self.command, name)] = Handler.requests.get((self.command, name), 0) + 1
         path = os.path.join(Handler.root, name)
         if not os.path.isfile(path):
@@ -54,7 +64,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             data = data[:5000] + bytes([data[5000] ^ 1]) + data[5001:]
         m = re.match(r"bytes=(\d+)-(\d+)", self.headers.get("Range", ""))
         a, b = (int(m[1]), min(int(m[2]), len(data) - 1)) if m else (0, len(data) - 1)
-        hostile = body and name.endswith(".sks") and Handler.mode != "ok"
+        hostile = body and name.endswith(".sks") and Handler.mode not in ("ok", "auth")
+        if hostile and Handler.mode == "errorflood":  # a 500 whose body never ends
+            self.send_response(500)
+            self.end_headers()
+            try:
+                while True:
+                    self.wfile.write(b"<Error>" + b"x" * 65536)
+            except OSError:
+                self.close_connection = True
+            return
         if hostile and Handler.mode in ("204", "202"):
             self.send_response(int(Handler.mode))
             self.send_header("Content-Length", "0")
@@ -184,3 +203,93 @@ def test_get_of_a_shard_checks_it_against_the_manifest(server, tmp_path):
         code, err = get(url, tmp_path / "out.sks")
     assert code == 2 and "shard-00000.sks" in err and "the manifest says" in err, err
     assert not (tmp_path / "out.sks").exists()
+
+
+def test_an_error_reply_whose_body_never_ends_is_cut_short(server, tmp_path):
+    url, _ = server
+    with serving("errorflood"):
+        code, err = get(url, tmp_path / "out.sks")
+    assert code == 2 and "HTTP 500" in err and "gave up after" in err, err
+
+
+def test_a_password_in_a_url_is_sent_but_never_shown(server, tmp_path):
+    url, _ = server
+    authed = url.replace("http://", "http://reader:p%40ss%20w0rd@")
+    with serving("auth"):
+        r = run([PACK, "verify", authed], os.environ, check=False)
+        assert r.returncode == 0, r.stderr
+        wrong = url.replace("http://", "http://reader:wrong-secret@")
+        r = run([PACK, "inspect", wrong], os.environ, check=False)
+    assert r.returncode == 2 and "HTTP 401" in r.stderr, r.stderr
+    assert "wrong-secret" not in r.stderr and "http://reader@127.0.0.1" in r.stderr, r.stderr
+
+
+def test_shard_names_are_percent_encoded_as_a_url_path(server, tmp_path):
+    url, root = server
+    odd = root / "odd"
+    odd.mkdir(exist_ok=True)
+    manifest = (root / "ds" / "manifest.json").read_text()
+    for i, f in enumerate(sorted((root / "ds").glob("shard-*.sks"))):
+        name = f"shard {i}#?%.sks"
+        (odd / name).write_bytes(f.read_bytes())
+        manifest = manifest.replace(f'"{f.name}"', json.dumps(name))
+    (odd / "manifest.json").write_text(manifest)
+    r = run([PACK, "verify", url.removesuffix("/ds") + "/odd"], os.environ, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+class S3Loop(http.server.BaseHTTPRequestHandler):
+    """Just enough of S3 for a push, whose listing repeats its continuation token."""
+    protocol_version = "HTTP/1.1"
+    objects = {}
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status, body=b"", headers=()):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def do_HEAD(self):
+        key = urllib.parse.urlsplit(self.path).path
+        if key in S3Loop.objects:
+            return self.reply(200, b"", [("ETag", '"x"')])
+        self.reply(404)
+
+    def do_GET(self):
+        u = urllib.parse.urlsplit(self.path)
+        q = urllib.parse.parse_qs(u.query, keep_blank_values=True)
+        if "uploads" in q:
+            return self.reply(200, b"<ListMultipartUploadsResult><IsTruncated>false"
+                                   b"</IsTruncated></ListMultipartUploadsResult>")
+        if "list-type" in q:
+            return self.reply(200, b"<ListBucketResult><IsTruncated>true</IsTruncated>"
+                                   b"<NextContinuationToken>same</NextContinuationToken>"
+                                   b"</ListBucketResult>")
+        self.reply(404, b"<Error><Code>NoSuchKey</Code></Error>")
+
+    def do_PUT(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        S3Loop.objects[urllib.parse.urlsplit(self.path).path] = body
+        self.reply(200, b"", [("ETag", '"%s"' % hashlib.md5(body).hexdigest())])
+
+
+def test_a_listing_that_repeats_its_continuation_token_ends(server, tmp_path):
+    _, root = server
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), S3Loop)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        env = dict(os.environ, AWS_ENDPOINT_URL="http://127.0.0.1:%d" % httpd.server_address[1],
+                   AWS_ACCESS_KEY_ID="a", AWS_SECRET_ACCESS_KEY="b", AWS_REGION="us-east-1",
+                   SHARDKIT_RETRY_SECONDS="3")
+        r = run([PACK, "push", root / "ds", "s3://bucket/ds"], env, check=False)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert r.returncode == 2 and "repeats its continuation token" in r.stderr, r.stderr

@@ -145,8 +145,11 @@ def test_wrong_settings_missing_buckets_and_prefixes_are_one_line_at_open(datase
     sets, bucket = datasets
     url = sets["raw"]["s3"]
     cases = [
-        (dict(AWS_SECRET_ACCESS_KEY="wrong"), url, "SignatureDoesNotMatch (check AWS_SECRET_ACCESS_KEY)"),
-        (dict(AWS_ACCESS_KEY_ID="NOSUCHKEY"), url, "InvalidAccessKeyId (check AWS_ACCESS_KEY_ID)"),
+        (dict(AWS_SECRET_ACCESS_KEY="wrong"), url,
+         "SignatureDoesNotMatch (the secret key does not match the key id: credentials from the "
+         "environment (AWS_ACCESS_KEY_ID)"),
+        (dict(AWS_ACCESS_KEY_ID="NOSUCHKEY"), url,
+         "InvalidAccessKeyId (the server does not take the key: credentials from the environment"),
         (dict(AWS_NO_SIGN_REQUEST="1"), url, "AccessDenied"),
         ({}, "s3://no-such-bucket-sk/sets/raw", "NoSuchBucket (no such bucket at"),
         ({}, f"s3://{bucket}/no/such/prefix", "no manifest.json (not a shardkit dataset"),
@@ -216,6 +219,24 @@ def test_an_epoch_through_ten_percent_faults_is_the_same_epoch(datasets, rgw, ng
     assert r.returncode == 0
 
 
+def test_a_tls_handshake_cut_short_is_retried(datasets, rgw, nginx, start_proxy, tmp_path):
+    """A reset during the TLS handshake is the network's, not an untrusted
+    certificate: retried (a few times in a row at most), then the read goes on."""
+    sets, _ = datasets
+    https = nginx["SHARDKIT_TEST_HTTPS_URL"]
+    hostport = https.removeprefix("https://").split("/")[0]
+    env = child_env(rgw, nginx)
+    want = dump(sets["raw"]["local"], tmp_path / "local", env, "raw")
+    proxy = start_proxy(hostport, "--tcp", 1, "--handshake_resets", 2)
+    url = sets["raw"]["https"].replace(hostport, f"127.0.0.1:{proxy.port}")
+    assert dump(url, tmp_path / "through", env, "raw") == want
+    # Resets every time: given up after a few tries, saying what happened.
+    proxy = start_proxy(hostport, "--tcp", 1, "--handshake_resets", 1000)
+    url = sets["raw"]["https"].replace(hostport, f"127.0.0.1:{proxy.port}")
+    line = one_line_error(run([PACK, "verify", url], env, check=False))
+    assert "gave up after 5 tries" in line and "AWS_CA_BUNDLE" not in line, line
+
+
 def test_a_server_that_only_answers_503_fails_clearly(datasets, rgw, nginx, proxied, tmp_path):
     sets, _ = datasets
     proxied.set(p503=1.0)
@@ -277,5 +298,50 @@ def test_ctrl_c_during_a_stalled_read_is_prompt(binding, datasets, rgw, nginx, p
         p.kill()
     # Interrupted inside next(), and the loader (reads stalled for an hour)
     # shut down at exit without waiting for them.
+    assert out.strip() == "interrupted", (out, err)
+    assert p.returncode == 0, err
+
+
+CTRL_C_OPEN = textwrap.dedent("""
+    import linecache, sys, threading, time, urllib.request, shardkit
+    url, proxy, what = sys.argv[1], sys.argv[2], sys.argv[3]
+    # Every request hangs after its headers: the open waits on its HEADs.
+    urllib.request.urlopen(proxy + "/__fault__/set?stall=1.0", timeout=30).read()
+    main = threading.main_thread().ident
+    marker = "self._core = _Loader(" if what == "loader" else "self._core = _Dataset("
+    def announce():
+        while True:
+            f = sys._current_frames().get(main)
+            if f is not None and marker in linecache.getline(f.f_code.co_filename, f.f_lineno or 0):
+                break
+            time.sleep(0.001)
+        print("opening", flush=True)
+    threading.Thread(target=announce, daemon=True).start()
+    try:
+        if what == "loader":
+            shardkit.Loader(url, batch_size=16, transform="none", workers=1)
+        else:
+            shardkit.Dataset(url)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+""")
+
+
+@pytest.mark.parametrize("what", ["loader", "dataset"])
+def test_ctrl_c_while_opening_on_a_stalled_server_is_prompt(binding, datasets, rgw, nginx, proxied,
+                                                            tmp_path, what):
+    """Opening (the manifest, every shard's HEAD, their retries) ends at Ctrl-C."""
+    sets, _ = datasets
+    env = child_env(rgw, nginx, AWS_ENDPOINT_URL=proxied.url, SHARDKIT_STALL_SECONDS=3600,
+                    SHARDKIT_RETRY_SECONDS=3600)
+    p = subprocess.Popen(["/usr/bin/python3", "-c", CTRL_C_OPEN, sets["raw"]["s3"], proxied.url,
+                          what], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        assert readline(p).strip() == "opening", "the child never got into the open"
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=HANG)
+    finally:
+        p.kill()
     assert out.strip() == "interrupted", (out, err)
     assert p.returncode == 0, err

@@ -8,10 +8,12 @@ is fetched again, and a reader keeps what it has open when another evicts.
 
 Waits are for states (an object listed, a file present, the proxy holding a
 request), each bounded by HANG; nothing sleeps for a time."""
+import json
 import os
 import pathlib
 import random
 import re
+import shutil
 import signal
 import subprocess
 import textwrap
@@ -19,7 +21,7 @@ import time
 import uuid
 
 import pytest
-from readers import HANG, HERE, PACK, child_env, run
+from readers import HANG, HERE, PACK, child_env, one_line_error, run
 
 ROOT = HERE.parent.parent
 
@@ -137,6 +139,101 @@ def test_a_shard_of_many_parts_goes_up_whole_and_a_failed_part_leaves_nothing(
     assert "uploaded 0 of 1 shards" in r.stdout, r.stdout
 
 
+def test_ctrl_c_during_a_push_aborts_its_uploads_and_a_killed_ones_are_aborted_next_time(
+        datasets, rgw, nginx, s3, proxied, tmp_path):
+    _, bucket = datasets
+    src, shard = big_shard(tmp_path)
+    client, prefix = s3(rgw), f"interrupted-{uuid.uuid4().hex[:6]}/"
+    url = f"s3://{bucket}/{prefix.rstrip('/')}"
+    slow = child_env(rgw, nginx, AWS_ENDPOINT_URL=proxied.url)
+    uploads = lambda: client.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", [])
+    # Ctrl-C while a part is held: exit 130, and no upload left unfinished.
+    proxied.set(match="partNumber%3D2%26", hold=1.0)
+    p = push(src, url, slow)
+    wait_for("part 2 held", lambda: proxied.stats()["hold"] >= 1)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=HANG)
+    assert p.returncode == 130, err
+    assert "interrupted" in err, err
+    assert uploads() == [] and keys(client, bucket, prefix) == []
+    # SIGKILL cannot be caught: its upload stays, until the next push aborts it.
+    held = proxied.stats()["hold"]
+    p = push(src, url, slow)
+    wait_for("part 2 held again", lambda: proxied.stats()["hold"] > held and len(uploads()) == 1)
+    kill(p)
+    proxied.set(hold=0, match="")
+    assert len(uploads()) == 1
+    r = run([PACK, "push", src, url], child_env(rgw, nginx))
+    assert "1 unfinished uploads of an earlier push aborted" in r.stdout, r.stdout
+    assert uploads() == []
+    assert run([PACK, "verify", url], child_env(rgw, nginx)).returncode == 0
+
+
+def test_a_lost_reply_to_completing_an_upload_is_no_failure(datasets, rgw, nginx, s3, proxied,
+                                                            tmp_path):
+    _, bucket = datasets
+    src, shard = big_shard(tmp_path)
+    client, prefix = s3(rgw), f"lost-{uuid.uuid4().hex[:6]}/"
+    url = f"s3://{bucket}/{prefix.rstrip('/')}"
+    # The server completes the upload; its reply is cut: the retry is told
+    # "no such upload", and the object there is the file.
+    proxied.set(match=f"POST+/{bucket}/{prefix}shard-00000.sks%3FuploadId", next="reset",
+                next_count=1)
+    r = run([PACK, "push", src, url], child_env(rgw, nginx, AWS_ENDPOINT_URL=proxied.url))
+    proxied.set(match="", next_count=0)
+    assert proxied.stats()["reset"] >= 1
+    assert "uploaded 1 of 1 shards" in r.stdout, r.stdout + r.stderr
+    assert run([PACK, "verify", url], child_env(rgw, nginx)).returncode == 0
+
+
+def test_push_to_a_bucket_whose_etags_are_no_md5s(datasets, rgw, nginx, s3, tmp_path):
+    """An SSE-KMS bucket's ETags are no MD5 of the bytes: the push (single and
+    multipart), its "already there" check and reading it back work alike."""
+    from credentials_test import Emulator
+    from conftest import servers_dir
+    sets, bucket = datasets
+    front = Emulator("s3front", "--rgw-env", servers_dir() / "rgw" / "env", "--bucket-region",
+                     rgw["AWS_REGION"], "--opaque-etags")
+    try:
+        env = child_env(rgw, nginx, AWS_ENDPOINT_URL=front.url)
+        src, _ = big_shard(tmp_path)
+        for i, local in enumerate((sets["jpeg"]["local"], src)):
+            url = f"s3://{bucket}/kms-{uuid.uuid4().hex[:6]}-{i}"
+            r = run([PACK, "push", local, url], env)
+            assert "uploaded" in r.stdout and " 0 already there" in r.stdout, r.stdout
+            r = run([PACK, "push", local, url], env)
+            assert "uploaded 0 of" in r.stdout, r.stdout  # kept: its stored CRC32C
+            assert run([PACK, "verify", url], env).returncode == 0
+    finally:
+        assert front.stop(), "the S3 front exited during the test"
+
+
+def test_a_reader_never_takes_shards_of_the_dataset_replacing_the_one_it_opened(
+        datasets, rgw, nginx, s3, tmp_path):
+    """What a reader that read the old manifest meets while push --force
+    replaces the shards with ones of the same size: an error naming the
+    shard, never a mix."""
+    sets, bucket = datasets
+    client, prefix = s3(rgw), f"mixed-{uuid.uuid4().hex[:6]}/"
+    url = f"s3://{bucket}/{prefix.rstrip('/')}"
+    env = child_env(rgw, nginx)
+    old = pathlib.Path(sets["raw"]["local"])
+    new = tmp_path / "new"
+    shutil.copytree(old, new)
+    manifest = json.loads((new / "manifest.json").read_text())
+    target = new / manifest["shards"][1]["file"]
+    data = bytearray(target.read_bytes())
+    data[len(data) // 2] ^= 1  # the same size and records, other bytes
+    target.write_bytes(bytes(data))
+    manifest["shards"][1]["crc32c"] = run([PACK, "checksum", target], env).stdout.split()[0]
+    (new / "manifest.json").write_text(json.dumps(manifest))
+    run([PACK, "push", new, url], env)
+    client.put_object(Bucket=bucket, Key=prefix + "manifest.json",
+                      Body=(old / "manifest.json").read_bytes())
+    line = one_line_error(run([PACK, "inspect", url], env, check=False))
+    assert manifest["shards"][1]["file"] in line and "is not the shard the manifest names" in line
+
+
 def test_a_damaged_local_shard_is_never_published(datasets, rgw, nginx, s3, tmp_path):
     _, bucket = datasets
     src, shard = big_shard(tmp_path)
@@ -247,6 +344,29 @@ def test_ranks_and_jobs_sharing_a_cache_download_each_chunk_once(binding, datase
     ranks = [epoch(url, env, cache, rank=r, world=2) for r in (0, 1)]  # the next job
     assert [digest(p) for p in ranks] == want
     assert proxied.stats()["bytes_down"] - first < 0.05 * size  # opens only
+
+
+def test_stats_count_the_node_caches_hits_and_misses(binding, datasets, rgw, nginx, tmp_path):
+    sets, _ = datasets
+    script = textwrap.dedent("""
+        import sys, shardkit
+        url, cache = sys.argv[1], sys.argv[2]
+        counts = []
+        for _ in range(2):  # a job, then the next job on the node
+            loader = shardkit.Loader(url, batch_size=16, transform="none", size=32, seed=9,
+                                     shuffle="full", workers=2, cache_dir=cache, cache_limit="200G")
+            for _ in loader:
+                pass
+            s = loader.stats()
+            counts.append((s["cache_hits"], s["cache_misses"], s["storage_requests"]))
+            del loader
+        print(counts)
+        (h1, m1, r1), (h2, m2, r2) = counts
+        assert m1 > 0 and h2 > 0 and m2 == 0 and r2 < r1, counts
+    """)
+    r = run(["/usr/bin/python3", "-c", script, sets["raw"]["s3"], tmp_path / "cache"],
+            child_env(rgw, nginx), check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
 
 
 def test_the_cache_limit_holds_under_a_full_shuffle(binding, datasets, rgw, nginx, tmp_path):

@@ -7,8 +7,11 @@
 #   tests/servers/rgw.sh start STATE_DIR   then: source STATE_DIR/env
 #   tests/servers/rgw.sh stop STATE_DIR    stops the daemons by PID, removes STATE_DIR
 # STATE_DIR/env exports AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
-# AWS_SECRET_ACCESS_KEY, AWS_REGION (and AWS_DEFAULT_REGION, for boto3) and
-# SHARDKIT_RGW_PIDS. SHARDKIT_RGW_STORE_BYTES sets the OSD's capacity (held in
+# AWS_SECRET_ACCESS_KEY, AWS_REGION (and AWS_DEFAULT_REGION, for boto3),
+# SHARDKIT_RGW_PIDS, and for radosgw-admin SHARDKIT_RGW_CONF and
+# SHARDKIT_RGW_CLUSTER. A second gateway of the cluster at SHARDKIT_RGW_STS_URL
+# has STS (GetSessionToken, AssumeRole of the role SHARDKIT_RGW_ROLE_ARN) for
+# the user, and takes the temporary credentials it hands out. SHARDKIT_RGW_STORE_BYTES sets the OSD's capacity (held in
 # memory as data is written; default 4 GiB).
 set -euo pipefail
 export SK_NAME=rgw.sh  # names the script in lib.sh's messages
@@ -73,6 +76,14 @@ paxos_min_wait = 0.001
 mon_data = $S/mon
 # A taken port fails at once (the start picks another), not after 3 tries 5 s apart.
 ms_bind_retry_count = 1
+[client.rgw-sts]
+# A second gateway of the same cluster (users, buckets) with STS
+# (GetSessionToken, AssumeRole): real temporary credentials for the
+# credential tests. The key encrypts session tokens (16 bytes). Not on the
+# first gateway: with STS on, radosgw answers every refused signature
+# AccessDenied, where S3 names it (SignatureDoesNotMatch, InvalidAccessKeyId).
+rgw_s3_auth_use_sts = true
+rgw_sts_key = $STS_KEY
 [osd]
 osd_data = $S/osd
 osd_objectstore = memstore
@@ -132,25 +143,48 @@ s3.list_buckets()
 PY
 }
 
-# radosgw on a free port, started after the user exists (radosgw-admin makes
-# the default realm, zonegroup and zone, then radosgw finds them).
+# STS for the user: the IAM caps and a user policy that allow
+# GetSessionToken and AssumeRole, and a role it may assume (s3:* on every
+# bucket): real temporary credentials for the credential tests.
+setup_sts() {
+  local admin=(timeout 120 radosgw-admin -c "$CONF" --cluster "$CLUSTER")
+  "${admin[@]}" caps add --uid=shardkit --caps="user-policy=*;roles=*" > /dev/null 2>> "$S/log/radosgw-admin.out"
+  "${admin[@]}" role create --role-name=shardkit-reader --path=/ --assume-role-policy-doc='{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":["arn:aws:iam:::user/shardkit"]},"Action":["sts:AssumeRole"]}]}' \
+    > /dev/null 2>> "$S/log/radosgw-admin.out"
+  "${admin[@]}" role-policy put --role-name=shardkit-reader --policy-name=s3 --policy-doc='{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["s3:*"],"Resource":"arn:aws:s3:::*"}]}' \
+    > /dev/null 2>> "$S/log/radosgw-admin.out"
+  /usr/bin/python3 - "http://127.0.0.1:$STS_PORT" "$ACCESS_KEY" "$SECRET_KEY" <<'PY'
+import json, sys, boto3
+url, key, secret = sys.argv[1:4]
+iam = boto3.client("iam", endpoint_url=url, aws_access_key_id=key, aws_secret_access_key=secret,
+                   region_name="default")
+iam.put_user_policy(UserName="shardkit", PolicyName="sts", PolicyDocument=json.dumps(
+    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Resource": "*",
+     "Action": ["sts:GetSessionToken", "sts:AssumeRole"]}]}))
+PY
+}
+
+# radosgw (client NAME) on a free port, started after the user exists
+# (radosgw-admin makes the default realm, zonegroup and zone, then radosgw
+# finds them); its port and pid in RGW_PORT and RGW_PID.
 # tcp_nodelay: beast's default leaves Nagle on, and a small response's body,
 # written after its headers, then waits for the client's delayed ACK (40 ms
 # per manifest GET here); S3 services do not.
-start_rgw() {
+start_rgw() {  # NAME
+  local name=$1
   for _ in 1 2 3 4 5; do
     RGW_PORT=$(sk_free_port)
-    : > "$S/log/client.rgw.log"
-    RGW_PID=$(sk_daemon "$S/log/rgw.out" radosgw -c "$CONF" --cluster "$CLUSTER" -n client.rgw -f \
+    : > "$S/log/client.$name.log"
+    RGW_PID=$(sk_daemon "$S/log/$name.out" radosgw -c "$CONF" --cluster "$CLUSTER" -n "client.$name" -f \
       --rgw_frontends "beast endpoint=127.0.0.1:$RGW_PORT tcp_nodelay=1")
-    echo "rgw $RGW_PID" >> "$S/pids"
+    echo "$name $RGW_PID" >> "$S/pids"
     if sk_wait_for 60 "radosgw to listen on 127.0.0.1:$RGW_PORT" "$RGW_PID" sk_listens "$RGW_PID" "$RGW_PORT"; then
       sk_wait_for 60 "an S3 request (ListBuckets) to succeed" "$RGW_PID" s3_answers "http://127.0.0.1:$RGW_PORT" ||
         { s3_answers "http://127.0.0.1:$RGW_PORT" >&2 || true; return 1; }
       return 0
     fi
     sk_alive "$RGW_PID" && return 1
-    sk_bind_failed "$S/log/client.rgw.log" || return 1
+    sk_bind_failed "$S/log/client.$name.log" || return 1
     echo "rgw.sh: radosgw port $RGW_PORT was taken; trying another" >&2
   done
   return 1
@@ -196,6 +230,7 @@ start() {
   mkdir -p "$S"/{run,log,crash,rgw}
   FSID=$(cat /proc/sys/kernel/random/uuid)
   CLUSTER=sk${FSID:0:8}
+  STS_KEY=$(tr -dc 'a-z0-9' < /dev/urandom | head -c 16 || true)
   echo "$CLUSTER" > "$S/cluster"
   trap on_start_failure EXIT
   start_mon
@@ -205,14 +240,21 @@ start() {
   timeout 120 radosgw-admin -c "$CONF" --cluster "$CLUSTER" user create --uid=shardkit --display-name=shardkit \
     --access-key="$ACCESS_KEY" --secret-key="$SECRET_KEY" > "$S/log/user.json" 2>> "$S/log/radosgw-admin.out" ||
     { echo "rgw.sh: radosgw-admin user create failed" >&2; exit 1; }
-  start_rgw
+  start_rgw rgw-sts
+  STS_PORT=$RGW_PORT STS_PID=$RGW_PID
+  setup_sts || { echo "rgw.sh: setting up STS (caps, user policy, role) failed" >&2; exit 1; }
+  start_rgw rgw
   cat > "$S/env.tmp" <<EOF
 export AWS_ENDPOINT_URL=http://127.0.0.1:$RGW_PORT
 export AWS_ACCESS_KEY_ID=$ACCESS_KEY
 export AWS_SECRET_ACCESS_KEY=$SECRET_KEY
 export AWS_REGION=default
 export AWS_DEFAULT_REGION=default
-export SHARDKIT_RGW_PIDS="$MON_PID $OSD_PID $RGW_PID"
+export SHARDKIT_RGW_PIDS="$MON_PID $OSD_PID $STS_PID $RGW_PID"
+export SHARDKIT_RGW_STS_URL=http://127.0.0.1:$STS_PORT
+export SHARDKIT_RGW_CONF=$CONF
+export SHARDKIT_RGW_CLUSTER=$CLUSTER
+export SHARDKIT_RGW_ROLE_ARN=arn:aws:iam:::role/shardkit-reader
 EOF
   mv "$S/env.tmp" "$S/env"
   trap - EXIT

@@ -189,7 +189,7 @@ def test_second_rgw_runs_beside_the_first_and_stops_clean(rgw, tmp_path, read_en
         assert name in [b["Name"] for b in s3(env2).list_buckets()["Buckets"]]
         assert name not in [b["Name"] for b in s3(rgw).list_buckets()["Buckets"]]
         pids = env2["SHARDKIT_RGW_PIDS"].split()
-        assert len(pids) == 3 and pids_alive(pids) == pids
+        assert len(pids) == 4 and pids_alive(pids) == pids  # mon, osd, two gateways
     finally:
         r = run_script("rgw.sh", "stop", state)
     assert r.returncode == 0, r.stderr

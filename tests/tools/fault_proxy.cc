@@ -8,6 +8,13 @@
 //               [--p503 P] [--p429 P] [--p500 P] [--reset P] [--cut P]
 //               [--stall P] [--slow P] [--slow_bps N] [--cut_fraction F]
 //               [--match TEXT] [--next FAULT --next_count N]
+//   fault_proxy --tcp 1 --upstream HOST:PORT [--handshake_resets N]
+//
+// With --tcp it forwards bytes unchanged both ways instead (a TLS server
+// behind it), and resets the first --handshake_resets N connections once
+// their first bytes (a TLS ClientHello) arrive, before anything is
+// forwarded: a handshake cut short by the network. Each reset is reported
+// on stderr as "handshake_reset".
 //
 // Prints "listening PORT" once it accepts connections. The same knobs change at
 // run time through requests it answers itself:
@@ -894,7 +901,48 @@ struct Args {
   uint16_t port = 0;
   uint64_t seed = 1;
   Config config;
+  bool tcp = false;
+  uint64_t handshake_resets = 0;
 };
+
+// --tcp: the client's bytes to the upstream and back, unchanged, until
+// either side closes; the first handshake_resets connections are reset
+// once their first bytes arrive.
+std::atomic<uint64_t> g_handshake_resets{0};
+
+void PipeTcp(int client, const sockaddr_storage& upstream, socklen_t len) {
+  Conn c(client, &g_stats.client_open);
+  ++g_stats.client_total;
+  for (uint64_t n = g_handshake_resets.load(); n > 0;) {
+    if (!g_handshake_resets.compare_exchange_weak(n, n - 1)) continue;
+    struct pollfd p = {client, POLLIN, 0};
+    char hello[512];
+    if (poll(&p, 1, 60000) == 1 && recv(client, hello, sizeof hello, 0) > 0) {
+      c.Reset();
+      std::fprintf(stderr, "handshake_reset\n");
+      return;
+    }
+    return;
+  }
+  int fd = socket(upstream.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || connect(fd, reinterpret_cast<const sockaddr*>(&upstream), len) != 0) {
+    if (fd >= 0) close(fd);
+    ++g_stats.upstream_errors;
+    return;
+  }
+  Conn up(fd, &g_stats.upstream_open);
+  std::vector<char> buf(1 << 16);
+  struct pollfd fds[2] = {{client, POLLIN, 0}, {fd, POLLIN, 0}};
+  while (poll(fds, 2, 300000) > 0) {
+    for (int i = 0; i < 2; ++i) {
+      if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      const ssize_t n = recv(fds[i].fd, buf.data(), buf.size(), 0);
+      if (n <= 0) return;
+      Conn& to = i == 0 ? up : c;
+      if (!to.WriteAll(buf.data(), static_cast<size_t>(n))) return;
+    }
+  }
+}
 
 [[noreturn]] void Usage(const std::string& why) {
   std::fprintf(stderr,
@@ -902,7 +950,8 @@ struct Args {
                "usage: fault_proxy --upstream HOST:PORT [--port 0] [--seed S] [--latency_ms MS]\n"
                "       [--p503 P] [--p429 P] [--p500 P] [--reset P] [--cut P] [--stall P]\n"
                "       [--slow P] [--slow_bps N] [--cut_fraction F] [--match TEXT]\n"
-               "       [--next FAULT --next_count N]\n",
+               "       [--next FAULT --next_count N]\n"
+               "       fault_proxy --tcp 1 --upstream HOST:PORT [--handshake_resets N]\n",
                why.c_str());
   std::exit(2);
 }
@@ -924,6 +973,10 @@ Args ParseArgs(int argc, char** argv) {
     uint64_t port = 0;
     if (name == "upstream") {
       a.upstream = value;
+    } else if (name == "tcp") {
+      a.tcp = value == "1";
+    } else if (name == "handshake_resets") {
+      if (!ParseU64(value, &a.handshake_resets)) Usage("--handshake_resets must be a count");
     } else if (name == "port") {
       if (!ParseU64(value, &port) || port > 65535) Usage("--port must be 0..65535");
       a.port = static_cast<uint16_t>(port);
@@ -984,6 +1037,7 @@ int main(int argc, char** argv) {
   socklen_t len = Resolve(args.upstream, &upstream);
   FaultPlan plan(args.config, args.seed);
   Proxy proxy(upstream, len, args.upstream, &plan);
+  g_handshake_resets.store(args.handshake_resets);
   uint16_t port = 0;
   int listener = Listen(args.port, &port);
   std::printf("listening %u\n", port);
@@ -994,6 +1048,10 @@ int main(int argc, char** argv) {
       if (errno != EINTR) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // EMFILE...
       continue;
     }
-    std::thread([&proxy, fd] { proxy.Serve(fd); }).detach();
+    if (args.tcp) {
+      std::thread([&upstream, len, fd] { PipeTcp(fd, upstream, len); }).detach();
+    } else {
+      std::thread([&proxy, fd] { proxy.Serve(fd); }).detach();
+    }
   }
 }

@@ -1,6 +1,8 @@
 // The shared command-line contract: parsing, one-line errors, validators.
 #include "tools/common/cli.h"
 
+#include "base/humanize.h"
+
 #include "base/version.h"
 #include "storage/file_io.h"
 #include "storage/output_file.h"
@@ -140,41 +142,15 @@ Result<std::vector<int>> ParseIntList(const std::string& text, int lo, int hi,
   return out;
 }
 
-namespace {
-
-bool ParseBytes(const std::string& text, uint64_t* out) {
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0 || digits > 18) return false;
-  uint64_t n = std::stoull(text.substr(0, digits)), unit = 1;
-  const std::string suffix = text.substr(digits);
-  if (suffix.size() > 1 && !(suffix.size() == 3 && suffix.substr(1) == "iB") &&
-      !(suffix.size() == 2 && suffix[1] == 'B')) {
-    return false;
-  }
-  if (!suffix.empty()) {
-    const std::string units = "KMGT";
-    const size_t k =
-        units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(suffix[0]))));
-    if (k == std::string::npos) return false;
-    unit = uint64_t{1} << (10 * (k + 1));
-  }
-  if (n > (uint64_t{1} << 62) / unit) return false;
-  *out = n * unit;
-  return true;
-}
-
-}  // namespace
-
 CLI::Option* AddBytes(CLI::App* app, const std::string& flag, uint64_t* value,
                       const std::string& help) {
   CLI::Option* o = app->add_option_function<std::string>(
-      flag, [value](const std::string& s) { ParseBytes(s, value); }, help);
+      flag, [value](const std::string& s) { ParseByteSize(s, value); }, help);
   o->check(CLI::Validator(
       [](std::string& s) -> std::string {
         uint64_t unused = 0;
-        return ParseBytes(s, &unused) ? ""
-                                      : "'" + s + "' is not a size (bytes, or with K, M, G, T)";
+        return ParseByteSize(s, &unused) ? ""
+                                         : "'" + s + "' is not a size (bytes, or with K, M, G, T)";
       },
       "SIZE"));
   return o;

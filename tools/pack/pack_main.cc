@@ -28,6 +28,7 @@
 #include "ingest/webdataset_source.h"
 #include "shard/publish.h"
 #include "shard/shard.h"
+#include "shard/stage.h"
 #include "storage/output_file.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
@@ -224,8 +225,12 @@ int RunChecksum(const std::vector<std::string>& files) {
   return rc;
 }
 
-// push: the dataset to s3://, shards first, the manifest last.
-int RunPush(const std::string& dir, const std::string& url, const PushOptions& o) {
+// push: the dataset to s3://, shards first, the manifest last. Ctrl-C and
+// SIGTERM abort the uploads under way (nothing is left unfinished on the
+// server) and exit 130, as a pack does.
+int RunPush(const std::string& dir, const std::string& url, PushOptions o) {
+  o.cancel = &g_interrupted;
+  CatchInterrupts();
   Progress bar("push", 0, "bytes");
   PushReport r;
   Status s = PushDataset(
@@ -236,11 +241,16 @@ int RunPush(const std::string& dir, const std::string& url, const PushOptions& o
       },
       &r);
   bar.Finish(s.ok());
-  if (!s.ok()) {
+  if (s.IsAborted() && g_interrupted.load()) {
+    cli::Fail("shardkit-pack", s);
+    return 130;
+  }
+  if (!s.ok() && s.transient()) {
     return Fail(s,
                 "rerun to resume: shards already there whole are not sent again; no manifest "
                 "was published");
   }
+  if (!s.ok()) return Fail(s);
   std::printf("pushed %s to %s: uploaded %llu of %llu shards (%s), %llu already there whole (%s)%s",
               dir.c_str(), url.c_str(), (unsigned long long)r.uploaded,
               (unsigned long long)r.shards, FormatBytes(double(r.bytes_uploaded)).c_str(),
@@ -249,90 +259,66 @@ int RunPush(const std::string& dir, const std::string& url, const PushOptions& o
   if (r.stale_removed > 0) {
     std::printf("; %llu stale shards removed", (unsigned long long)r.stale_removed);
   }
+  if (r.uploads_aborted > 0) {
+    std::printf("; %llu unfinished uploads of an earlier push aborted",
+                (unsigned long long)r.uploads_aborted);
+  }
   std::printf("\n");
   return cli::kExitOk;
 }
 
-// get: one file of a dataset (a path or a URL) to a local file.
-int RunGet(const std::string& from, const std::string& to_path, const std::string& manifest) {
-  // A regular file (a link's, followed): a copy found bad is removed, which a
-  // device must never be; and not the file being copied or its dataset's.
-  auto target = ResolveRegularOutput(to_path);
-  if (!target.ok()) return Fail(target.status());
-  const std::string& to = *target;
-  {
-    const size_t at = from.rfind('/');
-    std::vector<std::string> inputs = {from};
-    if (!IsDirectory(manifest)) inputs.push_back(manifest);  // a directory there is refused later
-    // The dataset `from` belongs to, if it is one: none of its files.
-    if (at != std::string::npos &&
-        Env::Default()->FileExists(JoinPath(from.substr(0, at), kManifestName))) {
-      inputs.push_back(from.substr(0, at));
-    }
-    if (Status s = CheckOutputOutsideInputs(to_path, inputs); !s.ok()) return Fail(s);
-    // Nor a file of another dataset: get copies one file, it does not
-    // publish into a dataset (its manifest would not know the bytes).
-    const size_t to_at = to.rfind('/');
-    const std::string to_dir = to_at == std::string::npos ? "." : to.substr(0, to_at);
-    if (Env::Default()->FileExists(JoinPath(to_dir, kManifestName))) {
-      return Fail(Status::InvalidArgument(to_path + ": inside dataset " + to_dir +
-                                          " (it has a manifest.json); get a file elsewhere"));
-    }
+// get: one file of a dataset (a path or a URL) to a local file, checked
+// against the manifest.
+int RunGet(const std::string& from, const std::string& to, const std::string& manifest) {
+  const Status s = FetchFile(from, to, manifest);
+  return s.ok() ? cli::kExitOk : Fail(s);
+}
+
+// stage: a dataset (a directory or a URL) into a local directory, each
+// shard checked against the one manifest copy, the manifest last. Ctrl-C and
+// SIGTERM stop it (no manifest installed) with exit 130.
+int RunStage(const std::string& from, const std::string& to, int jobs) {
+  StageOptions o;
+  o.jobs = jobs;
+  o.cancel = &g_interrupted;
+  CatchInterrupts();
+  Progress bar("stage", 0, "bytes");
+  StageReport r;
+  Status s = StageDataset(
+      from, to, o,
+      [&](uint64_t done, uint64_t total) {
+        bar.SetTotal(total);
+        bar.Update(done, done);
+      },
+      &r);
+  bar.Finish(s.ok());
+  if (s.IsAborted() && g_interrupted.load()) {
+    cli::Fail("shardkit-pack", s);
+    return 130;
   }
-  // Copied to TO.tmp, checked, then renamed: TO is never a partial or
-  // unchecked copy, and a file TO shares by hard link is never written.
-  const std::string tmp = to + ".tmp";
-  // A stale TO.tmp goes first: copying into it would follow a link, or write
-  // into the file it is a hard link of.
-  if (Status s = Env::Default()->RemoveFile(tmp); !s.ok()) return Fail(s);
-  auto crc = CopyToLocalFile(from, tmp);
-  if (!crc.ok()) return Fail(crc.status());
-  auto Publish = [&] {
-    if (Status s = Env::Default()->RenameFile(tmp, to); !s.ok()) {
-      Env::Default()->RemoveFile(tmp).IgnoreError();
-      return Fail(s);
-    }
+  if (!s.ok()) {
+    return Fail(s, s.transient() ? "rerun to resume: shards already staged intact are kept" : "");
+  }
+  if (r.source_itself) {
+    std::printf("%s is the source dataset itself: nothing to stage (source left untouched)\n",
+                to.c_str());
     return cli::kExitOk;
-  };
-  // A shard its dataset's manifest (or --manifest, a copy fetched before)
-  // names is checked against it: what came is the file that was published,
-  // or the copy is an error and is removed.
-  const size_t slash = from.rfind('/');
-  if (slash == std::string::npos || from.compare(slash + 1, std::string::npos, kManifestName) == 0)
-    return Publish();
-  Result<Manifest> m = Status::NotFound("");
-  if (manifest.empty()) {
-    m = ReadManifest(from.substr(0, slash));
-    if (m.status().IsNotFound()) return Publish();  // a file of no dataset: copied as it is
-    if (!m.ok()) {
-      Env::Default()->RemoveFile(tmp).IgnoreError();
-      return Fail(m.status());
-    }
-  } else {
-    auto text = ReadFileToString(manifest, 256ull << 20);
-    m = text.ok() ? ParseManifest(*text, manifest) : Result<Manifest>(text.status());
-    if (!m.ok()) {
-      Env::Default()->RemoveFile(tmp).IgnoreError();
-      return Fail(m.status());
-    }
   }
-  for (const ShardInfo& shard : m->shards) {
-    if (shard.file != from.substr(slash + 1)) continue;
-    auto size = FileSize(tmp);
-    if (size.ok() && *size == shard.bytes && *crc == shard.crc32c) return Publish();
-    Env::Default()->RemoveFile(tmp).IgnoreError();
-    return Fail(Status::Corruption(
-        from + ": " + (size.ok() ? std::to_string(*size) : std::string("?")) + " bytes, CRC32C " +
-        Crc32cHex(*crc) + " after the copy; the manifest says " + std::to_string(shard.bytes) +
-        " bytes, " + Crc32cHex(shard.crc32c) + " (nothing kept)"));
-  }
-  return Publish();
+  std::printf(
+      "staged %s to %s: %llu shards copied (%s in %s, %s/s), %llu already intact; "
+      "manifest installed last (verified)\n",
+      from.c_str(), to.c_str(), (unsigned long long)r.copied,
+      FormatBytes(double(r.bytes_copied)).c_str(), FormatDuration(r.seconds).c_str(),
+      FormatBytes(double(r.bytes_copied) / std::max(r.seconds, 1e-9)).c_str(),
+      (unsigned long long)r.kept);
+  return cli::kExitOk;
 }
 
 int RunInspect(const std::string& dir, bool json) {
   auto ds = Dataset::Open(dir);
-  // No dataset there at all: nothing verify would add (a missing shard it would list).
-  if (ds.status().IsNotFound() && ReadManifest(dir).status().IsNotFound()) return Fail(ds.status());
+  // No dataset there at all (or not one to read: a file, a setting):
+  // nothing verify would add (a missing shard it would list).
+  if (!ds.ok() && !ReadManifest(dir).ok()) return Fail(ds.status());
   if (!ds.ok())
     return Fail(ds.status(), "run 'shardkit-pack verify " + dir + "' for a full report");
   const Manifest& m = (*ds)->manifest();
@@ -761,9 +747,10 @@ struct DatasetCommands {
   uint64_t index = 0;
   MergeOptions mo;
   std::string url, get_manifest;
+  int get_jobs = 8;
   PushOptions push_options;
   CLI::App *verify = nullptr, *inspect = nullptr, *checksum = nullptr, *extract = nullptr,
-           *merge = nullptr, *push = nullptr, *get = nullptr;
+           *merge = nullptr, *push = nullptr, *get = nullptr, *stage = nullptr;
 
   void Add(CLI::App& app) {
     merge = app.add_subcommand(
@@ -819,9 +806,16 @@ struct DatasetCommands {
         ->capture_default_str()
         ->check(CLI::Range(1, 64));
 
+    stage = app.add_subcommand(
+        "stage",
+        "copy a dataset (a directory, or an s3:// or http(s):// URL) into a local directory: "
+        "shards checked against the manifest, the manifest last (what slurm/stage.sh runs)");
+    stage->add_option("SRC", url, "dataset directory or URL")->required();
+    stage->add_option("DEST", dir, "local directory (made if missing)")->required();
+    stage->add_option("--jobs", get_jobs, "shards copied at once")->check(CLI::Range(1, 64));
     get = app.add_subcommand("get",
                              "copy one file of a dataset (a path, or an s3:// or http(s):// URL) "
-                             "to a local file (slurm/stage.sh's copy from object storage)");
+                             "to a local file, checked against the dataset's manifest");
     get->add_option("FROM", url, "file or URL")->required();
     get->add_option("TO", file, "local file")->required();
     get->add_option("--manifest", get_manifest,
@@ -838,6 +832,7 @@ struct DatasetCommands {
     if (*extract) return RunExtract(dir, index, file);
     if (*push) return RunPush(dir, url, push_options);
     if (*get) return RunGet(url, file, get_manifest);
+    if (*stage) return RunStage(url, dir, get_jobs);
     return kExitError;
   }
 };
@@ -849,7 +844,7 @@ struct DatasetCommands {
 int PackMain(int argc, char** argv, bool parse_only) {
   CLI::App app{
       "shardkit-pack: pack image datasets into checksummed zstd shards; merge parts; verify, "
-      "inspect, extract; publish to S3 (push) and copy out (get)"};
+      "inspect, extract; publish to S3 (push), copy out (get) and stage to local disk (stage)"};
   app.require_subcommand(1);
   const std::string argv_json = ArgvJson(argc, argv);
   PackCommands pack;
@@ -866,7 +861,8 @@ int PackMain(int argc, char** argv, bool parse_only) {
     std::fprintf(
         stderr,
         "shardkit-pack: error: unknown command '%s'\nhint: commands are imagenet, webdataset, idx, "
-        "hdf5, mat, svhn, merge, verify, inspect, extract, checksum, push, get; see shardkit-pack "
+        "hdf5, mat, svhn, merge, verify, inspect, extract, checksum, push, get, stage; see "
+        "shardkit-pack "
         "--help\n",
         argv[1]);
     return kExitError;
