@@ -34,6 +34,8 @@ declare -A allowed=(
   [tools/pack]="base storage shard image ingest tools/common tools/pack"
   [tools/augment]="base storage shard image ingest tools/common tools/augment"
   [tools/bench]="base storage shard image loader tools/common tools/bench"
+  # The scaling report of a training sweep (slurm/report).
+  [tools/report]="base storage tools/common tools/report"
   [tools/train]="base storage shard image loader train tools/common tools/train"
 )
 # A path's module, into $mod: its top directory, or tools/NAME.

@@ -101,13 +101,36 @@ std::pair<uint32_t, uint32_t> Dataset::Locate(uint64_t global) const {
   return {static_cast<uint32_t>(s), static_cast<uint32_t>(global - first_record_[s])};
 }
 
+Result<DatasetSummary> Summarize(const Dataset& ds) {
+  DatasetSummary out;
+  out.class_counts.assign(ds.manifest().classes.size(), 0);
+  for (size_t s = 0; s < ds.num_shards(); ++s) {
+    const ShardReader& r = ds.shard(s);
+    SK_RETURN_IF_ERROR(r.CheckIndex());
+    for (uint32_t i = 0; i < r.num_records(); ++i) {
+      const int32_t l = r.label(i);
+      if (l >= 0 && static_cast<size_t>(l) < out.class_counts.size()) {
+        out.class_counts[l]++;
+      } else if (l == -1 || out.class_counts.empty()) {
+        out.unlabeled++;
+      } else {
+        out.labels_outside_classes++;  // verify reports each
+      }
+    }
+  }
+  return out;
+}
+
 namespace {
 
 // Checks one shard; returns the number of bad records (all of them when the
 // shard cannot be opened) and whether the shard itself is bad.
 void VerifyShard(Env* env, const std::string& dir, const Manifest& m, const ShardInfo& info,
-                 const std::function<void(const std::string&)>& report, VerifyReport* r) {
+                 const VerifyReporter& reporter, VerifyReport* r) {
   const std::string path = JoinPath(dir, info.file);
+  auto report = [&](std::string msg) {
+    reporter(VerifyProblem{VerifyProblem::Kind::kBad, std::move(msg)});
+  };
   auto fail_shard = [&](const std::string& msg) {
     report(msg);
     r->shards_bad++;
@@ -116,7 +139,7 @@ void VerifyShard(Env* env, const std::string& dir, const Manifest& m, const Shar
   // A read that failed (storage, network) says nothing of the data: the
   // shard is unchecked, not bad.
   auto unreadable = [&](const Status& s) {
-    report(s.message() + kNotChecked);
+    reporter(VerifyProblem{VerifyProblem::Kind::kUnchecked, s.message() + kNotChecked});
     r->shards_unreadable++;
   };
   auto failed = [&](const Status& s) {
@@ -226,17 +249,17 @@ void VerifyShard(Env* env, const std::string& dir, const Manifest& m, const Shar
 
 }  // namespace
 
-Status VerifyDataset(const std::string& dir, int threads,
-                     const std::function<void(const std::string&)>& report, VerifyReport* out) {
+Status VerifyDataset(const std::string& dir, int threads, const VerifyReporter& report,
+                     VerifyReport* out) {
   SK_ASSIGN_OR_RETURN(Env * env, Env::ForPath(dir));
   SK_ASSIGN_OR_RETURN(Manifest m, ReadManifest(dir, env));
   *out = VerifyReport();
   out->shards = m.shards.size();
   out->records = m.records();
   std::mutex mu;
-  auto locked_report = [&](const std::string& msg) {
+  auto locked_report = [&](const VerifyProblem& p) {
     std::lock_guard<std::mutex> lock(mu);
-    report(msg);
+    if (report) report(p);
   };
   std::atomic<size_t> next{0};
   auto work = [&]() {

@@ -70,6 +70,16 @@ class Dataset {
   std::vector<uint64_t> first_record_;  // size num_shards + 1
 };
 
+// What a dataset holds, from its manifest and its shards' indexes (no
+// payload is read): records per class in label order, records without a
+// label (-1, or a dataset without classes), labels outside the class list.
+struct DatasetSummary {
+  std::vector<uint64_t> class_counts;
+  uint64_t unlabeled = 0, labels_outside_classes = 0;
+};
+// An error: a shard's index is damaged (verify tells more).
+Result<DatasetSummary> Summarize(const Dataset& ds);
+
 // What a problem reported for a shard that could not be read ends with.
 inline constexpr char kNotChecked[] = " (not checked: a read failed)";
 
@@ -83,15 +93,24 @@ struct VerifyReport {
   bool ok() const { return shards_bad == 0 && records_bad == 0 && shards_unreadable == 0; }
 };
 
+// One problem verify found: bad data (a checksum, a size, a count that is
+// not the manifest's), or a shard that could not be read (storage, network),
+// so neither good nor bad. The message names the shard and record.
+struct VerifyProblem {
+  enum class Kind { kBad, kUnchecked } kind = Kind::kBad;
+  std::string message;  // an unchecked one ends with kNotChecked
+};
+using VerifyReporter = std::function<void(const VerifyProblem&)>;
+
 // Checks every shard against the manifest (presence, size, whole-file CRC32C,
 // record count), then every block and record checksum, the record sizes of
 // raw_u8 datasets and labels against the class list. Each problem is passed
-// to `report` (called from one thread at a time) with the shard and record it
-// concerns. Returns an error only when the dataset cannot be checked at all
-// (no readable manifest); a dataset with problems returns OK and a report
-// whose ok() is false.
+// to `report` (called from one thread at a time; may be null). Returns an
+// error only when the dataset cannot be checked at all (no readable
+// manifest); a dataset with problems returns OK and a report whose ok() is
+// false.
 // `dir` may be an s3:// or http(s):// URL (read through Env::ForPath).
-Status VerifyDataset(const std::string& dir, int threads,
-                     const std::function<void(const std::string&)>& report, VerifyReport* out);
+Status VerifyDataset(const std::string& dir, int threads, const VerifyReporter& report,
+                     VerifyReport* out);
 
 }  // namespace shardkit

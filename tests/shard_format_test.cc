@@ -388,7 +388,7 @@ Status WriteDataset(const std::string& dir, int records, uint64_t shard_size) {
 std::vector<std::string> VerifyProblems(const std::string& dir, VerifyReport* r) {
   std::vector<std::string> problems;
   Status s = VerifyDataset(
-      dir, 2, [&](const std::string& m) { problems.push_back(m); }, r);
+      dir, 2, [&](const VerifyProblem& p) { problems.push_back(p.message); }, r);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return problems;
 }

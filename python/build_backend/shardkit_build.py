@@ -33,6 +33,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOOLS = {
     "shardkit-pack": "tools/pack/shardkit-pack",
     "shardkit-bench": "tools/bench/shardkit-bench",
+    "shardkit-report": "tools/report/shardkit-report",
     "shardkit-augment": "tools/augment/shardkit-augment",
     "shardkit-train": "train/shardkit-train",
 }
@@ -149,7 +150,7 @@ def _cache(build, name):
 
 
 def _build(build):
-    targets = ["_shardkit", "shardkit-pack", "shardkit-bench", "shardkit-augment"]
+    targets = ["_shardkit", "shardkit-pack", "shardkit-bench", "shardkit-report", "shardkit-augment"]
     if _cache(build, "SHARDKIT_WITH_TORCH") in ("ON", "1", "TRUE"):
         targets.append("shardkit-train")
     _run(["cmake", "--build", build, "-j", str(os.cpu_count() or 1), "--target"] + targets)

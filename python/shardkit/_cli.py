@@ -26,6 +26,10 @@ def bench():
     _run("shardkit-bench")
 
 
+def report():
+    _run("shardkit-report")
+
+
 def augment():
     _run("shardkit-augment")
 

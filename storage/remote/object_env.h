@@ -100,6 +100,11 @@ class ObjectStore final : public Env {
   // no credentials could be had.
   Status Prepare(const Target& t, HttpRequest* q, const Query& query,
                  const std::string& payload_sha256, SentAs* sent);
+  // Where `t` is, whatever the addressing and region: the endpoint, the
+  // bucket and the key (S3), or the URL without a password (HTTP).
+  std::string Location(const Target& t) const {
+    return s3_ ? o_.endpoint + "/" + t.bucket + "/" + t.key : t.url;
+  }
   // How replies about `t` are described (the endpoint, the credentials'
   // source, the region).
   ReplyContext Context(const Target& t) const;

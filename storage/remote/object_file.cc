@@ -9,7 +9,7 @@ namespace shardkit {
 std::string ObjectFile::identity() const {
   const std::string version = !info_.etag.empty() ? info_.etag : info_.last_modified;
   if (version.empty()) return "";  // a replaced object could not be told from this one
-  return t_.url + "\n" + version;
+  return store_->Location(t_) + "\n" + version;
 }
 
 Status ObjectFile::Read(uint64_t offset, size_t n, void* dst) const {

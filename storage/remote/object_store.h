@@ -1,5 +1,5 @@
 // Object storage behind the storage seam (storage/env.h): datasets at
-// s3://BUCKET/PREFIX (S3 or any S3-compatible server, path-style requests
+// s3://BUCKET/PREFIX (S3 or any S3-compatible server, requests
 // signed with SigV4) and http(s)://HOST/PATH (any server that answers ranged
 // GETs: nginx, a CDN, a bucket's public URL), read with ranged GETs over
 // libcurl (storage/remote/http_client.h).

@@ -1,4 +1,4 @@
-// AWS Signature Version 4 for S3 requests (path-style addressing), written
+// AWS Signature Version 4 for S3 and STS requests (path-style or virtual-hosted), written
 // here rather than through curl's CURLOPT_AWS_SIGV4, which on Debian's curl
 // 7.88 neither sends x-amz-content-sha256 nor encodes keys and query strings
 // as S3 canonicalises them. Pure functions: no clock, no I/O; the caller

@@ -1,6 +1,6 @@
 // The command-line fuzz target: arbitrary bytes become an argv for one of the
-// four tools (the first byte picks which), parsed exactly as the tool parses
-// it (PackMain/BenchMain/AugmentMain with parse_only, AddTrainFlags). A parse
+// five tools (the first byte picks which), parsed exactly as the tool parses
+// it (PackMain/BenchMain/AugmentMain/ReportMain with parse_only, AddTrainFlags). A parse
 // may fail, never crash, throw or hang.
 #include "tests/fuzz/fuzz_cli.h"
 
@@ -15,6 +15,7 @@ namespace shardkit {
 int PackMain(int argc, char** argv, bool parse_only);
 int BenchMain(int argc, char** argv, bool parse_only);
 int AugmentMain(int argc, char** argv, bool parse_only);
+int ReportMain(int argc, char** argv, bool parse_only);
 }  // namespace shardkit
 
 namespace shardkit::fuzz {
@@ -22,8 +23,8 @@ namespace shardkit::fuzz {
 int CommandLine(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   static const char* kTools[] = {"shardkit-pack", "shardkit-bench", "shardkit-augment",
-                                 "shardkit-train"};
-  const int tool = data[0] % 4;
+                                 "shardkit-train", "shardkit-report"};
+  const int tool = data[0] % 5;
   // Arguments are separated by NUL or newline bytes.
   std::vector<std::string> args = {kTools[tool]};
   std::string cur;
@@ -52,6 +53,9 @@ int CommandLine(const uint8_t* data, size_t size) {
       break;
     case 2:
       rc = AugmentMain(argc, argv.data(), true);
+      break;
+    case 4:
+      rc = ReportMain(argc, argv.data(), true);
       break;
     default: {
       CLI::App app{"shardkit-train"};

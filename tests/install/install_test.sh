@@ -35,7 +35,7 @@ where=$("$tmp/venv/bin/python" -c "import shardkit; print(shardkit.__file__)")
 case $where in "$tmp/venv/"*) ;; *) fail "import shardkit found $where, not the venv's copy" ;; esac
 got=$("$tmp/venv/bin/python" -c "import shardkit; print(shardkit.__version__)")
 [ "$got" = "$version" ] || fail "shardkit.__version__ is '$got', CMake says '$version'"
-for tool in shardkit-pack shardkit-bench shardkit-augment shardkit-train; do
+for tool in shardkit-pack shardkit-bench shardkit-report shardkit-augment shardkit-train; do
   [ -x "$tmp/venv/bin/$tool" ] || fail "$tool is not on the venv's PATH"
   out=$(PATH="$tmp/venv/bin:/usr/bin:/bin" "$tool" --version) || fail "$tool --version"
   [ "$out" = "$tool $version" ] || fail "$tool --version says '$out'"

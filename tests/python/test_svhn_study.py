@@ -99,7 +99,7 @@ def test_the_scaling_report_gives_the_studys_efficiencies_from_its_figures(tmp_p
         line = ('{"nodes": %d, "world_size": %d, "workers": 4, "batch_size": %d, "seconds": 10, '
                 '"images_per_sec": %d}\n' % (nodes, nodes, batch, ips))
         (tmp_path / ("n%d_r1_w4_b%d.jsonl" % (nodes, batch))).write_text(line)
-    out = subprocess.run([tool("tools", "bench", "shardkit-bench"), "report", str(tmp_path), "--out",
+    out = subprocess.run([tool("tools", "report", "shardkit-report"), str(tmp_path), "--out",
                           str(tmp_path / "report")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     md = open(str(tmp_path / "report" / "report.md")).read()

@@ -234,6 +234,29 @@ def test_a_reader_never_takes_shards_of_the_dataset_replacing_the_one_it_opened(
     assert manifest["shards"][1]["file"] in line and "is not the shard the manifest names" in line
 
 
+def test_a_push_that_a_rerun_cannot_help_does_not_say_rerun(datasets, rgw, nginx, tmp_path):
+    """"rerun to resume" only where the server did not answer or kept failing."""
+    sets, bucket = datasets
+    src = sets["raw"]["local"]
+    cases = [
+        (child_env(rgw, nginx), "s3://no-such-bucket-sk/ds", "NoSuchBucket"),
+        (child_env(rgw, nginx, AWS_SECRET_ACCESS_KEY="wrong"), f"s3://{bucket}/x",
+         "SignatureDoesNotMatch"),
+        (child_env(rgw, nginx), "http://127.0.0.1:9/ds", "push writes to s3://"),
+        (child_env(rgw, nginx), f"s3://{bucket}/y", "pack it first"),
+    ]
+    for env, url, expected in cases:
+        what = tmp_path / "tree" if expected == "pack it first" else src
+        if expected == "pack it first":  # a raw class-folder tree, as the README once showed
+            (tmp_path / "tree" / "cat").mkdir(parents=True, exist_ok=True)
+            (tmp_path / "tree" / "cat" / "a.jpg").write_bytes(b"\xff\xd8")
+        line = one_line_error(run([PACK, "push", what, url], env, check=False))
+        assert expected in line and "rerun" not in line, (url, line)
+    r = run([PACK, "push", src, f"s3://{bucket}/z"],
+            child_env(rgw, nginx, AWS_ENDPOINT_URL="http://127.0.0.1:9"), check=False)
+    assert r.returncode == 2 and "rerun to resume" in r.stderr, r.stderr  # a server that never answered
+
+
 def test_a_damaged_local_shard_is_never_published(datasets, rgw, nginx, s3, tmp_path):
     _, bucket = datasets
     src, shard = big_shard(tmp_path)
@@ -261,6 +284,7 @@ def test_a_push_over_another_dataset_never_shows_a_manifest_naming_what_it_repla
     run([PACK, "push", old, url], env)
     r = run([PACK, "push", new, url], env, check=False)
     assert r.returncode == 2 and "holds another dataset" in r.stderr and "--force" in r.stderr
+    assert "rerun" not in r.stderr, r.stderr  # a rerun would meet the same dataset
     assert run([PACK, "verify", url], env).returncode == 0  # untouched
     # --force, held on its first shard's upload: the old manifest is gone by then.
     proxied.set(match=f"PUT+/{bucket}/{prefix}shard-00000.sks", hold=1.0)
@@ -367,6 +391,28 @@ def test_stats_count_the_node_caches_hits_and_misses(binding, datasets, rgw, ngi
     r = run(["/usr/bin/python3", "-c", script, sets["raw"]["s3"], tmp_path / "cache"],
             child_env(rgw, nginx), check=False)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_one_object_on_two_endpoints_is_two_cache_entries(binding, datasets, rgw, nginx, tmp_path):
+    """The same s3://bucket/key through another endpoint (here radosgw's
+    second gateway, the same objects) is another object to the cache."""
+    sets, _ = datasets
+    script = textwrap.dedent("""
+        import sys, shardkit
+        loader = shardkit.Loader(sys.argv[1], batch_size=16, transform="none", size=32,
+                                 workers=1, cache_dir=sys.argv[2])
+        for _ in loader:
+            pass
+        s = loader.stats()
+        print(s["cache_hits"], s["cache_misses"])
+    """)
+    counts = []
+    for endpoint in (rgw["AWS_ENDPOINT_URL"], rgw["SHARDKIT_RGW_STS_URL"], rgw["AWS_ENDPOINT_URL"]):
+        r = run(["/usr/bin/python3", "-c", script, sets["raw"]["s3"], tmp_path / "cache"],
+                child_env(rgw, nginx, AWS_ENDPOINT_URL=endpoint))
+        counts.append(tuple(int(x) for x in r.stdout.split()))
+    # The other endpoint fetches every chunk again; the first one's, again, none.
+    assert counts[0][1] > 0 and counts[1][1] == counts[0][1] and counts[2][1] == 0, counts
 
 
 def test_the_cache_limit_holds_under_a_full_shuffle(binding, datasets, rgw, nginx, tmp_path):

@@ -15,7 +15,6 @@
 #include "storage/file_io.h"
 #include "storage/output_file.h"
 #include "storage/system.h"
-#include "tools/bench/report.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
 #include "tools/common/svg_plot.h"
@@ -375,10 +374,6 @@ struct ReferenceFlags {
 };
 
 // `shardkit-bench report`'s flags.
-struct ReportFlags {
-  std::string metrics_dir, out;
-};
-
 CLI::App* AddLoaderCommand(CLI::App& app, LoaderFlags* f) {
   auto* cmd =
       app.add_subcommand("loader", "images/s of the loader per worker count, with stage breakdown");
@@ -461,17 +456,6 @@ CLI::App* AddReferenceCommand(CLI::App& app, ReferenceFlags* f) {
       ->capture_default_str()
       ->check(cli::IntIn(1, 1000));
   return ref;
-}
-
-CLI::App* AddReportCommand(CLI::App& app, ReportFlags* f) {
-  auto* report =
-      app.add_subcommand("report", "scaling report from shardkit-train metrics files (a sweep's)");
-  report
-      ->add_option("METRICS_DIR", f->metrics_dir, "directory of *.jsonl metrics files, one per run")
-      ->required();
-  report->add_option("--out", f->out,
-                     "where report.md, report.csv and the SVG plots go (default: METRICS_DIR)");
-  return report;
 }
 
 // The loader options the flags ask for, the worker count aside.
@@ -692,19 +676,12 @@ int Run(int argc, char** argv, bool parse_only) {
   app.require_subcommand(1);
   LoaderFlags loader_flags;
   ReferenceFlags ref_flags;
-  ReportFlags report_flags;
   AddLoaderCommand(app, &loader_flags);
   CLI::App* ref = AddReferenceCommand(app, &ref_flags);
-  CLI::App* report = AddReportCommand(app, &report_flags);
   if (int rc = cli::Parse(app, argc, argv, "shardkit-bench"); rc >= 0) return rc;
   if (parse_only) return 0;
   if (*ref)
     return RunReference(ref_flags.dir, ref_flags.max_records, ref_flags.repeat, ref_flags.json);
-  if (*report) {
-    const std::string& out = report_flags.out.empty() ? report_flags.metrics_dir : report_flags.out;
-    Status s = WriteScalingReport(report_flags.metrics_dir, out);
-    return s.ok() ? 0 : Fail(s);
-  }
   return RunLoader(loader_flags);
 }
 

@@ -166,11 +166,10 @@ int RunVerify(const std::string& dir, int threads) {
   uint64_t problems = 0;
   Status s = VerifyDataset(
       dir, threads,
-      [&](const std::string& msg) {
+      [&](const VerifyProblem& p) {
         ++problems;
-        const size_t k = std::strlen(kNotChecked);
-        const bool unread = msg.size() >= k && msg.compare(msg.size() - k, k, kNotChecked) == 0;
-        std::fprintf(stderr, "%s %s\n", unread ? "UNCHECKED" : "BAD", msg.c_str());
+        const bool unread = p.kind == VerifyProblem::Kind::kUnchecked;
+        std::fprintf(stderr, "%s %s\n", unread ? "UNCHECKED" : "BAD", p.message.c_str());
       },
       &r);
   if (!s.ok()) {
@@ -322,22 +321,12 @@ int RunInspect(const std::string& dir, bool json) {
   if (!ds.ok())
     return Fail(ds.status(), "run 'shardkit-pack verify " + dir + "' for a full report");
   const Manifest& m = (*ds)->manifest();
-  std::vector<uint64_t> hist(m.classes.size(), 0);
-  uint64_t unlabeled = 0, outside = 0;
-  for (size_t s = 0; s < (*ds)->num_shards(); ++s) {
-    const ShardReader& r = (*ds)->shard(s);
-    Status index = r.CheckIndex();
-    if (!index.ok()) return Fail(index, "run 'shardkit-pack verify " + dir + "' for a full report");
-    for (uint32_t i = 0; i < r.num_records(); ++i) {
-      int32_t l = r.label(i);
-      if (l >= 0 && static_cast<size_t>(l) < hist.size())
-        hist[l]++;
-      else if (l == -1 || hist.empty())
-        unlabeled++;
-      else
-        outside++;  // verify reports each
-    }
+  auto summary = Summarize(**ds);
+  if (!summary.ok()) {
+    return Fail(summary.status(), "run 'shardkit-pack verify " + dir + "' for a full report");
   }
+  const std::vector<uint64_t>& hist = summary->class_counts;
+  const uint64_t unlabeled = summary->unlabeled, outside = summary->labels_outside_classes;
   const double ratio = m.bytes() > 0 ? double(m.raw_bytes()) / m.bytes() : 0;
   if (json) {
     nlohmann::json j;

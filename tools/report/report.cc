@@ -1,5 +1,5 @@
 // Scaling report from shardkit-train metrics.
-#include "tools/bench/report.h"
+#include "tools/report/report.h"
 
 #include <algorithm>
 #include <cmath>
