@@ -419,6 +419,11 @@ struct Streamer {
   int tar_of_tars = -1;      // unknown until the first member
   std::set<std::string> zip_names{};
   std::vector<ZipCentralEntry> zip_central{};  // ReadZipCentral's
+  // The outer tar's members held back while its layout is unknown because
+  // every file or folder so far had an absolute name (ClassTarsMember).
+  std::vector<ArchiveMember> held{};
+  uint64_t held_bytes = 0;
+  bool absolute = false;  // the current outer member's name is absolute
 
   // A class tar's form: a top-level regular *.tar (a hard link is not one).
   static bool ClassTarForm(const std::string& path, mode_t type, bool hard_link) {
@@ -447,47 +452,107 @@ struct Streamer {
     return head;
   }
 
-  // A member of a tar of class tars outside every class tar. A class tar is
-  // read as its class. Links, devices and FIFOs are skipped by name as
-  // anywhere (a hard link too: the member it names was read as it streamed
-  // by); a folder holds nothing of its own (its files are judged one by
-  // one). A file that may hold the dataset's images (an image, an archive)
-  // is refused: the layout was told by the first member alone, and an image
-  // outside the class tars says the archive may be a tree whose first member
-  // happens to be a .tar; packed as class tars, that tree's images would be
-  // lost, packed as a tree, every class tar would be a file. Nothing tells
-  // which the archive means. Any other file (a README, a checksum list, a
-  // name that was absolute) is an unusable member: ILSVRC's layout holds
-  // class tars only, so it is skipped by name, and fails --strict.
+  static constexpr const char* kStray = "not a class tar, in a tar of class tars (ILSVRC's layout)";
+  static constexpr const char* kHardLinkStray =
+      "a hard link in a tar of class tars (not followed: the member it names was read as it "
+      "streamed by)";
+  static std::string AbsoluteStray(const std::string& path) {
+    return std::string(kStray) + ": an absolute path (tar -x writes it as " + Printable(path) +
+           ", tar -xP outside the extraction)";
+  }
+
+  // A member of a tar of class tars. A class tar (a top-level regular *.tar
+  // with a relative name) is read as its class. Every other member is stray,
+  // whatever it is named, and is an unusable member (skipped by name and
+  // counted; --strict fails on it), never followed or extracted: ILSVRC's
+  // layout holds class tars only. Links (a hard link too: the member it
+  // names was read as it streamed by), devices and FIFOs count as links; an
+  // absolute name as an unsafe path, even /n04.tar: tar -x writes it as
+  // n04.tar but tar -xP at the root, so which class it would be is the
+  // extractor's guess; a folder, an image, an archive elsewhere or any
+  // other file as outside the layout. ("..": skipped before, as anywhere.)
+  // `absolute` is the member's, as ClassTarsMember found it.
   Status OuterMember(struct archive* a, struct archive_entry* e, const std::string& shown,
                      const std::string& path) {
     const mode_t type = archive_entry_filetype(e);
     const bool hard_link = archive_entry_hardlink(e) != nullptr;
-    if (ClassTarForm(path, type, hard_link)) {
+    if (!absolute && ClassTarForm(path, type, hard_link)) {
       return Inner(a, shown, path.substr(0, path.size() - 4));
     }
-    if (hard_link) {
-      return sink->Skip(shown,
-                        "a hard link in a tar of class tars (not followed: the member it names "
-                        "was read as it streamed by)",
-                        Unusable::kLink);
+    const std::string stray = kStray;
+    if (hard_link) return sink->Skip(shown, kHardLinkStray, Unusable::kLink);
+    if (type != AE_IFREG && type != AE_IFDIR) {
+      return sink->Skip(shown, NotRegular(type), Unusable::kLink);
     }
-    if (type == AE_IFDIR) return Status::OK();
-    if (type != AE_IFREG) return sink->Skip(shown, NotRegular(type), Unusable::kLink);
+    if (absolute) return sink->Skip(shown, AbsoluteStray(path), Unusable::kUnsafePath);
+    if (type == AE_IFDIR) {
+      return sink->Skip(shown, stray + ": a folder (its members are judged one by one)",
+                        Unusable::kOutsideLayout);
+    }
     SK_ASSIGN_OR_RETURN(const std::string head, Head(a, shown));
     const auto* h = reinterpret_cast<const unsigned char*>(head.data());
-    const bool image = SniffImageFormat(h, head.size()) != ImageFormat::kUnknown;
-    const bool archive =
-        LooksLikeArchive(path) || (head.size() >= 262 && head.compare(257, 5, "ustar") == 0);
-    if (image || archive) {
-      return Status::InvalidArgument(
-          shown + ": " + (image ? "an image" : "an archive") +
-          " outside the class tars of a tar of class tars (ILSVRC2012_img_train.tar's layout, "
-          "told by its first member); refused: which is the dataset? (ILSVRC's layout holds "
-          "class tars only: repack it without this member, or as a tree)");
+    std::string what;  // a README, a checksum list: nothing more to say
+    if (SniffImageFormat(h, head.size()) != ImageFormat::kUnknown) {
+      what =
+          ": an image (the archive's first file, a class tar, told its layout; if it is a "
+          "tree of images, pack its extraction)";
+    } else if (LooksLikeArchive(path) ||
+               (head.size() >= 262 && head.compare(257, 5, "ustar") == 0)) {
+      what = path.find('/') != std::string::npos
+                 ? ": an archive below a folder (class tars are top-level NAME.tar files)"
+                 : ": an archive not named NAME.tar (a class tar's name)";
     }
-    return sink->Skip(shown, "not a class tar, in a tar of class tars (ILSVRC's layout)",
-                      Unusable::kOutsideLayout);
+    return sink->Skip(shown, stray + what, Unusable::kOutsideLayout);
+  }
+
+  // ILSVRC2012_img_train.tar's layout: a tar whose first file or folder with
+  // a relative name is a class tar holds class tars; anywhere else a .tar is
+  // a file. A link tells nothing, nor does an absolute name (a stray of a tar
+  // of class tars may come first): until a member tells, those are held back
+  // (Emit). True when the member was one of a tar of class tars, now read
+  // as its class or skipped as a stray.
+  Result<bool> ClassTarsMember(struct archive* a, struct archive_entry* e, const std::string& shown,
+                               const std::string& raw, const std::string& path) {
+    const mode_t t = archive_entry_filetype(e);
+    const bool hard_link = archive_entry_hardlink(e) != nullptr;
+    absolute = raw[0] == '/';
+    if (tar_of_tars < 0 && !hard_link && !absolute && (t == AE_IFREG || t == AE_IFDIR)) {
+      tar_of_tars = ClassTarForm(path, t, hard_link) ? 1 : 0;
+      SK_RETURN_IF_ERROR(Release());
+    }
+    if (tar_of_tars != 1) return false;
+    SK_RETURN_IF_ERROR(OuterMember(a, e, shown, path));
+    return true;
+  }
+
+  // A member of the tree, held back while the outer tar's layout is unknown
+  // and an absolute name came (ClassTarsMember); past 256 members or the
+  // member size limit, they are a tree of absolute names (tar -cP's).
+  Status Emit(ArchiveMember&& m, bool outer) {
+    if (!outer || tar_of_tars >= 0 || (!absolute && held.empty())) return member(std::move(m));
+    held_bytes += m.bytes.size();
+    held.push_back(std::move(m));
+    if (held.size() < 256 && held_bytes <= options.max_member_bytes) return Status::OK();
+    tar_of_tars = 0;
+    return Release();
+  }
+
+  // What was held back, once the layout is known: a tar of class tars'
+  // strays (each an absolute name or a link), or the tree's members.
+  Status Release() {
+    std::vector<ArchiveMember> members = std::move(held);
+    held.clear();
+    held_bytes = 0;
+    for (ArchiveMember& m : members) {
+      if (tar_of_tars != 1) {
+        SK_RETURN_IF_ERROR(member(std::move(m)));
+      } else if (m.kind == ArchiveMember::Kind::kHardLink) {
+        SK_RETURN_IF_ERROR(sink->Skip(m.name, kHardLinkStray, Unusable::kLink));
+      } else {
+        SK_RETURN_IF_ERROR(sink->Skip(m.name, AbsoluteStray(m.path), Unusable::kUnsafePath));
+      }
+    }
+    return Status::OK();
   }
 
   void Progress() {
@@ -532,7 +597,7 @@ struct Streamer {
     for (;;) {
       SK_RETURN_IF_ERROR(sink->Interrupted());
       const int r = archive_read_next_header(a, &e);
-      if (r == ARCHIVE_EOF) return Status::OK();
+      if (r == ARCHIVE_EOF) return prefix.empty() ? Release() : Status::OK();
       ++entries;
       if (r == ARCHIVE_FATAL || r == ARCHIVE_RETRY) {
         return Status::At(Status::Code::kCorruption, {where, ""},
@@ -561,19 +626,10 @@ struct Streamer {
                                        ": given twice in the zip (unzip would ask which to keep); "
                                        "refused");
       }
-      if (prefix.empty() && !input->zip() && options.class_tars) {
-        // ILSVRC2012_img_train.tar's layout: a tar whose first file or
-        // folder (a link before it tells nothing) is a class tar holds class
-        // tars. Anywhere else a .tar is a file.
-        const mode_t t = archive_entry_filetype(e);
-        const bool hard_link = archive_entry_hardlink(e) != nullptr;
-        if (tar_of_tars < 0 && !hard_link && (t == AE_IFREG || t == AE_IFDIR)) {
-          tar_of_tars = ClassTarForm(path, t, hard_link) ? 1 : 0;
-        }
-        if (tar_of_tars == 1) {
-          SK_RETURN_IF_ERROR(OuterMember(a, e, shown, path));
-          continue;
-        }
+      const bool outer = prefix.empty() && !input->zip() && options.class_tars;
+      if (outer) {
+        SK_ASSIGN_OR_RETURN(const bool done, ClassTarsMember(a, e, shown, raw, path));
+        if (done) continue;
       }
       ArchiveMember m;
       m.path = prefix.empty() ? path : prefix + "/" + path;
@@ -582,7 +638,7 @@ struct Streamer {
       const char* hardlink = archive_entry_hardlink(e);
       if (type == AE_IFDIR) {
         m.kind = ArchiveMember::Kind::kDir;
-        SK_RETURN_IF_ERROR(member(std::move(m)));
+        SK_RETURN_IF_ERROR(Emit(std::move(m), outer));
         continue;
       }
       if (hardlink != nullptr) {
@@ -594,7 +650,7 @@ struct Streamer {
         }
         m.kind = ArchiveMember::Kind::kHardLink;
         m.target = prefix.empty() ? target : prefix + "/" + target;
-        SK_RETURN_IF_ERROR(member(std::move(m)));
+        SK_RETURN_IF_ERROR(Emit(std::move(m), outer));
         continue;
       }
       if (type != AE_IFREG) {
@@ -617,7 +673,7 @@ struct Streamer {
         continue;
       }
       ++members;
-      SK_RETURN_IF_ERROR(member(std::move(m)));
+      SK_RETURN_IF_ERROR(Emit(std::move(m), outer));
       if ((members & 63) == 0) Progress();
     }
   }

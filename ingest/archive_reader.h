@@ -18,11 +18,11 @@
 // tar -x makes it).
 //
 // A tar of class tars (ILSVRC2012_img_train.tar) is told by its first file
-// or folder being a top-level *.tar. Its other top-level *.tar files are
-// classes too; any other member is skipped by name (a link, a device, a
-// file: ILSVRC's layout holds class tars only), except an image or an
-// archive outside the class tars, which is refused: the archive may then be
-// a tree whose first member is a .tar, and nothing tells which it is.
+// or folder being a top-level *.tar. Its other top-level *.tar files with
+// relative names are classes too; any other member, whatever it is named
+// (an absolute name, a folder, a link, a device, an image, an archive below
+// a folder, a README), is skipped by name as an unusable member: ILSVRC's
+// layout holds class tars only.
 #pragma once
 
 #include <cstdint>

@@ -339,6 +339,13 @@ Status MatSource::ReadLabels(VarPtr labels) {
   SK_RETURN_IF_ERROR(IntegerValues(raw, labels->class_type, where_l, &labels_));
   int64_t max_label = 0;
   for (uint64_t i = 0; i < n_; ++i) {
+    if (o_.first_label <= o_.last_label &&
+        (labels_[i] < o_.first_label || labels_[i] > o_.last_label)) {
+      return Status::InvalidArgument(where_l + ": label " + std::to_string(labels_[i]) +
+                                     " at index " + std::to_string(i) + " (MATLAB's " + o_.labels +
+                                     "(" + std::to_string(i + 1) + ")) is outside " +
+                                     o_.labels_meaning);
+    }
     for (const auto& [from, to] : o_.label_map) {
       if (labels_[i] == from) {
         labels_[i] = to;
@@ -518,6 +525,12 @@ MatOptions SvhnOptions(const std::string& file) {
   o.images = "X";
   o.labels = "y";
   o.layout = MatLayout::kHWCN;
+  o.first_label = 1;
+  o.last_label = 10;
+  o.labels_meaning =
+      "SVHN's labels 1..10 (10 being the digit 0), so the file is not in SVHN's convention (one "
+      "labelled 0..9 packs with 'shardkit-pack mat " +
+      file + " OUT --images X --labels y --layout HWCN --class-names 0,1,2,3,4,5,6,7,8,9')";
   o.label_map = {{10, 0}};
   for (int c = 0; c < 10; ++c) o.class_names.push_back(std::to_string(c));
   return o;

@@ -32,6 +32,12 @@ struct MatOptions {
   std::string file;
   std::string images, labels;  // variable names
   MatLayout layout = MatLayout::kAuto;
+  // The values the file's labels may hold, checked before label_map: a value
+  // outside [first_label, last_label] is refused, naming it and its index,
+  // then "is outside " + labels_meaning (SVHN's 1..10). last_label <
+  // first_label: no such check (the classes below still apply).
+  int64_t first_label = 0, last_label = -1;
+  std::string labels_meaning;
   // Label values replaced before anything else (SVHN's 10 -> 0).
   std::vector<std::pair<int64_t, int64_t>> label_map;
   // The classes: these names, label i being class_names[i] (a label past
@@ -44,7 +50,12 @@ Result<std::vector<std::pair<int64_t, int64_t>>> ParseLabelMap(const std::string
 
 // torchvision.datasets.SVHN's reading of train_32x32.mat / test_32x32.mat /
 // extra_32x32.mat: X (32 x 32 x 3 x N uint8), y (N x 1), label 10 as 0,
-// classes "0".."9".
+// classes "0".."9". SVHN's labels are 1..10 (10 the digit 0); any other
+// value (0, 11, 255, -1) is refused with the value and its index, not
+// skipped: the file is then not in SVHN's convention (a 0 may be a digit 0
+// of a file relabelled 0..9, or a missing label), so no label in it can be
+// trusted to mean SVHN's digit, and skipping would shift record i off the
+// file's item i that torchvision's SVHN[i] and --part's ranges count on.
 MatOptions SvhnOptions(const std::string& file);
 
 // The file opened and checked (types, ranks, lengths, labels): a source of

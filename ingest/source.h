@@ -26,7 +26,7 @@ namespace shardkit {
 // Why a member is not packed. Each reason is counted in the summary.
 enum class Unusable {
   kBadImage,     // not a JPEG/PNG the decoder accepts, or unreadable
-  kUnsafePath,   // ".." or an absolute path in an archive
+  kUnsafePath,   // ".." in an archive's path; an absolute name among class tars
   kLink,         // a symbolic or hard link, a device, a FIFO in an archive
   kTooBig,       // over the per-member size limit
   kBadInnerTar,  // a class tar that cannot be read to its end

@@ -3,7 +3,10 @@
 // JPEG, a text file and an empty class folder.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "image/codec.h"
@@ -234,6 +237,170 @@ TEST(ImageNetRoot, OneClassWithASubFolderKeepsBothImagesAndAnImageBesideIsUnusab
   const std::string all = testing::JoinLines(lines);
   EXPECT_NE(all.find("1 file(s) beside the class folders that are not images"), std::string::npos)
       << all;
+}
+
+// One ustar member with any name, as a hostile archive may carry it (GNU tar
+// and bsdtar would strip or refuse such names when they make one):
+// type '0' a file, '1' a hard link, '2' a symbolic link, '3' a device, '5' a
+// folder.
+std::string TarMember(const std::string& name, const std::string& bytes, char type = '0',
+                      const std::string& link = "") {
+  std::string h(512, '\0');
+  auto put = [&](size_t at, const std::string& v) { h.replace(at, v.size(), v); };
+  auto octal = [](uint64_t v, int digits) {
+    char buf[24];
+    std::snprintf(buf, sizeof(buf), "%0*llo", digits, static_cast<unsigned long long>(v));
+    return std::string(buf);
+  };
+  put(0, name);
+  put(100, octal(type == '5' ? 0755 : 0644, 7));
+  put(108, octal(0, 7));
+  put(116, octal(0, 7));
+  put(124, octal(type == '0' ? bytes.size() : 0, 11));
+  put(136, octal(1700000000, 11));
+  put(148, std::string(8, ' '));
+  h[156] = type;
+  put(157, link);
+  put(257, std::string("ustar\0"
+                       "00",
+                       8));
+  unsigned sum = 0;
+  for (unsigned char c : h) sum += c;
+  put(148, octal(sum, 6) + std::string("\0 ", 2));
+  if (type != '0') return h;
+  std::string data = bytes;
+  data.resize((bytes.size() + 511) / 512 * 512, '\0');
+  return h + data;
+}
+
+std::string TarEnd() { return std::string(1024, '\0'); }
+
+// Every record's key, label and bytes, in the dataset's order.
+std::vector<std::string> Records(const std::string& dir) {
+  auto ds = Dataset::Open(dir);
+  EXPECT_TRUE(ds.ok()) << ds.status().ToString();
+  std::vector<std::string> out;
+  if (!ds.ok()) return out;
+  ReadScratch scratch;
+  for (size_t s = 0; s < (*ds)->num_shards(); ++s) {
+    const ShardReader& r = (*ds)->shard(s);
+    for (uint32_t i = 0; i < r.num_records(); ++i) {
+      std::string_view p;
+      EXPECT_TRUE(r.ReadRecord(i, &scratch, &p).ok());
+      out.push_back(std::string(r.key(i)) + " " + std::to_string(r.label(i)) + " " +
+                    std::string(p));
+    }
+  }
+  return out;
+}
+
+// Issue 62: a tar of class tars (ILSVRC2012_img_train.tar's layout) whose
+// outer members include "../n03.tar", an absolute "/elsewhere/n04.tar" and
+// more strays. Each is an unusable member whatever it is named: skipped by
+// name and counted (the whole tar is not refused), --strict fails on the
+// first, nothing is written outside OUT, and no stray becomes a class
+// (GNU tar writes "/n05.tar" as n05.tar, "tar -xP" at the root), also when
+// strays come first. What is packed is exactly the tar of its two valid
+// class tars.
+TEST(ImageNetClassTars, StrayOuterMembersAreSkippedByNameWhateverTheyAreNamed) {
+  TempDir dir;
+  auto jpeg = [](int seed) { return MakeJpeg(SyntheticImage(40, 30, 3, seed), JpegFlavor::kRgb); };
+  const std::string n01 = TarMember("a.JPEG", jpeg(1)) + TarMember("b.JPEG", jpeg(2)) + TarEnd();
+  const std::string n02 = TarMember("c.JPEG", jpeg(3)) + TarEnd();
+  const std::string other = TarMember("d.JPEG", jpeg(4)) + TarEnd();
+  WriteFile(dir / "clean.tar", TarMember("n01.tar", n01) + TarMember("n02.tar", n02) + TarEnd());
+  WriteFile(dir / "hostile.tar",
+            TarMember("n01.tar", n01) + TarMember("../n03.tar", other) +
+                TarMember("/elsewhere/n04.tar", other) + TarMember("/n05.tar", other) +
+                TarMember("more/", "", '5') + TarMember("more/n06.tar", other) +
+                TarMember("n07.tar/", "", '5') + TarMember("cover.JPEG", jpeg(5)) +
+                TarMember("n08.tar.gz", other) + TarMember("README.txt", "one tar per class\n") +
+                TarMember("evil.tar", "", '2', "/etc/passwd") +
+                TarMember("n09.tar", "", '1', "n01.tar") + TarMember("n02.tar", n02) + TarEnd());
+  ImageNetPackOptions o;
+  o.src = dir / "clean.tar";
+  o.out = dir / "clean";
+  PackSummary sum;
+  ASSERT_TRUE(PackImageNet(
+                  o, [](const std::string&) {}, &sum)
+                  .ok());
+
+  o.src = dir / "hostile.tar";
+  o.out = dir / "hostile";
+  std::vector<std::string> lines;
+  Status s = PackImageNet(
+      o, [&](const std::string& m) { lines.push_back(m); }, &sum);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  const std::string all = testing::JoinLines(lines);
+  EXPECT_EQ(sum.packed, 3u);
+  EXPECT_EQ(Count(sum, Unusable::kUnsafePath), 3u) << all;     // .., /elsewhere/.., /n05.tar
+  EXPECT_EQ(Count(sum, Unusable::kOutsideLayout), 6u) << all;  // 2 folders, 4 files
+  EXPECT_EQ(Count(sum, Unusable::kLink), 2u) << all;
+  EXPECT_EQ(sum.skipped(), 11u) << all;
+  for (const char* stray :
+       {"hostile.tar:../n03.tar: a path outside the archive's tree (skipped)",
+        "hostile.tar:/elsewhere/n04.tar: not a class tar, in a tar of class tars (ILSVRC's "
+        "layout): an absolute path (tar -x writes it as elsewhere/n04.tar",
+        "hostile.tar:/n05.tar: not a class tar", "hostile.tar:more/: not a class tar",
+        "hostile.tar:more/n06.tar: not a class tar, in a tar of class tars (ILSVRC's layout): an "
+        "archive below a folder",
+        "hostile.tar:n07.tar/: not a class tar", "hostile.tar:cover.JPEG: not a class tar",
+        "hostile.tar:n08.tar.gz: not a class tar", "hostile.tar:README.txt: not a class tar",
+        "hostile.tar:evil.tar: not a regular file (a symbolic link",
+        "hostile.tar:n09.tar: a hard link"}) {
+    EXPECT_NE(all.find(stray), std::string::npos) << stray << "\n" << all;
+  }
+  EXPECT_EQ(ReadManifest(o.out)->classes, (std::vector<std::string>{"n01", "n02"}));
+  EXPECT_EQ(Records(dir / "hostile"), Records(dir / "clean"));
+  // Nothing was extracted anywhere: the folder holds what the test made.
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"clean", "clean.tar", "hostile", "hostile.tar"}));
+
+  o.out = dir / "strict";
+  o.strict = true;
+  s = PackImageNet(
+      o, [](const std::string&) {}, &sum);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("--strict: " + dir / "hostile.tar:../n03.tar"), std::string::npos)
+      << s.ToString();
+  EXPECT_FALSE(Env::Default()->FileExists(o.out));
+
+  // Strays first: an absolute name does not tell the layout (a class tar
+  // after it does), so they are strays of the tar of class tars too.
+  WriteFile(dir / "first.tar",
+            TarMember("/elsewhere/n04.tar", other) + TarMember("/cover.JPEG", jpeg(5)) +
+                TarMember("n09.tar", "", '1', "/cover.JPEG") + TarMember("n01.tar", n01) +
+                TarMember("n02.tar", n02) + TarEnd());
+  o.src = dir / "first.tar";
+  o.out = dir / "first";
+  o.strict = false;
+  lines.clear();
+  s = PackImageNet(
+      o, [&](const std::string& m) { lines.push_back(m); }, &sum);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(Count(sum, Unusable::kUnsafePath), 2u) << testing::JoinLines(lines);
+  EXPECT_EQ(Count(sum, Unusable::kLink), 1u) << testing::JoinLines(lines);
+  EXPECT_EQ(sum.skipped(), 3u) << testing::JoinLines(lines);
+  EXPECT_NE(testing::JoinLines(lines).find("first.tar:/cover.JPEG: not a class tar"),
+            std::string::npos)
+      << testing::JoinLines(lines);
+  EXPECT_EQ(Records(dir / "first"), Records(dir / "clean"));
+
+  // A tree whose every name is absolute (tar -cP's) is still a tree.
+  WriteFile(dir / "abs_tree.tar", TarMember("/t/", "", '5') + TarMember("/t/n01/a.JPEG", jpeg(1)) +
+                                      TarMember("/t/n02/c.JPEG", jpeg(3)) + TarEnd());
+  o.src = dir / "abs_tree.tar";
+  o.out = dir / "abs_tree";
+  s = PackImageNet(
+      o, [](const std::string&) {}, &sum);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(sum.packed, 2u);
+  EXPECT_EQ(sum.skipped(), 0u);
+  EXPECT_EQ(ReadManifest(o.out)->classes, (std::vector<std::string>{"n01", "n02"}));
 }
 
 TEST(ImageNetVal, FlatFolderWithCsvLabels) {

@@ -119,6 +119,75 @@ TEST(PackCli, ClearErrorsForBadInput) {
   }
 }
 
+// A MATLAB level 5 element: type, byte count, data padded to 8 bytes.
+std::string MatElement(uint32_t type, const std::string& data) {
+  const uint32_t n = static_cast<uint32_t>(data.size());
+  std::string e(reinterpret_cast<const char*>(&type), 4);
+  e.append(reinterpret_cast<const char*>(&n), 4);
+  e += data;
+  e.resize((e.size() + 7) / 8 * 8, '\0');
+  return e;
+}
+
+// An uncompressed numeric array (miMATRIX): flags with its class, dims, name, data.
+std::string MatArray(const std::string& name, char mx_class, const std::vector<int32_t>& dims,
+                     uint32_t data_type, const std::string& data) {
+  std::string flags(8, '\0');
+  flags[0] = mx_class;
+  std::string d;
+  for (int32_t x : dims) d.append(reinterpret_cast<const char*>(&x), 4);
+  return MatElement(14, MatElement(6, flags) + MatElement(5, d) + MatElement(1, name) +
+                            MatElement(data_type, data));
+}
+
+// An SVHN file as scipy.io.savemat writes one (level 5, not compressed): X
+// 2 x 2 x 3 x N uint8 and y N x 1 double holding `labels`.
+std::string SvhnMat(const std::vector<double>& labels) {
+  std::string header = "MATLAB 5.0 MAT-file, written by pack_cli_test";
+  header.resize(116, ' ');
+  header += std::string(8, '\0') + std::string("\x00\x01IM", 4);
+  const int32_t n = static_cast<int32_t>(labels.size());
+  std::string x(12 * labels.size(), '\0');
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<char>(i * 37);
+  const std::string y(reinterpret_cast<const char*>(labels.data()), 8 * labels.size());
+  return header + MatArray("X", 9, {2, 2, 3, n}, 2, x) + MatArray("y", 6, {n, 1}, 9, y);
+}
+
+// Issue 62: SVHN's labels are 1..10, 10 the digit 0. A 0 was packed as the
+// digit 0 while 11 and 255 were refused; every value outside 1..10 is now
+// refused alike (exit 2, nothing in OUT), naming the value and its index
+// (record i is the file's item i).
+TEST(PackCli, SvhnRefusesEveryLabelOutsideOneToTenNamingItsIndex) {
+  TempDir dir;
+  WriteFile(dir / "good.mat", SvhnMat({1, 10, 5, 9}));
+  auto r = RunCommand(Pack() + " svhn " + dir / "good.mat " + dir / "good");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto ds = Dataset::Open(dir / "good");
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  const ShardReader& shard = (*ds)->shard(0);
+  ASSERT_EQ(shard.num_records(), 4u);
+  EXPECT_EQ(shard.label(0), 1);
+  EXPECT_EQ(shard.label(1), 0);  // 10 is the digit 0
+  EXPECT_EQ(shard.label(3), 9);
+  for (double bad : {0.0, 11.0, 255.0, -1.0, 100.0}) {
+    const std::string label = std::to_string(static_cast<int>(bad));
+    WriteFile(dir / "bad.mat", SvhnMat({1, 10, 5, bad, 2}));
+    r = RunCommand(Pack() + " svhn " + dir / "bad.mat " + dir / "bad");
+    EXPECT_EQ(r.exit_code, 2) << label << "\n" << r.out;
+    EXPECT_NE(r.out.find("bad.mat:y: label " + label +
+                         " at index 3 (MATLAB's y(4)) is outside SVHN's labels 1..10"),
+              std::string::npos)
+        << r.out;
+    struct stat st;
+    EXPECT_NE(::stat((dir / "bad").c_str(), &st), 0) << label;  // nothing in OUT
+  }
+  // `pack mat` keeps its own classes: a file labelled 0..9 packs as it says.
+  WriteFile(dir / "zero.mat", SvhnMat({0, 9, 3}));
+  r = RunCommand(Pack() + " mat " + dir / "zero.mat " + dir / "zero" +
+                 " --images X --labels y --layout HWCN --class-names 0,1,2,3,4,5,6,7,8,9");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
 TEST(PackCli, ExtractOutOfRange) {
   TempDir dir;
   PackTinyIdx(dir, 5);

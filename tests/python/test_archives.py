@@ -298,9 +298,9 @@ def test_hostile_members_of_a_tar_of_class_tars_are_skipped_by_name(tree, tmp_pa
     """A symbolic link, a hard link, an absolute path and a README among the
     class tars of a train tar (made by GNU tar, bsdtar and Python): each is
     skipped by name and the class tars packed, as the same member inside a
-    class tar is; --strict fails on the first and leaves nothing. An image or
-    an archive outside the class tars is refused: the layout is told by the
-    first member alone, and such a member says the archive may be a tree."""
+    class tar is; --strict fails on the first and leaves nothing. So is an
+    image or an archive outside the class tars (issue 62: no stray member
+    refuses the whole tar, whatever it is)."""
     work = tmp_path / "work"
     work.mkdir()
     for cls in ("n00000000", "n00000001"):
@@ -340,18 +340,70 @@ def test_hostile_members_of_a_tar_of_class_tars_are_skipped_by_name(tree, tmp_pa
         code, out = pack(tmp_path / name, tmp_path / (name + ".strict"), "--strict")
         assert code == 2 and "--strict" in out and "evil.tar" in out, (name, out)
         assert not (tmp_path / (name + ".strict")).exists(), name
-    # Refused whatever the flags: an image, or an archive, outside the class tars.
+    # An image, or an archive, outside the class tars: skipped by name too.
     photo = Image.open(tree / "n00000000" / "n00000000_0.JPEG").convert("RGB")
     (work / "cover.JPEG").write_bytes(jpeg(photo, 50, 40))
     (work / "more").mkdir()
     shutil.copy(work / "n00000001.tar", work / "more" / "n00000002.tar")
-    for name, stray in (("image.tar", "cover.JPEG"), ("deeper.tar", "more/n00000002.tar")):
-        subprocess.run(["tar", "-cf", str(tmp_path / name), "n00000000.tar", stray, "n00000001.tar"],
-                       cwd=work, check=True)
-        for flags in ([], ["--strict"]):
-            code, out = pack(tmp_path / name, tmp_path / (name + ".ds"), *flags)
-            assert code == 2 and stray in out and "which is the dataset?" in out, (name, out)
-            assert not (tmp_path / (name + ".ds")).exists(), name
+    for name, stray in (("image.tar", "cover.JPEG: not a class tar"),
+                        ("deeper.tar", "more/n00000002.tar: not a class tar")):
+        subprocess.run(["tar", "-cf", str(tmp_path / name), "n00000000.tar", stray.split(":")[0],
+                        "n00000001.tar"], cwd=work, check=True)
+        code, out = pack(tmp_path / name, tmp_path / (name + ".ds"))
+        assert code == 0 and stray in out and " 1 outside the layout" in out, (name, out)
+        same_dataset(tmp_path / "clean", tmp_path / (name + ".ds"))
+        code, out = pack(tmp_path / name, tmp_path / (name + ".strict"), "--strict")
+        assert code == 2 and "--strict" in out and stray in out, (name, out)
+        assert not (tmp_path / (name + ".strict")).exists(), name
+
+
+def test_stray_outer_members_of_a_tar_of_class_tars_follow_the_unusable_member_rule(tree, tmp_path):
+    """Issue 62: "../n03.tar", an absolute "/elsewhere/n04.tar", an absolute
+    "/n05.tar", a folder and a file below it among the class tars. GNU tar
+    refuses the "..", and writes the absolute names without their "/" (or,
+    with -P, at the root): none is a class tar of ILSVRC's layout, so each is
+    skipped by name and counted, never a refusal of the whole tar and never a
+    class; --strict fails on the first. What is packed is exactly the tar of
+    the valid class tars, and nothing is written outside OUT."""
+    inner = {}
+    for cls in ("n00000000", "n00000001", "n00000002"):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as t:
+            for name in sorted(os.listdir(tree / cls)):
+                t.add(tree / cls / name, arcname=name)
+        inner[cls] = buf.getvalue()
+    with tarfile.open(tmp_path / "clean.tar", "w") as t:
+        for cls in ("n00000000", "n00000001"):
+            add_bytes(t, cls + ".tar", inner[cls])
+    strays = ["../n03.tar", "/elsewhere/n04.tar", "/n05.tar", "more/", "more/n06.tar"]
+    with tarfile.open(tmp_path / "hostile.tar", "w", format=tarfile.GNU_FORMAT) as t:
+        add_bytes(t, "n00000000.tar", inner["n00000000"])
+        for name in strays:
+            if name.endswith("/"):
+                add_bytes(t, name, b"", type=tarfile.DIRTYPE, mode=0o755)
+            else:
+                add_bytes(t, name, inner["n00000002"])
+        add_bytes(t, "n00000001.tar", inner["n00000001"])
+    assert tarfile.open(tmp_path / "hostile.tar").getnames()[1:3] == ["../n03.tar", "/elsewhere/n04.tar"]
+    # GNU tar, for reference: ".." refused, absolute names written below the cwd.
+    (tmp_path / "x").mkdir()
+    r = subprocess.run(["tar", "-xf", str(tmp_path / "hostile.tar")], cwd=tmp_path / "x",
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "../n03.tar: Member name contains '..'" in r.stderr, r.stderr
+    assert not (tmp_path / "n03.tar").exists() and (tmp_path / "x" / "elsewhere" / "n04.tar").exists()
+    code, out = pack(tmp_path / "clean.tar", tmp_path / "clean")
+    assert code == 0, out
+    code, out = pack(tmp_path / "hostile.tar", tmp_path / "hostile")
+    assert code == 0, out
+    for stray in strays:
+        assert "hostile.tar:%s: " % stray in out, (stray, out)
+    assert "3 unsafe paths, 2 outside the layout" in out, out
+    same_dataset(tmp_path / "clean", tmp_path / "hostile")
+    assert sk.Dataset(str(tmp_path / "hostile")).classes == ["n00000000", "n00000001"]
+    assert sorted(os.listdir(tmp_path)) == ["clean", "clean.tar", "hostile", "hostile.tar", "x"]
+    code, out = pack(tmp_path / "hostile.tar", tmp_path / "strict", "--strict")
+    assert code == 2 and "--strict" in out and "hostile.tar:../n03.tar" in out, out
+    assert not (tmp_path / "strict").exists()
 
 
 def test_the_folder_walker_visits_each_directory_once(tree, tmp_path):

@@ -271,9 +271,15 @@ def test_wrong_names_lengths_types_ranks_and_labels_are_refused_naming_the_varia
         ({"X": X, "y": np.array(["abcdefghijkl"])}, "m.mat:y: labels must be a vector of integers"),
         ({"X": X, "y": y.reshape(3, 4)}, "m.mat:y: labels must be a vector"),
         ({"X": X, "y": y + 0.5}, "m.mat:y: label 10.5", "not an integer"),
-        ({"X": X, "y": np.where(y == 3, 11, y)}, "m.mat:y: label 11 at index", "outside the classes 0..9"),
-        ({"X": X, "y": np.where(y == 3, -1, y)}, "m.mat:y: label -1 at index", "outside the classes"),
     ]
+    # SVHN's labels are 1..10 (10 the digit 0): any other value, 0 included, is
+    # refused alike, naming it and its index (issue 62: a 0 was packed as 0).
+    for bad, dtype in ((0, np.float64), (11, np.float64), (255, np.float64), (-1, np.float64),
+                       (0, np.uint8), (255, np.uint8)):
+        labels = y.astype(dtype)
+        labels[5] = bad
+        cases.append(({"X": X, "y": labels}, "m.mat:y: label %d at index 5 (MATLAB's y(6)) is outside "
+                      "SVHN's labels 1..10" % bad, "shardkit-pack mat"))
     for variables, *needles in cases:
         for compress in (True, False):
             save5(m, variables, compress)

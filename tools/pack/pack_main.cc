@@ -582,7 +582,8 @@ struct PackCommands {
         "pack an SVHN file (train_32x32.mat, test_32x32.mat, extra_32x32.mat) as "
         "torchvision.datasets.SVHN reads it: X (32 x 32 x 3 x N), y with label 10 as 0, classes "
         "0..9; the same as 'mat FILE OUT --images X --labels y --layout HWCN --label-map 10:0 "
-        "--class-names 0,1,2,3,4,5,6,7,8,9'");
+        "--class-names 0,1,2,3,4,5,6,7,8,9', except that a label outside SVHN's 1..10 (0 "
+        "included) is refused, naming it and its index");
     svhn->add_option("FILE", mat_o.file, "an SVHN .mat file")->required();
     Common(svhn, false, false);
   }
