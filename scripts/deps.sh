@@ -39,3 +39,15 @@ shardkit_build() {
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
   cmake --build "$dir" -j"$(nproc)"
 }
+
+# The build folder the demo and the test command share (build/), configured
+# the same way by both (assertions on), so that one reuses what the other
+# compiled; then only TARGETS (none: everything).
+shardkit_build_main() {  # [TARGET...]
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSHARDKIT_ASSERTIONS=ON >/dev/null
+  if [ $# -gt 0 ]; then
+    cmake --build build -j"$(nproc)" --target "$@"
+  else
+    cmake --build build -j"$(nproc)"
+  fi
+}

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what is missing (Debian 12 packages), builds, and runs every test:
 #  1. the full suite (GoogleTest units, CLI tests, training/DDP tests, the Python
-#     tests, the SLURM integration test on a real 2-node SLURM when run as root);
+#     tests, the SLURM integration test on a real 2-node SLURM when run as root),
+#     then the GPU kit's steps on this CPU over the same build;
 #  2. the loader's tests under ThreadSanitizer;
 #  3. each fuzz target for a few seconds (FUZZ_SECONDS, default 5);
 #  4. every non-training test under AddressSanitizer + UndefinedBehaviorSanitizer;
 # 1, 2 and 4 with assert() on (SHARDKIT_ASSERTIONS: optimised, without NDEBUG),
 # so that what an assertion checks is checked by every suite run (the Python
-# binding included: stage 1 builds it); the GPU kit's build is a plain Release.
+# binding included: stage 1 builds it).
 # after checking that the C++ sources are formatted as .clang-format says, that
 # modules include only the modules below them (scripts/check_layers.sh) and that
 # no function outside tests/ is over 120 lines (scripts/check_function_length.py).
@@ -33,12 +34,11 @@ echo "== function length (at most 120 lines outside tests/)"
 python3 scripts/check_function_length.py --max-lines 120 $(grep -v '^\./tests/\|^tests/' <<< "$sources")
 
 echo "== build and test"
-shardkit_build build -DSHARDKIT_ASSERTIONS=ON
+shardkit_build_main
 ctest --test-dir build --output-on-failure -j"$jobs"
 
-echo "== the GPU kit on this CPU: fetch .deps/, build from it, run its steps with tiny sizes"
-scripts/gpu_kit.sh fetch
-scripts/gpu_kit.sh run --cpu --out build-gpukit-cpu/out
+echo "== the GPU kit's steps on this CPU, with tiny sizes, on the suite's build (nothing compiled again)"
+scripts/gpu_kit.sh run --cpu --build build --out build/gpu-kit-cpu
 
 echo "== ThreadSanitizer: loader threads, prefetch ring, block cache, node cache"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDKIT_SANITIZE=thread -DSHARDKIT_ASSERTIONS=ON \
