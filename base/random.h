@@ -4,7 +4,6 @@
 // SplitMix64(key, counter).
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -31,13 +30,6 @@ class KeyedRng {
   uint64_t Below(uint64_t n) {
     return static_cast<uint64_t>((static_cast<unsigned __int128>(Next()) * n) >> 64);
   }
-  // Standard normal (Box-Muller).
-  double Normal() {
-    double u1 = Uniform(), u2 = Uniform();
-    if (u1 < 1e-300) u1 = 1e-300;
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  }
-
  private:
   uint64_t key_;
   uint64_t counter_ = 0;
