@@ -4,25 +4,25 @@
 DistributedDataParallel, batch 512 per rank, ToTensor() only, a
 DistributedSampler without set_epoch and num_workers=0. --loader pytorch is
 the study's data path (torchvision.datasets.SVHN + DataLoader); --loader
-shardkit is the port, which changes only the loader lines.
+shardkit is the port, which changes only the loader lines and keeps the
+study's DistributedSampler as it is (shardkit.Loader(..., sampler=sampler)).
 
     # the study's: SVHN's folder (train_32x32.mat), one task per GPU
     srun python3 examples/train_svhn.py --loader pytorch --data /data/svhn
-    # the port: shards in DistributedSampler's order (made once, on one node)
+    # the port: the shards made once (on one node), read in the sampler's order
     shardkit-pack svhn /data/svhn/train_32x32.mat /gpfs/ds/svhn-train
-    python3 examples/train_svhn.py --reorder /gpfs/ds/svhn-train /gpfs/ds/svhn-train-ds0
-    srun python3 examples/train_svhn.py --loader shardkit --data /gpfs/ds/svhn-train-ds0
+    srun python3 examples/train_svhn.py --loader shardkit --data /gpfs/ds/svhn-train
 
 Ranks come from torchrun (RANK, WORLD_SIZE, LOCAL_RANK) or from a bare srun
 (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; the rendezvous at the job's first
 node, port 20000 + job id % 12000, unless MASTER_ADDR/MASTER_PORT say
 otherwise), over NCCL on GPUs and Gloo on CPUs: what the study ran over MPI
 (init_process_group("mpi")) and Horovod, which Debian's PyTorch has neither
-of. --reorder writes a dataset's records in the order DistributedSampler
-(seed 0, epoch 0) visits them, so that the port, reading unshuffled, gets
-every rank the study's batches in every epoch, as the study's script (no
-set_epoch) did. --record FILE saves every step's (epoch, labels, images)
-per rank, for the tests that compare the two.
+of. The port's loader reads the indices the study's DistributedSampler
+yields (its seed, no set_epoch: the same order every epoch, as the study's
+script read), so every rank gets the study's batches in every epoch.
+--record FILE saves every step's (epoch, labels, images) per rank, for the
+tests that compare the two.
 """
 import argparse
 import json
@@ -42,8 +42,6 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--loader", choices=["shardkit", "pytorch"])
     p.add_argument("--data", help="SVHN's folder (pytorch) or shards (shardkit)")
-    p.add_argument("--reorder", nargs=2, metavar=("SHARDS", "OUT"),
-                   help="write SHARDS' records into OUT in DistributedSampler's order, and exit")
     p.add_argument("--seed", type=int, default=0, help="DistributedSampler's seed")
     p.add_argument("--arch", default="resnet50", help="a torchvision model")
     p.add_argument("--num-classes", type=int, default=1000, help="torchvision's default head")
@@ -55,34 +53,9 @@ def parse_args(argv=None):
                    help="skip torchvision's MD5 check of the .mat files (files made by tests)")
     p.add_argument("--record", help="save every step's (epoch, labels, images) to FILE.rankN")
     args = p.parse_args(argv)
-    if args.reorder is None and (args.loader is None or args.data is None):
-        p.error("give --loader and --data, or --reorder SHARDS OUT")
+    if args.loader is None or args.data is None:
+        p.error("give --loader and --data")
     return args
-
-
-def reorder(src_path, out, seed):
-    """The records of src_path (raw arrays: `shardkit-pack svhn`, `mat`, `idx`,
-    `hdf5`) in the order DistributedSampler(shuffle=True, seed) visits them in
-    epoch 0 (torch.randperm), written to out, each keyed by its number in
-    src_path: read unshuffled, each rank then gets DistributedSampler's
-    share, padding and all, in its order. Reads src_path once in order with
-    the loader and holds it in memory (SVHN's train set: 225 MB)."""
-    import shardkit
-
-    src = shardkit.Dataset(src_path)
-    loader = shardkit.Loader(src_path, 4096, transform=None, shuffle=False, rank=0, world_size=1,
-                             layout="NHWC")
-    images, labels = [None] * len(src), [0] * len(src)
-    for batch, batch_labels, ids, real in loader.batches():
-        hwc = batch.permute(0, 2, 3, 1).numpy()  # NHWC memory, viewed as [B, H, W, C]
-        for j in range(real):
-            images[int(ids[j])], labels[int(ids[j])] = hwc[j].copy(), int(batch_labels[j])
-    g = torch.Generator()
-    g.manual_seed(seed)
-    order = torch.randperm(len(src), generator=g).tolist()
-    with shardkit.Writer(out, kind=src.kind, shape=src.shape, classes=src.classes) as w:
-        for i in order:
-            w.add(images[i], labels[i], key="%08d" % i)
 
 
 def study_loader(args):
@@ -99,18 +72,18 @@ def study_loader(args):
 
 
 def shardkit_loader(args):
-    """The port: the same batches, from shards in DistributedSampler's order."""
+    """The port: the same batches, from `shardkit-pack svhn`'s shards, with the study's sampler kept."""
     import shardkit
+    from torch.utils.data import DistributedSampler
     from torchvision import transforms
 
-    return shardkit.Loader(args.data, args.batch_size, transform=transforms.ToTensor(), shuffle=False)
+    dataset = shardkit.Dataset(args.data)
+    sampler = DistributedSampler(dataset, seed=args.seed)
+    return shardkit.Loader(args.data, args.batch_size, transform=transforms.ToTensor(), sampler=sampler)
 
 
 def main():
     args = parse_args()
-    if args.reorder:
-        reorder(*args.reorder, seed=args.seed)
-        return
     rank, world, _, device = setup_distributed()
     torch.manual_seed(args.seed)
     loader = study_loader(args) if args.loader == "pytorch" else shardkit_loader(args)

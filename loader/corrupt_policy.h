@@ -46,6 +46,10 @@ class CorruptSamples {
   // rank_samples: the rank's samples per epoch, where replacements come from.
   CorruptSamples(CorruptPolicy policy, uint64_t skip_budget, uint64_t rank_samples)
       : policy_(policy), budget_(skip_budget), rank_samples_(rank_samples) {}
+  // The rank's samples of the epoch about to be read, where its
+  // replacements come from (an epoch of a given order has its own count).
+  // Called while no Replace runs (between epochs, the producer stopped).
+  void set_rank_samples(uint64_t rank_samples) { rank_samples_ = rank_samples; }
 
   // Sample `i` of the rank's epoch failed with `failure` on its `attempt`-th
   // replacement (0: the sample itself), loading the dataset's record
@@ -66,7 +70,8 @@ class CorruptSamples {
 
  private:
   const CorruptPolicy policy_;
-  const uint64_t budget_, rank_samples_;
+  const uint64_t budget_;
+  uint64_t rank_samples_;
   std::atomic<uint64_t> samples_replaced_{0};
   mutable std::mutex mu_;
   std::vector<std::string> messages_;

@@ -43,6 +43,12 @@ struct Loader::Impl {
   std::optional<std::pair<uint64_t, uint64_t>> resume_at;
   bool between_passes = true;
   bool pass_read = false;  // the epoch started last was read to its end (Next gave no batch)
+  // ShuffleMode::kGiven, under consumer_mu: the order given for epoch
+  // given_epoch (SetEpochOrder, or the one a restored state saved), and the
+  // order of the epoch started last (what its pass reads and state() saves).
+  GivenOrder given;
+  uint64_t given_epoch = 0;
+  GivenOrder reading;
   std::thread producer;
   std::vector<PrefetchRing::Slot*> claimed;
   std::vector<BatchFiller::Job> jobs;
@@ -54,6 +60,11 @@ struct Loader::Impl {
   std::atomic<uint64_t> wait_ns{0};
 
   const Partition& part() const { return source->partition(); }
+  bool given_mode() const { return opt.shuffle == ShuffleMode::kGiven; }
+  GivenOrder GivenFor(uint64_t e) const { return given && given_epoch == e ? given : nullptr; }
+  std::shared_ptr<const EpochPositions> RestFor(uint64_t e) const {
+    return rest && rest_epoch == e ? rest : nullptr;
+  }
 
   void StopProducer() {
     ring->Stop();
@@ -71,7 +82,28 @@ struct Loader::Impl {
   uint64_t NextPassStart(uint64_t pass_epoch) const {
     return resume_at && resume_at->first == pass_epoch ? resume_at->second : 0;
   }
+  // Whether a pass of `pass_epoch` continues what Restore() saved of it.
+  bool Resumes(uint64_t pass_epoch) const {
+    return (resume_at && resume_at->first == pass_epoch) || RestFor(pass_epoch) != nullptr;
+  }
   Status Take(std::shared_ptr<const Batch>* batch, uint64_t timeout_ns, bool* ready);
+
+  // kGiven, a state at the start of `epoch`: the next pass reads it, in
+  // the order it will be given; no pass starts (there is no order yet).
+  Status RestoreEpochStart(uint64_t at_epoch) {
+    StopProducer();
+    held.reset();
+    error = Status::OK();
+    started = false;
+    rest.reset();
+    resume_at.reset();
+    epoch = at_epoch;
+    next_batch = 0;
+    chosen_epoch = at_epoch;
+    epoch_chosen = true;
+    between_passes = true;
+    return Status::OK();
+  }
 
   // Claims the slots of the next batches, fills them, publishes them; a
   // failed batch is published (the consumer gets its error) and ends the epoch.
@@ -142,7 +174,7 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
   d.ring = std::make_unique<PrefetchRing>(options.prefetch, options.batch_size, shape,
                                           options.allocator);
   d.corrupt = std::make_unique<CorruptSamples>(options.corrupt_policy, options.skip_budget,
-                                               d.part().per_rank);
+                                               d.part().per_rank);  // set again at each start
   d.filler = std::make_unique<BatchFiller>(d.source.get(), &d.decoder, d.corrupt.get(),
                                            options.workers, &d.ring->stop_flag());
   return std::unique_ptr<Loader>(new Loader(std::move(impl)));
@@ -187,8 +219,18 @@ uint64_t Loader::pass_epoch() const {
 Status Loader::Impl::Start(uint64_t new_epoch, uint64_t start_batch) {
   Impl& d = *this;
   d.StopProducer();
+  GivenOrder order = d.GivenFor(new_epoch);
+  if (d.given_mode() && !order) {
+    d.started = false;
+    return Status::InvalidArgument(
+        "epoch " + std::to_string(new_epoch) +
+        " has no order: this loader reads the orders it is given (a sampler's indices); give "
+        "the epoch's with SetEpochOrder before starting it");
+  }
   if (d.rest && d.rest_epoch != new_epoch) d.rest.reset();
-  d.source->StartEpoch(new_epoch, start_batch, d.rest);
+  d.source->StartEpoch(new_epoch, start_batch, d.rest, order);
+  d.reading = std::move(order);
+  d.corrupt->set_rank_samples(d.part().per_rank);  // replacements come from this epoch's samples
   if (start_batch >= d.part().batches) d.rest.reset();  // nothing left of a resumed epoch
   if (start_batch > d.part().batches) {
     d.started = false;
@@ -280,24 +322,64 @@ const Manifest& Loader::manifest() const { return impl_->source->dataset().manif
 ShuffleMode Loader::shuffle_mode() const { return impl_->source->mode(); }
 const std::string& Loader::shuffle_reason() const { return impl_->source->shuffle_reason(); }
 std::vector<uint64_t> Loader::EpochRecords(uint64_t epoch) const {
-  return impl_->source->EpochRecords(epoch);
+  const Impl& d = *impl_;
+  if (!d.given_mode()) return d.source->EpochRecords(epoch);
+  std::unique_lock<std::mutex> lock(d.consumer_mu);
+  GivenOrder order = d.GivenFor(epoch);
+  if (!order && d.started && d.epoch == epoch) order = d.reading;
+  lock.unlock();
+  return d.source->Records(epoch, 0, nullptr, std::move(order));
+}
+
+Status Loader::SetEpochOrder(uint64_t epoch, std::vector<uint64_t> records) {
+  Impl& d = *impl_;
+  if (!d.given_mode()) {
+    return Status::InvalidArgument(
+        std::string("SetEpochOrder: this loader orders its epochs itself "
+                    "(shuffle '") +
+        ShuffleModeName(d.source->mode()) +
+        "'); open it with ShuffleMode::kGiven to give their orders");
+  }
+  const uint64_t n = d.source->dataset().num_records();
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (records[i] >= n) {
+      return Status::InvalidArgument(
+          "epoch " + std::to_string(epoch) + "'s order: index " + std::to_string(records[i]) +
+          " (at position " + std::to_string(i) + ") is not a record of the dataset, " +
+          "which has " + std::to_string(n) + " (0.." + std::to_string(n - 1) + ")");
+    }
+  }
+  auto order = std::make_shared<const std::vector<uint64_t>>(std::move(records));
+  std::lock_guard<std::mutex> lock(d.consumer_mu);
+  d.given = std::move(order);
+  d.given_epoch = epoch;
+  // A position Restore() saved in this epoch counted through the saved order.
+  if (d.resume_at && d.resume_at->first == epoch) d.resume_at.reset();
+  if (d.rest_epoch == epoch) d.rest.reset();
+  return Status::OK();
+}
+
+bool Loader::PassResumes() const {
+  const Impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.consumer_mu);
+  return d.Resumes(d.NextPassEpoch());
 }
 
 std::vector<uint64_t> Loader::PassRecords() const {
   const Impl& d = *impl_;
   std::unique_lock<std::mutex> lock(d.consumer_mu);  // what the pass is; located after
   const uint64_t epoch = d.NextPassEpoch(), start = d.NextPassStart(epoch);
-  std::shared_ptr<const EpochPositions> rest = d.rest && d.rest_epoch == epoch ? d.rest : nullptr;
+  std::shared_ptr<const EpochPositions> rest = d.RestFor(epoch);
+  GivenOrder order = d.GivenFor(epoch);
   lock.unlock();
-  return d.source->Records(epoch, start, std::move(rest));
+  return d.source->Records(epoch, start, std::move(rest), std::move(order));
 }
 
 uint64_t Loader::PassSamples() const {
   const Impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.consumer_mu);
   const uint64_t epoch = d.NextPassEpoch();
-  return d.source->CountRecords(d.NextPassStart(epoch),
-                                d.rest && d.rest_epoch == epoch ? d.rest : nullptr);
+  return d.source->CountRecords(d.NextPassStart(epoch), d.RestFor(epoch), d.GivenFor(epoch));
 }
 
 LoaderState Loader::state() const {
@@ -306,12 +388,23 @@ LoaderState Loader::state() const {
   LoaderState s;
   s.epoch = d.epoch;
   s.batch = d.next_batch;
+  // What the positions and batch count through: the rest of an epoch cut
+  // again (elastic resume), the order given for it (kGiven). A pass that
+  // has begun has drawn its order (from batch 0 on: a sampler drawn again
+  // would give another), and so has a restored position not yet read.
+  std::shared_ptr<const EpochPositions> rest;
+  GivenOrder order;
   if (d.between_passes) {  // where the next pass starts
     s.epoch = d.NextPassEpoch();
-    s.batch = d.resume_at && d.resume_at->first == s.epoch ? d.resume_at->second : 0;
+    s.batch = d.NextPassStart(s.epoch);
+    if (d.started) rest = d.RestFor(s.epoch);
+    if (d.Resumes(s.epoch)) order = d.GivenFor(s.epoch);
   } else if (d.started && s.batch >= d.part().batches) {  // read to its end: the next epoch's start
     ++s.epoch;
     s.batch = 0;
+  } else if (d.started) {  // the pass in progress
+    rest = d.part().rest;
+    order = d.reading;
   }
   s.seed = d.opt.seed;
   s.world_size = static_cast<uint64_t>(d.opt.world_size);
@@ -321,8 +414,12 @@ LoaderState Loader::state() const {
   s.drop_last = d.opt.drop_last;
   s.shuffle = ShuffleModeName(d.source->mode());
   s.block_window = d.source->mode() == ShuffleMode::kBlockLocal ? d.source->window() : 0;
-  s.transform = d.decoder.jpeg() ? TransformSignature(d.opt.transform) : "raw";
-  if (d.rest && d.started && s.epoch == d.rest_epoch) s.positions = d.rest->ranges();
+  // Raw records as stored have nothing to sign; cropped, their crops.
+  s.transform = d.decoder.jpeg() || d.opt.transform.kind == TransformKind::kCrop
+                    ? TransformSignature(d.opt.transform)
+                    : "raw";
+  if (rest) s.positions = rest->ranges();
+  if (order) s.order = *order;
   return s;
 }
 
@@ -331,6 +428,11 @@ Status Loader::Restore(const LoaderState& saved) {
   Impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.consumer_mu);
   SK_ASSIGN_OR_RETURN(ResumePoint at, PlanResume(saved, current, d.opt.rank));
+  if (d.given_mode() && !at.order) return d.RestoreEpochStart(at.epoch);
+  if (d.given_mode()) {
+    d.given = std::move(at.order);
+    d.given_epoch = at.epoch;
+  }
   d.rest = std::move(at.rest);
   d.rest_epoch = at.epoch;
   d.epoch_chosen = false;  // a pass of its own choosing, as StartEpoch

@@ -5,7 +5,9 @@
 // Determinism: the batches a rank sees depend only on (dataset, seed, epoch,
 // rank, world_size, batch_size, transform), never on the number of workers or
 // on thread timing; StartEpoch(e, b) yields exactly the batches b, b+1, ...
-// that an uninterrupted epoch e would have.
+// that an uninterrupted epoch e would have. Under ShuffleMode::kGiven the
+// order is the caller's (SetEpochOrder: a sampler's indices) and takes the
+// place of (rank, world_size): the same order gives the same batches.
 //
 // Structure: a RecordSource (which bytes: sampler, shard reads, block cache,
 // read-ahead) feeds a SampleDecoder (bytes -> pixels); a BatchFiller runs
@@ -44,7 +46,20 @@ class Loader {
 
   // Starts (or restarts) epoch `epoch` at batch `start_batch`, cancelling the
   // epoch in progress. Batches leased from the old epoch stay valid.
+  // kGiven: InvalidArgument unless the epoch's order was given.
   Status StartEpoch(uint64_t epoch, uint64_t start_batch = 0);
+  // ShuffleMode::kGiven: the order of epoch `epoch`, global record numbers
+  // in the order they are read (repeats allowed; empty: an epoch of no
+  // batch), this rank's whole epoch, cut into batches of batch_size as
+  // drop_last says and read with the read-ahead, workers, corrupt policy
+  // and augmentation (keyed by the position in this order) of any other
+  // order. Passes and StartEpoch of that epoch read it until another is
+  // given; giving one for the epoch Restore() left mid-way starts that
+  // epoch anew in the new order. Takes effect at the next StartEpoch or
+  // BeginPass: a pass in progress keeps its order. InvalidArgument for
+  // another mode, or a number that is not a record of the dataset (naming
+  // it and its position).
+  Status SetEpochOrder(uint64_t epoch, std::vector<uint64_t> records);
   // The next batch of the epoch, or a null lease at its end. The lease owns
   // the batch's memory: it stays valid and unchanged until the last copy of
   // the lease is dropped (from any thread, even after the Loader is gone),
@@ -75,7 +90,10 @@ class Loader {
   // augmented as it would have been; its batches are numbered from 0, and
   // StartEpoch of that epoch restarts them until the epoch is read to its end
   // (Next gives no batch) or another epoch starts. batches_per_epoch() and the samples counts then
-  // describe that rest.
+  // describe that rest. kGiven: a state mid-way through an epoch holds that
+  // epoch's order, which the rest is read from; a state at an epoch's start
+  // only sets where the next pass starts (pass_epoch()), whose order is then
+  // given as for any epoch (PassResumes() is false), and no pass starts.
   Status Restore(const LoaderState& saved);
 
   // Passes: how an iterator protocol reads the loader (Python's `for batch
@@ -95,6 +113,11 @@ class Loader {
   void EndPass();
   // The epoch of the pass in progress, else the one the next pass reads.
   uint64_t pass_epoch() const;
+  // Whether the pass BeginPass would start now continues an epoch Restore()
+  // left mid-way (at its saved batch, or the rest of it cut again): kGiven,
+  // that pass reads the order the state saved, and a caller drawing an
+  // order per pass from a sampler draws none for it.
+  bool PassResumes() const;
 
   uint64_t batches_per_epoch() const;       // of the epoch started last
   uint64_t samples_per_epoch() const;       // this rank's
@@ -108,6 +131,7 @@ class Loader {
   // The global record numbers this rank reads in the whole epoch `epoch`,
   // in order, padding included (the batches' sample ids, from batch 0),
   // computed without reading: what a DistributedSampler's indices are.
+  // kGiven: the order given for it, drop_last applied (none: empty).
   std::vector<uint64_t> EpochRecords(uint64_t epoch) const;
   // The same for the pass BeginPass would start now: its epoch from its
   // first batch (after Restore, the saved batch, or the rest cut again), so

@@ -20,6 +20,7 @@ std::string LoaderStateToJson(const LoaderState& s) {
   j["positions"] = nlohmann::json::array();
   for (const auto& r : s.positions) j["positions"].push_back({r.first, r.second});
   j["dataset"] = s.dataset;
+  j["order"] = s.order;
   return j.dump();
 }
 
@@ -82,6 +83,14 @@ Result<LoaderState> LoaderStateFromJson(std::string_view text) {
         return bad(what);
       }
       s.positions.emplace_back(r[0].get<uint64_t>(), r[1].get<uint64_t>());
+    }
+  }
+  if (auto it = j.find("order"); it != j.end()) {  // version 5
+    if (!it->is_array()) return bad("'order' is not a list of record numbers");
+    s.order.reserve(it->size());
+    for (const auto& r : *it) {
+      if (!r.is_number_unsigned()) return bad("'order' is not a list of record numbers");
+      s.order.push_back(r.get<uint64_t>());
     }
   }
   return s;

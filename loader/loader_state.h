@@ -13,8 +13,13 @@
 // not depend on them, the positions read so far are known from the saved cut
 // (Partition::Remaining), and the rest of the epoch is cut again for the new
 // loader, each remaining record once, every record augmented as before.
-// The rank is not part of it: one saved state serves every rank. Where a
-// loader continues from a state is PlanResume's (loader/resume_plan.h).
+// The rank is not part of it: one saved state serves every rank. An epoch
+// whose order was given (ShuffleMode::kGiven: the user's sampler) is saved
+// mid-way with that order (`order`), since nothing else can reproduce it (a
+// sampler drawing from a random generator yields another order each time it
+// is iterated): the rest of the epoch is read from the saved order, and
+// only the next epoch's comes from the sampler again. Where a loader
+// continues from a state is PlanResume's (loader/resume_plan.h).
 #pragma once
 
 #include <cstdint>
@@ -29,7 +34,7 @@
 namespace shardkit {
 
 struct LoaderState {
-  static constexpr int kVersion = 4;
+  static constexpr int kVersion = 5;
   uint64_t epoch = 0;  // the epoch the next batch belongs to
   uint64_t batch = 0;  // the next batch of that epoch (0: its start)
   uint64_t seed = 0;
@@ -48,6 +53,10 @@ struct LoaderState {
   std::vector<std::pair<uint64_t, uint64_t>> positions;
   // DatasetFingerprint of the dataset (version 4; empty before: not compared).
   std::string dataset;
+  // Mid-way through an epoch whose order was given (shuffle "given",
+  // version 5): that order, the global record numbers the epoch reads, all
+  // of them (positions and batch count through it). Empty otherwise.
+  std::vector<uint64_t> order;
 };
 
 // The dataset's identity for resuming: a digest of its shards' record counts
@@ -56,7 +65,7 @@ struct LoaderState {
 // seed, another source) another.
 std::string DatasetFingerprint(const Manifest& manifest);
 
-// JSON with every field and "version". FromJson accepts versions 1 to 4 and
+// JSON with every field and "version". FromJson accepts versions 1 to 5 and
 // names what is missing or malformed ("loader state: 'seed' is missing").
 std::string LoaderStateToJson(const LoaderState& state);
 Result<LoaderState> LoaderStateFromJson(std::string_view json);

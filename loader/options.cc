@@ -31,6 +31,12 @@ Status ValidateLoaderOptions(const LoaderOptions& o) {
     return bad("rank " + std::to_string(o.rank) + " is not in 0..world_size-1 (world size " +
                std::to_string(o.world_size) + ")");
   }
+  if (o.shuffle == ShuffleMode::kGiven && o.world_size != 1) {
+    return bad("world size " + std::to_string(o.world_size) +
+               " with orders given (a sampler's indices): a given order is this rank's already, "
+               "and the loader does not partition it again; give world size 1, and let the "
+               "sampler partition (DistributedSampler's num_replicas and rank)");
+  }
   if (o.block_window < 1) return bad("block window must be at least 1");
   if (o.read_depth < kAutoReadDepth || o.read_depth > 1024)
     return bad("read depth must be in 0..1024, not " + std::to_string(o.read_depth));
@@ -70,11 +76,19 @@ Status ValidateLoaderOptions(const LoaderOptions& o) {
   if (!finite(t.crop_fraction) || t.crop_fraction <= 0 || t.crop_fraction > 1) {
     return bad("val crop fraction must be in (0, 1]");
   }
+  for (int v : {t.pad_left, t.pad_top, t.pad_right, t.pad_bottom}) {
+    if (v < 0 || v > kMaxPadding)
+      return bad("crop padding must be in 0.." + std::to_string(kMaxPadding) + ", not " +
+                 std::to_string(v));
+  }
+  if (t.fill_channels < 1 || t.fill_channels > 4)
+    return bad("crop fill must have 1 to 4 values, not " + std::to_string(t.fill_channels));
   return Status::OK();
 }
 
 bool TransformApplies(format::RecordKind record, TransformKind transform) {
-  return record == format::RecordKind::kJpeg || transform == TransformKind::kNone;
+  return record == format::RecordKind::kJpeg || transform == TransformKind::kNone ||
+         transform == TransformKind::kCrop;
 }
 
 }  // namespace shardkit

@@ -24,10 +24,15 @@ enum class ShuffleMode {
   kBlockLocal,  // blocks in random order, records shuffled within windows of
                 // `window` consecutive blocks: reads stay mostly sequential and
                 // each compressed block is decompressed about once per epoch
+  kGiven,       // the caller gives each epoch's order (Loader::SetEpochOrder:
+                // a sampler's indices), already this rank's: the loader reads
+                // those records in that order and partitions nothing
 };
 
 // The names the tools and the Python binding use: "auto", "none", "full",
-// "block". FromName returns false for any other name.
+// "block". FromName returns false for any other name. kGiven has no name to
+// parse (it is asked for in code, with the orders it needs); ShuffleModeName
+// calls it "given", as loader states record it.
 inline constexpr EnumName<ShuffleMode> kShuffleModeNames[] = {{ShuffleMode::kAuto, "auto"},
                                                               {ShuffleMode::kFull, "full"},
                                                               {ShuffleMode::kBlockLocal, "block"},
@@ -40,24 +45,44 @@ enum class TransformKind {
   kTrain,   // RandomResizedCrop(output, scale, ratio) + horizontal flip
   kVal,     // Resize(resize) + CenterCrop(output)
   kResize,  // Resize((height, width)): the whole image, squashed to the output
+  kCrop,    // RandomCrop(output, padding, fill, padding_mode, pad_if_needed):
+            // pixels copied, none resampled; raw records take it too
 };
 
-// "train", "val", "resize", "none": the names the tools and the Python
-// binding use. Returns false for any other name.
+// "train", "val", "resize", "crop", "none": the names the tools and the
+// Python binding use. Returns false for any other name.
 inline constexpr EnumName<TransformKind> kTransformKindNames[] = {
     {TransformKind::kTrain, "train"},
     {TransformKind::kVal, "val"},
     {TransformKind::kResize, "resize"},
+    {TransformKind::kCrop, "crop"},
     {TransformKind::kNone, "none"}};
 const char* TransformKindName(TransformKind kind);
 bool TransformKindFromName(std::string_view name, TransformKind* kind);
 
 // The transform rule, one for every front end (the tools, the trainer, the
-// Python binding): a transform crops and resizes JPEG records, whatever its
-// kind; raw records are returned as stored, so they take only kNone. A
-// transform that does not apply is refused by Loader::Open, naming the
-// dataset and the records, never ignored.
+// Python binding): JPEG records take every transform; raw records are
+// returned as stored (kNone) or cropped (kCrop: pixels copied, as
+// torchvision's RandomCrop copies them), never resized, so they take only
+// those two. A transform that does not apply is refused by Loader::Open,
+// naming the dataset and the records, never ignored.
 bool TransformApplies(format::RecordKind record, TransformKind transform);
+
+// RandomCrop's padding_mode, as torchvision names them: what a padded pixel
+// holds. kConstant: the fill; kEdge: the nearest pixel of the image;
+// kReflect: the image mirrored about its edge pixel (d c b | a b c d);
+// kSymmetric: mirrored with the edge repeated (c b a | a b c d). Padding
+// wider than the image repeats the mirroring, as NumPy's pad (torchvision's
+// for PIL images) does.
+enum class PaddingMode { kConstant, kEdge, kReflect, kSymmetric };
+inline constexpr EnumName<PaddingMode> kPaddingModeNames[] = {
+    {PaddingMode::kConstant, "constant"},
+    {PaddingMode::kEdge, "edge"},
+    {PaddingMode::kReflect, "reflect"},
+    {PaddingMode::kSymmetric, "symmetric"}};
+
+// Padding and cropping up to this many pixels a side (the sizes' bound).
+inline constexpr int kMaxPadding = 16384;
 
 struct TransformParams {
   TransformKind kind = TransformKind::kNone;
@@ -74,6 +99,18 @@ struct TransformParams {
   int resize = 0;
   int resize_height = 0, resize_width = 0;
   double crop_fraction = 0.875;  // val: 224 / 256
+  // crop (torchvision's RandomCrop, in its order): the image is padded by
+  // pad_left/top/right/bottom with padding_mode; then, with pad_if_needed,
+  // a side still shorter than the output is padded by the difference on
+  // both of its ends (torchvision's F.pad(img, [diff, 0]), mode and fill
+  // alike); then a window of the output size is taken at a random offset.
+  // fill: the constant mode's value for every channel (fill_channels 1) or
+  // for each (fill_channels = the image's channels).
+  int pad_left = 0, pad_top = 0, pad_right = 0, pad_bottom = 0;
+  PaddingMode padding_mode = PaddingMode::kConstant;
+  bool pad_if_needed = false;
+  uint8_t fill[4] = {0, 0, 0, 0};
+  int fill_channels = 1;
 
   int out_height() const { return height > 0 ? height : size; }
   int out_width() const { return width > 0 ? width : size; }
@@ -103,6 +140,9 @@ inline constexpr EnumName<DirectReads> kDirectReadsNames[] = {
 // Which samples the rank reads, in which order: the part of the options the
 // sampler and the partition take (RecordSource).
 struct EpochOptions {
+  // Under ShuffleMode::kGiven the orders given are this rank's already:
+  // rank must be 0 and world_size 1 (a sampler that partitions, as
+  // DistributedSampler does, has its own rank and number of replicas).
   int rank = 0;
   int world_size = 1;
   int batch_size = 32;
@@ -112,6 +152,8 @@ struct EpochOptions {
   // about once per epoch), or larger than the memory available for the page
   // cache (every epoch then comes from storage, which block-local reads
   // sequentially, at its bandwidth, instead of record by record).
+  // kGiven: every epoch reads the order Loader::SetEpochOrder gave it, cut
+  // into batches of batch_size (drop_last: without a short last batch).
   ShuffleMode shuffle = ShuffleMode::kAuto;
   uint32_t block_window = 32;  // block-local: blocks whose records are mixed
   bool drop_last = false;      // see Partition

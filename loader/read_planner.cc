@@ -1,6 +1,7 @@
 #include "loader/read_planner.h"
 
 #include <algorithm>
+#include <cassert>
 
 namespace shardkit {
 
@@ -33,21 +34,25 @@ ReadPlanner::ReadPlanner(Setup setup)
       remote_(s_.dataset->remote_reads()),
       part_(s_.partition) {}
 
-namespace {
-
-// The rank's partition of `rest` (null: the whole epoch's, `whole`).
-Partition CutOf(const Partition& whole, std::shared_ptr<const EpochPositions> rest) {
+Partition ReadPlanner::CutOf(std::shared_ptr<const EpochPositions> rest,
+                             const GivenOrder& order) const {
+  const Partition& whole = s_.partition;
+  if (s_.mode == ShuffleMode::kGiven) {
+    return Partition::Cut(order ? order->size() : 0, std::move(rest), 0, 1, whole.batch_size,
+                          whole.drop_last, /*strided=*/true);
+  }
   return rest ? Partition::Cut(whole.n, std::move(rest), whole.rank, whole.world_size,
                                whole.batch_size, whole.drop_last, whole.strided)
               : whole;
 }
 
-}  // namespace
-
 void ReadPlanner::StartEpoch(uint64_t epoch, uint64_t start_batch,
-                             std::shared_ptr<const EpochPositions> rest) {
-  part_ = CutOf(s_.partition, std::move(rest));
-  sampler_ = std::make_unique<EpochSampler>(s_.layout.sizes, s_.mode, s_.seed, epoch, s_.window);
+                             std::shared_ptr<const EpochPositions> rest, GivenOrder order) {
+  assert((s_.mode == ShuffleMode::kGiven) == (order != nullptr));
+  part_ = CutOf(std::move(rest), order);
+  sampler_ =
+      order ? std::make_unique<EpochSampler>(std::move(order))
+            : std::make_unique<EpochSampler>(s_.layout.sizes, s_.mode, s_.seed, epoch, s_.window);
   scan_next_ = start_batch * part_.batch_size;
   read_ahead_next_ = start_batch;
   fetched_ahead_ = start_batch;
@@ -67,19 +72,23 @@ std::pair<uint64_t, uint64_t> PassSpan(const Partition& p, uint64_t first_batch)
 
 }  // namespace
 
-uint64_t ReadPlanner::CountRecords(uint64_t first_batch,
-                                   std::shared_ptr<const EpochPositions> rest) const {
-  const auto [begin, end] = PassSpan(CutOf(s_.partition, std::move(rest)), first_batch);
+uint64_t ReadPlanner::CountRecords(uint64_t first_batch, std::shared_ptr<const EpochPositions> rest,
+                                   GivenOrder order) const {
+  const auto [begin, end] = PassSpan(CutOf(std::move(rest), order), first_batch);
   return end - begin;
 }
 
 std::vector<uint64_t> ReadPlanner::Records(uint64_t epoch, uint64_t first_batch,
-                                           std::shared_ptr<const EpochPositions> rest) const {
-  const Partition p = CutOf(s_.partition, std::move(rest));
-  const EpochSampler sampler(s_.layout.sizes, s_.mode, s_.seed, epoch, s_.window);
+                                           std::shared_ptr<const EpochPositions> rest,
+                                           GivenOrder order) const {
+  const Partition p = CutOf(std::move(rest), order);
+  if (s_.mode == ShuffleMode::kGiven && !order) return {};
+  const auto sampler = order ? std::make_unique<const EpochSampler>(std::move(order))
+                             : std::make_unique<const EpochSampler>(s_.layout.sizes, s_.mode,
+                                                                    s_.seed, epoch, s_.window);
   const auto [begin, end] = PassSpan(p, first_batch);
   std::vector<uint64_t> records(end - begin);
-  for (uint64_t i = begin; i < end; ++i) records[i - begin] = sampler.RecordAt(p.Position(i));
+  for (uint64_t i = begin; i < end; ++i) records[i - begin] = sampler->RecordAt(p.Position(i));
   return records;
 }
 
@@ -129,7 +138,7 @@ void ReadPlanner::FetchBlocksAhead(const std::vector<BatchSpan>& spans) {
   auto fetch = [&](const BlockRef& b) {
     if (!s_.cache->Contains(BlockCache::MakeKey(b.shard, b.block))) blocks.push_back(b);
   };
-  if (s_.mode == ShuffleMode::kFull) {
+  if (random_order()) {
     const uint64_t last = std::min<uint64_t>(spans.back().k + kReadAheadBatches, part_.batches - 1);
     if (s_.cache->blocks() == s_.layout.blocks.size()) {  // every block in the cache: none to fetch
       fetched_ahead_ = std::max(fetched_ahead_, last + 1);
@@ -192,7 +201,7 @@ void ReadPlanner::PrepareWindows(const std::vector<BatchSpan>& spans) {
 // full-shuffle mode any sample may need any block, and blocks are
 // decompressed on first use.
 void ReadPlanner::ScheduleBlocks(uint64_t k) {
-  if (!s_.layout.compressed || s_.mode == ShuffleMode::kFull) return;
+  if (!s_.layout.compressed || random_order()) return;
   const Partition& part = part_;
   // Scan at least this batch, and further until `want` blocks beyond it are
   // scheduled (bounded by what the cache can hold besides the blocks read).
@@ -237,12 +246,12 @@ void ReadPlanner::ReadAhead(const std::vector<BatchSpan>& spans) {
   // Remote storage read in order or block-local (and not strided over
   // ranks): every record of a block is read, so a block is fetched with one
   // request and its records are copied out of it.
-  if (remote_ && s_.mode != ShuffleMode::kFull && (!part_.strided || part_.world_size == 1)) {
+  if (remote_ && !random_order() && (!part_.strided || part_.world_size == 1)) {
     return HintBlocks(spans);
   }
   if (s_.queue != nullptr && s_.read_ahead_records) return QueueRecords(spans);
   if (uncached_) return;  // no cache to read ahead into
-  if (s_.mode != ShuffleMode::kFull) return HintBlocks(spans);
+  if (!random_order()) return HintBlocks(spans);
   // A hint per record costs a system call: worth it for records that take
   // far longer to decode or copy (JPEGs, large raw records), not for 28x28s.
   if (!s_.read_ahead_records) return;

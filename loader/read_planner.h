@@ -89,9 +89,12 @@ class ReadPlanner {
 
   // A new epoch's order, starting at batch `start_batch`; `rest`: only
   // these of its positions, cut as the rank's partition says (a resume on
-  // another world or batch size); null: all of them.
+  // another world or batch size); null: all of them. `order`: the epoch's
+  // given order, not null exactly when the mode is kGiven; its positions
+  // are cut into batches as the partition's batch size and drop_last say
+  // (rank 0 of 1: a given order is the rank's already).
   void StartEpoch(uint64_t epoch, uint64_t start_batch,
-                  std::shared_ptr<const EpochPositions> rest = nullptr);
+                  std::shared_ptr<const EpochPositions> rest = nullptr, GivenOrder order = nullptr);
   // Before filling `spans` (consecutive batches): materialises the windows
   // they read, schedules the blocks they and the next ones need and starts
   // reading ahead. Then blocks_to_warm() lists the blocks to decompress
@@ -101,13 +104,16 @@ class ReadPlanner {
 
   // The records the rank reads in epoch `epoch` from batch `first_batch` on
   // (of only the positions `rest`, where not null, cut as StartEpoch cuts
-  // them), padding included: the batches' sample ids, in order, located
-  // without reading anything. Thread-safe; independent of the epoch in
-  // progress. EpochRecords: a whole epoch's.
+  // them; kGiven: of `order`, none without one), padding included: the
+  // batches' sample ids, in order, located without reading anything.
+  // Thread-safe; independent of the epoch in progress. EpochRecords: a
+  // whole epoch's.
   std::vector<uint64_t> Records(uint64_t epoch, uint64_t first_batch,
-                                std::shared_ptr<const EpochPositions> rest) const;
+                                std::shared_ptr<const EpochPositions> rest,
+                                GivenOrder order = nullptr) const;
   // How many Records gives, without locating them.
-  uint64_t CountRecords(uint64_t first_batch, std::shared_ptr<const EpochPositions> rest) const;
+  uint64_t CountRecords(uint64_t first_batch, std::shared_ptr<const EpochPositions> rest,
+                        GivenOrder order = nullptr) const;
   std::vector<uint64_t> EpochRecords(uint64_t epoch) const { return Records(epoch, 0, nullptr); }
   // The rank's i-th sample of the epoch: the one place a record is located.
   SampleLocation Locate(uint64_t i) const {
@@ -136,6 +142,13 @@ class ReadPlanner {
   bool WorkersReadBatch(uint64_t k);
   void FetchBlocksAhead(const std::vector<BatchSpan>& spans);
   void FetchBlocks(std::vector<BlockRef>* blocks) const;
+  // The epoch's cut: of `order` where given, else of the whole epoch (or `rest` of it).
+  Partition CutOf(std::shared_ptr<const EpochPositions> rest, const GivenOrder& order) const;
+  // Whether any position may need any block (a full shuffle, a given order):
+  // blocks are then decompressed on first use and records read one by one.
+  bool random_order() const {
+    return s_.mode == ShuffleMode::kFull || s_.mode == ShuffleMode::kGiven;
+  }
 
   const Setup s_;
   const bool uncached_;  // reads bypass every cache: nothing to read ahead into

@@ -49,7 +49,7 @@ ShuffleMode PickMode(ShuffleMode asked, const Manifest& m, bool compressed,
 AccessHints HintsFor(ShuffleMode mode, const StorageOptions& o, const Manifest& m,
                      uint64_t memory_available) {
   AccessHints h;
-  if (mode == ShuffleMode::kFull) {
+  if (mode == ShuffleMode::kFull || mode == ShuffleMode::kGiven) {  // any record next
     h.pattern = AccessHints::Pattern::kRandom;
     h.uncached = o.direct_reads == DirectReads::kAlways ||
                  (o.direct_reads == DirectReads::kAuto && m.bytes() > memory_available);
@@ -115,9 +115,15 @@ Result<std::unique_ptr<RecordSource>> RecordSource::Open(const std::string& dir,
       f.kind == format::RecordKind::kJpeg || f.raw_record_size() >= kReadAheadMinRecordBytes,
       &d.shuffle_reason_);
   SK_RETURN_IF_ERROR(d.ds_->SetAccess(HintsFor(p.mode, o, m, memory_available)));
-  SK_ASSIGN_OR_RETURN(p.partition, Partition::Make(d.ds_->num_records(), e.rank, e.world_size,
-                                                   static_cast<uint64_t>(e.batch_size), e.drop_last,
-                                                   /*strided=*/p.mode != ShuffleMode::kBlockLocal));
+  if (p.mode == ShuffleMode::kGiven) {  // the cut of each epoch's order (ReadPlanner::StartEpoch)
+    p.partition = Partition::Cut(0, nullptr, 0, 1, static_cast<uint64_t>(e.batch_size), e.drop_last,
+                                 /*strided=*/true);
+  } else {
+    SK_ASSIGN_OR_RETURN(p.partition,
+                        Partition::Make(d.ds_->num_records(), e.rank, e.world_size,
+                                        static_cast<uint64_t>(e.batch_size), e.drop_last,
+                                        /*strided=*/p.mode != ShuffleMode::kBlockLocal));
+  }
   d.cache_ = std::make_unique<BlockCache>(d.ds_.get(), o.block_cache_bytes);
   p.cache = d.cache_.get();
   const int depth = o.read_depth != kAutoReadDepth ? o.read_depth
@@ -156,8 +162,8 @@ void RecordSource::ResetStats() {
 }
 
 void RecordSource::StartEpoch(uint64_t epoch, uint64_t start_batch,
-                              std::shared_ptr<const EpochPositions> rest) {
-  planner_->StartEpoch(epoch, start_batch, std::move(rest));
+                              std::shared_ptr<const EpochPositions> rest, GivenOrder order) {
+  planner_->StartEpoch(epoch, start_batch, std::move(rest), std::move(order));
   if (queue_) queue_->Cancel();  // the old epoch's reads: dropped, the ones in flight waited for
 }
 

@@ -64,10 +64,10 @@ class RecordSource {
   void ResetStats();
 
   // A new epoch's order, starting at batch `start_batch` (of only the
-  // positions `rest`, where not null: ReadPlanner::StartEpoch); the old
-  // epoch's queued reads are dropped.
+  // positions `rest`, where not null; kGiven: the order given,
+  // ReadPlanner::StartEpoch); the old epoch's queued reads are dropped.
   void StartEpoch(uint64_t epoch, uint64_t start_batch,
-                  std::shared_ptr<const EpochPositions> rest = nullptr);
+                  std::shared_ptr<const EpochPositions> rest = nullptr, GivenOrder order = nullptr);
   // Before filling `spans` (ReadPlanner::Prepare); payloads fetched before
   // are released. Then blocks_to_warm() blocks are decompressed first
   // (WarmBlock, one worker each).
@@ -79,11 +79,13 @@ class RecordSource {
   SampleLocation Locate(uint64_t i) const { return planner_->Locate(i); }
   std::vector<uint64_t> EpochRecords(uint64_t epoch) const { return planner_->EpochRecords(epoch); }
   std::vector<uint64_t> Records(uint64_t epoch, uint64_t first_batch,
-                                std::shared_ptr<const EpochPositions> rest) const {
-    return planner_->Records(epoch, first_batch, std::move(rest));
+                                std::shared_ptr<const EpochPositions> rest,
+                                GivenOrder order = nullptr) const {
+    return planner_->Records(epoch, first_batch, std::move(rest), std::move(order));
   }
-  uint64_t CountRecords(uint64_t first_batch, std::shared_ptr<const EpochPositions> rest) const {
-    return planner_->CountRecords(first_batch, std::move(rest));
+  uint64_t CountRecords(uint64_t first_batch, std::shared_ptr<const EpochPositions> rest,
+                        GivenOrder order = nullptr) const {
+    return planner_->CountRecords(first_batch, std::move(rest), std::move(order));
   }
   int32_t label(const SampleLocation& l) const { return ds_->shard(l.shard).label(l.local); }
   // The manifest's class count (0: unlabelled data); a label must be -1

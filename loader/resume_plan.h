@@ -21,6 +21,10 @@ struct ResumePoint {
   uint64_t epoch = 0;
   uint64_t batch = 0;
   std::shared_ptr<const EpochPositions> rest;
+  // The order the state saved for `epoch` (shuffle "given", mid-epoch):
+  // what `batch` and `rest` count through. Null otherwise (a given-order
+  // loader then needs the epoch's order from its sampler).
+  GivenOrder order;
 };
 
 // For rank `rank` of a loader whose own state is `current` (state(): its
@@ -36,7 +40,9 @@ struct ResumePoint {
 //    batch 0; if too little is left for one batch (drop_last), the next
 //    epoch instead.
 // A state written before drop_last was recorded (version 1) is taken to
-// have `current`'s.
+// have `current`'s. A mid-epoch state of a given order (shuffle "given")
+// must hold that order, every record of it in the dataset; the cut counts
+// through its positions instead of the dataset's.
 Result<ResumePoint> PlanResume(const LoaderState& saved, const LoaderState& current, int rank);
 
 }  // namespace shardkit

@@ -7,7 +7,9 @@
 
 namespace shardkit {
 
-const char* ShuffleModeName(ShuffleMode mode) { return NameOf(kShuffleModeNames, mode); }
+const char* ShuffleModeName(ShuffleMode mode) {
+  return mode == ShuffleMode::kGiven ? "given" : NameOf(kShuffleModeNames, mode);
+}
 
 bool ShuffleModeFromName(std::string_view name, ShuffleMode* mode) {
   return ValueOf(kShuffleModeNames, name, mode);
@@ -40,6 +42,9 @@ EpochSampler::EpochSampler(const std::vector<uint32_t>& block_sizes, ShuffleMode
     window_start_.push_back(pos);
   }
 }
+
+EpochSampler::EpochSampler(GivenOrder order)
+    : mode_(ShuffleMode::kGiven), n_(order->size()), given_(std::move(order)), window_(1) {}
 
 uint64_t EpochSampler::WindowRecordAt(uint64_t position) const {
   const size_t w = WindowOf(position);

@@ -5,7 +5,8 @@
 // so shuffling 72M samples costs no memory. A block-local shuffle is
 // materialised one window at a time (a keyed Fisher-Yates over the window's
 // records, a few nanoseconds per record instead of a Feistel evaluation per
-// sample): memory is bounded by the window, not the dataset.
+// sample): memory is bounded by the window, not the dataset. A given order
+// (ShuffleMode::kGiven: a sampler's indices) is held as given, shared.
 #pragma once
 
 #include <cstdint>
@@ -22,23 +23,33 @@
 
 namespace shardkit {
 
+// An epoch's order given by the caller (ShuffleMode::kGiven): global record
+// numbers, this rank's, in the order they are read; repeats allowed (a
+// sampler drawing with replacement). Immutable once given: the loader, its
+// planner and a saved state share it.
+using GivenOrder = std::shared_ptr<const std::vector<uint64_t>>;
+
 class EpochSampler {
  public:
   // block_sizes: the number of records of each block, in dataset order (all
-  // shards' blocks concatenated); records are numbered through them.
+  // shards' blocks concatenated); records are numbered through them. `mode`
+  // is not kAuto or kGiven.
   EpochSampler(const std::vector<uint32_t>& block_sizes, ShuffleMode mode, uint64_t seed,
                uint64_t epoch, uint32_t window);
+  // ShuffleMode::kGiven: position p holds (*order)[p]; `order` is not null.
+  explicit EpochSampler(GivenOrder order);
   uint64_t size() const { return n_; }
   // The record at `position` of this epoch's order; position < size().
   uint64_t RecordAt(uint64_t position) const {
     if (mode_ == ShuffleMode::kFull) return full_(position);
     if (mode_ == ShuffleMode::kBlockLocal) return WindowRecordAt(position);
+    if (mode_ == ShuffleMode::kGiven) return (*given_)[position];
     return position;
   }
   // For kNone and kBlockLocal: the segment of the order that holds `position`
   // (one block, or one window of blocks): its end position and the blocks
-  // (dataset order numbers) whose records it holds. Returns false for kFull,
-  // where any position may need any block.
+  // (dataset order numbers) whose records it holds. Returns false for kFull
+  // and kGiven, where any position may need any block.
   bool Segment(uint64_t position, uint64_t* end, std::vector<uint32_t>* blocks) const;
 
   // kBlockLocal: the window that holds `position`, its positions [begin, end),
@@ -55,6 +66,7 @@ class EpochSampler {
   ShuffleMode mode_;
   uint64_t n_ = 0;
   KeyedPermutation full_;
+  GivenOrder given_;
   // Block-local: the blocks in shuffled order, grouped in windows.
   std::vector<uint64_t> block_first_;   // first record of each block (dataset order)
   std::vector<uint32_t> order_;         // shuffled block order

@@ -230,8 +230,10 @@ class Keyword {
 
 // `transform`: the plan shardkit.transforms compiles ({"kind": "train",
 // "size": 224, "height": .., "scale": (lo, hi), "ratio": (lo, hi),
-// "flip": p, "resize": .., "resize_hw": (h, w)}); absent keys keep
-// TransformParams' defaults. ("geometry" is the binding's own: see PyLoader.)
+// "flip": p, "resize": .., "resize_hw": (h, w), and RandomCrop's "padding":
+// [left, top, right, bottom], "fill": [v, ...], "padding_mode": name,
+// "pad_if_needed": bool}); absent keys keep TransformParams' defaults.
+// ("geometry" is the binding's own: see PyLoader.)
 void SetTransform(const Keyword& k, TransformParams* t) {
   if (!py::isinstance<py::dict>(k.value()))
     throw py::value_error("transform must be a dict (shardkit.transforms.plan)");
@@ -261,6 +263,29 @@ void SetTransform(const Keyword& k, TransformParams* t) {
   if (py::object v = get("resize")) t->resize = Keyword("transform resize", v).Int();
   if (py::object v = get("resize_hw"))
     std::tie(t->resize_height, t->resize_width) = v.cast<std::pair<int, int>>();
+  if (py::object v = get("padding")) {
+    const auto pad = v.cast<std::vector<py::object>>();
+    if (pad.size() != 4)
+      throw py::value_error("transform padding must be [left, top, right, bottom]");
+    int* sides[] = {&t->pad_left, &t->pad_top, &t->pad_right, &t->pad_bottom};
+    for (size_t i = 0; i < 4; ++i) *sides[i] = Keyword("transform padding", pad[i]).Int();
+  }
+  if (py::object v = get("fill")) {
+    const auto fill = v.cast<std::vector<py::object>>();
+    if (fill.empty() || fill.size() > 4)
+      throw py::value_error("RandomCrop fill must be a number or 1 to 4 numbers (one per channel)");
+    for (size_t i = 0; i < fill.size(); ++i) {
+      const int64_t f = Keyword("RandomCrop fill", fill[i]).Int64();
+      if (f < 0 || f > 255)
+        throw py::value_error("RandomCrop fill must be in 0..255 (uint8 pixels), not " +
+                              std::to_string(f));
+      t->fill[i] = static_cast<uint8_t>(f);
+    }
+    t->fill_channels = static_cast<int>(fill.size());
+  }
+  if (py::object v = get("padding_mode"))
+    t->padding_mode = Keyword("RandomCrop padding_mode", v).Enum(kPaddingModeNames);
+  if (py::object v = get("pad_if_needed")) t->pad_if_needed = Keyword("pad_if_needed", v).Bool();
 }
 
 // The loader's keywords: how each Python keyword sets its LoaderOptions
@@ -277,6 +302,11 @@ constexpr LoaderKeyword kLoaderKeywords[] = {
     {"world_size", [](const Keyword& v, LoaderOptions& o) { o.world_size = v.Int(); }},
     {"seed", [](const Keyword& v, LoaderOptions& o) { o.seed = v.UInt64(); }},
     {"shuffle", [](const Keyword& v, LoaderOptions& o) { o.shuffle = v.Enum(kShuffleModeNames); }},
+    // The orders come from the package (a sampler's indices: set_epoch_order).
+    {"given_order",
+     [](const Keyword& v, LoaderOptions& o) {
+       if (v.Bool()) o.shuffle = ShuffleMode::kGiven;
+     }},
     {"drop_last", [](const Keyword& v, LoaderOptions& o) { o.drop_last = v.Bool(); }},
     {"layout", [](const Keyword& v, LoaderOptions& o) { o.layout = v.Enum(kLayoutNames); }},
     {"prefetch", [](const Keyword& v, LoaderOptions& o) { o.prefetch = v.Int(); }},
@@ -329,9 +359,10 @@ class PyLoader {
         for (int64_t d : record.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
         throw py::value_error(
             "transform '" + kind + "'" + (kind == "train" ? " (the default)" : "") +
-            " crops and resizes JPEG records; " + path + " holds raw " + shape +
-            " records, which the loader returns as stored: pass transform=None (and resize or "
-            "augment the batch tensor after the loader if you need to)");
+            " resizes JPEG records; " + path + " holds raw " + shape +
+            " records, which the loader returns as stored or cropped: pass transform=None, or "
+            "RandomCrop(size, padding=...) with or without RandomHorizontalFlip, and resize or "
+            "augment the batch tensor after the loader if you need to");
       }
     }
     loader_ = Take(std::move(opened));
@@ -363,6 +394,25 @@ class PyLoader {
 
   void StartEpoch(uint64_t epoch, uint64_t start_batch) {
     Check(WithoutGil([&] { return loader_->StartEpoch(epoch, start_batch); }));
+  }
+
+  // A sampler's indices for `epoch` (any integer sequence or array; the
+  // core checks that each is a record of the dataset).
+  void SetEpochOrder(uint64_t epoch, const py::handle& indices) {
+    const auto a = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(indices);
+    if (!a || a.ndim() != 1)
+      throw py::value_error("a sampler's indices must be a sequence of integers");
+    std::vector<uint64_t> order(static_cast<size_t>(a.size()));
+    const int64_t* v = a.data();
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (v[i] < 0) {
+        throw py::value_error("epoch " + std::to_string(epoch) + "'s order: index " +
+                              std::to_string(v[i]) + " (at position " + std::to_string(i) +
+                              ") is not a record of the dataset");
+      }
+      order[i] = static_cast<uint64_t>(v[i]);
+    }
+    Check(loader_->SetEpochOrder(epoch, std::move(order)));
   }
 
   // (images, labels, sample_ids, real_size), or None at the epoch's end.
@@ -682,6 +732,8 @@ PYBIND11_MODULE(_shardkit, m) {
           "set_epoch", [](PyLoader& l, uint64_t epoch) { l.loader().SetEpoch(epoch); },
           py::arg("epoch"))
       .def("begin_pass", &PyLoader::BeginPass)
+      .def("set_epoch_order", &PyLoader::SetEpochOrder, py::arg("epoch"), py::arg("indices"))
+      .def_property_readonly("pass_resumes", [](PyLoader& l) { return l.loader().PassResumes(); })
       .def("end_pass", [](PyLoader& l) { l.loader().EndPass(); })
       .def_property_readonly("pass_epoch", [](PyLoader& l) { return l.loader().pass_epoch(); })
       .def("next", &PyLoader::Next)

@@ -7,6 +7,9 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include "image/codec.h"
 #include "image/image.h"
@@ -223,6 +226,55 @@ TEST(TransformGeometry, RandomResizedCropStaysInsideAndWithinRanges) {
     ASSERT_GT(d.rect.w, 0);
     ASSERT_GT(d.rect.h, 0);
   }
+}
+
+// RandomCrop's padding is NumPy's pad (torchvision's for PIL images), the
+// mirrored modes included where the padding is wider than the image (NumPy
+// mirrors in chunks, not periodically), and pad_if_needed pads the padded
+// image again; the expected maps are np.pad's.
+TEST(TransformGeometry, RandomCropPadsAsNumpyPadsAndStaysInside) {
+  std::vector<int> map, scratch;
+  auto padded = [&](PaddingMode mode, int n, int before, int after, int needed) {
+    const int size = n + before + after + 2 * needed;
+    CropIndexMap(n, before, after, needed, 0, size, mode, &map, &scratch);
+    return map;
+  };
+  using V = std::vector<int>;
+  EXPECT_EQ(padded(PaddingMode::kReflect, 3, 5, 4, 0), V({1, 0, 1, 2, 1, 0, 1, 2, 1, 0, 1, 2}));
+  EXPECT_EQ(padded(PaddingMode::kSymmetric, 3, 5, 4, 0), V({1, 2, 2, 1, 0, 0, 1, 2, 2, 1, 0, 0}));
+  EXPECT_EQ(padded(PaddingMode::kEdge, 3, 5, 4, 0), V({0, 0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2}));
+  EXPECT_EQ(padded(PaddingMode::kConstant, 3, 2, 1, 0), V({-1, -1, 0, 1, 2, -1}));
+  // np.pad(np.pad(arange(4), (1, 2), 'reflect'), (3, 3), 'reflect')
+  EXPECT_EQ(padded(PaddingMode::kReflect, 4, 1, 2, 3), V({2, 1, 0, 1, 0, 1, 2, 3, 2, 1, 2, 3, 2}));
+  EXPECT_EQ(padded(PaddingMode::kReflect, 1, 2, 2, 0), V({0, 0, 0, 0, 0}));  // NumPy: as edge
+  // A window: the map from its offset on.
+  CropIndexMap(3, 5, 4, 0, 4, 3, PaddingMode::kSymmetric, &map, &scratch);
+  EXPECT_EQ(map, V({0, 0, 1}));
+
+  TransformParams p;
+  p.kind = TransformKind::kCrop;
+  p.size = 32;
+  p.pad_left = p.pad_right = p.pad_top = p.pad_bottom = 4;
+  p.flip_prob = 0.5;
+  std::set<std::pair<int, int>> offsets;
+  for (uint64_t k = 0; k < 2000; ++k) {
+    KeyedRng rng(3, k);
+    Result<CropDecision> d = RandomCrop(32, 32, p, &rng);
+    ASSERT_TRUE(d.ok());
+    ASSERT_GE(d->rect.x, 0);
+    ASSERT_LE(d->rect.x, 8);
+    ASSERT_GE(d->rect.y, 0);
+    ASSERT_LE(d->rect.y, 8);
+    offsets.insert({int(d->rect.x), int(d->rect.y)});
+  }
+  EXPECT_EQ(offsets.size(), 81u) << "every window of the 40x40 padded image is drawn";
+  KeyedRng rng(3);
+  p.size = 48;
+  Result<CropDecision> big = RandomCrop(32, 32, p, &rng);
+  ASSERT_FALSE(big.ok());
+  EXPECT_TRUE(big.status().IsInvalidArgument());
+  p.pad_if_needed = true;  // 40 padded to 48 by 8 on both ends, then the crop
+  ASSERT_TRUE(RandomCrop(32, 32, p, &rng).ok());
 }
 
 TEST(JpegDecoderTest, ScaledCroppedDecodeChoosesTheSmallestSufficientScale) {

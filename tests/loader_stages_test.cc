@@ -262,12 +262,13 @@ TEST(SampleDecoderTest, RawRecordsAreCopiedOrTransposedAndSizeChecked) {
 }
 
 // One rule for every front end: JPEG records take every transform, raw
-// records only none, and the loader refuses the others by name rather than
-// ignore them.
-TEST(TransformRuleTest, RawRecordsTakeOnlyTransformNoneAndTheLoaderSaysSo) {
+// records only none and crop (pixels copied, none resampled), and the loader
+// refuses the others by name rather than ignore them.
+TEST(TransformRuleTest, RawRecordsTakeOnlyTransformNoneOrCropAndTheLoaderSaysSo) {
   for (const auto& [kind, name] : kTransformKindNames) {
     EXPECT_TRUE(TransformApplies(format::RecordKind::kJpeg, kind)) << name;
-    EXPECT_EQ(TransformApplies(format::RecordKind::kRawU8, kind), kind == TransformKind::kNone)
+    EXPECT_EQ(TransformApplies(format::RecordKind::kRawU8, kind),
+              kind == TransformKind::kNone || kind == TransformKind::kCrop)
         << name;
   }
   TempDir dir;
@@ -282,11 +283,11 @@ TEST(TransformRuleTest, RawRecordsTakeOnlyTransformNoneAndTheLoaderSaysSo) {
     EXPECT_TRUE(l.status().IsInvalidArgument());
     EXPECT_EQ(l.status().message(),
               dir / "raw" +
-                  ": holds raw 4x4x1 records, which the loader returns as stored; "
+                  ": holds raw 4x4x1 records, which the loader returns as stored or cropped; "
                   "transform '" +
                   TransformKindName(kind) +
-                  "' crops and resizes JPEG records: use transform none (and resize or augment "
-                  "the batches after the loader if you need to)");
+                  "' resizes JPEG records: use transform none, or crop (RandomCrop), and resize "
+                  "or augment the batches after the loader if you need to");
   }
 }
 

@@ -313,6 +313,216 @@ TEST(LoaderTest, PassesFollowTheEpochAndKeepARestoredPositionUntilItsEndIsSeen) 
   (*n)->SetEpoch(1);
   EXPECT_EQ(Pass(n->get()), e1);
 }
+// A sampler's indices for each epoch.
+std::vector<uint64_t> SamplerOrder(uint64_t epoch, size_t n, uint64_t records) {
+  std::vector<uint64_t> order;
+  for (size_t i = 0; i < n; ++i) order.push_back(Mix64(epoch * 1000 + i) % records);  // repeats too
+  return order;
+}
+
+// An order given for each epoch (a sampler's indices) is read in that order,
+// in batches of batch_size (drop_last drops the short one), the same with
+// any number of workers, with compressed blocks decompressed on first use.
+TEST(LoaderTest, AGivenOrderIsReadInItsOrderWhateverTheWorkers) {
+  TempDir dir;
+  WriteRawDataset(dir.path(), 300, 4096, 32);
+  LoaderOptions o;
+  o.shuffle = ShuffleMode::kGiven;
+  o.batch_size = 8;
+  std::string first_bytes;
+  for (int workers : {1, 3}) {
+    for (bool drop_last : {false, true}) {
+      o.workers = workers;
+      o.drop_last = drop_last;
+      auto l = Loader::Open(dir.path(), o);
+      ASSERT_TRUE(l.ok()) << l.status().ToString();
+      EXPECT_EQ((*l)->shuffle_mode(), ShuffleMode::kGiven);
+      for (uint64_t epoch = 0; epoch < 2; ++epoch) {
+        const std::vector<uint64_t> order = SamplerOrder(epoch, 37 + epoch * 10, 300);
+        ASSERT_TRUE((*l)->SetEpochOrder(epoch, order).ok());
+        ASSERT_TRUE((*l)->StartEpoch(epoch).ok());
+        std::vector<uint64_t> read;
+        std::string bytes;
+        for (;;) {
+          const Batch* b = nullptr;
+          ASSERT_TRUE((*l)->Next(&b).ok());
+          if (b == nullptr) break;
+          const size_t kept = drop_last ? order.size() / 8 * 8 : order.size();
+          EXPECT_EQ(static_cast<size_t>(b->size), std::min<size_t>(8, kept - read.size()));
+          for (int i = 0; i < b->size; ++i) {
+            read.push_back(b->sample_ids[i]);
+            EXPECT_EQ(b->data[i * 12], b->sample_ids[i] & 0xFF) << "the record's own bytes";
+          }
+          bytes.append(reinterpret_cast<const char*>(b->data), b->sample_bytes() * b->size);
+        }
+        const size_t kept = drop_last ? order.size() / 8 * 8 : order.size();
+        EXPECT_EQ(read, std::vector<uint64_t>(order.begin(), order.begin() + kept));
+        if (epoch == 1 && !drop_last) {
+          if (first_bytes.empty()) first_bytes = bytes;
+          EXPECT_EQ(bytes, first_bytes) << workers << " workers";
+        }
+      }
+    }
+  }
+}
+
+// A state mid-way through a given order holds the order, and a new loader
+// continues from it exactly, without the order being given again; a state
+// at an epoch's start holds none, and the next pass then needs its order.
+TEST(LoaderTest, AGivenOrderResumesMidEpochFromTheOrderItsStateHolds) {
+  TempDir dir;
+  WriteRawDataset(dir.path(), 200, 4096, 32);
+  LoaderOptions o;
+  o.shuffle = ShuffleMode::kGiven;
+  o.batch_size = 5;
+  o.workers = 2;
+  const std::vector<uint64_t> order = SamplerOrder(3, 33, 200);
+  auto a = Loader::Open(dir.path(), o);
+  ASSERT_TRUE(a.ok());
+  (*a)->SetEpoch(3);
+  ASSERT_TRUE((*a)->SetEpochOrder(3, order).ok());
+  const auto whole = Pass(a->get());
+  ASSERT_EQ(whole.size(), 7u);
+  EXPECT_EQ((*a)->state().order, std::vector<uint64_t>()) << "read to its end: nothing to keep";
+  (*a)->SetEpoch(3);
+  ASSERT_TRUE((*a)->SetEpochOrder(3, order).ok());
+  ASSERT_TRUE((*a)->BeginPass().ok());
+  EXPECT_EQ((*a)->state().order, order) << "a pass begun keeps its order from batch 0 on";
+  for (int i = 0; i < 2; ++i) {
+    const Batch* b = nullptr;
+    ASSERT_TRUE((*a)->Next(&b).ok());
+  }
+  Result<LoaderState> saved = LoaderStateFromJson(LoaderStateToJson((*a)->state()));
+  ASSERT_TRUE(saved.ok());
+  EXPECT_EQ(saved->shuffle, "given");
+  EXPECT_EQ(saved->batch, 2u);
+  EXPECT_EQ(saved->order, order);
+
+  auto b = Loader::Open(dir.path(), o);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE((*b)->Restore(*saved).ok());
+  (*b)->EndPass();
+  EXPECT_TRUE((*b)->PassResumes());
+  const auto rest = Pass(b->get());
+  EXPECT_EQ(rest, std::vector<std::vector<uint64_t>>(whole.begin() + 2, whole.end()));
+  EXPECT_FALSE((*b)->PassResumes());
+  EXPECT_EQ((*b)->pass_epoch(), 4u);
+  Status s = (*b)->BeginPass();
+  EXPECT_EQ(s.message(),
+            "epoch 4 has no order: this loader reads the orders it is given (a sampler's "
+            "indices); give the epoch's with SetEpochOrder before starting it");
+  // Another batch size mid-epoch: the rest of the order, cut again.
+  o.batch_size = 4;
+  auto c = Loader::Open(dir.path(), o);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->Restore(*saved).ok());
+  std::vector<uint64_t> cut;
+  for (const auto& batch : Pass(c->get())) cut.insert(cut.end(), batch.begin(), batch.end());
+  EXPECT_EQ(cut, std::vector<uint64_t>(order.begin() + 10, order.end()));
+  // At an epoch's start a state restores the epoch only; its order comes next.
+  LoaderState start = *saved;
+  start.batch = 0;
+  start.order.clear();
+  ASSERT_TRUE((*c)->Restore(start).ok());
+  EXPECT_FALSE((*c)->PassResumes());
+  EXPECT_EQ((*c)->pass_epoch(), 3u);
+  EXPECT_EQ((*c)->state().epoch, 3u);
+  // Mid-epoch without its order, or with a record the dataset lacks: refused.
+  LoaderState orderless = *saved;
+  orderless.order.clear();
+  EXPECT_EQ((*c)->Restore(orderless).message(),
+            "loader state: mid-way through epoch 3 of a given order, but it holds no 'order' to "
+            "continue");
+  LoaderState alien = *saved;
+  alien.order[4] = 200;
+  EXPECT_EQ((*c)->Restore(alien).message(),
+            "loader state: its order names record 200 (at position 4), and the dataset has 200 "
+            "records");
+}
+
+TEST(LoaderTest, GivenOrdersAreCheckedWhereTheyAreGiven) {
+  TempDir dir;
+  WriteRawDataset(dir.path(), 50, 4096);
+  LoaderOptions o;
+  o.batch_size = 8;
+  o.shuffle = ShuffleMode::kGiven;
+  o.world_size = 2;
+  auto two = Loader::Open(dir.path(), o);
+  ASSERT_FALSE(two.ok());
+  EXPECT_EQ(two.status().message(),
+            "world size 2 with orders given (a sampler's indices): a given order is this rank's "
+            "already, and the loader does not partition it again; give world size 1, and let the "
+            "sampler partition (DistributedSampler's num_replicas and rank)");
+  o.world_size = 1;
+  auto l = Loader::Open(dir.path(), o);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ((*l)->SetEpochOrder(0, {3, 50}).message(),
+            "epoch 0's order: index 50 (at position 1) is not a record of the dataset, which has "
+            "50 (0..49)");
+  ASSERT_TRUE((*l)->SetEpochOrder(0, {}).ok());  // a sampler that yields nothing: no batch
+  ASSERT_TRUE((*l)->StartEpoch(0).ok());
+  const Batch* b = nullptr;
+  ASSERT_TRUE((*l)->Next(&b).ok());
+  EXPECT_EQ(b, nullptr);
+  o.shuffle = ShuffleMode::kFull;
+  auto own = Loader::Open(dir.path(), o);
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ((*own)->SetEpochOrder(0, {1}).message(),
+            "SetEpochOrder: this loader orders its epochs itself (shuffle 'full'); open it with "
+            "ShuffleMode::kGiven to give their orders");
+}
+
+// RandomCrop of raw records: each sample is the window its keyed draw chose
+// of the padded record (PadCrop), flipped as drawn, in either layout.
+TEST(LoaderTest, RandomCropOfRawRecordsCopiesTheDrawnWindow) {
+  TempDir dir;
+  WriteRawDataset(dir.path(), 40, 4096);  // 4x3x1 records
+  LoaderOptions o;
+  o.batch_size = 8;
+  o.seed = 9;
+  o.shuffle = ShuffleMode::kNone;
+  o.transform.kind = TransformKind::kCrop;
+  o.transform.height = 4;
+  o.transform.width = 3;
+  o.transform.pad_left = o.transform.pad_right = 2;
+  o.transform.pad_top = 1;
+  o.transform.padding_mode = PaddingMode::kReflect;
+  o.transform.flip_prob = 0.5;
+  auto l = Started(dir.path(), o, 2);
+  ASSERT_NE(l, nullptr);
+  int flipped = 0;
+  for (uint64_t batch = 0; batch < 5; ++batch) {
+    const Batch* b = nullptr;
+    ASSERT_TRUE(l->Next(&b).ok());
+    ASSERT_NE(b, nullptr);
+    for (int i = 0; i < b->size; ++i) {
+      std::string record(12, static_cast<char>(b->sample_ids[i] % 251));
+      record[0] = static_cast<char>(b->sample_ids[i] & 0xFF);
+      record[1] = 0;
+      KeyedRng rng(o.seed, 2, batch * 8 + i, 0xC20B);  // the loader's key: (seed, epoch, position)
+      Result<CropDecision> crop = RandomCrop(3, 4, o.transform, &rng);
+      ASSERT_TRUE(crop.ok());
+      flipped += crop->flip;
+      uint8_t want[12];
+      PadCropScratch scratch;
+      PadCrop(reinterpret_cast<const uint8_t*>(record.data()), 3, 4, 1, o.transform, *crop,
+              Layout::kNCHW, want, &scratch);
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(want), 12),
+                std::string(reinterpret_cast<const char*>(b->data + i * 12), 12))
+          << "record " << b->sample_ids[i];
+    }
+  }
+  EXPECT_GT(flipped, 5);
+  EXPECT_LT(flipped, 35);
+  // Padded, a crop larger than the record is refused when the loader opens.
+  o.transform.height = 7;
+  auto big = Loader::Open(dir.path(), o);
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("RandomCrop 7x3 of an image of 4x3, 5x7 once padded"),
+            std::string::npos)
+      << big.status().message();
+}
+
 TEST(LoaderTest, NchwAndNhwcLayouts) {
   TempDir dir;
   // 2x2x3 records: pixel p channel c = 10 * p + c.

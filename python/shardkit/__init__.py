@@ -132,12 +132,7 @@ _said = set()  # one-time messages already given in this process
 # DataLoader arguments that have no meaning here, and why.
 _NO_EQUIVALENT = {
     "collate_fn": "batches are already collated: uint8 images [B, C, H, W] and int64 labels [B]",
-    "sampler": "the loader partitions and shuffles itself (DistributedSampler's rule: equal shares per rank, "
-               "seeded by seed and the epoch); use shuffle=, seed=, rank=, world_size= (distributed=False: "
-               "the whole dataset on every rank); loader.sampler.set_epoch(epoch) works as before",
-    "batch_sampler": "the loader makes its own batches of batch_size (drop_last as DataLoader)",
     "worker_init_fn": "the workers are C++ threads that run no Python",
-    "generator": "the order and augmentation come from seed= and the epoch",
 }
 # DataLoader arguments accepted for a script's sake, with nothing to do here.
 _NO_EFFECT = ("persistent_workers", "multiprocessing_context", "timeout", "pin_memory_device")
@@ -233,6 +228,142 @@ class _Sampler:
         return iter(self._loader._core.pass_records().tolist())
 
 
+def _indices(it, who):
+    """The indices an iterator yields (ints, NumPy or torch integers), as an int64 array."""
+    import numpy as np
+
+    values = list(it)
+    if not values:
+        return np.zeros(0, dtype=np.int64)
+    array = np.asarray(values)
+    if array.ndim != 1 or array.dtype.kind not in "iu":
+        bad = next((v for v in values if not isinstance(v, int) and getattr(v, "dtype", None) is None), values[0])
+        raise ValueError("%s yielded %r: a sampler yields record indices (integers)" % (who, bad))
+    return array.astype(np.int64, copy=False)
+
+
+def _generator_of(obj):
+    """The torch.Generator a sampler draws from, if it keeps one (generator=)."""
+    import torch
+
+    g = getattr(obj, "generator", None)
+    return g if isinstance(g, torch.Generator) else None
+
+
+class _UserOrder:
+    """A user's sampler or batch_sampler as the source of each epoch's order:
+    what DataLoader does with them, once per iteration, and their state."""
+
+    def __init__(self, sampler, batch_sampler, generator, batch_size):
+        self.sampler, self.batch_sampler, self.generator = sampler, batch_sampler, generator
+        self.batch_size = batch_size
+        source = batch_sampler if batch_sampler is not None else sampler
+        # Where set_epoch goes, and whose state a checkpoint keeps: the
+        # sampler, or the batch sampler (or the sampler inside it).
+        self.inner = getattr(batch_sampler, "sampler", None) if batch_sampler is not None else None
+        self.epoch_target = next((o for o in (source, self.inner) if callable(getattr(o, "set_epoch", None))),
+                                 None)
+        self.source = source
+        # The sampler that partitions (a DistributedSampler: num_replicas and rank), if one does.
+        self.partitioner = next((o for o in (source, self.inner) if isinstance(getattr(o, "num_replicas", None), int)
+                                 and isinstance(getattr(o, "rank", None), int)), None)
+
+    def set_epoch(self, epoch):
+        if self.epoch_target is not None:
+            self.epoch_target.set_epoch(epoch)
+
+    def draw(self):
+        """The next iteration's indices, drawn as DataLoader's iterator draws
+        them: iter(sampler), then one number from the loader's generator
+        (torch's global RNG by default) for its workers' base seed, then the
+        sampler's indices. A sampler drawing from the same RNG so yields what
+        it yields under DataLoader."""
+        import torch
+
+        it = iter(self.source)
+        torch.empty((), dtype=torch.int64).random_(generator=self.generator)
+        return self._read(it)
+
+    def _read(self, it):
+        """The indices of an iteration of the source, batches checked and joined."""
+        if self.batch_sampler is None:
+            return _indices(it, "sampler")
+        batches = [_indices(b, "batch_sampler") for b in it]
+        for k, b in enumerate(batches):
+            if len(b) > self.batch_size or (len(b) != self.batch_size and k + 1 < len(batches)) or not len(b):
+                raise ValueError("batch_sampler: batch %d of this epoch holds %d indices; shardkit.Loader's "
+                                 "batches hold batch_size=%d samples each but the last, which may hold fewer "
+                                 "(torch's BatchSampler makes such batches; batch_size is the batch sampler's "
+                                 "batch_size, or, for one without that attribute, batch_size=)"
+                                 % (k, len(b), self.batch_size))
+        import numpy as np
+
+        return np.concatenate(batches) if batches else np.zeros(0, dtype=np.int64)
+
+    def __len__(self):
+        return len(self.source)
+
+    def state(self):
+        """What the next epochs' draws depend on, as JSON-able values: the
+        sampler's own state_dict() where it has one, else its generator's
+        state; and the loader's generator's."""
+        import base64
+
+        out = {}
+        for name, obj in (("sampler", self.source), ("inner", self.inner)):
+            if obj is None:
+                continue
+            if callable(getattr(obj, "state_dict", None)):
+                out[name] = {"state_dict": obj.state_dict()}
+            elif _generator_of(obj) is not None:
+                out[name] = {"generator": base64.b64encode(_generator_of(obj).get_state().numpy().tobytes())
+                             .decode("ascii")}
+        if self.generator is not None:
+            out["generator"] = base64.b64encode(self.generator.get_state().numpy().tobytes()).decode("ascii")
+        p = self.partitioner
+        if p is not None:  # whose order a saved epoch is
+            out["partition"] = [p.rank, p.num_replicas, getattr(p, "epoch", 0)]
+        return out
+
+    def order_for_this_rank(self, state, saved):
+        """`state` (a loader state) with its epoch's order this rank's: as
+        saved, or, saved by another rank of a torch DistributedSampler (a
+        checkpoint written by rank 0 only), that sampler's order for this rank
+        drawn again (it depends on its seed and epoch only). Another rank's
+        order from any other sampler is refused: it cannot be drawn again."""
+        p, where = self.partitioner, saved.get("partition")
+        if p is None or where is None or [p.rank, p.num_replicas] == list(where[:2]) or not state.get("order"):
+            return state
+        from torch.utils.data import DistributedSampler
+
+        if not isinstance(p, DistributedSampler) or p.num_replicas != where[1]:
+            raise ValueError("this loader state is mid-way through an epoch of rank %d of %d's sampler, whose "
+                             "indices it holds; this loader's sampler is rank %d of %d: load each rank's own "
+                             "state_dict (a sampler's order is its rank's)" % (where[0], where[1], p.rank,
+                                                                              p.num_replicas))
+        p.set_epoch(where[2])
+        return dict(state, order=self._read(iter(self.source)).tolist())
+
+    def load_state(self, state):
+        import base64
+
+        import torch
+
+        def generator_state(text):
+            return torch.frombuffer(bytearray(base64.b64decode(text)), dtype=torch.uint8)
+
+        for name, obj in (("sampler", self.source), ("inner", self.inner)):
+            saved = state.get(name)
+            if obj is None or not saved:
+                continue
+            if "state_dict" in saved and callable(getattr(obj, "load_state_dict", None)):
+                obj.load_state_dict(saved["state_dict"])
+            elif "generator" in saved and _generator_of(obj) is not None:
+                _generator_of(obj).set_state(generator_state(saved["generator"]))
+        if self.generator is not None and state.get("generator"):
+            self.generator.set_state(generator_state(state["generator"]))
+
+
 class Loader:
     """Batches of one rank's share of a shard dataset, decoded and augmented by
     C++ worker threads ahead of the training loop.
@@ -286,17 +417,34 @@ class Loader:
                          once, the first few), until more than skip_budget=100
                          damages were found: a corrupt record is one, a
                          corrupt compressed block is one whatever it held
+      sampler=None       DataLoader's: each iteration reads the indices the
+                         sampler yields (global record numbers), in its order,
+                         in batches of batch_size (drop_last as DataLoader);
+                         set_epoch(e) is forwarded to it. The sampler decides
+                         this rank's records: the loader partitions nothing,
+                         takes no rank/world from the environment, and refuses
+                         world_size > 1 (give a DistributedSampler its
+                         num_replicas and rank) and shuffle=True
+      batch_sampler=None DataLoader's: each batch is the list it yields (all
+                         of one size, batch_size or the batch sampler's
+                         batch_size, but the last); not with batch_size,
+                         sampler, shuffle or drop_last
+      generator=None     with a sampler: the RNG DataLoader's iterator takes
+                         one number from per iteration (torch's global RNG
+                         by default), taken here too, so a sampler drawing
+                         from the same RNG yields what it yields under
+                         DataLoader
     One thread iterates a loader at a time (a second gets a RuntimeError);
     Ctrl-C while waiting for a batch raises KeyboardInterrupt at once.
-    ``collate_fn``, ``sampler``, ``batch_sampler``, ``worker_init_fn`` and
-    ``generator`` have no equivalent and are refused with the reason.
+    ``collate_fn`` and ``worker_init_fn`` have no equivalent and are refused
+    with the reason.
     """
 
     def __init__(self, path, batch_size=1, *, workers=None, transform="train", size=224, rank=None,
                  world_size=None, seed=0, shuffle="auto", drop_last=False, layout="NCHW",
                  prefetch=4, on_corrupt="fail", skip_budget=100, pin_memory=False, num_workers=None,
                  prefetch_factor=None, read_depth=None, read_ahead_bytes=64 << 20, cache_dir=None,
-                 cache_limit=0, distributed=None,
+                 cache_limit=0, distributed=None, sampler=None, batch_sampler=None, generator=None,
                  **dataloader_args):
         torch = _import_torch("shardkit.Loader")
 
@@ -316,7 +464,13 @@ class Loader:
             raise ValueError("give both rank and world_size, or neither")
         if distributed is not None and not isinstance(distributed, bool):
             raise ValueError("distributed must be True, False or None, not %r" % (distributed,))
-        if distributed is False:
+        self._order = self._user_order(sampler, batch_sampler, generator, batch_size, shuffle, drop_last,
+                                       distributed)
+        if self._order is not None:
+            batch_size, shuffle = self._order.batch_size, None
+            if rank is None:  # the sampler's partition, never the environment's
+                rank, world_size = 0, 1
+        elif distributed is False:
             if rank is not None and _int("world_size", world_size) != 1:
                 raise ValueError("distributed=False reads the whole dataset on every rank: give it, or "
                                  "rank= and world_size=, not both")
@@ -354,16 +508,27 @@ class Loader:
                   "shardkit.normalize) the uint8 batch on the GPU"
                   % (self._to_float[0], " in 0-1" if self._to_float[1] else ""))
         # The core's keyword table converts each option; Loader::Open checks them.
+        order = {"shuffle": shuffle} if self._order is None else {"given_order": True}
         self._core = _Loader(_path(path), batch_size=batch_size, workers=workers, transform=plan, rank=rank,
-                             world_size=world_size, seed=seed, shuffle=shuffle, drop_last=drop_last,
+                             world_size=world_size, seed=seed, drop_last=drop_last,
                              layout=layout, prefetch=prefetch, on_corrupt=on_corrupt, skip_budget=skip_budget,
                              read_depth=-1 if read_depth is None else read_depth,
                              read_ahead_bytes=read_ahead_bytes,
                              cache_dir=b"" if cache_dir is None else _path(cache_dir, "cache_dir"),
-                             cache_limit=cache_limit)
+                             cache_limit=cache_limit, **order)
         core = self._core
         self.batch_size, self.seed, self.rank, self.world_size = (core.batch_size, core.seed, core.rank,
                                                                   core.world_size)
+        self.drop_last = bool(drop_last)
+        if self._order is not None and self._order.partitioner is not None:  # the sampler's partition
+            self.rank, self.world_size = self._order.partitioner.rank, self._order.partitioner.num_replicas
+        elif self._order is not None:
+            env_rank, env_world, source = _distributed_defaults()
+            if env_world > 1:
+                _once(("sampler", env_rank, env_world), _log.info,
+                      "shardkit.Loader: rank %d of %d (from %s) reads all the indices its sampler yields, as "
+                      "DataLoader does: the sampler does not partition them (a DistributedSampler would)"
+                      % (env_rank, env_world, source))
         if core.shuffle_reason:  # shuffle="auto" (or True): which shuffle, and why, said once
             block = core.shuffle_mode == "block"
             _once(("shuffle", self.path, core.shuffle_mode), (lambda m: warnings.warn(m, stacklevel=4))
@@ -385,12 +550,45 @@ class Loader:
         self._lock = threading.RLock()
         self._active = None  # (thread, marker) of the iteration in progress
 
+    @staticmethod
+    def _user_order(sampler, batch_sampler, generator, batch_size, shuffle, drop_last, distributed):
+        """The user's sampler or batch_sampler, checked as DataLoader checks
+        them, or None (the loader's own orders)."""
+        if sampler is None and batch_sampler is None:
+            if generator is not None:
+                raise TypeError("shardkit.Loader has no generator without a sampler: the order and augmentation "
+                                "come from seed= and the epoch")
+            return None
+        if distributed:
+            raise ValueError("distributed=True with a sampler: the sampler decides this rank's records (a "
+                             "DistributedSampler partitions them); leave distributed out")
+        if shuffle is True or shuffle in ("full", "block"):
+            raise ValueError("sampler option is mutually exclusive with shuffle (as DataLoader says): the "
+                             "sampler's order is read")
+        if batch_sampler is not None:
+            # Its batch size is its own (torch's BatchSampler says it); one
+            # without the attribute takes batch_size=, which DataLoader never needs.
+            size = getattr(batch_sampler, "batch_size", None)
+            if sampler is not None or drop_last or (size is not None and _int("batch_size", batch_size) != 1):
+                raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, "
+                                 "and drop_last (as DataLoader says): the batch sampler makes the batches")
+            batch_size = _int("batch_sampler.batch_size", size) if size is not None else batch_size
+        return _UserOrder(sampler, batch_sampler, generator, batch_size)
+
     def __len__(self):
+        """Batches per epoch: this rank's, or with a sampler DataLoader's
+        count, len(sampler) in batches (len(batch_sampler))."""
+        if self._order is not None:
+            if self._order.batch_sampler is not None:
+                return len(self._order.batch_sampler)
+            n = len(self._order)
+            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
         return self._core.batches_per_epoch
 
     @property
     def samples_per_epoch(self):
-        """This rank's samples per epoch, padding included."""
+        """This rank's samples per epoch, padding included (with a sampler:
+        of the epoch read last)."""
         return self._core.samples_per_epoch
 
     @property
@@ -414,20 +612,33 @@ class Loader:
         return self._core.pass_epoch
 
     def set_epoch(self, epoch):
-        """The epoch the next iteration reads (its shuffle and augmentation).
-        After load_state_dict, iterations of the saved epoch resume mid-way."""
+        """The epoch the next iteration reads (its shuffle and augmentation;
+        with a sampler, also the sampler's: its set_epoch(epoch), as DataLoader
+        scripts call it). After load_state_dict, iterations of the saved epoch
+        resume mid-way."""
         epoch = _int("epoch", epoch)
         if epoch < 0:
             raise ValueError("epoch must be >= 0, not %d" % epoch)
+        if self._order is not None:
+            self._order.set_epoch(epoch)
         self._core.set_epoch(epoch)
 
     @property
     def sampler(self):
         """What DDP scripts call ``loader.sampler.set_epoch(epoch)`` on: the
-        loader's own order (``set_epoch`` is the loader's; ``len`` is this
-        rank's samples per epoch, as DistributedSampler's, or after
-        load_state_dict what is left of the saved epoch)."""
+        sampler given (with a batch_sampler, the sampler inside it, as torch's
+        BatchSampler holds one); else the loader's own order (``set_epoch`` is
+        the loader's; ``len`` is this rank's samples per epoch, as
+        DistributedSampler's, or after load_state_dict what is left of the
+        saved epoch)."""
+        if self._order is not None:
+            return self._order.sampler if self._order.sampler is not None else self._order.inner
         return _Sampler(self)
+
+    @property
+    def batch_sampler(self):
+        """The batch_sampler given, else None."""
+        return self._order.batch_sampler if self._order is not None else None
 
     @property
     def dataset(self):
@@ -449,6 +660,10 @@ class Loader:
 
         token = self._begin_iteration()
         try:
+            if self._order is not None:
+                self._core.end_pass()  # an iteration left unfinished is over: where does the next start?
+                if not self._core.pass_resumes:  # a restored epoch reads the order its state saved
+                    self._core.set_epoch_order(self._core.pass_epoch, self._order.draw())
             self._core.begin_pass()
             while True:
                 if self._active is not token:  # before taking a batch that belongs to the newer one
@@ -506,8 +721,18 @@ class Loader:
         LoaderState, as a dict): inside an iteration, the next batch of it;
         between iterations, where the next iteration starts. A new loader
         given this state continues with exactly the batches this one would
-        have yielded next."""
-        return json.loads(self._core.state())
+        have yielded next. With a sampler: mid-way through an epoch, the
+        epoch's indices as drawn ("order": the rest is read from them, not
+        drawn again), and under "sampler" what the next epochs' draws depend
+        on: the sampler's own state_dict() where it has one, else the state
+        of its generator (generator=), and of the loader's generator. A
+        sampler drawing from torch's global RNG draws from wherever the
+        script leaves that RNG (torch.get_rng_state() is the script's to
+        keep, as with DataLoader)."""
+        state = json.loads(self._core.state())
+        if self._order is not None:
+            state["sampler"] = self._order.state()
+        return state
 
     def load_state_dict(self, state):
         """Continue from `state` (from state_dict): every iteration of its
@@ -523,14 +748,25 @@ class Loader:
         rest's batches are numbered from 0 and ``len(loader)`` is their
         count. ``loader.sampler`` yields what is left either way. The core
         checks the state (same dataset and seed; mid-epoch, the same shuffle
-        and transform) and raises ValueError saying what differs."""
+        and transform) and raises ValueError saying what differs. With a
+        sampler: the rest of the saved epoch is read from the indices the
+        state holds (no draw), and the sampler's (and generator's) saved
+        state is restored into this loader's, so the next epochs draw what
+        the saved run would have; the state of rank 0 of a DistributedSampler
+        resumes any rank of it (its indices drawn again for this rank)."""
         if not isinstance(state, dict):
             raise ValueError("not a shardkit loader state: %r is not a dict" % type(state).__name__)
+        state = dict(state)
+        sampler_state = state.pop("sampler", None)
+        if self._order is not None and sampler_state:
+            state = self._order.order_for_this_rank(state, sampler_state)
         try:
             text = json.dumps(state)
         except (TypeError, ValueError) as e:
             raise ValueError("not a shardkit loader state: %s" % e) from None
         self._core.restore(text)
+        if self._order is not None and sampler_state:
+            self._order.load_state(sampler_state)
         with self._lock:
             if self._active is None:  # between iterations: state_dict is where the next one starts
                 self._core.end_pass()

@@ -1,6 +1,6 @@
 # Type information for editors and type checkers (PEP 561: py.typed).
 import os
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -35,6 +35,7 @@ class Loader:
     rank: int
     world_size: int
     transform: str
+    drop_last: bool
     pin_memory: bool
     def __init__(
         self,
@@ -61,6 +62,9 @@ class Loader:
         cache_limit: int = ...,
         read_ahead_bytes: int = ...,
         distributed: Optional[bool] = ...,
+        sampler: Optional[Iterable[int]] = ...,
+        batch_sampler: Optional[Iterable[Sequence[int]]] = ...,
+        generator: Optional[torch.Generator] = ...,
         persistent_workers: bool = ...,
         multiprocessing_context: Any = ...,
         timeout: float = ...,
@@ -78,8 +82,12 @@ class Loader:
     @property
     def epoch(self) -> int: ...
     def set_epoch(self, epoch: int) -> None: ...
+    # The sampler given (or the one inside the batch_sampler given), else the
+    # loader's own order.
     @property
-    def sampler(self) -> _Sampler: ...
+    def sampler(self) -> Union[_Sampler, Any]: ...
+    @property
+    def batch_sampler(self) -> Optional[Any]: ...
     @property
     def dataset(self) -> Dataset: ...
     def state_dict(self) -> Dict[str, Any]: ...

@@ -21,6 +21,9 @@ What the loader runs: one geometry, then an optional horizontal flip:
   RandomResizedCrop(size, scale, ratio)            random area and aspect
   Resize(int or (h, w)) + CenterCrop(size)         resize, then the centre
   Resize((h, w))                                   the whole image, squashed
+  RandomCrop(size, padding, pad_if_needed, fill,   pad, then a window at a random
+             padding_mode)                         offset: pixels copied, equal to
+                                                   torchvision's (raw records too)
   RandomHorizontalFlip(p)                          after any of those
 The batch is then uint8 [B, C, H, W]; with ToTensor() (or ConvertImageDtype /
 ToDtype to a float type) in the Compose it is float in 0-1, torchvision's
@@ -34,12 +37,29 @@ draw per sample, apply them per image). Normalisation: shardkit.normalize
 ToTensor and the like), raw records come as stored; JPEGs need a geometry
 (their sizes differ, a batch needs one).
 
-Transforms need JPEG records: on raw records (IDX, HDF5, bigMNIST) the only
-transform is None, the records as stored.
+On raw records (IDX, HDF5, MATLAB, bigMNIST) the transforms are None (the
+records as stored) and RandomCrop (with or without RandomHorizontalFlip): the
+others resize, which only JPEG records take.
+
+Anything else is refused with one message shape, naming the transform and
+what to do instead: "transform: NAME does not run in shardkit's loader;
+apply it to the batch tensor after the loader ..." (or the replacement, such
+as shardkit.normalize for Normalize).
 """
 import logging
 
-__all__ = ["Compose", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip", "plan"]
+__all__ = ["Compose", "RandomResizedCrop", "Resize", "CenterCrop", "RandomCrop", "RandomHorizontalFlip",
+           "plan"]
+
+# What the loader runs, for the messages.
+_RUNS = "RandomResizedCrop, Resize, CenterCrop, RandomCrop and RandomHorizontalFlip"
+_AFTER = ("apply it to the batch tensor after the loader (uint8 [B, C, H, W], on its device: torchvision's "
+          "transforms take tensors)")
+
+
+def _refused(name, instead):
+    """The one shape of a refusal: the transform, then what to do instead."""
+    return ValueError("transform: %s does not run in shardkit's loader; %s" % (name, instead))
 
 
 def _size_pair(name, size):
@@ -74,8 +94,9 @@ def _check_interpolation(owner, interpolation):
         return
     name = getattr(interpolation, "name", None) or getattr(interpolation, "value", None) or str(interpolation)
     if str(name).lower() not in ("bilinear", "interpolationmode.bilinear", "2"):
-        raise ValueError("%s(interpolation=%s): shardkit resamples bilinearly (antialiased, as torchvision "
-                         "does for PIL images); use the default interpolation" % (owner, name))
+        raise _refused("%s(interpolation=%s)" % (owner, name),
+                       "use the default interpolation: the loader resamples bilinearly (antialiased, as "
+                       "torchvision does for PIL images)")
 
 
 class RandomResizedCrop:
@@ -100,7 +121,8 @@ class Resize:
 
     def __init__(self, size, interpolation=None, max_size=None, antialias=True):
         if max_size is not None:
-            raise ValueError("Resize(max_size=...) is not supported by shardkit's loader")
+            raise _refused("Resize(max_size=%r)" % (max_size,),
+                           "use Resize((h, w)), or Resize(n) + CenterCrop(n): a batch needs one size")
         _check_interpolation("Resize", interpolation)
         if isinstance(size, int) and not isinstance(size, bool):
             self.short, self.size = size, None
@@ -126,6 +148,49 @@ class CenterCrop:
 
     def __repr__(self):
         return "CenterCrop(%r)" % (self.size,)
+
+
+def _padding(padding):
+    """torchvision's padding (an int, or 1, 2 or 4 numbers) as [left, top, right, bottom]."""
+    if padding is None:
+        return [0, 0, 0, 0]
+    if isinstance(padding, (int, float)) and not isinstance(padding, bool):
+        return [padding] * 4
+    try:
+        seq = list(padding)
+    except TypeError:
+        raise ValueError("RandomCrop padding must be an int or 1, 2 or 4 ints, not %r" % (padding,)) from None
+    if len(seq) == 1:
+        return seq * 4
+    if len(seq) == 2:  # left/right, top/bottom
+        return [seq[0], seq[1], seq[0], seq[1]]
+    if len(seq) == 4:
+        return seq
+    raise ValueError("RandomCrop padding must be an int or 1, 2 or 4 ints, not %r" % (padding,))
+
+
+class RandomCrop:
+    """torchvision.transforms.RandomCrop: the image padded by ``padding`` (an
+    int, (left/right, top/bottom) or (left, top, right, bottom)) in
+    ``padding_mode`` ('constant' with ``fill``, a number or one per channel;
+    'edge', 'reflect', 'symmetric'), then, with ``pad_if_needed``, a side
+    still shorter than ``size`` padded by the difference at both ends; then a
+    ``size`` window at a random offset. Pixels are copied, as torchvision
+    copies them: equal to torchvision's for the same offset. CIFAR's and
+    SVHN's ``RandomCrop(32, padding=4)``, on raw records too."""
+
+    def __init__(self, size, padding=None, pad_if_needed=False, fill=0, padding_mode="constant"):
+        self.size = _size_pair("RandomCrop", size)
+        self.padding = _padding(padding)  # ranges are checked by the loader
+        self.pad_if_needed = bool(pad_if_needed)
+        if isinstance(fill, dict):  # v2's per-type fill
+            raise ValueError("RandomCrop fill must be a number or one per channel, not %r" % (fill,))
+        self.fill = list(fill) if isinstance(fill, (list, tuple)) else [0 if fill is None else fill]
+        self.padding_mode = str(padding_mode)
+
+    def __repr__(self):
+        return "RandomCrop(size=%r, padding=%r, pad_if_needed=%r, fill=%r, padding_mode=%r)" % (
+            self.size, self.padding, self.pad_if_needed, self.fill, self.padding_mode)
 
 
 class RandomHorizontalFlip:
@@ -192,15 +257,26 @@ _ON_GPU = {"ColorJitter", "RandomGrayscale", "Grayscale", "GaussianBlur", "Rando
            "RandomAffine", "RandomPerspective", "Lambda", "RandomApply", "RandomChoice", "RandomOrder"}
 
 
+# What to do instead of torchvision transforms that have a better answer than
+# "after the loader".
+_INSTEAD = {
+    "Pad": "give the padding to RandomCrop (Pad(p) + RandomCrop(n) is RandomCrop(n, padding=p)), or pad the "
+           "batch tensor after the loader",
+    "FiveCrop": _AFTER + "; FiveCrop and TenCrop make several images of one",
+    "TenCrop": _AFTER + "; FiveCrop and TenCrop make several images of one",
+}
+
+
 def _translate(t):
     """A torchvision (v1 or v2) transform as ours, or a ValueError that says
     where it belongs."""
-    if isinstance(t, (Compose, RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip)):
+    if isinstance(t, (Compose, RandomResizedCrop, Resize, CenterCrop, RandomCrop, RandomHorizontalFlip)):
         return t
     name = type(t).__name__
     module = type(t).__module__ or ""
     if not module.startswith("torchvision"):
-        raise ValueError("transform: %r is neither a shardkit.transforms nor a torchvision transform" % (t,))
+        raise _refused("%r (not a torchvision or shardkit.transforms transform)" % (t,),
+                       _AFTER + ", or write the geometry with torchvision's " + _RUNS)
     if name == "Compose":
         return Compose([_translate(x) for x in t.transforms])
     if name == "RandomResizedCrop":
@@ -211,22 +287,21 @@ def _translate(t):
         return CenterCrop(t.size)
     if name == "RandomHorizontalFlip":
         return RandomHorizontalFlip(t.p)
+    if name == "RandomCrop":
+        return RandomCrop(t.size, getattr(t, "padding", None), getattr(t, "pad_if_needed", False),
+                          getattr(t, "fill", 0), getattr(t, "padding_mode", "constant"))
     if name in _NO_OPS:
         return _to_float(t, name) if name in ("ToTensor", "ConvertImageDtype", "ToDtype") else None
     if name == "Normalize":
-        raise ValueError("transform: Normalize runs after the loader, on the batch: take it out of the "
-                         "transform and add, in the training loop, images = shardkit.normalize(images, "
-                         "mean=%s, std=%s) (on the uint8 batch, on the GPU after "
-                         "images.cuda(non_blocking=True) where there is one: uint8 is 4x fewer bytes to "
-                         "copy); leaving it out trains on unnormalised inputs" % (_values(t.mean),
-                                                                                   _values(t.std)))
+        raise _refused("Normalize", "apply it to the batch after the loader: take it out of the transform and "
+                       "add, in the training loop, images = shardkit.normalize(images, mean=%s, std=%s) (on the "
+                       "uint8 batch, on the GPU after images.cuda(non_blocking=True) where there is one: uint8 "
+                       "is 4x fewer bytes to copy); leaving it out trains on unnormalised inputs"
+                       % (_values(t.mean), _values(t.std)))
     if name in _ON_GPU:
-        raise ValueError("transform: %s does not run in shardkit's loader; apply it after the loader to "
-                         "the uint8 images tensor [B, C, H, W], on its device: torchvision's %s takes "
-                         "tensors (one random draw per call; for a draw per sample: "
-                         "torch.stack([t(img) for img in images]))" % (name, name))
-    raise ValueError("transform: torchvision's %s is not supported by shardkit's loader (it runs "
-                     "RandomResizedCrop, Resize, CenterCrop and RandomHorizontalFlip)" % name)
+        raise _refused(name, _AFTER + " (one random draw per call; for a draw per sample: "
+                       "torch.stack([t(img) for img in images]))")
+    raise _refused(name, _INSTEAD.get(name, _AFTER + "; the loader runs " + _RUNS))
 
 
 _log = logging.getLogger("shardkit")
@@ -272,7 +347,7 @@ def _plan(ops, size):
     flips = [op for op in ops if isinstance(op, RandomHorizontalFlip)]
     geometry = [op for op in ops if not isinstance(op, RandomHorizontalFlip)]
     if len(flips) > 1:
-        raise ValueError("transform: more than one RandomHorizontalFlip")
+        raise _refused("a second RandomHorizontalFlip", "keep one (two flips of p are one of 2p(1-p))")
     flip = flips[0].p if flips else 0.0
     shapes = [type(op).__name__ for op in geometry]
     if shapes == ["RandomResizedCrop"]:
@@ -290,15 +365,20 @@ def _plan(ops, size):
     if shapes == ["Resize"] and geometry[0].size is not None:
         h, w = geometry[0].size
         return {"kind": "resize", "size": h, "height": h, "width": w, "flip": flip}
+    if shapes == ["RandomCrop"]:
+        (h, w), op = geometry[0].size, geometry[0]
+        return {"kind": "crop", "size": h, "height": h, "width": w, "padding": op.padding, "fill": op.fill,
+                "padding_mode": op.padding_mode, "pad_if_needed": op.pad_if_needed, "flip": flip}
     if shapes == ["Resize"]:
-        raise ValueError("transform: Resize(%d) alone gives images of different sizes; batches need one: "
-                         "add CenterCrop(n), or use Resize((h, w))" % geometry[0].short)
+        raise _refused("Resize(%d) alone" % geometry[0].short, "add CenterCrop(n), or use Resize((h, w)): it "
+                       "gives images of different sizes, and a batch needs one")
     if not shapes:  # only ToTensor and the like: no geometry, the records as stored
         if flip:
-            raise ValueError("transform: RandomHorizontalFlip needs a geometry (RandomResizedCrop, Resize "
-                             "+ CenterCrop or Resize((h, w))); on raw records flip the batch after the "
-                             "loader: torch.flip(images, dims=[3]) where a random draw says so")
+            raise _refused("RandomHorizontalFlip without a geometry", "add one (RandomResizedCrop, Resize + "
+                           "CenterCrop, Resize((h, w)) or, on raw records too, RandomCrop(size)), or flip the "
+                           "batch tensor after the loader: torch.flip(images, dims=[3]) where a random draw "
+                           "says so")
         return {"kind": "none", "size": int(size), "geometry": False}
-    raise ValueError("transform: shardkit's loader runs one of RandomResizedCrop | Resize + CenterCrop | "
-                     "Resize((h, w)), each optionally with RandomHorizontalFlip; not %s" %
-                     (" + ".join(shapes) or "no geometry"))
+    raise _refused(" + ".join(shapes), "the loader runs one geometry: RandomResizedCrop | Resize + CenterCrop "
+                   "| Resize((h, w)) | RandomCrop, each optionally with RandomHorizontalFlip; " + _AFTER +
+                   " for the rest")

@@ -353,7 +353,7 @@ def test_loader_options_are_converted_by_the_cores_keyword_table_and_checked_by_
             (dict(layout="CHW"), "layout must be 'NCHW' or 'NHWC', not 'CHW'"),
             (dict(on_corrupt="ignore"), "on_corrupt must be 'fail' or 'skip', not 'ignore'"),
             (dict(transform="rotate"),
-             "transform must be 'train', 'val', 'resize', None or torchvision-style transforms, not 'rotate'"),
+             "transform must be 'train', 'val', 'resize', 'crop', None or torchvision-style transforms, not 'rotate'"),
             (dict(workers=10**12), "workers=1000000000000 is out of range"),
             (dict(workers=300), "workers must be in 1..256, not 300"),
             (dict(read_ahead_bytes=-1), "read-ahead bytes must be in 1 MiB..64 GiB"),
