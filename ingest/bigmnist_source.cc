@@ -7,7 +7,10 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/crc32c.h"
 #include "base/openmp.h"
+#include "ingest/input_id.h"
+#include "shard/manifest.h"  // Crc32cHex
 #include "storage/file_io.h"
 
 namespace shardkit {
@@ -45,6 +48,57 @@ RecordSpec BigMnistSource::spec() const {
   r.source_order = true;
   r.records = plan_.total();
   return r;
+}
+
+namespace {
+
+// The ranges the recipe draws from.
+nlohmann::json TransformsJson(const AugmentParams& p) {
+  if (p.recipe == Recipe::kRcc) {
+    return {{"views", {"original", "rotation", "translation", "scale", "hflip", "elastic"}},
+            {"rotation_deg", kRcc.rotation_deg},
+            {"translate_frac", kRcc.translate_frac},
+            {"scale", {kRcc.scale_min, kRcc.scale_max}},
+            {"elastic_alpha", kRcc.elastic_alpha},
+            {"elastic_sigma", kRcc.elastic_sigma},
+            {"elastic", "torchvision"},
+            {"resampling", p.interpolation == Interpolation::kNearest
+                               ? "nearest (rotation, scale), bilinear (elastic)"
+                               : "bilinear"}};
+  }
+  return {{"rotation_deg", p.rotation_deg},
+          {"shear", p.shear},
+          {"translate_px", p.translate_px},
+          {"scale", {p.scale_min, p.scale_max}},
+          {"flip_prob", p.flip_prob},
+          {"elastic_alpha", p.elastic_alpha},
+          {"elastic_sigma", p.elastic_sigma},
+          {"resampling", NameOf(kInterpolationNames, p.interpolation)}};
+}
+
+}  // namespace
+
+// The images used by content (the CRC32C of their pixels and labels, not
+// the files' path), the counts, the seed, the recipe and its ranges, the
+// copies' mode; the records as shards.
+Result<std::string> BigMnistSource::Settings() const {
+  const Plan& p = plan_;
+  const uint32_t pixels_crc = crc32c::Value(src_.images.data.data(), p.n * p.item()),
+                 labels_crc = crc32c::Value(src_.labels.data.data(), p.n);
+  return SettingsText({{"tool", "shardkit-augment bigmnist"},
+                       {"source",
+                        {{"images", p.n},
+                         {"height", p.h},
+                         {"width", p.w},
+                         {"pixels_crc32c", Crc32cHex(pixels_crc)},
+                         {"labels_crc32c", Crc32cHex(labels_crc)}}},
+                       {"versions", p.versions},
+                       {"copies", p.copies},
+                       {"seed", p.seed},
+                       {"recipe", NameOf(kRecipeNames, p.params.recipe)},
+                       {"transforms", TransformsJson(p.params)},
+                       {"distinct_copies", p.distinct_copies},
+                       {"format", "shards"}});
 }
 
 Status BigMnistSource::SetRange(uint64_t first, uint64_t end) {

@@ -38,6 +38,7 @@ class BigMnistSource : public SampleSource {
   std::string name() const override { return name_; }
   RecordSpec spec() const override;
   Status SetRange(uint64_t first, uint64_t end) override;
+  Result<std::string> Settings() const override;
   // Augments the table first (identical copies, once), then adds records
   // [first, end) of the output in order.
   Result<Listing> Scan(SampleSink* sink) override;

@@ -1,6 +1,5 @@
 // HDF5 import (a SampleSource reading hyperslabs) and export.
 #include "ingest/hdf5.h"
-#include "ingest/text.h"
 
 #include <hdf5.h>
 #include <unistd.h>
@@ -11,6 +10,8 @@
 #include <cstring>
 #include <memory>
 
+#include "ingest/input_id.h"
+#include "ingest/text.h"
 #include "shard/shard.h"
 #include "storage/output_file.h"
 
@@ -90,6 +91,15 @@ class Hdf5Source : public SampleSource {
     return Status::OK();
   }
   Result<Listing> Scan(SampleSink* sink) override;
+  // The file by size and modification time: a part reads only its range.
+  Result<std::string> Settings() const override {
+    SK_ASSIGN_OR_RETURN(nlohmann::json file, InputIdByStat(o_.file));
+    return SettingsText({{"command", "hdf5"},
+                         {"class_names", JoinList(o_.class_names)},
+                         {"file", std::move(file)},
+                         {"images", o_.images},
+                         {"labels", o_.labels}});
+  }
 
  private:
   Hdf5Options o_;

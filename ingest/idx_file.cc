@@ -1,6 +1,5 @@
 // IDX parsing with bounded, checked sizes; gzip through zlib.
 #include "ingest/idx_file.h"
-#include "ingest/text.h"
 
 #include <zlib.h>
 
@@ -8,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "ingest/input_id.h"
+#include "ingest/text.h"
 #include "shard/shard_format.h"
 #include "storage/file_io.h"
 
@@ -176,8 +177,13 @@ namespace {
 
 class IdxSource : public SampleSource {
  public:
-  IdxSource(std::string name, IdxDataset ds, std::vector<std::string> classes)
-      : name_(std::move(name)), ds_(std::move(ds)), classes_(std::move(classes)) {}
+  IdxSource(std::string name, std::string labels_path, IdxDataset ds,
+            std::vector<std::string> classes, std::vector<std::string> class_names)
+      : name_(std::move(name)),
+        labels_path_(std::move(labels_path)),
+        ds_(std::move(ds)),
+        classes_(std::move(classes)),
+        class_names_(std::move(class_names)) {}
   std::string name() const override { return name_; }
   RecordSpec spec() const override {
     RecordSpec r;
@@ -215,12 +221,22 @@ class IdxSource : public SampleSource {
     listing.classes = classes_;
     return listing;
   }
+  // Both files by content: they are read whole.
+  Result<std::string> Settings() const override {
+    SK_ASSIGN_OR_RETURN(nlohmann::json images, InputIdByContent(name_));
+    SK_ASSIGN_OR_RETURN(nlohmann::json labels, InputIdByContent(labels_path_));
+    return SettingsText({{"command", "idx"},
+                         {"class_names", JoinList(class_names_)},
+                         {"images", std::move(images)},
+                         {"labels", std::move(labels)}});
+  }
 
  private:
-  std::string name_;
+  std::string name_, labels_path_;  // name_: the images' path
   IdxDataset ds_;
   std::vector<std::string> classes_;
-  uint64_t first_ = 0, end_ = 0;  // SetRange's; end 0: every item
+  std::vector<std::string> class_names_;  // as given (the classes' names, else none)
+  uint64_t first_ = 0, end_ = 0;          // SetRange's; end 0: every item
 };
 
 }  // namespace
@@ -233,7 +249,7 @@ Result<std::unique_ptr<SampleSource>> OpenIdx(const std::string& images_path,
   for (uint8_t l : ds.labels.data) max_label = std::max(max_label, l);
   SK_ASSIGN_OR_RETURN(auto classes, ClassesFor(max_label, class_names, labels_path));
   return std::unique_ptr<SampleSource>(
-      new IdxSource(images_path, std::move(ds), std::move(classes)));
+      new IdxSource(images_path, labels_path, std::move(ds), std::move(classes), class_names));
 }
 
 }  // namespace shardkit

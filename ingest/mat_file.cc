@@ -14,6 +14,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "ingest/input_id.h"
 #include "ingest/mat_check.h"
 #include "ingest/text.h"
 #include "shard/shard_format.h"
@@ -238,6 +239,7 @@ class MatSource : public SampleSource {
     return Status::OK();
   }
   Result<Listing> Scan(SampleSink* sink) override;
+  Result<std::string> Settings() const override;
 
  private:
   Status CheckImages();
@@ -433,6 +435,25 @@ Result<Listing> MatSource::Scan(SampleSink* sink) {
   return listing;
 }
 
+// The file by size and modification time (a part reads only its range),
+// and the options it is read by.
+Result<std::string> MatSource::Settings() const {
+  SK_ASSIGN_OR_RETURN(nlohmann::json file, InputIdByStat(o_.file));
+  nlohmann::json map = nlohmann::json::array();
+  for (const auto& [from, to] : o_.label_map) map.push_back({from, to});
+  const char* layout = o_.layout == MatLayout::kHWCN   ? "HWCN"
+                       : o_.layout == MatLayout::kNHWC ? "NHWC"
+                                                       : "auto";
+  return SettingsText({{"command", o_.reading},
+                       {"class_names", o_.reading == "svhn" ? "" : JoinList(o_.class_names)},
+                       {"classes", o_.class_names},
+                       {"file", std::move(file)},
+                       {"images", o_.images},
+                       {"labels", o_.labels},
+                       {"layout", layout},
+                       {"label_map", std::move(map)}});
+}
+
 // A field's value: a row of text, or numbers.
 Result<MatValue> ValueOf(const matvar_t* f, const std::string& where) {
   MatValue v;
@@ -533,6 +554,7 @@ MatOptions SvhnOptions(const std::string& file) {
       file + " OUT --images X --labels y --layout HWCN --class-names 0,1,2,3,4,5,6,7,8,9')";
   o.label_map = {{10, 0}};
   for (int c = 0; c < 10; ++c) o.class_names.push_back(std::to_string(c));
+  o.reading = "svhn";
   return o;
 }
 

@@ -43,6 +43,9 @@ struct MatOptions {
   // The classes: these names, label i being class_names[i] (a label past
   // them is an error); else "0".."max label".
   std::vector<std::string> class_names;
+  // The reading, as a pack's settings name it (their "command"): "mat", or
+  // "svhn" (SvhnOptions), whose class names are its own, not given.
+  std::string reading = "mat";
 };
 
 // "10:0,11:1" -> {{10, 0}, {11, 1}}; a value mapped twice is an error.

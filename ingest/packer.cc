@@ -14,6 +14,7 @@
 #include "base/random.h"
 #include "base/version.h"
 #include "image/prepare.h"
+#include "ingest/input_id.h"
 #include "shard/dataset_writer.h"
 #include "shard/manifest.h"
 #include "shard/parts.h"
@@ -63,6 +64,24 @@ Status SampleSource::Read(const Sample& sample, uint64_t, std::string*) const {
 
 Status SampleSource::SetRange(uint64_t, uint64_t) {
   return Status::Unsupported(name() + ": this source cannot list a range of its records");
+}
+
+Result<std::string> SampleSource::Settings() const { return std::string("{}"); }
+
+Result<std::string> PackSettings(const SampleSource& source, const PackOptions& o) {
+  SK_ASSIGN_OR_RETURN(const std::string text, source.Settings());
+  nlohmann::json settings = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!settings.is_object()) {
+    return Status::InvalidArgument(source.name() + ": its settings are not a JSON object");
+  }
+  if (settings.empty()) return std::string("{}");  // nothing names the source: never resumed
+  settings["shard_size"] = o.shard_size;
+  if (source.spec().kind == format::RecordKind::kJpeg) {
+    settings["resize_short"] = o.resize_short;
+    settings["quality"] = o.quality;
+    settings["seed"] = o.seed;
+  }
+  return SettingsText(settings);
 }
 
 namespace {

@@ -53,13 +53,13 @@ struct PackOptions {
   // `shardkit-pack merge`. Only sources that know their records up front
   // (IDX, HDF5) can be split exactly; the others are refused.
   uint32_t part_index = 0, part_count = 0;
-  // JSON object: the tool's settings that decide the bytes (its inputs'
-  // content, as sizes and checksums or modification times; flags; not
-  // --threads). A part's part.json carries a digest of them and of the
-  // packer's own (record format, count, shard plan, version); created_by
-  // carries them in full, as "settings". With them and the part (images: and
-  // the planned records) they are the fingerprint by which a killed pack is
-  // resumed; left "{}", a pack is not resumed.
+  // JSON object: what decides the bytes (PackSettings: the source's inputs
+  // and options, and these options'; not --threads). A part's part.json
+  // carries a digest of them and of the packer's own (record format, count,
+  // shard plan, version); created_by carries them in full, as "settings".
+  // With them and the part (images: and the planned records) they are the
+  // fingerprint by which a killed pack is resumed; left "{}", a pack is not
+  // resumed.
   std::string settings = "{}";
   // Where OUT is written (shards, spill, manifest, lock): null is the POSIX
   // filesystem (Env::Default()); a test passes a double that fails writes.
@@ -91,5 +91,14 @@ struct PackEvents {
 
 Status Pack(SampleSource* source, const PackOptions& options, const PackEvents& events,
             PackSummary* summary);
+
+// The settings of a pack of `source` with `options`, for
+// PackOptions::settings (shardkit-pack and shardkit-augment both set them
+// so): the source's (SampleSource::Settings) with the shard size and, for
+// images, the re-encoding and the seeded order (resize_short, quality,
+// seed); not the part (the parts of one dataset share their settings) nor
+// the threads. "{}" for a source that names nothing. Reads the inputs the
+// source names by content (an IDX file, for its CRC32C).
+Result<std::string> PackSettings(const SampleSource& source, const PackOptions& options);
 
 }  // namespace shardkit

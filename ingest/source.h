@@ -113,6 +113,16 @@ class SampleSource {
   // Sources that know their record count up front implement it; others
   // return Unsupported.
   virtual Status SetRange(uint64_t first, uint64_t end);
+  // What decides the bytes of this source's records besides the Packer's
+  // options: a JSON object (keys sorted, so the text is canonical) naming
+  // the reading ("command") and its inputs by what they hold, with the
+  // options the source was opened with, never its threads. An input it reads
+  // whole is named by content (size and CRC32C), one it reads only a range
+  // of by size and modification time (a copy made with cp differs), one of
+  // images by path (the Packer's plan covers every record's bytes). "{}"
+  // (the default): nothing identifies the source, so a pack of it is never
+  // resumed. PackSettings (packer.h) makes a pack's settings of it.
+  virtual Result<std::string> Settings() const;
 };
 
 }  // namespace shardkit

@@ -34,6 +34,15 @@ std::vector<std::string> SplitList(const std::string& s, char separator) {
   return out;
 }
 
+std::string JoinList(const std::vector<std::string>& items, char separator) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += separator;
+    out += items[i];
+  }
+  return out;
+}
+
 Result<std::vector<std::string>> ClassesFor(int64_t max_label,
                                             const std::vector<std::string>& names,
                                             const std::string& where) {

@@ -18,6 +18,8 @@ std::vector<std::pair<int, std::string>> TextLines(const std::string& text);
 
 // "a,b,,c" -> {"a", "b", "", "c"}.
 std::vector<std::string> SplitList(const std::string& s, char separator = ',');
+// SplitList's inverse: {"a", "b", "", "c"} -> "a,b,,c"; {} -> "".
+std::string JoinList(const std::vector<std::string>& items, char separator = ',');
 
 // The class list of integer labels up to max_label: `names` if given (and
 // enough), else the numbers "0".."max_label". `where` names the labels.

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <set>
@@ -18,6 +19,7 @@
 #include "image/codec.h"  // SniffImageFormat
 #include "ingest/archive_reader.h"
 #include "ingest/devkit.h"
+#include "ingest/input_id.h"
 #include "ingest/packer.h"  // kMaxSourceMember
 #include "ingest/text.h"
 #include "shard/manifest.h"  // IsValidUtf8, Printable
@@ -517,6 +519,22 @@ Status TreeLayout::SkipOrNote(const std::vector<const TreeFile*>& files,
   return Status::OK();
 }
 
+// A tree's settings: SRC by its absolute path (the tasks of an array agree
+// whatever their working directory; the Packer's plan covers the images'
+// bytes), and the options that choose its samples and labels. Image trees
+// take no class names ("class_names", as every pack command's settings).
+Result<std::string> TreeSettings(const TreeOptions& o) {
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(o.src, ec);
+  return SettingsText({{"command", "imagenet"},
+                       {"class_names", ""},
+                       {"src", ec ? o.src : abs.lexically_normal().string()},
+                       {"val_labels", o.val_labels},
+                       {"devkit", o.devkit},
+                       {"root", o.root},
+                       {"classes", o.classes}});
+}
+
 // ---- a folder
 
 class FolderTree : public SampleSource {
@@ -524,6 +542,7 @@ class FolderTree : public SampleSource {
   explicit FolderTree(const TreeOptions& o) : o_(o) {}
   std::string name() const override { return o_.src; }
   RecordSpec spec() const override { return RecordSpec(); }
+  Result<std::string> Settings() const override { return TreeSettings(o_); }
   Result<Listing> Scan(SampleSink* sink) override {
     TreeLayout layout(o_, o_.src, [this](const TreeFile& f) { return IsImageFile(paths_[f.ref]); });
     std::set<std::pair<uint64_t, uint64_t>> visited;
@@ -608,6 +627,7 @@ class ArchiveTree : public SampleSource {
   explicit ArchiveTree(const TreeOptions& o) : o_(o) {}
   std::string name() const override { return o_.src; }
   RecordSpec spec() const override { return RecordSpec(); }
+  Result<std::string> Settings() const override { return TreeSettings(o_); }
   Result<Listing> Scan(SampleSink* sink) override {
     TreeLayout layout(o_, o_.src, [](const TreeFile& f) -> Result<bool> { return f.image; });
     ArchiveOptions options;

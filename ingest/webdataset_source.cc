@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ingest/archive_reader.h"
+#include "ingest/input_id.h"
 #include "ingest/packer.h"  // kMaxSourceMember
 #include "ingest/text.h"
 #include "shard/manifest.h"  // Printable
@@ -90,13 +91,22 @@ namespace {
 
 class WebDataset : public SampleSource {
  public:
-  WebDataset(std::vector<std::string> shards, std::vector<std::string> class_names)
-      : shards_(std::move(shards)), class_names_(std::move(class_names)) {}
+  WebDataset(std::vector<std::string> patterns, std::vector<std::string> shards,
+             std::vector<std::string> class_names)
+      : patterns_(std::move(patterns)),
+        shards_(std::move(shards)),
+        class_names_(std::move(class_names)) {}
   std::string name() const override {
     return shards_.size() == 1 ? shards_[0]
                                : shards_[0] + " (+" + std::to_string(shards_.size() - 1) + ")";
   }
   RecordSpec spec() const override { return RecordSpec(); }
+  // The shards as named (the Packer's plan covers the images' bytes).
+  Result<std::string> Settings() const override {
+    return SettingsText({{"command", "webdataset"},
+                         {"class_names", JoinList(class_names_)},
+                         {"shards", patterns_}});
+  }
 
   Result<Listing> Scan(SampleSink* sink) override {
     ArchiveOptions options;
@@ -197,7 +207,7 @@ class WebDataset : public SampleSource {
     return sink->Add(std::move(s), std::move(*image));
   }
 
-  std::vector<std::string> shards_, class_names_;
+  std::vector<std::string> patterns_, shards_, class_names_;  // patterns_: as given
   std::string key_, where_;
   std::string twice_;  // the first member of this key given twice, if any
   std::map<std::string, std::string> parts_;
@@ -223,7 +233,7 @@ Result<std::unique_ptr<SampleSource>> OpenWebDataset(const std::vector<std::stri
     }
   }
   if (shards.empty()) return Status::InvalidArgument("no WebDataset shards given");
-  return std::unique_ptr<SampleSource>(new WebDataset(std::move(shards), class_names));
+  return std::unique_ptr<SampleSource>(new WebDataset(patterns, std::move(shards), class_names));
 }
 
 }  // namespace shardkit

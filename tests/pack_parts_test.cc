@@ -1,14 +1,20 @@
 // A dataset prepared in parts (shardkit-pack ... --part I/N) and joined with
 // shardkit-pack merge, as a user runs them: the merged dataset is the bytes of
 // a one-process run, and parts that do not make one dataset are refused by
-// name, with exit 2 and no manifest.json in OUT.
+// name, with exit 2 and no manifest.json in OUT. The settings parts agree on
+// (PackSettings), through the library, for the sources of both tools.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
+#include "ingest/bigmnist_source.h"
 #include "ingest/hdf5.h"
+#include "ingest/idx_file.h"
+#include "ingest/packer.h"
+#include "ingest/tree_source.h"
 #include "shard/shard.h"
 #include "tests/test_util.h"
 
@@ -400,6 +406,132 @@ TEST(PackParts, APartIsNotReplacedWithoutForce) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("already holds a part of a dataset"), std::string::npos) << r.out;
   EXPECT_EQ(RunCommand(cmd + " --force").exit_code, 0);
+}
+
+// --- Settings, through the library: what parts must agree on and a killed
+// pack is resumed by, one function (PackSettings) for every source of both
+// tools.
+
+// shardkit-pack idx's source of dir's files.
+Result<std::string> IdxSettings(const std::string& dir) {
+  SK_ASSIGN_OR_RETURN(auto source, OpenIdx(dir + "/img.idx", dir + "/lab.idx", {}));
+  return PackSettings(*source, PackOptions());
+}
+
+// shardkit-augment bigmnist's source of dir's files.
+Result<std::string> BigMnistSettings(const std::string& dir) {
+  SK_ASSIGN_OR_RETURN(IdxDataset ds, ReadIdxDataset(dir + "/img.idx", dir + "/lab.idx"));
+  Plan plan;
+  plan.n = ds.count();
+  plan.h = ds.height;
+  plan.w = ds.width;
+  plan.versions = 2;
+  plan.copies = 3;
+  BigMnistSource source(dir, std::move(ds), plan, 1);
+  return PackSettings(source, PackOptions());
+}
+
+TEST(PackSettings, BothToolsSourcesTellTheirInputsApartByContentNotByPath) {
+  TempDir a, b;
+  WriteIdx(a, 60);
+  WriteIdx(b, 60);  // the same bytes at another path
+  using Settings = Result<std::string> (*)(const std::string&);
+  for (Settings settings : {&IdxSettings, &BigMnistSettings}) {
+    auto x = settings(a.path()), y = settings(b.path());
+    ASSERT_TRUE(x.ok() && y.ok()) << x.status().ToString() << " " << y.status().ToString();
+    EXPECT_EQ(*x, *y);
+    EXPECT_NE(*x, "{}");
+  }
+  EXPECT_NE(*IdxSettings(a.path()), *BigMnistSettings(a.path())) << "two readings of one file";
+  // One pixel of the last image changed in place: the same size, other bytes.
+  std::string img = testing::ReadFile(b / "img.idx");
+  img.back() ^= 0x01;
+  WriteFile(b / "img.idx", img);
+  for (Settings settings : {&IdxSettings, &BigMnistSettings}) {
+    auto x = settings(a.path()), y = settings(b.path());
+    ASSERT_TRUE(x.ok() && y.ok());
+    EXPECT_NE(*x, *y);
+  }
+}
+
+// A file read only in ranges (HDF5) is named by its size and modification
+// time: a copy that keeps them agrees, a copy that does not (cp) differs.
+TEST(PackSettings, Hdf5FileIsNamedBySizeAndModificationTime) {
+  TempDir dir;
+  std::vector<uint8_t> images(20 * 4 * 4, 7);
+  std::vector<int32_t> labels(20, 1);
+  {
+    auto w = Hdf5ImageWriter::Create(dir / "d.h5", 20, 4, 4);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    ASSERT_TRUE((*w)->Write(0, 20, images.data(), labels.data()).ok());
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  testing::MakeDirs(dir / "copy");
+  WriteFile(dir / "copy/d.h5", testing::ReadFile(dir / "d.h5"));
+  auto set_mtime = [](const std::string& path, time_t sec) {
+    const struct timespec times[2] = {{sec, 0}, {sec, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
+  };
+  auto settings = [](const std::string& file) -> Result<std::string> {
+    Hdf5Options o;
+    o.file = file;
+    SK_ASSIGN_OR_RETURN(auto source, OpenHdf5(o));
+    return PackSettings(*source, PackOptions());
+  };
+  set_mtime(dir / "d.h5", 1600000000);
+  set_mtime(dir / "copy/d.h5", 1600000001);
+  auto x = settings(dir / "d.h5"), y = settings(dir / "copy/d.h5");
+  ASSERT_TRUE(x.ok() && y.ok()) << x.status().ToString() << " " << y.status().ToString();
+  EXPECT_NE(*x, *y);
+  set_mtime(dir / "copy/d.h5", 1600000000);  // as cp -p or rsync -t copy it
+  EXPECT_EQ(*x, *settings(dir / "copy/d.h5"));
+}
+
+// A source that names nothing of itself.
+class UnnamedSource : public SampleSource {
+ public:
+  std::string name() const override { return "unnamed"; }
+  RecordSpec spec() const override { return RecordSpec(); }
+  Result<Listing> Scan(SampleSink*) override { return Listing(); }
+};
+
+// The source's settings with the options that decide the bytes: the shard
+// size, and for images the re-encoding and the seeded order; never the part
+// (the parts of one dataset agree) or the threads.
+TEST(PackSettings, AddTheOptionsThatDecideTheBytesAndNotThePart) {
+  TempDir dir;
+  WriteIdx(dir, 60);
+  testing::MakeDirs(dir / "tree/a");
+  auto idx = OpenIdx(dir / "img.idx", dir / "lab.idx", {});
+  auto named = OpenIdx(dir / "img.idx", dir / "lab.idx", {"a", "b", "c", "d", "e"});
+  TreeOptions t;
+  t.src = dir / "tree";
+  auto tree = OpenTree(t);
+  ASSERT_TRUE(idx.ok() && named.ok() && tree.ok());
+  for (const SampleSource* source : {idx->get(), tree->get()}) {
+    PackOptions base;
+    const std::string s = *PackSettings(*source, base);
+    PackOptions o = base;
+    o.part_index = 1;
+    o.part_count = 3;
+    o.threads = 7;
+    EXPECT_EQ(*PackSettings(*source, o), s) << source->name();
+    o = base;
+    o.shard_size = 1 << 20;
+    EXPECT_NE(*PackSettings(*source, o), s) << source->name();
+    // The seed orders images; IDX records keep their file's order.
+    o = base;
+    o.seed = 5;
+    EXPECT_EQ(*PackSettings(*source, o) != s, source == tree->get()) << source->name();
+    o = base;
+    o.quality = 75;
+    EXPECT_EQ(*PackSettings(*source, o) != s, source == tree->get()) << source->name();
+  }
+  EXPECT_NE(*PackSettings(**named, PackOptions()), *PackSettings(**idx, PackOptions()));
+  // Nothing to name: never resumed, whatever the options.
+  PackOptions o;
+  o.shard_size = 4096;
+  EXPECT_EQ(*PackSettings(UnnamedSource(), o), "{}");
 }
 
 }  // namespace

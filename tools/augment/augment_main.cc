@@ -9,7 +9,6 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "base/crc32c.h"
 #include "base/humanize.h"
 #include "base/version.h"
 #include "image/codec.h"
@@ -34,57 +33,6 @@ int Fail(const Status& s, const std::string& hint = "") {
 
 // Paths and other bytes in JSON are replaced, never thrown on.
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-// The ranges the recipe draws from, for created_by and the settings.
-json TransformsJson(const AugmentParams& p) {
-  if (p.recipe == Recipe::kRcc) {
-    return {{"views", {"original", "rotation", "translation", "scale", "hflip", "elastic"}},
-            {"rotation_deg", kRcc.rotation_deg},
-            {"translate_frac", kRcc.translate_frac},
-            {"scale", {kRcc.scale_min, kRcc.scale_max}},
-            {"elastic_alpha", kRcc.elastic_alpha},
-            {"elastic_sigma", kRcc.elastic_sigma},
-            {"elastic", "torchvision"},
-            {"resampling", p.interpolation == Interpolation::kNearest
-                               ? "nearest (rotation, scale), bilinear (elastic)"
-                               : "bilinear"}};
-  }
-  return {{"rotation_deg", p.rotation_deg},
-          {"shear", p.shear},
-          {"translate_px", p.translate_px},
-          {"scale", {p.scale_min, p.scale_max}},
-          {"flip_prob", p.flip_prob},
-          {"elastic_alpha", p.elastic_alpha},
-          {"elastic_sigma", p.elastic_sigma},
-          {"resampling", NameOf(kInterpolationNames, p.interpolation)}};
-}
-
-// What decides the records' bytes, beside what the Packer adds itself (the
-// record shape and count, the shard plan and compression, its version): the
-// source's content (the CRC32C of the pixels and labels used, not its path),
-// the counts, the seed, the recipe and its ranges, the copies' mode, the
-// shard size. Not the threads or the part. json objects keep their keys
-// sorted, so the dump is canonical: a part's digest and the fingerprint by
-// which a killed run resumes.
-json Settings(const IdxDataset& src, const Plan& p, uint64_t shard_size) {
-  const uint32_t pixels_crc = crc32c::Value(src.images.data.data(), p.n * p.item()),
-                 labels_crc = crc32c::Value(src.labels.data.data(), p.n);
-  return {{"tool", "shardkit-augment bigmnist"},
-          {"source",
-           {{"images", p.n},
-            {"height", p.h},
-            {"width", p.w},
-            {"pixels_crc32c", Crc32cHex(pixels_crc)},
-            {"labels_crc32c", Crc32cHex(labels_crc)}}},
-          {"versions", p.versions},
-          {"copies", p.copies},
-          {"seed", p.seed},
-          {"recipe", NameOf(kRecipeNames, p.params.recipe)},
-          {"transforms", TransformsJson(p.params)},
-          {"distinct_copies", p.distinct_copies},
-          {"format", "shards"},
-          {"shard_size", shard_size}};
-}
 
 void PrintSummary(const PackOptions& po, const PartRange& range, const Plan& plan,
                   const PackSummary& sum) {
@@ -400,6 +348,7 @@ Status CheckOutputSize(const Plan& plan) {
       FormatBytes(bytes) + "), more than a dataset can hold (2^40 samples, 2^60 bytes)");
 }
 
+// `settings`: the pack's (PackSettings), which name the recipe's ranges.
 json CreatedBy(const Options& o, const json& settings, int argc, char** argv) {
   const Plan& plan = o.plan;
   return {{"tool", "shardkit-augment bigmnist"},
@@ -412,7 +361,7 @@ json CreatedBy(const Options& o, const json& settings, int argc, char** argv) {
           {"samples", plan.total()},
           {"recipe", NameOf(kRecipeNames, plan.params.recipe)},
           {"distinct_copies", plan.distinct_copies},
-          {"transforms", TransformsJson(plan.params)},
+          {"transforms", settings.value("transforms", json::object())},
           {"settings", settings},
           {"argv", json::parse(ArgvJson(argc, argv))}};
 }
@@ -433,11 +382,12 @@ int RunBigmnist(const Options& o, IdxDataset src, int argc, char** argv) {
   po.force = o.force;
   po.part_index = o.part.index;
   po.part_count = o.part.whole() ? 0 : o.part.count;
-  const json settings = Settings(src, plan, o.shard_size);
-  po.settings = Dump(settings);
-  po.created_by = Dump(CreatedBy(o, settings, argc, argv));
   BigMnistSource source(o.src_dir, std::move(src), plan, o.threads);
   if (o.fmt == "hdf5") return WriteHdf5(o.out, &source, o.threads);
+  auto settings = PackSettings(source, po);
+  if (!settings.ok()) return Fail(settings.status());
+  po.settings = *settings;
+  po.created_by = Dump(CreatedBy(o, json::parse(*settings), argc, argv));
   return WriteShards(&source, po, *range);
 }
 

@@ -4,13 +4,11 @@
 #include "base/openmp.h"
 
 #include <signal.h>
-#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -439,14 +437,6 @@ const CLI::Validator kPart(
     },
     "I/N");
 
-// A path as the settings of a part record it: absolute, so that the tasks of
-// an array agree whatever their working directory.
-std::string AbsolutePath(const std::string& path) {
-  std::error_code ec;
-  const auto abs = std::filesystem::absolute(path, ec);
-  return ec ? path : abs.lexically_normal().string();
-}
-
 // The pack commands: their flags, and the source each opens.
 struct PackCommands {
   PackOptions po;
@@ -588,40 +578,21 @@ struct PackCommands {
     Common(svhn, false, false);
   }
 
-  // An input as the settings name it (parts are merged only when their
-  // inputs agree, and a killed pack is resumed only over the same inputs):
-  // what it holds, not where: with `content`, the file's size and CRC32C
-  // (IDX files: read whole anyway), else its size and modification time (an
-  // HDF5 file, which a part reads only its range of; a copy made with cp
-  // differs).
-  Result<nlohmann::json> InputId(const std::string& path, bool content) const {
-    SK_ASSIGN_OR_RETURN(uint64_t bytes, FileSize(path));
-    if (content) {
-      SK_ASSIGN_OR_RETURN(uint32_t crc, FileCrc32c(path));
-      return nlohmann::json{{"bytes", bytes}, {"crc32c", Crc32cHex(crc)}};
-    }
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) return Status::IOError(path + ": cannot stat");
-    return nlohmann::json{
-        {"bytes", bytes},
-        {"mtime_ns", int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec}};
-  }
-
-  // What decides a part's bytes: the command, its inputs and flags.
-  void Settings(const char* command, nlohmann::json inputs) {
-    inputs["command"] = command;
-    inputs["class_names"] = class_names;
-    inputs["shard_size"] = po.shard_size;
-    po.settings = inputs.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // The chosen command's source, opened (po.out, po.created_by, the part
+  // and po.settings set: PackSettings, what parts must agree on and a
+  // killed pack is resumed by).
+  Result<std::unique_ptr<SampleSource>> Open(const std::string& argv_json) {
     if (!part.empty()) {
       auto p = ParsePart(part);  // valid: kPart checked it
       if (p.ok()) po.part_index = p->index, po.part_count = p->count;
     }
+    SK_ASSIGN_OR_RETURN(std::unique_ptr<SampleSource> source, OpenSource(argv_json));
+    SK_ASSIGN_OR_RETURN(po.settings, PackSettings(*source, po));
+    return source;
   }
 
-  // The chosen command's source, opened (po.out, po.created_by and
-  // po.settings set).
-  Result<std::unique_ptr<SampleSource>> Open(const std::string& argv_json) {
+  // The chosen command's source, opened (po.out and po.created_by set).
+  Result<std::unique_ptr<SampleSource>> OpenSource(const std::string& argv_json) {
     const std::vector<std::string> names =
         class_names.empty() ? std::vector<std::string>() : SplitList(class_names);
     if (*imagenet) {
@@ -638,14 +609,6 @@ struct PackCommands {
                                  {"resize_short", po.resize_short},
                                  {"quality", po.quality},
                                  {"seed", po.seed}});
-      Settings("imagenet", {{"src", AbsolutePath(tree.src)},
-                            {"val_labels", tree.val_labels},
-                            {"devkit", tree.devkit},
-                            {"root", tree.root},
-                            {"classes", tree.classes},
-                            {"resize_short", po.resize_short},
-                            {"quality", po.quality},
-                            {"seed", po.seed}});
       return OpenTree(tree);
     }
     if (*webdataset) {
@@ -654,31 +617,19 @@ struct PackCommands {
       wds.pop_back();
       po.created_by =
           CreatedBy("shardkit-pack webdataset", argv_json, {{"shards", wds}, {"seed", po.seed}});
-      Settings("webdataset", {{"shards", wds},
-                              {"resize_short", po.resize_short},
-                              {"quality", po.quality},
-                              {"seed", po.seed}});
       return OpenWebDataset(wds, names);
     }
     if (*idx) {
       po.created_by =
           CreatedBy("shardkit-pack idx", argv_json,
                     {{"images", images}, {"labels", labels}, {"shard_size", po.shard_size}});
-      // Opened first: its errors (a missing file, a pipe) before the checksums.
-      SK_ASSIGN_OR_RETURN(auto source, OpenIdx(images, labels, names));
-      SK_ASSIGN_OR_RETURN(nlohmann::json images_id, InputId(images, /*content=*/true));
-      SK_ASSIGN_OR_RETURN(nlohmann::json labels_id, InputId(labels, /*content=*/true));
-      Settings("idx", {{"images", images_id}, {"labels", labels_id}});
-      return source;
+      return OpenIdx(images, labels, names);
     }
     if (*mat || *svhn) return OpenMatCommand(names, argv_json);
     h5.class_names = names;
     po.created_by = CreatedBy("shardkit-pack hdf5", argv_json,
                               {{"file", h5.file}, {"images", h5.images}, {"labels", h5.labels}});
-    SK_ASSIGN_OR_RETURN(auto source, OpenHdf5(h5));
-    SK_ASSIGN_OR_RETURN(nlohmann::json file_id, InputId(h5.file, /*content=*/false));
-    Settings("hdf5", {{"file", file_id}, {"images", h5.images}, {"labels", h5.labels}});
-    return source;
+    return OpenHdf5(h5);
   }
 
   static const char* LayoutName(MatLayout l) {
@@ -702,14 +653,8 @@ struct PackCommands {
     const nlohmann::json options = {{"file", o.file},     {"images", o.images},
                                     {"labels", o.labels}, {"layout", LayoutName(o.layout)},
                                     {"label_map", map},   {"classes", o.class_names}};
-    const char* command = *svhn ? "svhn" : "mat";
-    po.created_by = CreatedBy(std::string("shardkit-pack ") + command, argv_json, options);
-    SK_ASSIGN_OR_RETURN(auto source, OpenMat(o));
-    SK_ASSIGN_OR_RETURN(nlohmann::json file_id, InputId(o.file, /*content=*/false));
-    nlohmann::json settings = options;
-    settings["file"] = file_id;
-    Settings(command, settings);
-    return source;
+    po.created_by = CreatedBy("shardkit-pack " + o.reading, argv_json, options);
+    return OpenMat(o);
   }
 
   bool chosen() const { return *imagenet || *webdataset || *idx || *hdf5 || *mat || *svhn; }
