@@ -30,6 +30,7 @@ class KeyedRng {
   uint64_t Below(uint64_t n) {
     return static_cast<uint64_t>((static_cast<unsigned __int128>(Next()) * n) >> 64);
   }
+
  private:
   uint64_t key_;
   uint64_t counter_ = 0;
