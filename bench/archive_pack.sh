@@ -20,7 +20,7 @@ pack=build/tools/pack/shardkit-pack
 command -v bc >/dev/null || { echo "archive_pack: needs bc (apt-get install bc)" >&2; exit 2; }
 work=${WORK:-out/archive_bench}
 rm -rf "$work" && mkdir -p "$work"
-"${PYTHON:-/usr/bin/python3}" bench/make_jpeg_set.py "$work/src" --per-class "$PER_CLASS" >/dev/null
+"${PYTHON:-/usr/bin/python3}" scripts/make_jpeg_set.py "$work/src" --per-class "$PER_CLASS" >/dev/null
 (cd "$work/src" && for c in *; do tar -cf "../$c.tar" -C "$c" .; done)
 (cd "$work" && tar -cf train.tar n*.tar && rm -f n*.tar)
 size=$(du -sh "$work/train.tar" | cut -f1)

@@ -29,7 +29,7 @@ shardkit_install_deps mate-backgrounds python3-skimage
 [ -x "$BENCH" ] || shardkit_build build
 mkdir -p "$OUT"
 
-if [ ! -d "$OUT/tree" ]; then $PY bench/make_jpeg_set.py "$OUT/tree" --per-class "$PER_CLASS"; fi
+if [ ! -d "$OUT/tree" ]; then $PY scripts/make_jpeg_set.py "$OUT/tree" --per-class "$PER_CLASS"; fi
 $PACK imagenet "$OUT/tree" "$OUT/ds" --force --shard-size 32000000 > /dev/null
 sync
 records=$($PACK inspect --json "$OUT/ds" 2>/dev/null | $PY -c 'import json,sys; j=json.load(sys.stdin); print(j["records"])')

@@ -16,7 +16,7 @@
 # usage: bench/compare_commits.sh OLD [OUT]
 #   env: ROUNDS=3 STEPS=120 BATCHES=60 (JPEG) RAW_BATCHES=5000 (a raw batch takes
 #        under 0.1 ms: short runs measure the VM's scheduling, not the loader)
-#        JPEG_SHARDS=(packed from bench/make_jpeg_set.py by each side's build;
+#        JPEG_SHARDS=(packed from scripts/make_jpeg_set.py by each side's build;
 #        a dataset given here must be one both builds read)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,7 +64,7 @@ echo "== data" >&2
 JPEG_GIVEN=${JPEG_SHARDS:-}
 if [ -z "$JPEG_GIVEN" ]; then
   shardkit_install_deps mate-backgrounds python3-skimage
-  [ -d "$OUT/jpeg-tree" ] || $PY bench/make_jpeg_set.py "$OUT/jpeg-tree" --per-class 50
+  [ -d "$OUT/jpeg-tree" ] || $PY scripts/make_jpeg_set.py "$OUT/jpeg-tree" --per-class 50
 fi
 for side in old new; do
   dir=.

@@ -23,7 +23,7 @@ mkdir -p "$OUT"
 
 echo "== ImageNet-shaped JPEG tree from real photographs"
 if [ ! -d "$OUT/jpeg-tree" ]; then
-  $PY bench/make_jpeg_set.py "$OUT/jpeg-tree" --per-class "$PER_CLASS"
+  $PY scripts/make_jpeg_set.py "$OUT/jpeg-tree" --per-class "$PER_CLASS"
 fi
 
 echo "== pack throughput beside cat (warm page cache for both)"

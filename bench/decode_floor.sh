@@ -5,7 +5,7 @@
 # (each crop's rows and columns decoded at the DCT scale the loader picks,
 # nothing else), decode + resample without a loader, and the Loader with one
 # worker, alternating in every round, on an ImageNet-shaped set cut from real
-# photographs (bench/make_jpeg_set.py).
+# photographs (scripts/make_jpeg_set.py).
 #
 # With PROFILE=1 it also counts instructions per image of each side under
 # valgrind --tool=callgrind (which a busy machine does not change; valgrind
@@ -27,7 +27,7 @@ shardkit_install_deps mate-backgrounds python3-skimage
 mkdir -p "$OUT"
 
 if [ ! -f "$OUT/jpeg-shards/manifest.json" ]; then
-  $PY bench/make_jpeg_set.py "$OUT/jpeg-tree" --per-class "$PER_CLASS"
+  $PY scripts/make_jpeg_set.py "$OUT/jpeg-tree" --per-class "$PER_CLASS"
   $PACK imagenet "$OUT/jpeg-tree" "$OUT/jpeg-shards" --force > /dev/null
 fi
 echo "== machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -39,7 +39,7 @@ done
 [ "${PROFILE:-0}" = 1 ] || exit 0
 command -v valgrind > /dev/null || shardkit_install_deps valgrind
 if [ ! -f "$OUT/jpeg-small/manifest.json" ]; then
-  $PY bench/make_jpeg_set.py "$OUT/jpeg-small-tree" --per-class 12
+  $PY scripts/make_jpeg_set.py "$OUT/jpeg-small-tree" --per-class 12
   $PACK imagenet "$OUT/jpeg-small-tree" "$OUT/jpeg-small" --force > /dev/null
 fi
 for t in train val; do

@@ -25,7 +25,7 @@ mkdir -p "$OUT"
 # A pool of ~2,000 small JPEGs (long side 160, quality 85: ~7 KB, like the
 # small real-photo JPEGs of the study this reproduces), then the tree.
 if [ ! -d "$OUT/pool" ]; then
-  $PY bench/make_jpeg_set.py "$OUT/pool" --per-class 143 --long-side 160 --quality 85 > /dev/null
+  $PY scripts/make_jpeg_set.py "$OUT/pool" --per-class 143 --long-side 160 --quality 85 > /dev/null
 fi
 if [ ! -f "$OUT/tree/.complete" ]; then
   echo "== linking the 1000 x 1281 tree"

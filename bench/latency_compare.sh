@@ -32,7 +32,7 @@ cc -O2 -o "$OUT/delayfs" bench/delayfs.c $(pkg-config --cflags --libs fuse3)
 cleanup() { mountpoint -q "$mnt" && fusermount3 -u "$mnt" || true; }
 trap cleanup EXIT
 if [ ! -f "$data/shards/manifest.json" ]; then
-  "$PY" bench/make_jpeg_set.py "$data/jpeg" --per-class "$PER_CLASS" >/dev/null
+  "$PY" scripts/make_jpeg_set.py "$data/jpeg" --per-class "$PER_CLASS" >/dev/null
   "$PACK" imagenet "$data/jpeg" "$data/shards" >/dev/null 2>&1
 fi
 echo "storage,delay_ms,loader,workers,shuffle,reads,read_depth,images_per_sec,reads_in_flight,read_ms" >"$OUT/latency.csv"

@@ -152,7 +152,7 @@ def make_data(out, per_class):
                         "--copies", "2", "--distinct-copies", "--shard-size", str(64 << 20)],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if not (jpeg / "manifest.json").exists():
-        subprocess.run([PY, str(ROOT / "bench" / "make_jpeg_set.py"), str(tree), "--per-class",
+        subprocess.run([PY, str(ROOT / "scripts" / "make_jpeg_set.py"), str(tree), "--per-class",
                         str(per_class)], check=True, stdout=subprocess.DEVNULL)
         subprocess.run([str(PACK), "imagenet", str(tree), str(jpeg), "--shard-size", str(32 << 20)],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -379,7 +379,7 @@ def make_push_set(out, records):
     if (packed / "manifest.json").exists():
         return packed
     if not pool.exists():
-        subprocess.run([PY, str(ROOT / "bench" / "make_jpeg_set.py"), str(pool), "--per-class", "143",
+        subprocess.run([PY, str(ROOT / "scripts" / "make_jpeg_set.py"), str(pool), "--per-class", "143",
                         "--long-side", "160", "--quality", "85"], check=True, stdout=subprocess.DEVNULL)
     files = sorted(p for p in pool.rglob("*.JPEG"))
     per_class = max(1, records // 1000)

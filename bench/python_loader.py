@@ -6,7 +6,7 @@ per worker count, the train transform (RandomResizedCrop 224 + flip, uint8).
     bench/python_loader.py TREE [--shards DIR] [--workers 1,2] [--batch 32]
                            [--batches 60] [--repeat 3] [--out DIR]
 
-TREE: an ImageNet-style folder of JPEGs (bench/make_jpeg_set.py makes one from
+TREE: an ImageNet-style folder of JPEGs (scripts/make_jpeg_set.py makes one from
 real photographs); --shards: its shards (packed here with shardkit-pack if
 absent). Each side is timed the way shardkit-bench times: after a warm-up, the
 best of --repeat rounds of --batches batches. Writes OUT/python_loader.md and

@@ -81,7 +81,7 @@ bench_step() {  # BUILD
   [ "$CPU" = 1 ] || work=${TMPDIR:-/tmp}/shardkit_gpu_kit
   [ -d "$DEPS/photos" ] && sources=(--sources "$DEPS/photos")  # else Debian's own photographs
   rm -rf "$work" && mkdir -p "$work"
-  if ! "$PY" bench/make_jpeg_set.py "$work/jpeg" "${sources[@]}" --per-class "$per_class" \
+  if ! "$PY" scripts/make_jpeg_set.py "$work/jpeg" "${sources[@]}" --per-class "$per_class" \
     >"$OUT_DIR/pack.log" 2>&1 ||
     ! "$build/tools/pack/shardkit-pack" imagenet "$work/jpeg" "$work/shards" >>"$OUT_DIR/pack.log" 2>&1; then
     note_missing "make and pack the JPEG set (see pack.log)"

@@ -45,7 +45,7 @@ PATH="$tmp/venv/bin:/usr/bin:/bin" shardkit-pack verify "$tmp/nowhere" 2>/dev/nu
 [ "$rc" = 2 ] || fail "shardkit-pack's exit code does not come through the entry point (got $rc, want 2)"
 
 echo "== 3. the example script, on shards packed by the installed tool"
-/usr/bin/python3 "$src/bench/make_jpeg_set.py" "$tmp/jpeg" --per-class 4 >/dev/null
+/usr/bin/python3 "$src/scripts/make_jpeg_set.py" "$tmp/jpeg" --per-class 4 >/dev/null
 PATH="$tmp/venv/bin:/usr/bin:/bin" shardkit-pack imagenet "$tmp/jpeg" "$tmp/shards" >/dev/null 2>&1 ||
   fail "shardkit-pack imagenet"
 grep -q "\"version\": *\"$version\"" "$tmp/shards/manifest.json" || fail "the manifest's created_by lacks version $version"

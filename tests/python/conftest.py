@@ -7,8 +7,8 @@ import pytest
 
 BUILD = os.environ.get("SHARDKIT_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
 
-# The photographs bench/make_jpeg_set.py cuts its sets from.
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+# The photographs scripts/make_jpeg_set.py cuts its sets from.
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
 from make_jpeg_set import SOURCES as PHOTOS  # noqa: E402
 
 

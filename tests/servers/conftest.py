@@ -154,7 +154,7 @@ def datasets(rgw, nginx, s3, www, tmp_path_factory):
     run([PACK, "idx", "--images", FASHION / "t10k-images-idx3-ubyte.gz", "--labels",
          FASHION / "t10k-labels-idx1-ubyte.gz", "--shard-size", 2_000_000, local["raw"]], os.environ)
     tree = tmp / "tree"
-    run([sys.executable, HERE.parent.parent / "bench" / "make_jpeg_set.py", tree, "--per-class", 8,
+    run([sys.executable, HERE.parent.parent / "scripts" / "make_jpeg_set.py", tree, "--per-class", 8,
          "--long-side", 160], os.environ)
     run([PACK, "imagenet", tree, local["jpeg"], "--shard-size", 300_000], os.environ)
     bucket = "sk-" + uuid.uuid4().hex[:10]
