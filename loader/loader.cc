@@ -21,6 +21,7 @@ namespace shardkit {
 
 struct Loader::Impl {
   LoaderOptions opt;
+  std::string dir;
   std::unique_ptr<RecordSource> source;
   SampleDecoder decoder;
   std::unique_ptr<CorruptSamples> corrupt;
@@ -74,6 +75,16 @@ struct Loader::Impl {
 
   // Under consumer_mu: StartEpoch and Next.
   Status Start(uint64_t epoch, uint64_t start_batch);
+  // Under consumer_mu: SetSize (between epochs), Restore (`anytime`: what
+  // is being read is replaced).
+  Status Resize(int size, int resize, bool anytime);
+  // An output side to set: JPEGs (every transform sizes them), or raw
+  // records cropped (RandomCrop); raw records as stored have none.
+  // SetSize (or a Restore of a state it made) chose the output side:
+  // state() saves it. A loader never resized saves none, so a state from
+  // another --size is refused as before rather than taken on.
+  bool size_set = false;
+  bool sizable() const { return decoder.jpeg() || opt.transform.kind != TransformKind::kNone; }
   uint64_t NextPassEpoch() const {
     if (epoch_chosen) return chosen_epoch;
     return pass_read ? epoch + 1 : epoch;
@@ -141,19 +152,12 @@ Loader::~Loader() {
   impl_->StopProducer();
 }
 
-Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const LoaderOptions& options) {
-  SK_RETURN_IF_ERROR(ValidateLoaderOptions(options));
-  auto impl = std::make_unique<Impl>();
-  Impl& d = *impl;
-  d.opt = options;
-  d.opt.cancel_open = nullptr;  // the open's alone: not kept past it
-  SK_ASSIGN_OR_RETURN(d.source, RecordSource::Open(dir, options, options, options.workers));
-  SK_ASSIGN_OR_RETURN(d.decoder,
-                      SampleDecoder::Make(d.source->dataset().manifest().record, options.transform,
-                                          options.layout, options.seed, dir));
-  // The ring is allocated as it fills: refuse what this machine cannot hold
-  // (the slots and the batch the consumer holds).
-  const size_t sample_bytes = d.decoder.sample_bytes();
+namespace {
+
+// The ring is allocated as it fills: refuse what this machine cannot hold
+// (the slots and the batch the consumer holds).
+Status CheckRingFits(const SampleDecoder& decoder, const LoaderOptions& options) {
+  const size_t sample_bytes = decoder.sample_bytes();
   const double ring_bytes = double(sample_bytes) * options.batch_size * (options.prefetch + 1);
   const double memory = double(PhysicalMemoryBytes());
   if (memory > 0 && ring_bytes > memory / 2) {
@@ -166,18 +170,90 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
                   memory / 1e9);
     return Status::InvalidArgument(buf);
   }
+  return Status::OK();
+}
+
+// `t` with a square output of side `size` (val: Resize's short side
+// `resize`; 0: derived from the crop fraction).
+TransformParams SizedTransform(TransformParams t, int size, int resize) {
+  t.size = size;
+  t.height = t.width = 0;
+  if (t.kind == TransformKind::kVal) {
+    t.resize = resize;
+    t.resize_height = t.resize_width = 0;
+  }
+  return t;
+}
+
+// What LoaderState::transform says of `t` (records decoded by `decoder`).
+std::string StateTransform(const SampleDecoder& decoder, const TransformParams& t) {
+  return decoder.jpeg() || t.kind == TransformKind::kCrop ? TransformSignature(t) : "raw";
+}
+
+Batch ShapeOf(const SampleDecoder& decoder, Layout layout) {
   Batch shape;
-  shape.channels = d.decoder.channels();
-  shape.height = d.decoder.height();
-  shape.width = d.decoder.width();
-  shape.layout = options.layout;
-  d.ring = std::make_unique<PrefetchRing>(options.prefetch, options.batch_size, shape,
-                                          options.allocator);
+  shape.channels = decoder.channels();
+  shape.height = decoder.height();
+  shape.width = decoder.width();
+  shape.layout = layout;
+  return shape;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const LoaderOptions& options) {
+  SK_RETURN_IF_ERROR(ValidateLoaderOptions(options));
+  auto impl = std::make_unique<Impl>();
+  Impl& d = *impl;
+  d.opt = options;
+  d.opt.cancel_open = nullptr;  // the open's alone: not kept past it
+  d.dir = dir;
+  SK_ASSIGN_OR_RETURN(d.source, RecordSource::Open(dir, options, options, options.workers));
+  SK_ASSIGN_OR_RETURN(d.decoder,
+                      SampleDecoder::Make(d.source->dataset().manifest().record, options.transform,
+                                          options.layout, options.seed, dir));
+  SK_RETURN_IF_ERROR(CheckRingFits(d.decoder, options));
+  d.ring = std::make_unique<PrefetchRing>(options.prefetch, options.batch_size,
+                                          ShapeOf(d.decoder, options.layout), options.allocator);
   d.corrupt = std::make_unique<CorruptSamples>(options.corrupt_policy, options.skip_budget,
                                                d.part().per_rank);  // set again at each start
   d.filler = std::make_unique<BatchFiller>(d.source.get(), &d.decoder, d.corrupt.get(),
                                            options.workers, &d.ring->stop_flag());
   return std::unique_ptr<Loader>(new Loader(std::move(impl)));
+}
+
+Status Loader::SetSize(int size, int resize) {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.consumer_mu);
+  SK_RETURN_IF_ERROR(d.Resize(size, resize, false));
+  d.size_set = true;
+  return Status::OK();
+}
+
+Status Loader::Impl::Resize(int size, int resize, bool anytime) {
+  if (!anytime && started && !between_passes && !pass_read) {
+    return Status::InvalidArgument(
+        "the output size changes between epochs, not in the middle of "
+        "one (epoch " +
+        std::to_string(epoch) + " is being read)");
+  }
+  if (!sizable()) {
+    return Status::InvalidArgument(
+        "raw records are returned as stored (transform none): there is no output size to set");
+  }
+  const TransformParams t = SizedTransform(opt.transform, size, resize);
+  if (TransformSignature(t) == TransformSignature(opt.transform)) return Status::OK();
+  LoaderOptions o = opt;
+  o.transform = t;
+  SK_RETURN_IF_ERROR(ValidateLoaderOptions(o));
+  SK_ASSIGN_OR_RETURN(SampleDecoder made, SampleDecoder::Make(source->dataset().manifest().record,
+                                                              t, o.layout, o.seed, dir));
+  SK_RETURN_IF_ERROR(CheckRingFits(made, o));
+  StopProducer();
+  decoder = std::move(made);  // the filler's pointer to it stays valid
+  ring->Reshape(ShapeOf(decoder, o.layout), o.allocator);
+  opt.transform = t;
+  return Status::OK();
 }
 
 Status Loader::StartEpoch(uint64_t epoch, uint64_t start_batch) {
@@ -415,19 +491,34 @@ LoaderState Loader::state() const {
   s.shuffle = ShuffleModeName(d.source->mode());
   s.block_window = d.source->mode() == ShuffleMode::kBlockLocal ? d.source->window() : 0;
   // Raw records as stored have nothing to sign; cropped, their crops.
-  s.transform = d.decoder.jpeg() || d.opt.transform.kind == TransformKind::kCrop
-                    ? TransformSignature(d.opt.transform)
-                    : "raw";
+  s.transform = StateTransform(d.decoder, d.opt.transform);
+  if (d.size_set && d.sizable() && d.opt.transform.height == 0) {
+    s.size = d.opt.transform.size;
+    s.resize = d.opt.transform.kind == TransformKind::kVal ? d.opt.transform.resize : 0;
+  }
   if (rest) s.positions = rest->ranges();
   if (order) s.order = *order;
   return s;
 }
 
 Status Loader::Restore(const LoaderState& saved) {
-  const LoaderState current = state();
   Impl& d = *impl_;
+  LoaderState current = state();
   std::lock_guard<std::mutex> lock(d.consumer_mu);
+  // The output size it was saved at (a resolution schedule's) is compared
+  // and set back with the rest; nothing changes unless it resumes.
+  const bool sized = saved.size > 0 && d.sizable();
+  if (sized) {
+    const TransformParams t = SizedTransform(d.opt.transform, saved.size, saved.resize);
+    current.transform = StateTransform(d.decoder, t);
+    current.size = saved.size;
+    current.resize = t.kind == TransformKind::kVal ? saved.resize : 0;
+  }
   SK_ASSIGN_OR_RETURN(ResumePoint at, PlanResume(saved, current, d.opt.rank));
+  if (sized) {
+    SK_RETURN_IF_ERROR(d.Resize(saved.size, saved.resize, /*anytime=*/true));
+    d.size_set = true;
+  }
   if (d.given_mode() && !at.order) return d.RestoreEpochStart(at.epoch);
   if (d.given_mode()) {
     d.given = std::move(at.order);

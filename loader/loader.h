@@ -60,6 +60,16 @@ class Loader {
   // another mode, or a number that is not a record of the dataset (naming
   // it and its position).
   Status SetEpochOrder(uint64_t epoch, std::vector<uint64_t> records);
+  // The output's side (square) from the next epoch on: the train crop's,
+  // RandomCrop's, or val's CenterCrop (with its Resize to `resize`'s short
+  // side; 0: round(size / crop_fraction)), as a resolution schedule changes
+  // it between epochs (FFCV's low-resolution first epochs). Pixels are a
+  // loader opened at that size's, torchvision's; the DCT scale a JPEG is
+  // decoded at follows the size. state() saves it and Restore() sets it
+  // back. Between epochs only (an epoch read to its end, or between
+  // passes): InvalidArgument in the middle of one; and for records
+  // returned as stored (transform none). Leases of the old size stay valid.
+  Status SetSize(int size, int resize = 0);
   // The next batch of the epoch, or a null lease at its end. The lease owns
   // the batch's memory: it stays valid and unchanged until the last copy of
   // the lease is dropped (from any thread, even after the Loader is gone),

@@ -21,6 +21,8 @@ std::string LoaderStateToJson(const LoaderState& s) {
   for (const auto& r : s.positions) j["positions"].push_back({r.first, r.second});
   j["dataset"] = s.dataset;
   j["order"] = s.order;
+  j["size"] = s.size;
+  j["resize"] = s.resize;
   return j.dump();
 }
 
@@ -85,6 +87,12 @@ Result<LoaderState> LoaderStateFromJson(std::string_view text) {
       s.positions.emplace_back(r[0].get<uint64_t>(), r[1].get<uint64_t>());
     }
   }
+  uint64_t size = 0, resize = 0;  // version 6
+  SK_RETURN_IF_ERROR(number("size", &size, false));
+  SK_RETURN_IF_ERROR(number("resize", &resize, false));
+  if (size > 16384 || resize > 16384) return bad("'size' or 'resize' is not a side in 0..16384");
+  s.size = static_cast<int>(size);
+  s.resize = static_cast<int>(resize);
   if (auto it = j.find("order"); it != j.end()) {  // version 5
     if (!it->is_array()) return bad("'order' is not a list of record numbers");
     s.order.reserve(it->size());

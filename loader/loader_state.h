@@ -34,7 +34,7 @@
 namespace shardkit {
 
 struct LoaderState {
-  static constexpr int kVersion = 5;
+  static constexpr int kVersion = 6;
   uint64_t epoch = 0;  // the epoch the next batch belongs to
   uint64_t batch = 0;  // the next batch of that epoch (0: its start)
   uint64_t seed = 0;
@@ -53,6 +53,10 @@ struct LoaderState {
   std::vector<std::pair<uint64_t, uint64_t>> positions;
   // DatasetFingerprint of the dataset (version 4; empty before: not compared).
   std::string dataset;
+  // The square output size Loader::SetSize set (version 6; 0: the size the
+  // loader was opened with), and val's Resize short side (0: derived):
+  // Restore sets it back before comparing transforms.
+  int size = 0, resize = 0;
   // Mid-way through an epoch whose order was given (shuffle "given",
   // version 5): that order, the global record numbers the epoch reads, all
   // of them (positions and batch count through it). Empty otherwise.
@@ -65,7 +69,7 @@ struct LoaderState {
 // seed, another source) another.
 std::string DatasetFingerprint(const Manifest& manifest);
 
-// JSON with every field and "version". FromJson accepts versions 1 to 5 and
+// JSON with every field and "version". FromJson accepts versions 1 to 6 and
 // names what is missing or malformed ("loader state: 'seed' is missing").
 std::string LoaderStateToJson(const LoaderState& state);
 Result<LoaderState> LoaderStateFromJson(std::string_view json);

@@ -56,8 +56,8 @@ std::shared_ptr<uint8_t> BufferPool::Acquire() {
 uint64_t BufferPool::allocations() const { return allocations_.load(std::memory_order_relaxed); }
 
 PrefetchRing::PrefetchRing(int slots, int batch_size, const Batch& shape, SlotAllocator allocate)
-    : pool_(BufferLayout(shape.sample_bytes(), batch_size).total, static_cast<size_t>(slots) + 2,
-            std::move(allocate)),
+    : pool_(std::make_unique<BufferPool>(BufferLayout(shape.sample_bytes(), batch_size).total,
+                                         static_cast<size_t>(slots) + 2, std::move(allocate))),
       batch_size_(batch_size),
       slots_(static_cast<size_t>(slots)),
       state_(static_cast<size_t>(slots), State::kFree) {
@@ -97,7 +97,7 @@ bool PrefetchRing::Claim(uint64_t first, uint64_t want, uint64_t end, std::vecto
   const BufferLayout layout(slots_[0].batch.sample_bytes(), batch_size_);
   for (Slot* s : *claimed) {
     if (s->memory) continue;
-    s->memory = pool_.Acquire();
+    s->memory = pool_->Acquire();
     uint8_t* base = s->memory.get();
     s->batch.data = base;
     s->batch.labels = reinterpret_cast<int32_t*>(base + layout.labels_offset);
@@ -166,6 +166,19 @@ void PrefetchRing::Reset() {
   stop_ = false;
   stop_flag_ = false;
   for (State& st : state_) st = State::kFree;
+}
+
+void PrefetchRing::Reshape(const Batch& shape, SlotAllocator allocate) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pool_ = std::make_unique<BufferPool>(BufferLayout(shape.sample_bytes(), batch_size_).total,
+                                       slots_.size() + 2, std::move(allocate));
+  for (Slot& s : slots_) {
+    s.memory.reset();  // the old shape's buffer: back to the old pool
+    s.batch = shape;
+    s.batch.data = nullptr;
+    s.batch.labels = nullptr;
+    s.batch.sample_ids = nullptr;
+  }
 }
 
 }  // namespace shardkit

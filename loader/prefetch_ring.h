@@ -64,8 +64,8 @@ class PrefetchRing {
   PrefetchRing(int slots, int batch_size, const Batch& shape, SlotAllocator allocate);
   size_t size() const { return slots_.size(); }
   // Bytes of one slot's buffer: pixels, labels and ids of a full batch.
-  size_t slot_bytes() const { return pool_.bytes(); }
-  uint64_t allocations() const { return pool_.allocations(); }
+  size_t slot_bytes() const { return pool_->bytes(); }
+  uint64_t allocations() const { return pool_->allocations(); }
 
   // Producer. Waits until the slots of batches [first, first + want) are free,
   // then claims them and the free slots after them, up to batch `end`, one
@@ -91,10 +91,14 @@ class PrefetchRing {
   const std::atomic<bool>& stop_flag() const { return stop_flag_; }
   // With no producer running: every slot free, ready for a new epoch.
   void Reset();
+  // With no producer running: slots of another batch shape (an output size
+  // that changes between epochs), their buffers from a new pool. Leases of
+  // the old shape stay valid (they keep the old pool's buffers).
+  void Reshape(const Batch& shape, SlotAllocator allocate);
 
  private:
   enum class State { kFree, kFilling, kReady };
-  BufferPool pool_;
+  std::unique_ptr<BufferPool> pool_;
   int batch_size_;
   std::vector<Slot> slots_;
   std::vector<State> state_;

@@ -29,6 +29,8 @@
 #include "image/codec.h"
 #include "image/prepare.h"
 #include "loader/loader.h"
+#include "loader/resolution_schedule.h"
+#include "python/pinned_host.h"
 #include "shard/dataset.h"
 #include "shard/dataset_writer.h"
 #include "shard/manifest.h"
@@ -301,6 +303,15 @@ constexpr LoaderKeyword kLoaderKeywords[] = {
     {"rank", [](const Keyword& v, LoaderOptions& o) { o.rank = v.Int(); }},
     {"world_size", [](const Keyword& v, LoaderOptions& o) { o.world_size = v.Int(); }},
     {"seed", [](const Keyword& v, LoaderOptions& o) { o.seed = v.UInt64(); }},
+    // device="cuda:N": ring slots in memory pinned for that GPU (-1: none).
+    {"pinned_device",
+     [](const Keyword& v, LoaderOptions& o) {
+       const int device = v.Int();
+       if (device < 0) return;
+       auto allocator = CudaPinnedAllocator(device);
+       if (!allocator.ok()) throw py::value_error(allocator.status().message());
+       o.allocator = std::move(*allocator);
+     }},
     {"shuffle", [](const Keyword& v, LoaderOptions& o) { o.shuffle = v.Enum(kShuffleModeNames); }},
     // The orders come from the package (a sampler's indices: set_epoch_order).
     {"given_order",
@@ -732,6 +743,12 @@ PYBIND11_MODULE(_shardkit, m) {
           "set_epoch", [](PyLoader& l, uint64_t epoch) { l.loader().SetEpoch(epoch); },
           py::arg("epoch"))
       .def("begin_pass", &PyLoader::BeginPass)
+      .def(
+          "set_size",
+          [](PyLoader& l, int size) {
+            Check(WithoutGil([&] { return l.loader().SetSize(size); }));
+          },
+          py::arg("size"))
       .def("set_epoch_order", &PyLoader::SetEpochOrder, py::arg("epoch"), py::arg("indices"))
       .def_property_readonly("pass_resumes", [](PyLoader& l) { return l.loader().PassResumes(); })
       .def("end_pass", [](PyLoader& l) { l.loader().EndPass(); })
@@ -769,6 +786,42 @@ PYBIND11_MODULE(_shardkit, m) {
                              [](PyLoader& l) { return ShuffleModeName(l.loader().shuffle_mode()); })
       .def_property_readonly("shuffle_reason",
                              [](PyLoader& l) { return l.loader().shuffle_reason(); });
+
+  // FFCV's training-resolution ramp (loader/resolution_schedule.h): the
+  // package's ResolutionSchedule is this class.
+  py::class_<ResolutionSchedule>(m, "ResolutionSchedule",
+                                 "The training side of each epoch: min_size until start_epoch, "
+                                 "max_size from end_epoch, between them a straight line rounded "
+                                 "to a multiple of 32 (FFCV's get_resolution). Give it as a "
+                                 "Loader's size= and each epoch is read at its side.")
+      .def(py::init([](long min_size, long max_size, long start_epoch, long end_epoch) {
+             auto made = MakeResolutionSchedule(min_size, max_size, start_epoch, end_epoch);
+             if (!made.ok()) {
+               throw py::value_error("ResolutionSchedule(" + std::to_string(min_size) + ", " +
+                                     std::to_string(max_size) + ", " + std::to_string(start_epoch) +
+                                     ", " + std::to_string(end_epoch) +
+                                     "): " + made.status().message());
+             }
+             return *made;
+           }),
+           py::arg("min_size"), py::arg("max_size"), py::arg("start_epoch"), py::arg("end_epoch"))
+      .def(
+          "__call__",
+          [](const ResolutionSchedule& r, long epoch) {
+            if (epoch < 0)
+              throw py::value_error("epoch must be >= 0, not " + std::to_string(epoch));
+            return r.SizeAt(static_cast<int>(std::min<long>(epoch, INT_MAX)));
+          },
+          py::arg("epoch"))
+      .def_readonly("min_size", &ResolutionSchedule::min_size)
+      .def_readonly("max_size", &ResolutionSchedule::max_size)
+      .def_readonly("start_epoch", &ResolutionSchedule::start_epoch)
+      .def_readonly("end_epoch", &ResolutionSchedule::end_epoch)
+      .def("__repr__", [](const ResolutionSchedule& r) {
+        return "ResolutionSchedule(" + std::to_string(r.min_size) + ", " +
+               std::to_string(r.max_size) + ", " + std::to_string(r.start_epoch) + ", " +
+               std::to_string(r.end_epoch) + ")";
+      });
 
   py::class_<PyDataset>(m, "_Dataset")
       .def(py::init<const std::string&, int64_t>(), py::arg("path"),

@@ -12,6 +12,8 @@
 
 #include "image/codec.h"
 #include "loader/loader.h"
+#include "loader/loader_state.h"
+#include "loader/resolution_schedule.h"
 #include "loader/transforms.h"
 #include "shard/shard.h"
 #include "tests/test_util.h"
@@ -869,6 +871,181 @@ TEST_F(JpegLoaderTest, ValTransformIsACenterCropOfTheResizedImage) {
     EXPECT_LT(MeanAbsDiff(b->data + i * b->sample_bytes(), ref.pixels.data(), ref.pixels.size()),
               6.0)
         << i;
+  }
+}
+
+// Every batch of the epoch the loader has started, as bytes (ids and pixels).
+Seen ReadRest(Loader* l) {
+  Seen seen;
+  for (;;) {
+    const Batch* b = nullptr;
+    Status s = l->Next(&b);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    if (!s.ok() || b == nullptr) break;
+    seen.ids.emplace_back(b->sample_ids, b->sample_ids + b->size);
+    seen.bytes.emplace_back(reinterpret_cast<const char*>(b->data), b->sample_bytes() * b->size);
+  }
+  return seen;
+}
+
+TEST_F(JpegLoaderTest, SetSizeBetweenEpochsGivesTheBatchesOfALoaderOpenedAtThatSize) {
+  for (TransformKind kind : {TransformKind::kTrain, TransformKind::kVal, TransformKind::kResize}) {
+    for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
+      LoaderOptions o;
+      o.batch_size = 4;  // 6 records: a full batch and a padded one
+      o.workers = 2;
+      o.seed = 5;
+      o.layout = layout;
+      o.transform.kind = kind;
+      o.transform.size = 64;
+      auto l = Loader::Open(dir_.path(), o);
+      ASSERT_TRUE(l.ok()) << l.status().ToString();
+      Loader& loader = **l;
+      const int sizes[] = {64, 40, 96, 64};
+      for (uint64_t epoch = 0; epoch < 4; ++epoch) {
+        const int size = sizes[epoch];
+        ASSERT_TRUE(loader.SetSize(size).ok());
+        EXPECT_EQ(loader.height(), size);
+        EXPECT_EQ(loader.width(), size);
+        ASSERT_TRUE(loader.StartEpoch(epoch).ok());
+        Seen got = ReadRest(&loader);
+        LoaderOptions fresh = o;
+        fresh.transform.size = size;
+        Seen want = ReadEpoch(dir_.path(), fresh, epoch);
+        ASSERT_EQ(got.bytes.size(), 2u);
+        EXPECT_EQ(got.ids, want.ids);
+        EXPECT_TRUE(got.bytes == want.bytes)
+            << TransformKindName(kind) << " epoch " << epoch << " at " << size;
+        EXPECT_EQ(got.bytes[0].size(), size_t(4) * 3 * size * size);
+      }
+    }
+  }
+}
+
+TEST_F(JpegLoaderTest, SetSizeIsRefusedMidEpochAndLeavesHeldBatchesAlone) {
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.transform.kind = TransformKind::kTrain;
+  o.transform.size = 48;
+  auto l = Started(dir_.path(), o, 0);
+  ASSERT_NE(l, nullptr);
+  std::shared_ptr<const Batch> held;
+  ASSERT_TRUE(l->Next(&held).ok());
+  ASSERT_NE(held, nullptr);
+  const std::string before(reinterpret_cast<const char*>(held->data),
+                           held->sample_bytes() * held->size);
+  Status mid = l->SetSize(32);
+  EXPECT_EQ(mid.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(mid.message().find("between epochs"), std::string::npos) << mid.ToString();
+  EXPECT_EQ(l->height(), 48);
+  Seen rest = ReadRest(l.get());  // the epoch goes on at its size
+  EXPECT_EQ(rest.bytes.size(), 2u);
+  ASSERT_TRUE(l->SetSize(32).ok());  // read to its end: between epochs
+  ASSERT_TRUE(l->StartEpoch(1).ok());
+  Seen next = ReadRest(l.get());
+  ASSERT_EQ(next.bytes.size(), 3u);
+  EXPECT_EQ(next.bytes[0].size(), size_t(2) * 3 * 32 * 32);
+  EXPECT_EQ(held->height, 48);  // the lease of the old size is as it was
+  EXPECT_EQ(
+      std::string(reinterpret_cast<const char*>(held->data), held->sample_bytes() * held->size),
+      before);
+  EXPECT_EQ(l->SetSize(0).code(), Status::Code::kInvalidArgument);  // the loader's own bounds
+  EXPECT_EQ(l->SetSize(5000).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(l->height(), 32);
+}
+
+TEST_F(JpegLoaderTest, StateKeepsTheSizeAndRestoreSetsItBack) {
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.workers = 2;
+  o.seed = 3;
+  o.transform.kind = TransformKind::kTrain;
+  o.transform.size = 64;
+  auto a = Loader::Open(dir_.path(), o);
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE((*a)->SetSize(40).ok());
+  ASSERT_TRUE((*a)->StartEpoch(3).ok());
+  const Batch* first = nullptr;
+  ASSERT_TRUE((*a)->Next(&first).ok());
+  auto saved = LoaderStateFromJson(LoaderStateToJson((*a)->state()));
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  EXPECT_EQ(saved->size, 40);
+  Seen want = ReadRest(a->get());
+  ASSERT_EQ(want.bytes.size(), 2u);
+
+  auto b = Loader::Open(dir_.path(), o);  // opened at 64, as a restarted job's
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE((*b)->Restore(*saved).ok());
+  EXPECT_EQ((*b)->height(), 40);
+  // Restore started the saved epoch at its batch.
+  Seen got = ReadRest(b->get());
+  EXPECT_EQ(got.ids, want.ids);
+  EXPECT_TRUE(got.bytes == want.bytes);
+
+  // A state another transform made is refused, and changes nothing.
+  LoaderOptions other = o;
+  other.transform.min_scale = 0.35;
+  auto c = Loader::Open(dir_.path(), other);
+  ASSERT_TRUE(c.ok());
+  Status refused = (*c)->Restore(*saved);
+  EXPECT_EQ(refused.code(), Status::Code::kInvalidArgument) << refused.ToString();
+  EXPECT_EQ((*c)->height(), 64);
+}
+
+TEST(LoaderTest, RawRecordsAsStoredHaveNoSizeToSet) {
+  TempDir dir;
+  WriteRawDataset(dir.path(), 20);
+  LoaderOptions o;
+  o.batch_size = 4;
+  auto l = Loader::Open(dir.path(), o);
+  ASSERT_TRUE(l.ok());
+  Status s = (*l)->SetSize(8);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("as stored"), std::string::npos) << s.ToString();
+  EXPECT_EQ((*l)->state().size, 0);
+}
+
+TEST(ResolutionScheduleTest, SidesAreFfcvsRampRoundedToMultiplesOf32) {
+  // numpy: int(np.round(np.interp([e], [start, end], [min, max])[0] / 32)) * 32
+  auto s = MakeResolutionSchedule(160, 192, 65, 76);
+  ASSERT_TRUE(s.ok());
+  const int want[] = {160, 160, 160, 160, 160, 160, 160, 160, 160, 160,
+                      160, 192, 192, 192, 192, 192, 192, 192, 192, 192};
+  for (int e = 60; e < 80; ++e) EXPECT_EQ(s->SizeAt(e), want[e - 60]) << e;
+  auto r = ParseResolutionSchedule("128:224:0:8");
+  ASSERT_TRUE(r.ok());
+  const int ramp[] = {128, 128, 160, 160, 192, 192, 192, 224, 224, 224};
+  for (int e = 0; e < 10; ++e) EXPECT_EQ(r->SizeAt(e), ramp[e]) << e;
+  auto halves = ParseResolutionSchedule("160:192:2:10");  // 176 / 32 = 5.5: half to even
+  ASSERT_TRUE(halves.ok());
+  EXPECT_EQ(halves->SizeAt(6), 192);
+  auto flat = ParseResolutionSchedule("64:64:3:3");
+  ASSERT_TRUE(flat.ok());
+  EXPECT_EQ(flat->SizeAt(0), 64);
+  EXPECT_EQ(flat->SizeAt(1000000), 64);
+  EXPECT_FALSE(ResolutionSchedule().active());
+}
+
+TEST(ResolutionScheduleTest, BadTextIsRefusedSayingWhat) {
+  const std::pair<const char*, const char*> bad[] = {
+      {"", "not a whole number"},
+      {"160:192:65", "four numbers"},
+      {"160:192:65:76:1", "four numbers"},
+      {"192:160:0:5", "MIN is larger"},
+      {"160:192:9:5", "START is after"},
+      {"8:192:0:5", "16..4096"},
+      {"160:9000:0:5", "16..4096"},
+      {"160:192:-1:5", "not a whole number"},
+      {"160:192:x:5", "not a whole number"},
+      {"160::0:5", "not a whole number"},
+      {"160:192:0:99999999", "not a whole number"},
+      {"160:192:0:2000000", "0..1000000"},
+  };
+  for (const auto& [text, why] : bad) {
+    auto r = ParseResolutionSchedule(text);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.status().message().find(why), std::string::npos) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("--resolution-schedule"), std::string::npos);
   }
 }
 

@@ -1386,6 +1386,86 @@ TEST(TrainTest, EventsReachTheCallerAndTheLibraryPrintsNothing) {
   }
 }
 
+// n JPEG records (80x72, RGB) of two classes.
+void WriteJpegToyDataset(const std::string& dir, int n) {
+  DatasetWriterOptions o;
+  o.shard.compression = CompressionMode::kStore;
+  o.shard.kind = format::RecordKind::kJpeg;
+  auto w = DatasetWriter::Create(dir, o);
+  ASSERT_TRUE(w.ok());
+  for (int i = 0; i < n; ++i) {
+    std::string j =
+        testing::MakeJpeg(testing::SyntheticImage(80, 72, 3, i), testing::JpegFlavor::kRgb);
+    ASSERT_TRUE((*w)->Add(j, i % 2, std::to_string(i)).ok());
+  }
+  Manifest m;
+  m.record.kind = format::RecordKind::kJpeg;
+  m.classes = {"a", "b"};
+  ASSERT_TRUE((*w)->Finish(m).ok());
+}
+
+// --resolution-schedule 32:96:0:2: epochs at 32, 64 (48 rounds half to
+// even: 64) and 96 px, validated at the last side (or --val-size); a run
+// stopped mid-way through the 64 px epoch resumes it at 64 px and ends
+// with the uninterrupted run's weights.
+TEST(TrainTest, ResolutionScheduleSetsEachEpochsSideAndResumesMidSchedule) {
+  TempDir dir;
+  WriteJpegToyDataset(dir / "data", 32);
+  TrainOptions o = TinyTrainOptions(dir / "data");
+  o.val = dir / "data";
+  o.epochs = 3;
+  auto schedule = ParseResolutionSchedule("32:96:0:2");
+  ASSERT_TRUE(schedule.ok());
+  o.resolution = *schedule;
+  o.export_path = dir / "full.pt";
+  std::vector<EpochReport> epochs;
+  TrainEvents events;
+  events.epoch_end = [&](const EpochReport& r) { epochs.push_back(r); };
+  events.note = [](const std::string&) {};
+  Status s = Train(o, DistEnv{}, events);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(epochs.size(), 3u);
+  EXPECT_EQ(epochs[0].size, 32);
+  EXPECT_EQ(epochs[1].size, 64);
+  EXPECT_EQ(epochs[2].size, 96);
+  EXPECT_GE(epochs[2].top1, 0);  // evaluated (at 96 px)
+  EXPECT_NE(EpochReportJson(epochs[1]).find("\"size\":64"), std::string::npos);
+
+  // Stopped at step 6 (4 steps an epoch: mid-way through the 64 px epoch).
+  TrainOptions part = o;
+  part.export_path.clear();
+  part.max_steps = 6;
+  part.checkpoint_dir = dir / "ck";
+  epochs.clear();
+  ASSERT_TRUE(Train(part, DistEnv{}, events).ok());
+  TrainOptions rest = o;
+  rest.resume = true;
+  rest.checkpoint_dir = dir / "ck";
+  rest.export_path = dir / "resumed.pt";
+  epochs.clear();
+  events.warning = [](const std::string&) {};
+  s = Train(rest, DistEnv{}, events);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(epochs.size(), 2u);
+  EXPECT_EQ(epochs[0].size, 64);
+  EXPECT_EQ(epochs[1].size, 96);
+  EXPECT_LT(MaxDiff(LoadExport(dir / "full.pt"), LoadExport(dir / "resumed.pt")), 1e-6);
+
+  // The flag: raw records have no side to schedule; bad text says what is wrong.
+  WriteToyDataset(dir / "raw", 16);
+  auto raw = RunCommand(TrainCmd(dir / "raw", "--resolution-schedule 32:64:0:1"));
+  EXPECT_EQ(raw.exit_code, 2) << raw.out;
+  EXPECT_NE(raw.out.find("raw records"), std::string::npos) << raw.out;
+  auto bad = RunCommand(TrainCmd(dir / "data", "--resolution-schedule 64:32:0:1"));
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("MIN is larger than MAX"), std::string::npos) << bad.out;
+  auto val = RunCommand(TrainCmd(dir / "data", "--val " + dir / "data" +
+                                                   " --resolution-schedule 32:64:0:1 --val-size 48"
+                                                   " --epochs 2 --batch-size 8"));
+  EXPECT_EQ(val.exit_code, 0) << val.out;
+  EXPECT_NE(val.out.find("\"size\":64"), std::string::npos) << val.out;
+}
+
 TEST(DistEnvTest, EachRankGetsAGpuOfItsOwnOrANamedRefusal) {
   // One GPU per local rank.
   EXPECT_EQ(*ChooseCudaDevice(0, 4, DistBackend::kNccl, nullptr), 0);

@@ -57,6 +57,7 @@ std::string EpochReportJson(const EpochReport& r) {
   j["arch"] = r.arch;
   j["device"] = r.device;
   j["synthetic"] = r.synthetic;
+  if (r.size > 0) j["size"] = r.size;
   j["amp"] = r.amp;
   j["backend"] = r.backend;
   j["corrupt_skipped"] = static_cast<uint64_t>(s.corrupt_skipped);

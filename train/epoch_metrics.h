@@ -35,6 +35,7 @@ EpochSums EpochSumsOverRanks(CollectiveGroup* group, torch::Device device, const
 // An epoch's report: the sums over ranks and what the run was.
 struct EpochReport {
   uint64_t epoch = 0;           // 1-based
+  int size = 0;                 // the training input's side (0: records as stored)
   double seconds = 0;           // the epoch's steps (this run's part of it after a resume)
   EpochSums sums;               // over every rank
   double top1 = -1, top5 = -1;  // on the validation set; -1: none

@@ -10,6 +10,7 @@
 
 #include "base/names.h"
 #include "loader/options.h"
+#include "loader/resolution_schedule.h"
 #include "train/models/model_spec.h"
 
 namespace shardkit {
@@ -64,7 +65,11 @@ struct TrainOptions {
   AmpDtype amp_dtype = AmpDtype::kFp16;
   bool channels_last = true;  // faster on CPU (oneDNN) and with AMP on CUDA
   int size = 224;             // JPEG input side
-  int num_classes = 0;        // the classifier's outputs; 0: the dataset's classes
+  // JPEG records: the training side each epoch (FFCV's low-resolution
+  // first epochs), instead of `size`; inactive by default.
+  ResolutionSchedule resolution;
+  int val_size = 0;     // validation CenterCrop side (0: the last training side)
+  int num_classes = 0;  // the classifier's outputs; 0: the dataset's classes
   Stem stem = Stem::kAuto;
   Normalize normalize = Normalize::kImageNet;
   std::string checkpoint_dir;

@@ -1,10 +1,12 @@
 // The training loop of one rank.
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <limits>
 
 #include "base/humanize.h"
 #include "loader/loader.h"
@@ -35,6 +37,8 @@ class StepSource {
  public:
   virtual ~StepSource() = default;
   virtual Status StartEpoch(uint64_t epoch, uint64_t first_batch) = 0;
+  // The input side from the next epoch on (a resolution schedule's).
+  virtual Status SetSize(int size) = 0;
   virtual Status Next(std::shared_ptr<const Batch>* batch) = 0;  // null at the epoch's end
   virtual std::pair<torch::Tensor, torch::Tensor> Take() = 0;
   virtual uint64_t batches_per_epoch() const = 0;
@@ -63,6 +67,7 @@ class LoaderSteps : public StepSource {
     loader_.ResetStats();
     return Status::OK();
   }
+  Status SetSize(int size) override { return loader_.SetSize(size); }
   Status Next(std::shared_ptr<const Batch>* batch) override {
     SK_RETURN_IF_ERROR(loader_.Next(batch));
     if (*batch != nullptr) SK_RETURN_IF_ERROR(CheckLabelled(**batch, data_));
@@ -83,18 +88,24 @@ class LoaderSteps : public StepSource {
 // on the device and given for every step: no loader, no copy, no decode.
 class SyntheticSteps : public StepSource {
  public:
-  SyntheticSteps(const TrainOptions& o, torch::Device device, int channels)
-      : steps_(o.synthetic_steps) {
+  SyntheticSteps(const TrainOptions& o, torch::Device device, int channels, int size)
+      : steps_(o.synthetic_steps),
+        device_(device),
+        format_(o.channels_last ? torch::MemoryFormat::ChannelsLast
+                                : torch::MemoryFormat::Contiguous) {
     torch::manual_seed(o.seed + 1);
-    const auto format =
-        o.channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
-    x_ = torch::randn({o.batch_size, channels, o.size, o.size}, torch::device(device))
-             .contiguous(format);
     y_ = torch::randint(o.synthetic_classes, {o.batch_size},
                         torch::dtype(torch::kInt64).device(device));
     batch_.size = batch_.real_size = o.batch_size;
     batch_.channels = channels;
-    batch_.height = batch_.width = o.size;
+    (void)SetSize(size);
+  }
+  Status SetSize(int size) override {
+    if (x_.defined() && batch_.height == size) return Status::OK();
+    x_ = torch::randn({batch_.size, batch_.channels, size, size}, torch::device(device_))
+             .contiguous(format_);
+    batch_.height = batch_.width = size;
+    return Status::OK();
   }
   Status StartEpoch(uint64_t epoch, uint64_t first_batch) override {
     batch_.epoch = epoch;
@@ -117,6 +128,8 @@ class SyntheticSteps : public StepSource {
 
  private:
   uint64_t steps_, next_ = 0;
+  torch::Device device_;
+  torch::MemoryFormat format_;
   Batch batch_;
   torch::Tensor x_, y_;
 };
@@ -144,7 +157,10 @@ Result<torch::Device> ChooseDevice(const TrainOptions& o, const DistEnv& env, Di
 // A validation set must describe the same task as the training set: the same
 // classes in the same order, and samples of the same shape. Checked before
 // any rendezvous or step, with one line that says what differs.
-Status CheckValMatchesTrain(const TrainOptions& o, const Loader& train, const Loader& val) {
+// `cropped`: JPEG records, each loader's own output side (--val-size, a
+// resolution schedule); raw ones are the same shape in both or refused.
+Status CheckValMatchesTrain(const TrainOptions& o, const Loader& train, const Loader& val,
+                            bool cropped) {
   const auto& tc = train.manifest().classes;
   const auto& vc = val.manifest().classes;
   if (vc.empty())
@@ -161,8 +177,8 @@ Status CheckValMatchesTrain(const TrainOptions& o, const Loader& train, const Lo
                                      "' (pack val with --classes-from the training set)");
     }
   }
-  if (train.channels() != val.channels() || train.height() != val.height() ||
-      train.width() != val.width()) {
+  if (train.channels() != val.channels() ||
+      (!cropped && (train.height() != val.height() || train.width() != val.width()))) {
     auto shape = [](const Loader& l) {
       return std::to_string(l.height()) + "x" + std::to_string(l.width()) + "x" +
              std::to_string(l.channels());
@@ -194,6 +210,14 @@ void InstallStopSignalHandlers() {
 
 namespace {
 
+// The training input's side in epoch `epoch` (from 0): the resolution
+// schedule's, or --size.
+int TrainSizeAt(const TrainOptions& o, int64_t epoch) {
+  return o.resolution.active() ? o.resolution.SizeAt(static_cast<int>(
+                                     std::min<int64_t>(epoch, std::numeric_limits<int>::max())))
+                               : o.size;
+}
+
 // Every loader option the trainer sets, in one place: the training set's
 // for this rank on `device`, and the validation set's, derived from them.
 // JPEG records are cropped (train: RandomResizedCrop + flip; val: Resize +
@@ -218,7 +242,7 @@ LoaderOptions TrainLoaderOptions(const TrainOptions& o, const DistEnv& env, torc
   lo.seed = o.seed;
   lo.transform.kind = TransformApplies(records, TransformKind::kTrain) ? TransformKind::kTrain
                                                                        : TransformKind::kNone;
-  lo.transform.size = o.size;
+  lo.transform.size = TrainSizeAt(o, 0);  // set again at each epoch's start (RunSteps)
   // Channels-last training reads NHWC batches, viewed as channels-last
   // NCHW tensors without a copy (BatchView).
   lo.layout = o.channels_last ? Layout::kNHWC : Layout::kNCHW;
@@ -235,7 +259,10 @@ LoaderOptions TrainLoaderOptions(const TrainOptions& o, const DistEnv& env, torc
 
 LoaderOptions ValLoaderOptions(const TrainOptions& o, LoaderOptions train) {
   LoaderOptions vo = std::move(train);
-  if (vo.transform.kind != TransformKind::kNone) vo.transform.kind = TransformKind::kVal;
+  if (vo.transform.kind != TransformKind::kNone) {
+    vo.transform.kind = TransformKind::kVal;
+    vo.transform.size = o.val_size > 0 ? o.val_size : TrainSizeAt(o, o.epochs - 1);
+  }
   vo.drop_last = false;
   vo.shuffle = ShuffleMode::kNone;
   vo.batch_size = std::max(o.batch_size, 64);
@@ -317,6 +344,7 @@ class Trainer {
   std::unique_ptr<BatchFeeder> feeder_;
   std::unique_ptr<StepSource> steps_;
   int channels_ = 3, height_ = 0;
+  bool cropped_ = false;  // JPEG records, cropped to a side (a schedule's, --size)
   size_t num_classes_ = 0;
   int64_t steps_per_epoch_ = 0;
   double base_lr_ = 0;
@@ -434,11 +462,11 @@ Status Trainer::SetUpDevice() {
 Status Trainer::SetUpData() {
   int channels = 3;
   num_classes_ = static_cast<size_t>(o_.synthetic_classes);
-  height_ = o_.size;
+  height_ = TrainSizeAt(o_, o_.epochs - 1);  // the stem follows the last epochs' side
   if (!o_.synthetic) {
     SK_RETURN_IF_ERROR(OpenLoaders());
     channels = train_loader_->channels();
-    height_ = train_loader_->height();
+    if (!cropped_) height_ = train_loader_->height();
     num_classes_ = train_loader_->manifest().classes.size();
   }
   channels_ = channels;
@@ -451,7 +479,7 @@ Status Trainer::SetUpData() {
                                                   : std::vector<float>(channels, 0.25f);
   feeder_ = MakeBatchFeeder(device_, mean, stdv, o_.channels_last);
   if (o_.synthetic) {
-    steps_ = std::make_unique<SyntheticSteps>(o_, device_, channels);
+    steps_ = std::make_unique<SyntheticSteps>(o_, device_, channels, TrainSizeAt(o_, 0));
   } else {
     steps_ = std::make_unique<LoaderSteps>(*train_loader_, *feeder_, o_.data);
   }
@@ -471,6 +499,13 @@ Status Trainer::OpenLoaders() {
   }
   SK_ASSIGN_OR_RETURN(const Manifest manifest, ReadManifest(o_.data));
   const LoaderOptions lo = TrainLoaderOptions(o_, env_, device_, manifest.record.kind);
+  cropped_ = lo.transform.kind != TransformKind::kNone;
+  if (!cropped_ && (o_.resolution.active() || o_.val_size > 0)) {
+    return Status::InvalidArgument(
+        o_.data + " holds raw records, trained on as stored: " +
+        (o_.resolution.active() ? "--resolution-schedule" : "--val-size") +
+        " sets the side JPEG records are cropped to");
+  }
   SK_ASSIGN_OR_RETURN(train_loader_, Loader::Open(o_.data, lo));
   if (train_loader_->manifest().classes.empty()) {
     return Status::InvalidArgument(
@@ -478,7 +513,7 @@ Status Trainer::OpenLoaders() {
   }
   if (o_.val.empty()) return Status::OK();
   SK_ASSIGN_OR_RETURN(val_loader_, Loader::Open(o_.val, ValLoaderOptions(o_, lo)));
-  return CheckValMatchesTrain(o_, *train_loader_, *val_loader_);
+  return CheckValMatchesTrain(o_, *train_loader_, *val_loader_, cropped_);
 }
 
 // The model, identical on every rank (seeded; rank 0's copy is broadcast
@@ -631,6 +666,17 @@ Status Trainer::Epoch(bool* more) {
 // summed on the device and read only for a progress event and at the epoch's end.
 Status Trainer::RunSteps(EpochSums* tot, bool* stopped) {
   const auto t_start = Clock::now();
+  // A resolution schedule's side for this epoch; an epoch resumed part-way
+  // keeps the side it was saved at (Loader::Restore set it back).
+  if (o_.resolution.active() && pos_.data.batch == 0) {
+    SK_RETURN_IF_ERROR(steps_->SetSize(TrainSizeAt(o_, static_cast<int64_t>(pos_.data.epoch))));
+    if (train_loader_) {  // the checkpoint's data position says the side (and its transform)
+      const LoaderState now = train_loader_->state();
+      pos_.data.size = now.size;
+      pos_.data.resize = now.resize;
+      pos_.data.transform = now.transform;
+    }
+  }
   SK_RETURN_IF_ERROR(steps_->StartEpoch(pos_.data.epoch, pos_.data.batch));
   epoch_start_ = Clock::now();
   tot->wait_s += Since(t_start);  // the loader's epoch start is waiting for data too
@@ -841,6 +887,10 @@ Status Trainer::Report(const EpochSums& sums, double secs, double top1, double t
   if (!rank0_) return Status::OK();
   EpochReport r;
   r.epoch = pos_.data.epoch + 1;
+  // The side this epoch was trained at (0: raw records, as stored).
+  r.size = o_.synthetic ? TrainSizeAt(o_, static_cast<int64_t>(pos_.data.epoch))
+           : cropped_   ? train_loader_->height()
+                        : 0;
   r.seconds = secs;
   r.sums = sums;
   r.top1 = top1;

@@ -30,13 +30,15 @@ from ._shardkit import (
     _DEFAULT_SHARD_SIZE,
     _MAX_PREFETCH,
     CorruptionError,
+    ResolutionSchedule,
     _Dataset,
     _Loader,
     _Writer,
     __version__,
 )
 
-__all__ = ["Loader", "Dataset", "Writer", "CorruptionError", "distributed_defaults", "normalize", "transforms"]
+__all__ = ["Loader", "Dataset", "Writer", "CorruptionError", "ResolutionSchedule", "distributed_defaults",
+           "normalize", "transforms"]
 
 def _env_int(*names):
     for name in names:
@@ -364,6 +366,70 @@ class _UserOrder:
             self.generator.set_state(generator_state(state["generator"]))
 
 
+class _DeviceCopies:
+    """Batches to a GPU as shardkit-train's feeder moves them: each copied
+    from its pinned ring slot (the lease, held by the numpy array) on a side
+    stream, the consumer's current stream made to wait for the copy, and the
+    lease kept until the copy is done (an event), so the ring never reuses
+    memory a copy still reads."""
+
+    @staticmethod
+    def open(torch, device, pin_memory):
+        if device is None:
+            return None
+        device = torch.device(device)
+        if device.type == "cpu":
+            return None
+        if device.type != "cuda":
+            raise ValueError("shardkit.Loader(device=%r): batches go to 'cuda' (or 'cuda:N') or stay on the "
+                             "host (None, 'cpu')" % str(device))
+        if not torch.cuda.is_available():
+            raise RuntimeError("shardkit.Loader(device=%r): CUDA is not available here (this PyTorch has no "
+                               "CUDA, or no GPU is visible: torch.cuda.is_available() is False); leave "
+                               "device out for batches in host memory" % str(device))
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        if not 0 <= index < torch.cuda.device_count():
+            raise ValueError("shardkit.Loader(device=%r): there are %d visible GPU(s)"
+                             % (str(device), torch.cuda.device_count()))
+        if pin_memory:
+            raise ValueError("shardkit.Loader: device= copies batches to the GPU from pinned memory "
+                             "itself; leave pin_memory out")
+        return _DeviceCopies(torch, torch.device("cuda", index))
+
+    def __init__(self, torch, device):
+        import collections
+
+        self.torch, self.device, self.index = torch, device, device.index
+        self.stream = torch.cuda.Stream(device)
+        self.pending = collections.deque()  # (event, lease arrays) of copies that may still run
+
+    def copy(self, images, labels):
+        torch = self.torch
+        self._release_done()
+        with torch.cuda.device(self.device), torch.cuda.stream(self.stream):
+            x = torch.from_numpy(images).to(self.device, non_blocking=True)
+            y = torch.from_numpy(labels).to(self.device, non_blocking=True)
+            done = torch.cuda.Event()
+            done.record(self.stream)
+        consumer = torch.cuda.current_stream(self.device)
+        consumer.wait_event(done)
+        # Made on the side stream, used on the consumer's: the caching
+        # allocator may reuse their memory only after the consumer is done.
+        x.record_stream(consumer)
+        y.record_stream(consumer)
+        self.pending.append((done, images, labels))
+        return x, y
+
+    def _release_done(self):
+        while self.pending and self.pending[0][0].query():
+            self.pending.popleft()
+
+    def finish(self):
+        """Every copy done and its lease back to the ring (an iteration's end)."""
+        while self.pending:
+            self.pending.popleft()[0].synchronize()
+
+
 class Loader:
     """Batches of one rank's share of a shard dataset, decoded and augmented by
     C++ worker threads ahead of the training loop.
@@ -387,7 +453,10 @@ class Loader:
                          (Resize((size, size))), None (raw records as they
                          are; JPEGs squashed to size), or torchvision-style
                          transforms: see shardkit.transforms
-      size=224           output side of the named transforms
+      size=224           output side of the named transforms; or a
+                         shardkit.ResolutionSchedule: each epoch is read at
+                         the side it gives that epoch (FFCV's low-resolution
+                         first epochs; set_size() sets one by hand)
       workers=None       decode threads; None: this process's share of its
                          CPUs (affinity mask / local ranks). num_workers= is
                          the same (0 counts as 1: there is no "main process"
@@ -396,6 +465,13 @@ class Loader:
                          'auto' (full, or block-local for datasets larger than
                          memory or the block cache)
       drop_last=False    as DataLoader
+      device=None        'cuda' (or 'cuda:N', a torch.device): batches arrive
+                         on that GPU, uint8 images and int64 labels (ids on
+                         the host). The loader's ring is in pinned memory and
+                         each batch is copied from it on a side stream, which
+                         the current stream waits for; a ring slot is reused
+                         once its copy is done. No host copy (pin_memory=True
+                         makes one). A machine without CUDA: RuntimeError
       pin_memory=False   batches in page-locked memory (where CUDA is), for
                          .cuda(non_blocking=True)
       rank, world_size   None: torch.distributed's, else RANK/WORLD_SIZE,
@@ -445,7 +521,7 @@ class Loader:
                  prefetch=4, on_corrupt="fail", skip_budget=100, pin_memory=False, num_workers=None,
                  prefetch_factor=None, read_depth=None, read_ahead_bytes=64 << 20, cache_dir=None,
                  cache_limit=0, distributed=None, sampler=None, batch_sampler=None, generator=None,
-                 **dataloader_args):
+                 device=None, **dataloader_args):
         torch = _import_torch("shardkit.Loader")
 
         for name in dataloader_args:
@@ -498,6 +574,9 @@ class Loader:
                 raise ValueError("prefetch_factor must be at least 1, not %d" % prefetch_factor)
             prefetch = min(prefetch_factor * max(1, _int("workers", workers)), _MAX_PREFETCH)
         self.path = os.fspath(path)
+        self._schedule = size if isinstance(size, ResolutionSchedule) else None
+        if self._schedule is not None:
+            size = self._schedule(0)  # each pass sets its epoch's (batches())
         plan = transforms.plan(transform, _int("size", size))
         # ToTensor() and the like: float batches, made here after the core's uint8 ones.
         self._to_float = plan.pop("to_float", None)
@@ -509,6 +588,9 @@ class Loader:
                   % (self._to_float[0], " in 0-1" if self._to_float[1] else ""))
         # The core's keyword table converts each option; Loader::Open checks them.
         order = {"shuffle": shuffle} if self._order is None else {"given_order": True}
+        self._device = _DeviceCopies.open(torch, device, pin_memory)
+        if self._device is not None:
+            order["pinned_device"] = self._device.index
         self._core = _Loader(_path(path), batch_size=batch_size, workers=workers, transform=plan, rank=rank,
                              world_size=world_size, seed=seed, drop_last=drop_last,
                              layout=layout, prefetch=prefetch, on_corrupt=on_corrupt, skip_budget=skip_budget,
@@ -622,6 +704,25 @@ class Loader:
         if self._order is not None:
             self._order.set_epoch(epoch)
         self._core.set_epoch(epoch)
+        self._scheduled_size()
+
+    def set_size(self, size):
+        """The output side (square) from the next iteration on, as a
+        resolution schedule changes it between epochs: the crop's of
+        'train' and RandomCrop, 'val''s CenterCrop (its Resize then
+        round(size / 0.875)), 'resize''s. Pixels are those of a loader made
+        with that size (torchvision's); a JPEG is decoded at the DCT scale
+        the size allows, so small sides decode faster. state_dict() keeps
+        it. Between iterations (or after one's end) only: ValueError inside
+        an unfinished one, and for raw records read as stored."""
+        self._core.set_size(_int("size", size))
+
+    def _scheduled_size(self):
+        """With size=ResolutionSchedule: the side of the epoch the next
+        iteration reads, unless it resumes a saved one mid-way (that keeps
+        the side it was saved at)."""
+        if self._schedule is not None and not self._core.pass_resumes:
+            self._core.set_size(self._schedule(self._core.pass_epoch))
 
     @property
     def sampler(self):
@@ -664,6 +765,7 @@ class Loader:
                 self._core.end_pass()  # an iteration left unfinished is over: where does the next start?
                 if not self._core.pass_resumes:  # a restored epoch reads the order its state saved
                     self._core.set_epoch_order(self._core.pass_epoch, self._order.draw())
+            self._scheduled_size()
             self._core.begin_pass()
             while True:
                 if self._active is not token:  # before taking a batch that belongs to the newer one
@@ -674,15 +776,20 @@ class Loader:
                 if batch is None:
                     break
                 images, labels, ids, real = batch
-                images = torch.from_numpy(images)
+                if self._device is not None:
+                    images, labels = self._device.copy(images, labels)
+                else:
+                    images, labels = torch.from_numpy(images), torch.from_numpy(labels)
                 if self._to_float is not None:  # torchvision's values: x.to(dtype) / 255
                     images = images.to(self._to_float[0])
                     if self._to_float[1]:
                         images.div_(255)
                 if self.pin_memory:
                     images = images.pin_memory()
-                yield images, torch.from_numpy(labels), torch.from_numpy(ids), real
+                yield images, labels, torch.from_numpy(ids), real
         finally:
+            if self._device is not None:
+                self._device.finish()
             with self._lock:
                 if self._active is token:
                     self._active = None

@@ -12,6 +12,14 @@ _Transform = Union[str, None, "transforms.Compose", Sequence[Any], Any]
 
 class CorruptionError(RuntimeError): ...
 
+class ResolutionSchedule:
+    min_size: int
+    max_size: int
+    start_epoch: int
+    end_epoch: int
+    def __init__(self, min_size: int, max_size: int, start_epoch: int, end_epoch: int) -> None: ...
+    def __call__(self, epoch: int) -> int: ...
+
 def distributed_defaults() -> Tuple[int, int]: ...
 def normalize(
     images: torch.Tensor,
@@ -44,7 +52,7 @@ class Loader:
         *,
         workers: Optional[int] = ...,
         transform: _Transform = ...,
-        size: int = ...,
+        size: Union[int, ResolutionSchedule] = ...,
         rank: Optional[int] = ...,
         world_size: Optional[int] = ...,
         seed: int = ...,
@@ -82,6 +90,7 @@ class Loader:
     @property
     def epoch(self) -> int: ...
     def set_epoch(self, epoch: int) -> None: ...
+    def set_size(self, size: int) -> None: ...
     # The sampler given (or the one inside the batch_sampler given), else the
     # loader's own order.
     @property

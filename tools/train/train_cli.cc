@@ -65,6 +65,26 @@ void AddTrainFlags(CLI::App& app, TrainOptions* o, TrainToolFlags* tool) {
   app.add_option("--size", o->size, "input side for JPEG datasets")
       ->capture_default_str()
       ->check(cli::IntIn(8, 4096));
+  app.add_option_function<std::string>(
+         "--resolution-schedule",
+         [o](const std::string& s) {
+           if (auto r = ParseResolutionSchedule(s); r.ok()) o->resolution = *r;
+         },
+         "JPEG datasets: the training side ramps from MIN (until epoch START) to MAX (from "
+         "epoch END) in steps of 32, as FFCV's recipes train (160:192:65:76 for 88 epochs); "
+         "replaces --size, epochs count from 0")
+      ->type_name("MIN:MAX:START:END")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            auto r = ParseResolutionSchedule(s);
+            return r.ok() ? "" : r.status().message();
+          },
+          "MIN:MAX:START:END"));
+  app.add_option("--val-size", o->val_size,
+                 "JPEG datasets: the validation CenterCrop's side (its Resize: side / 0.875); "
+                 "0: the last training side")
+      ->capture_default_str()
+      ->check(cli::IntIn(0, 4096));
   app.add_option("--num-classes", o->num_classes,
                  "classifier outputs (0: the dataset's classes; torchvision's resnet50() has 1000, "
                  "whatever the data)")
