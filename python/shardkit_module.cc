@@ -720,6 +720,44 @@ class PyWriter {
   std::unique_ptr<DatasetWriter> writer_;
 };
 
+// FFCV's training-resolution ramp (loader/resolution_schedule.h): the
+// package's ResolutionSchedule is this class.
+void BindResolutionSchedule(py::module_& m) {
+  py::class_<ResolutionSchedule>(m, "ResolutionSchedule",
+                                 "The training side of each epoch: min_size until start_epoch, "
+                                 "max_size from end_epoch, between them a straight line rounded "
+                                 "to a multiple of 32 (FFCV's get_resolution). Give it as a "
+                                 "Loader's size= and each epoch is read at its side.")
+      .def(py::init([](long min_size, long max_size, long start_epoch, long end_epoch) {
+             auto made = MakeResolutionSchedule(min_size, max_size, start_epoch, end_epoch);
+             if (!made.ok()) {
+               throw py::value_error("ResolutionSchedule(" + std::to_string(min_size) + ", " +
+                                     std::to_string(max_size) + ", " + std::to_string(start_epoch) +
+                                     ", " + std::to_string(end_epoch) +
+                                     "): " + made.status().message());
+             }
+             return *made;
+           }),
+           py::arg("min_size"), py::arg("max_size"), py::arg("start_epoch"), py::arg("end_epoch"))
+      .def(
+          "__call__",
+          [](const ResolutionSchedule& r, long epoch) {
+            if (epoch < 0)
+              throw py::value_error("epoch must be >= 0, not " + std::to_string(epoch));
+            return r.SizeAt(static_cast<int>(std::min<long>(epoch, INT_MAX)));
+          },
+          py::arg("epoch"))
+      .def_readonly("min_size", &ResolutionSchedule::min_size)
+      .def_readonly("max_size", &ResolutionSchedule::max_size)
+      .def_readonly("start_epoch", &ResolutionSchedule::start_epoch)
+      .def_readonly("end_epoch", &ResolutionSchedule::end_epoch)
+      .def("__repr__", [](const ResolutionSchedule& r) {
+        return "ResolutionSchedule(" + std::to_string(r.min_size) + ", " +
+               std::to_string(r.max_size) + ", " + std::to_string(r.start_epoch) + ", " +
+               std::to_string(r.end_epoch) + ")";
+      });
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_shardkit, m) {
@@ -787,41 +825,7 @@ PYBIND11_MODULE(_shardkit, m) {
       .def_property_readonly("shuffle_reason",
                              [](PyLoader& l) { return l.loader().shuffle_reason(); });
 
-  // FFCV's training-resolution ramp (loader/resolution_schedule.h): the
-  // package's ResolutionSchedule is this class.
-  py::class_<ResolutionSchedule>(m, "ResolutionSchedule",
-                                 "The training side of each epoch: min_size until start_epoch, "
-                                 "max_size from end_epoch, between them a straight line rounded "
-                                 "to a multiple of 32 (FFCV's get_resolution). Give it as a "
-                                 "Loader's size= and each epoch is read at its side.")
-      .def(py::init([](long min_size, long max_size, long start_epoch, long end_epoch) {
-             auto made = MakeResolutionSchedule(min_size, max_size, start_epoch, end_epoch);
-             if (!made.ok()) {
-               throw py::value_error("ResolutionSchedule(" + std::to_string(min_size) + ", " +
-                                     std::to_string(max_size) + ", " + std::to_string(start_epoch) +
-                                     ", " + std::to_string(end_epoch) +
-                                     "): " + made.status().message());
-             }
-             return *made;
-           }),
-           py::arg("min_size"), py::arg("max_size"), py::arg("start_epoch"), py::arg("end_epoch"))
-      .def(
-          "__call__",
-          [](const ResolutionSchedule& r, long epoch) {
-            if (epoch < 0)
-              throw py::value_error("epoch must be >= 0, not " + std::to_string(epoch));
-            return r.SizeAt(static_cast<int>(std::min<long>(epoch, INT_MAX)));
-          },
-          py::arg("epoch"))
-      .def_readonly("min_size", &ResolutionSchedule::min_size)
-      .def_readonly("max_size", &ResolutionSchedule::max_size)
-      .def_readonly("start_epoch", &ResolutionSchedule::start_epoch)
-      .def_readonly("end_epoch", &ResolutionSchedule::end_epoch)
-      .def("__repr__", [](const ResolutionSchedule& r) {
-        return "ResolutionSchedule(" + std::to_string(r.min_size) + ", " +
-               std::to_string(r.max_size) + ", " + std::to_string(r.start_epoch) + ", " +
-               std::to_string(r.end_epoch) + ")";
-      });
+  BindResolutionSchedule(m);
 
   py::class_<PyDataset>(m, "_Dataset")
       .def(py::init<const std::string&, int64_t>(), py::arg("path"),

@@ -24,7 +24,7 @@ declare -A allowed=(
   [loader]="base storage shard image loader"
   [train]="base storage shard image loader train"
   [ingest]="base storage shard image ingest"
-  [python]="base storage shard image loader"
+  [python]="base storage shard image loader python"
   # Benchmark probes built against a build's libraries (bench/open_scale.sh).
   [bench]="base storage shard image loader"
   # The tools' shared helpers: flags, the progress line, plots. Nothing of the
@@ -73,7 +73,7 @@ while IFS=: read -r file line path; do
       ;;
   esac
   case $module:$mod in
-    tools/*:tools/*) continue ;;                   # a tool's own helpers
+    tools/*:tools/* | python:python) continue ;;   # a tool's or the binding's own helpers
     tools/*:* | python:*) what="$module/" ;;       # the library's API only
     *) [ -n "${public[$file]+set}" ] || continue   # a module's inside
        what="public header" ;;

@@ -9,6 +9,40 @@
 
 namespace shardkit {
 
+namespace {
+
+// The input's side: fixed (--size) or a schedule over the epochs, and validation's.
+void AddInputSizeFlags(CLI::App& app, TrainOptions* o) {
+  app.add_option("--size", o->size, "input side for JPEG datasets")
+      ->capture_default_str()
+      ->check(cli::IntIn(8, 4096));
+  app.add_option_function<std::string>(
+         "--resolution-schedule",
+         [o](const std::string& s) {
+           if (auto r = ParseResolutionSchedule(s); r.ok()) o->resolution = *r;
+         },
+         "JPEG datasets: the training side ramps from MIN (until epoch START) to MAX (from "
+         "epoch END) in steps of 32, as FFCV's recipes train (160:192:65:76 for 88 epochs); "
+         "replaces --size, epochs count from 0")
+      ->type_name("MIN:MAX:START:END")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            // CLI11 names the flag itself: "--resolution-schedule: TEXT: why".
+            auto r = ParseResolutionSchedule(s);
+            const std::string flag = "--resolution-schedule ";
+            std::string why = r.ok() ? "" : r.status().message();
+            return why.rfind(flag, 0) == 0 ? why.substr(flag.size()) : why;
+          },
+          ""));
+  app.add_option("--val-size", o->val_size,
+                 "JPEG datasets: the validation CenterCrop's side (its Resize: side / 0.875); "
+                 "0: the last training side")
+      ->capture_default_str()
+      ->check(cli::IntIn(0, 4096));
+}
+
+}  // namespace
+
 void AddTrainFlags(CLI::App& app, TrainOptions* o, TrainToolFlags* tool) {
   app.add_option("--data", o->data,
                  "training dataset: a directory, or s3://BUCKET/PREFIX or http(s)://HOST/PATH "
@@ -62,29 +96,7 @@ void AddTrainFlags(CLI::App& app, TrainOptions* o, TrainToolFlags* tool) {
   app.add_flag(
       "--channels-last,!--no-channels-last", o->channels_last,
       "channels-last memory format for 4-d weights and inputs (default; ~10% faster on CPU here)");
-  app.add_option("--size", o->size, "input side for JPEG datasets")
-      ->capture_default_str()
-      ->check(cli::IntIn(8, 4096));
-  app.add_option_function<std::string>(
-         "--resolution-schedule",
-         [o](const std::string& s) {
-           if (auto r = ParseResolutionSchedule(s); r.ok()) o->resolution = *r;
-         },
-         "JPEG datasets: the training side ramps from MIN (until epoch START) to MAX (from "
-         "epoch END) in steps of 32, as FFCV's recipes train (160:192:65:76 for 88 epochs); "
-         "replaces --size, epochs count from 0")
-      ->type_name("MIN:MAX:START:END")
-      ->check(CLI::Validator(
-          [](std::string& s) -> std::string {
-            auto r = ParseResolutionSchedule(s);
-            return r.ok() ? "" : r.status().message();
-          },
-          "MIN:MAX:START:END"));
-  app.add_option("--val-size", o->val_size,
-                 "JPEG datasets: the validation CenterCrop's side (its Resize: side / 0.875); "
-                 "0: the last training side")
-      ->capture_default_str()
-      ->check(cli::IntIn(0, 4096));
+  AddInputSizeFlags(app, o);
   app.add_option("--num-classes", o->num_classes,
                  "classifier outputs (0: the dataset's classes; torchvision's resnet50() has 1000, "
                  "whatever the data)")
