@@ -64,8 +64,8 @@ class Loader {
   // RandomCrop's, or val's CenterCrop (with its Resize to `resize`'s short
   // side; 0: round(size / crop_fraction)), as a resolution schedule changes
   // it between epochs (FFCV's low-resolution first epochs). Pixels are a
-  // loader opened at that size's, torchvision's; the DCT scale a JPEG is
-  // decoded at follows the size. state() saves it and Restore() sets it
+  // loader opened at that size's, torchvision's; the DCT scale a train
+  // crop is decoded at follows the size. state() saves it and Restore() sets it
   // back. Between epochs only (an epoch read to its end, or between
   // passes): InvalidArgument in the middle of one; and for records
   // returned as stored (transform none). Leases of the old size stay valid.

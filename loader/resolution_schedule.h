@@ -1,8 +1,10 @@
 // The input resolution of each epoch, as the fastest published ImageNet
 // recipes train (FFCV's ResNet-50 and ResNet-18 configurations): low
 // resolution first, ramped linearly to the final one, evaluated at another.
-// A loader decodes at the DCT scale its output size allows, so a 160 px
-// epoch costs the loader much less than a 224 px one. shardkit-train's
+// The train crop is decoded at the DCT scale its output size allows and
+// the resample shrinks with the side, so a 160 px epoch costs the loader
+// 0.86 of a 224 px one (docs/performance.md); the model's saving is larger
+// (0.51 of the pixels). shardkit-train's
 // --resolution-schedule and Python's shardkit.ResolutionSchedule set each
 // epoch's side with Loader::SetSize.
 #pragma once
