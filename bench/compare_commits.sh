@@ -9,8 +9,10 @@
 #           with a full shuffle), 1 and 2 workers;
 #   train:  train_compare.sh's shardkit side (ResNet-20 on Fashion-MNIST, batch
 #           64, 1 rank with all cores, 2 ranks with half each).
-# Before timing, it checks that the loader's batches are the same bytes on
-# both sides (tests/tools/loader_dump of each build, where OLD has it: the
+# Before timing, it checks that both builds pack the same dataset files (shards
+# byte for byte, manifests but for created_at/created_by) and that the
+# loader's batches are the same bytes on both sides (tests/tools/loader_dump
+# of each build, where OLD has it: the
 # JPEG set with the train and val transforms, Fashion-MNIST raw, full shuffle,
 # 1 and 2 workers, two epochs each), and says which configurations differ.
 # usage: bench/compare_commits.sh OLD [OUT]
@@ -76,6 +78,33 @@ for side in old new; do
   fi
 done
 sync
+
+echo "== the packed datasets, byte for byte, old against new" >&2
+# Every shard file the same bytes, and the manifests the same but for when
+# and by what they were made (created_at, created_by).
+same=0 differ=()
+datasets=fashion
+[ -n "$JPEG_GIVEN" ] || datasets="fashion jpeg-shards"  # a given JPEG set is not packed here
+for d in $datasets; do
+  for f in "$OUT/$d-old"/*; do
+    name=${f##*/}
+    if [ "$name" = manifest.json ]; then
+      $PY - "$f" "$OUT/$d-new/$name" << 'PYEOF' && ok=1 || ok=0
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+for m in (a, b):
+    m.pop("created_at", None), m.pop("created_by", None)
+sys.exit(a != b)
+PYEOF
+    else
+      cmp -s "$f" "$OUT/$d-new/$name" && ok=1 || ok=0
+    fi
+    if [ $ok = 1 ]; then same=$((same + 1)); else differ+=("$d/$name"); fi
+  done
+  [ "$(ls "$OUT/$d-old" | wc -l)" = "$(ls "$OUT/$d-new" | wc -l)" ] || differ+=("$d: another number of files")
+done
+echo "dataset files byte-identical: $same of $((same + ${#differ[@]}))${differ[*]:+; differ: ${differ[*]}}" |
+  tee "$OUT/datasets.txt"
 
 echo "== the loader's batches, byte for byte, old against new" >&2
 if [ -x "$OLD_DIR/build/tests/loader_dump" ]; then
