@@ -163,11 +163,12 @@ def make_data(out, per_class):
 LOADER_CPUS = []
 
 
-def bench(path, env, kind, workers, shuffle, batches, repeat, extra=()):
-    """shardkit-bench loader --cold: one JSON row per worker count."""
+def bench(path, env, kind, workers, shuffle, batches, repeat, extra=(), tool=None):
+    """shardkit-bench loader --cold: one JSON row per worker count (tool: another
+    build's shardkit-bench, for --against)."""
     transform = ["--transform", "train", "--size", "224", "--batch", "64"] if kind == "jpeg" else \
         ["--transform", "none", "--batch", "256"]
-    cmd = [*LOADER_CPUS, str(BENCH), "loader", str(path), "--workers", workers, "--shuffle", shuffle,
+    cmd = [*LOADER_CPUS, str(tool or BENCH), "loader", str(path), "--workers", workers, "--shuffle", shuffle,
            "--cold", "--batches", str(batches), "--repeat", str(repeat), "--json", *transform, *extra]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if r.returncode != 0:
@@ -373,6 +374,60 @@ def measure_cache(rows, sets, servers, bucket, args):
                 shutil.rmtree(cache, ignore_errors=True)
 
 
+def measure_against(rows, sets, servers, bucket, args):
+    """This build's loader and another build's (--against: the commit a change
+    started from), alternating in each of --repeat rounds, over the same
+    s3:// datasets through the same proxy, cold, and the node cache's second
+    epoch: a change to the storage code must not make either slower."""
+    env = servers.env()
+    old_bench = pathlib.Path(args.against) / "tools" / "bench" / "shardkit-bench"
+    if not old_bench.exists():
+        sys.exit(f"object_store_compare: --against {args.against}: no tools/bench/shardkit-bench there")
+    for kind, d in sets.items():
+        info = json.loads(subprocess.run([str(PACK), "inspect", str(d), "--json"], capture_output=True,
+                                         text=True, check=True).stdout)
+        batches = info["records"] // (64 if kind == "jpeg" else 256)
+        for shuffle in ("block", "full"):
+            for w in args.workers.split(","):
+                config = f"{kind} {shuffle} w{w}"
+                for r in range(args.repeat):
+                    sides = [("old", old_bench), ("new", BENCH)]
+                    for side, tool in (sides if r % 2 == 0 else sides[::-1]):
+                        log("against", config, side, f"round {r + 1}")
+                        got = bench(f"s3://{bucket}/{kind}", env, kind, w, shuffle, batches, 1, tool=tool)[0]
+                        rows.append(dict(what="against", config=config, way=side, round=r, **pick(got)))
+                        cache = args.out / f"cache-{side}"
+                        shutil.rmtree(cache, ignore_errors=True)
+                        for epoch in (1, 2):
+                            if epoch == 2:
+                                evict_dir(cache)
+                            got = bench(f"s3://{bucket}/{kind}", env, kind, w, shuffle, batches, 1,
+                                        ["--cache-dir", str(cache)], tool=tool)[0]
+                        shutil.rmtree(cache, ignore_errors=True)
+                        rows.append(dict(what="against", config=config + " cache epoch 2", way=side, round=r,
+                                         **pick(got)))
+
+
+def against_table(rows, args):
+    """Median img/s per side and new / old, from measure_against's rows."""
+    import statistics
+    ours = [r for r in rows if r["what"] == "against"]
+    if not ours:
+        return []
+    md = ["", f"This build against {args.against} (old), alternating in each of {args.repeat} rounds, "
+          "s3:// through the proxy, cold; 'cache epoch 2' is the node cache's second epoch "
+          "(its files evicted from the page cache first). Median img/s.", "",
+          "| records, shuffle, workers | old | new | new / old | old rounds | new rounds |",
+          "|---|---:|---:|---:|---|---|"]
+    for config in dict.fromkeys(r["config"] for r in ours):
+        v = {side: [r["images_per_sec"] for r in ours if r["config"] == config and r["way"] == side]
+             for side in ("old", "new")}
+        o, n = statistics.median(v["old"]), statistics.median(v["new"])
+        md.append(f"| {config} | {o:.0f} | {n:.0f} | {n / o:.2f} | {', '.join(f'{x:.0f}' for x in v['old'])} "
+                  f"| {', '.join(f'{x:.0f}' for x in v['new'])} |")
+    return md
+
+
 def make_push_set(out, records):
     """An ImageNet-shaped set of `records` small JPEGs (1000 classes), packed."""
     pool, tree, packed = out / "push-pool", out / "push-tree", out / "push-set"
@@ -440,7 +495,10 @@ def main():
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--push-records", type=int, default=128100)
-    ap.add_argument("--sections", default="reads,cache,push,growth")
+    ap.add_argument("--sections", default="reads,cache,push,growth",
+                    help="reads, cache, push, growth; against (with --against)")
+    ap.add_argument("--against", metavar="BUILD",
+                    help="another build folder (e.g. out/commits/OLD/build): its loader beside this one's")
     ap.add_argument("--pin", action="store_true",
                     help="servers on the last core, loaders on the others (as if storage were remote)")
     args = ap.parse_args()
@@ -468,6 +526,10 @@ def main():
             measure_reads(rows, sets, servers, bucket, args)
         if "cache" in sections:
             measure_cache(rows, sets, servers, bucket, args)
+        if "against" in sections or args.against:
+            if not args.against:
+                sys.exit("object_store_compare: the against section needs --against BUILD")
+            measure_against(rows, sets, servers, bucket, args)
         if "push" in sections:
             measure_push(rows, servers, bucket, args)
         if "growth" in sections:
@@ -572,6 +634,7 @@ def report(rows, out, args):
                "|---|" + "---:|" * len(growth_rows),
                "| RSS MB | " + " | ".join(f"{r['rss'] / 1e6:.0f}" for r in growth_rows) + " |",
                "| sockets | " + " | ".join(str(r["sockets"]) for r in growth_rows) + " |"]
+    md += against_table(rows, args)
     (out / "object_store.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 
