@@ -14,7 +14,7 @@ TARGETS=("$@")
 source scripts/deps.sh
 shardkit_install_deps clang libclang-rt-14-dev
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DSHARDKIT_FUZZ=ON -DSHARDKIT_WITH_TORCH=OFF -DSHARDKIT_WITH_PYTHON=OFF > /dev/null
+  -DSHARDKIT_FUZZ=ON -DSHARDKIT_ASSERTIONS=ON -DSHARDKIT_WITH_TORCH=OFF -DSHARDKIT_WITH_PYTHON=OFF > /dev/null
 cmake --build build-fuzz -j"$(nproc)" --target $(printf 'fuzz_%s ' "${TARGETS[@]}") > build-fuzz/build.log 2>&1 || {
   tail -n 40 build-fuzz/build.log; exit 1; }
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}

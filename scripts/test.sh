@@ -4,8 +4,9 @@
 #     tests, the SLURM integration test on a real 2-node SLURM when run as root),
 #     then the GPU kit's steps on this CPU over the same build;
 #  2. the loader's tests under ThreadSanitizer;
-#  3. each fuzz target for a few seconds (FUZZ_SECONDS, default 5);
-#  4. every non-training test under AddressSanitizer + UndefinedBehaviorSanitizer;
+#  3. each fuzz target for a few seconds (FUZZ_SECONDS, default 5), and
+#  4. every non-training test under AddressSanitizer + UndefinedBehaviorSanitizer,
+#     both from one clang build (build-fuzz);
 # 1, 2 and 4 with assert() on (SHARDKIT_ASSERTIONS: optimised, without NDEBUG),
 # so that what an assertion checks is checked by every suite run (the Python
 # binding included: stage 1 builds it).
@@ -49,12 +50,9 @@ TSAN_OPTIONS="halt_on_error=1" ctest --test-dir build-tsan \
   -R '^(LoaderTest|JpegLoaderTest|PrefetchRingTest|BlockCacheTest|ReadQueueTest|WorkerTeamTest|BatchFillerTest|ReadPlannerTest|StorageTest|SharedIndexTest|NodeCacheTest|[A-Za-z]*/?ElasticResumeTest)\.' \
   --output-on-failure -j"$jobs"
 
-echo "== fuzz smoke (${FUZZ_SECONDS:-5} s per target)"
+echo "== fuzz smoke (${FUZZ_SECONDS:-5} s per target), then every non-training test, from one clang"
+echo "   AddressSanitizer + UndefinedBehaviorSanitizer build (build-fuzz: the project compiled once for both)"
 scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
-
-echo "== AddressSanitizer + UndefinedBehaviorSanitizer: every non-training test"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDKIT_SANITIZE=address -DSHARDKIT_ASSERTIONS=ON \
-  -DSHARDKIT_WITH_TORCH=OFF -DSHARDKIT_WITH_PYTHON=OFF > /dev/null
-cmake --build build-asan -j"$jobs" > /dev/null
+cmake --build build-fuzz -j"$jobs" > /dev/null
 ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-  ctest --test-dir build-asan --output-on-failure -j"$jobs"
+  ctest --test-dir build-fuzz --output-on-failure -j"$jobs"
