@@ -1,21 +1,23 @@
-// libarchive streaming, gzip inflated by zlib (checked to its end), inner tars
-// read from the outer member's data.
+// The archive streamer: libarchive's tar and zip readers over the archive
+// file (a .tar.gz inflated by GzipReader, a zip checked against its central
+// directory by zip_check.h), inner tars read from the outer member's data.
 #include "ingest/archive_reader.h"
 
 #include <fcntl.h>
 #include <locale.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
-#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <memory>
 #include <set>
 #include <vector>
 
-#include "image/codec.h"     // SniffImageFormat
+#include "image/codec.h"  // SniffImageFormat
+#include "ingest/gzip_reader.h"
+#include "ingest/zip_check.h"
 #include "shard/manifest.h"  // Printable
 #include "storage/file_io.h"
 
@@ -83,20 +85,14 @@ bool CleanPath(const std::string& raw, std::string* out) {
   return true;
 }
 
-#define SK_RETURN_NEG(expr)    \
-  do {                         \
-    if ((expr) < 0) return -1; \
-  } while (0)
-
 // The archive file itself, decompressed here for the tar reader: gzip by
-// zlib (each member's CRC-32 and length), bzip2/xz/zstd by libarchive's raw
-// reader (their block and stream checks), a plain tar passed through. Drain
-// reads to the stream's very end, so a check in the last trailer is seen even
-// though tar's end-of-archive comes before it.
+// GzipReader (each member's CRC-32 and length), bzip2/xz/zstd by libarchive's
+// raw reader (their block and stream checks), a plain tar passed through.
+// Drain reads to the stream's very end, so a check in the last trailer is
+// seen even though tar's end-of-archive comes before it.
 class FileInput {
  public:
   ~FileInput() {
-    if (gzip_) inflateEnd(&z_);
     if (raw_ != nullptr) archive_read_free(raw_);
     if (fd_ >= 0) ::close(fd_);
   }
@@ -112,12 +108,9 @@ class FileInput {
     if (n < 0) return Status::IOError(path + ": read failed: " + std::strerror(errno));
     gzip_ = n >= 2 && magic[0] == 0x1f && magic[1] == 0x8b;
     zip_ = n >= 4 && magic[0] == 'P' && magic[1] == 'K' && (magic[2] == 3 || magic[2] == 5);
-    out_.resize(1 << 20);
-    if (gzip_) {
-      std::memset(&z_, 0, sizeof(z_));
-      if (inflateInit2(&z_, 15 + 16) != Z_OK) return Status::IOError(path + ": zlib init failed");
-      in_.resize(1 << 20);
-    } else if (!zip_) {
+    if (gzip_) return gunzip_.Open(fd_, path);
+    if (!zip_) {
+      out_.resize(1 << 20);
       raw_ = archive_read_new();
       archive_read_support_filter_bzip2(raw_);
       archive_read_support_filter_xz(raw_);
@@ -132,14 +125,16 @@ class FileInput {
     }
     return Status::OK();
   }
-  // The tar stream: GzipRead below hands it to libarchive's tar reader.
+  // The tar stream: TarStreamRead below hands it to libarchive's tar reader.
+  // Up to 1 MiB; 0 at the end; -1 on an error (error()).
   ssize_t Read(const void** data) {
-    if (gzip_) return Inflate(data);
+    if (gzip_) return gunzip_.Read(data);
     if (done_) return 0;
     const la_ssize_t n = archive_read_data(raw_, out_.data(), out_.size());
     if (n < 0) {
       const char* why = archive_error_string(raw_);
-      return Fail(std::string("corrupt compressed data (") + (why ? why : "read error") + ")");
+      error_ = std::string("corrupt compressed data (") + (why ? why : "read error") + ")";
+      return -1;
     }
     if (n == 0) done_ = true;
     consumed_ = static_cast<uint64_t>(archive_filter_bytes(raw_, -1));
@@ -150,32 +145,9 @@ class FileInput {
   bool zip() const { return zip_; }
   int fd() const { return fd_; }
   uint64_t size() const { return size_; }
-  uint64_t consumed() const { return consumed_; }
-  const std::string& error() const { return error_; }
+  uint64_t consumed() const { return gzip_ ? gunzip_.consumed() : consumed_; }
+  const std::string& error() const { return gzip_ ? gunzip_.error() : error_; }
 
-  // Up to out_.size() inflated bytes; 0 at the end; -1 on an error (error()).
-  ssize_t Inflate(const void** data) {
-    for (;;) {
-      if (done_) return 0;
-      if (z_.avail_in == 0 && !eof_) SK_RETURN_NEG(Fill());
-      z_.next_out = out_.data();
-      z_.avail_out = static_cast<uInt>(out_.size());
-      const int rc = inflate(&z_, Z_NO_FLUSH);
-      const size_t produced = out_.size() - z_.avail_out;
-      if (rc == Z_STREAM_END) {
-        SK_RETURN_NEG(NextMember());
-      } else if (rc == Z_DATA_ERROR || rc == Z_MEM_ERROR || rc == Z_NEED_DICT) {
-        return Fail(std::string("corrupt gzip data (") + (z_.msg ? z_.msg : "inflate failed") +
-                    "; gzip -t reports it too)");
-      } else if (rc == Z_BUF_ERROR && produced == 0 && eof_ && z_.avail_in == 0) {
-        return Fail("truncated gzip stream (it ends before its last member's trailer)");
-      }
-      if (produced > 0) {
-        *data = out_.data();
-        return static_cast<ssize_t>(produced);
-      }
-    }
-  }
   // Reads what is left of the stream, so its last check is made.
   Status Drain() {
     if (zip_) return Status::OK();
@@ -183,197 +155,19 @@ class FileInput {
     ssize_t n;
     while ((n = Read(&unused)) > 0) {
     }
-    if (n < 0) return Status::Corruption(path_ + ": " + error_);
+    if (n < 0) return Status::Corruption(path_ + ": " + error());
     return Status::OK();
   }
 
  private:
-  int Fail(const std::string& what) {
-    error_ = what;
-    return -1;
-  }
-  // Reads more input after what is left unread (kept at the buffer's front).
-  int Fill() {
-    const size_t kept = z_.avail_in;
-    if (kept > 0 && z_.next_in != in_.data()) std::memmove(in_.data(), z_.next_in, kept);
-    ssize_t n;
-    do {
-      n = ::read(fd_, in_.data() + kept, in_.size() - kept);
-    } while (n < 0 && errno == EINTR);
-    if (n < 0) return Fail(std::string("read failed: ") + std::strerror(errno));
-    if (n == 0) eof_ = true;
-    consumed_ += static_cast<uint64_t>(n);
-    z_.next_in = in_.data();
-    z_.avail_in = static_cast<uInt>(kept + static_cast<size_t>(n));
-    return 0;
-  }
-  // After a member's trailer: another gzip member, zero padding, or the end.
-  int NextMember() {
-    for (;;) {
-      while (z_.avail_in > 0 && *z_.next_in == 0) {  // zero padding (gzip ignores it)
-        ++z_.next_in;
-        --z_.avail_in;
-        padding_ = true;
-      }
-      if (z_.avail_in >= 2 || (eof_ && z_.avail_in > 0)) break;
-      if (eof_) {
-        done_ = true;
-        return 0;
-      }
-      SK_RETURN_NEG(Fill());  // a member's magic may straddle two reads
-    }
-    if (padding_ || z_.avail_in < 2 || z_.next_in[0] != 0x1f || z_.next_in[1] != 0x8b) {
-      return Fail("trailing data after the gzip stream (not a gzip member)");
-    }
-    inflateReset(&z_);
-    return 0;
-  }
-
   std::string path_, error_;
   int fd_ = -1;
   uint64_t size_ = 0, consumed_ = 0;
-  bool gzip_ = false, zip_ = false, eof_ = false, done_ = false, padding_ = false;
-  z_stream z_;
+  bool gzip_ = false, zip_ = false, done_ = false;
+  GzipReader gunzip_;
   struct archive* raw_ = nullptr;  // bzip2, xz, zstd or none
-  std::vector<unsigned char> in_, out_;
+  std::vector<unsigned char> out_;
 };
-
-#undef SK_RETURN_NEG
-
-// What a zip's end-of-central-directory record says its central directory
-// holds: `entries` members (the zip64 record's count where there is one).
-// Found as libarchive's zip reader finds it (the last "PK\5\6" in the
-// file's last 16 KiB), so both read the same record.
-struct ZipEnd {
-  bool found = false, zip64 = false;
-  uint64_t entries = 0;
-  uint64_t dir_offset = 0, dir_bytes = 0;  // the central directory
-};
-
-uint64_t LittleEndian(const unsigned char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-
-ZipEnd ReadZipEnd(int fd, uint64_t size) {
-  ZipEnd end;
-  const uint64_t tail = std::min<uint64_t>(size, 16 << 10);
-  std::vector<unsigned char> t(tail);
-  if (tail < 22 ||
-      ::pread(fd, t.data(), tail, static_cast<off_t>(size - tail)) != static_cast<ssize_t>(tail)) {
-    return end;
-  }
-  for (uint64_t i = tail - 22 + 1; i-- > 0;) {
-    if (std::memcmp(&t[i], "PK\5\6", 4) != 0) continue;
-    end.found = true;
-    end.entries = LittleEndian(&t[i + 10], 2);
-    end.dir_bytes = LittleEndian(&t[i + 12], 4);
-    end.dir_offset = LittleEndian(&t[i + 16], 4);
-    unsigned char record[56];
-    if (i >= 20 && std::memcmp(&t[i - 20], "PK\6\7", 4) == 0 &&
-        ::pread(fd, record, sizeof(record), static_cast<off_t>(LittleEndian(&t[i - 12], 8))) ==
-            static_cast<ssize_t>(sizeof(record)) &&
-        std::memcmp(record, "PK\6\6", 4) == 0) {
-      end.zip64 = true;
-      end.entries = LittleEndian(record + 32, 8);
-      end.dir_bytes = LittleEndian(record + 40, 8);
-      end.dir_offset = LittleEndian(record + 48, 8);
-    }
-    break;
-  }
-  return end;
-}
-
-// A central directory entry: where its member's local header is, and where
-// the member's name is in the directory.
-struct ZipCentralEntry {
-  uint64_t local = 0, name_at = 0;
-  uint32_t name_bytes = 0;
-};
-
-// The central directory's entries sorted by their local headers' offsets
-// (the order libarchive's seekable reader visits them in, so that checking
-// each as it is read finds its header in the page cache). As many as parse;
-// the entry count (CheckZipEntries) tells a directory that does not.
-std::vector<ZipCentralEntry> ReadZipCentral(int fd, uint64_t size, const ZipEnd& end) {
-  std::vector<ZipCentralEntry> out;
-  if (!end.found || end.dir_offset > size || end.dir_bytes > size - end.dir_offset) return out;
-  // Read a window at a time (the directory's size is the file's claim: never
-  // one allocation of it); an entry (at most 46 + 3 x 65,535 bytes) always
-  // fits a window.
-  std::vector<unsigned char> window;
-  uint64_t window_at = 0;
-  auto at = [&](uint64_t p, uint64_t n) -> const unsigned char* {
-    if (p < window_at || p + n > window_at + window.size()) {
-      window_at = p;
-      window.resize(std::min<uint64_t>(std::max<uint64_t>(n, 4 << 20), end.dir_bytes - p));
-      if (::pread(fd, window.data(), window.size(), static_cast<off_t>(end.dir_offset + p)) !=
-          static_cast<ssize_t>(window.size())) {
-        window.clear();
-        return nullptr;
-      }
-    }
-    return &window[p - window_at];
-  };
-  // Every entry the directory holds (its count in the end record may be
-  // modulo 65,536: CheckZipEntries judges the count).
-  for (uint64_t p = 0; p + 46 <= end.dir_bytes;) {
-    const unsigned char* e = at(p, 46);
-    if (e == nullptr || std::memcmp(e, "PK\1\2", 4) != 0) break;
-    const uint64_t name = LittleEndian(e + 28, 2), extra = LittleEndian(e + 30, 2),
-                   comment = LittleEndian(e + 32, 2), bytes = 46 + name + extra + comment;
-    if (p + bytes > end.dir_bytes || (e = at(p, bytes)) == nullptr) break;
-    ZipCentralEntry c{LittleEndian(e + 42, 4), end.dir_offset + p + 46,
-                      static_cast<uint32_t>(name)};
-    if (c.local == 0xFFFFFFFF) {  // in the zip64 extra field, after the sizes it replaces
-      const uint64_t skip = (LittleEndian(e + 24, 4) == 0xFFFFFFFF ? 8 : 0) +
-                            (LittleEndian(e + 20, 4) == 0xFFFFFFFF ? 8 : 0);
-      for (uint64_t x = 46 + name; x + 4 <= 46 + name + extra;) {
-        const uint64_t id = LittleEndian(e + x, 2), len = LittleEndian(e + x + 2, 2);
-        if (id == 1 && skip + 8 <= len && x + 4 + len <= 46 + name + extra) {
-          c.local = LittleEndian(e + x + 4 + skip, 8);
-          break;
-        }
-        x += 4 + len;
-      }
-    }
-    out.push_back(c);
-    p += bytes;
-  }
-  std::sort(out.begin(), out.end(),
-            [](const ZipCentralEntry& a, const ZipCentralEntry& b) { return a.local < b.local; });
-  return out;
-}
-
-// A member's name in its local header must be its name in the central
-// directory: unzip extracts by the central name (warning of the other),
-// libarchive reports the local one, so a zip whose two names differ would
-// pack another file, or class, than its extraction holds.
-Status CheckZipLocalName(int fd, const ZipCentralEntry& c, const std::string& path) {
-  unsigned char head[30];
-  std::string local, central(c.name_bytes, '\0');
-  const bool header = ::pread(fd, head, sizeof(head), static_cast<off_t>(c.local)) ==
-                          static_cast<ssize_t>(sizeof(head)) &&
-                      std::memcmp(head, "PK\3\4", 4) == 0;
-  if (header) {
-    local.resize(LittleEndian(head + 26, 2));
-    if (::pread(fd, local.data(), local.size(), static_cast<off_t>(c.local + 30)) !=
-        static_cast<ssize_t>(local.size())) {
-      local = "(unreadable)";
-    }
-  }
-  if (::pread(fd, central.data(), central.size(), static_cast<off_t>(c.name_at)) !=
-      static_cast<ssize_t>(central.size())) {
-    central = "(unreadable)";
-  }
-  if (header && local == central) return Status::OK();
-  return Status::Corruption(
-      path + ":" + Printable(central) + ": a corrupt zip: " +
-      (header ? "its local header names it " + Printable(local)
-              : std::string("no local header where the central directory says it is")) +
-      " (unzip -t reports it too)");
-}
 
 la_ssize_t TarStreamRead(struct archive* a, void* data, const void** out) {
   auto* in = static_cast<FileInput*>(data);
@@ -744,25 +538,6 @@ class QuietSink : public SampleSink {
   Status Interrupted() const override { return Status::OK(); }
 };
 
-// A zip read to its end gave as many entries as its end record says its
-// central directory holds; otherwise the directory is damaged. libarchive
-// looks for the directory's first entry from where the end record says it
-// starts (tolerating data prepended to the zip), so a directory overwritten
-// with zeros or garbage reads as one with no entries, and one partly
-// overwritten as one that starts later: only the count tells. An end record
-// whose own count is wrong is damage too. unzip -t reports each of these. (A
-// writer without zip64 that stored the count of 65,536 entries or more
-// modulo 65,536 is accepted, as unzip accepts it.)
-Status CheckZipEntries(const std::string& path, const FileInput& input, uint64_t read) {
-  const ZipEnd end = ReadZipEnd(input.fd(), input.size());
-  if (!end.found || read == end.entries) return Status::OK();
-  if (!end.zip64 && read > 0xFFFF && (read & 0xFFFF) == end.entries) return Status::OK();
-  return Status::Corruption(path + ": a corrupt zip: its end record lists " +
-                            std::to_string(end.entries) +
-                            " entries but its central directory gives " + std::to_string(read) +
-                            " (overwritten or truncated; unzip -t reports it too)");
-}
-
 }  // namespace
 
 Status StreamArchive(const std::string& path, const ArchiveOptions& options, SampleSink* sink,
@@ -797,7 +572,9 @@ Status StreamArchive(const std::string& path, const ArchiveOptions& options, Sam
     st.zip_central = ReadZipCentral(input.fd(), input.size(), ReadZipEnd(input.fd(), input.size()));
   }
   SK_RETURN_IF_ERROR(st.Entries(a.get(), path, ""));
-  if (input.zip()) SK_RETURN_IF_ERROR(CheckZipEntries(path, input, st.zip_entries));
+  if (input.zip()) {
+    SK_RETURN_IF_ERROR(CheckZipEntries(path, input.fd(), input.size(), st.zip_entries));
+  }
   SK_RETURN_IF_ERROR(input.Drain());
   st.Progress();
   return Status::OK();

@@ -3,12 +3,13 @@
 // descended into on the fly. Members reach the caller as bytes.
 //
 // Every checksum an archive carries is checked, so a damaged archive is an
-// error naming it, never a dataset: a gzip stream is inflated here with zlib,
-// which checks each member's CRC-32 and length to the stream's very end; tar
-// headers carry a checksum libarchive checks; a zip is read through its
-// central directory (as unzip reads it), each member's CRC-32 checked, and
-// the directory must give as many entries as the zip's end record lists
-// (an overwritten or truncated directory is a corrupt zip, not a smaller one).
+// error naming it, never a dataset: a gzip stream is inflated with zlib
+// (gzip_reader.h), which checks each member's CRC-32 and length to the
+// stream's very end; tar headers carry a checksum libarchive checks; a zip is
+// read through its central directory (as unzip reads it), each member's
+// CRC-32 checked, and the directory must give as many entries as the zip's
+// end record lists (zip_check.h: an overwritten or truncated directory is a
+// corrupt zip, not a smaller one).
 //
 // Members that cannot be packed are named to the sink and skipped, never
 // followed: paths with "..", symbolic links, devices and FIFOs, members over
