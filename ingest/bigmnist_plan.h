@@ -9,7 +9,7 @@
 
 #include "base/random.h"
 #include "base/status.h"
-#include "ingest/augment.h"
+#include "ingest/bigmnist_distort.h"
 
 namespace shardkit {
 

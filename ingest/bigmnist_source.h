@@ -1,5 +1,5 @@
 // bigMNIST as a SampleSource: an MNIST-format training set, each image
-// augmented into versions (ingest/augment.h) and replicated into copies, in
+// distorted into versions (ingest/bigmnist_distort.h) and replicated into copies, in
 // the seeded order of ingest/bigmnist_plan.h, as raw_u8 records keyed
 // "index/version/copy". The Packer writes it as it writes any source.
 #pragma once
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "ingest/augment.h"
+#include "ingest/bigmnist_distort.h"
 #include "ingest/bigmnist_plan.h"
 #include "ingest/idx_file.h"
 #include "ingest/source.h"

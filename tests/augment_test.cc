@@ -13,7 +13,7 @@
 #include <tuple>
 
 #include "base/random.h"
-#include "ingest/augment.h"
+#include "ingest/bigmnist_distort.h"
 #include "ingest/bigmnist_plan.h"
 #include "ingest/hdf5.h"
 #include "ingest/idx_file.h"

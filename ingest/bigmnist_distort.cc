@@ -1,5 +1,5 @@
-// Transform sampling and application for bigMNIST.
-#include "ingest/augment.h"
+// bigMNIST's distortions: drawing a sample's transform, and applying it.
+#include "ingest/bigmnist_distort.h"
 
 #include <algorithm>
 #include <cassert>

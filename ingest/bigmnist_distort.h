@@ -1,6 +1,8 @@
-// bigMNIST augmentation: per-sample random transforms (rotation, shear,
-// translation, scaling, horizontal flip, elastic deformation) with bilinear
-// or nearest-neighbour resampling. A sample's parameters depend only on its key (seed, source
+// bigMNIST's distortions, made once when a set is synthesised (shardkit-augment
+// bigmnist), not the loader's per-epoch transforms (loader/): per-sample random
+// affine and elastic transforms (rotation, shear, translation, scaling,
+// horizontal flip, elastic deformation) with bilinear or nearest-neighbour
+// resampling. A sample's parameters depend only on its key (seed, source
 // index, version, copy), so output is byte-identical whatever the threads.
 #pragma once
 
