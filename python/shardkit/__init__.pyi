@@ -29,6 +29,7 @@ def normalize(
     memory_format: Optional[torch.memory_format] = ...,
 ) -> torch.Tensor: ...
 
+# loader.sampler without a sampler given (shardkit._samplers._Sampler).
 class _Sampler:
     def set_epoch(self, epoch: int) -> None: ...
     def __iter__(self) -> Iterator[int]: ...
@@ -73,6 +74,7 @@ class Loader:
         sampler: Optional[Iterable[int]] = ...,
         batch_sampler: Optional[Iterable[Sequence[int]]] = ...,
         generator: Optional[torch.Generator] = ...,
+        device: Optional[Union[str, torch.device]] = ...,
         persistent_workers: bool = ...,
         multiprocessing_context: Any = ...,
         timeout: float = ...,
