@@ -274,7 +274,7 @@ LONG_READ = textwrap.dedent("""
 """)
 
 
-def test_a_loader_reads_for_longer_than_its_credentials_live(datasets, rgw, nginx, emulator,
+def test_a_loader_reads_for_longer_than_its_credentials_live(binding, datasets, rgw, nginx, emulator,
                                                              tmp_path):
     """Keys rotated twice under a Python loader (and DataLoader workers), each
     old user suspended in radosgw as its keys expire: it never fails."""
@@ -299,7 +299,7 @@ def test_a_loader_reads_for_longer_than_its_credentials_live(datasets, rgw, ngin
     assert s["suspended"] >= 2 and s["answers"]["imds"] >= 3, s
 
 
-def test_keys_revoked_under_a_reader_are_renewed_once(datasets, rgw, nginx, emulator, tmp_path):
+def test_keys_revoked_under_a_reader_are_renewed_once(binding, datasets, rgw, nginx, emulator, tmp_path):
     sets, _ = datasets
     e = emulator("metadata", "--lifetime", 3600)
     script = textwrap.dedent("""

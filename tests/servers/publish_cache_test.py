@@ -251,7 +251,8 @@ def test_a_push_that_a_rerun_cannot_help_does_not_say_rerun(datasets, rgw, nginx
             (tmp_path / "tree" / "cat").mkdir(parents=True, exist_ok=True)
             (tmp_path / "tree" / "cat" / "a.jpg").write_bytes(b"\xff\xd8")
         line = one_line_error(run([PACK, "push", what, url], env, check=False))
-        assert expected in line and "rerun" not in line, (url, line)
+        # (the test's own folder is named after it, "rerun" included)
+        assert expected in line and "rerun" not in line.replace(str(tmp_path), "TMP"), (url, line)
     r = run([PACK, "push", src, f"s3://{bucket}/z"],
             child_env(rgw, nginx, AWS_ENDPOINT_URL="http://127.0.0.1:9"), check=False)
     assert r.returncode == 2 and "rerun to resume" in r.stderr, r.stderr  # a server that never answered
