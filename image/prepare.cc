@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "image/codec.h"
 #include "image/image.h"
@@ -85,6 +86,33 @@ Status PrepareImage(const std::string& bytes, int resize_short, int quality, Pre
       break;
   }
   return Status::Corruption("not a JPEG or PNG image (unrecognised content)");
+}
+
+Status PrepareRecord(std::string bytes, const RecordRule& rule, PreparedImage* out) {
+  if (rule.jpeg) return PrepareImage(bytes, rule.resize_short, rule.quality, out);
+  if (rule.raw_size > 0 && bytes.size() != rule.raw_size) {
+    return Status::InvalidArgument(std::to_string(bytes.size()) + " bytes, the shape needs " +
+                                   std::to_string(rule.raw_size));
+  }
+  out->jpeg = std::move(bytes);
+  out->change = PreparedImage::Change::kNone;
+  return Status::OK();
+}
+
+void ConversionCounts::Count(PreparedImage::Change change) {
+  switch (change) {
+    case PreparedImage::Change::kCmyk:
+      ++cmyk;
+      break;
+    case PreparedImage::Change::kPng:
+      ++png;
+      break;
+    case PreparedImage::Change::kResized:
+      ++resized;
+      break;
+    case PreparedImage::Change::kNone:
+      break;
+  }
 }
 
 }  // namespace shardkit
