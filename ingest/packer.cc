@@ -128,28 +128,11 @@ struct Slot {
   uint64_t in_bytes = 0;
 };
 
-// A record's bytes made ready to store: a JPEG through PrepareImage, a raw
-// array checked against its shape.
-Status PrepareRecordOrThrow(const RecordSpec& spec, uint64_t raw_size, const PackOptions& o,
-                            std::string bytes, PreparedImage* out) {
-  if (spec.kind != format::RecordKind::kJpeg) {
-    if (bytes.size() != raw_size) {
-      return Status::InvalidArgument(std::to_string(bytes.size()) + " bytes, the shape needs " +
-                                     std::to_string(raw_size));
-    }
-    out->jpeg = std::move(bytes);
-    out->change = PreparedImage::Change::kNone;
-    return Status::OK();
-  }
-  return PrepareImage(bytes, o.resize_short, o.quality, out);
-}
-
-// The same, never throwing: it runs inside OpenMP loops, where an exception
-// (out of memory) would terminate the process before any clean-up.
-Status PrepareRecord(const RecordSpec& spec, uint64_t raw_size, const PackOptions& o,
-                     std::string bytes, PreparedImage* out) {
+// PrepareRecord, never throwing: it runs inside OpenMP loops, where an
+// exception (out of memory) would terminate the process before any clean-up.
+Status PrepareNoThrow(std::string bytes, const RecordRule& rule, PreparedImage* out) {
   try {
-    return PrepareRecordOrThrow(spec, raw_size, o, std::move(bytes), out);
+    return PrepareRecord(std::move(bytes), rule, out);
   } catch (const std::exception& e) {
     return Status::IOError(std::string("out of memory or worse: ") + e.what());
   }
@@ -167,6 +150,10 @@ class Packer : public SampleSink {
     threads_ = o.threads > 0 ? o.threads : omp_get_max_threads();
     raw_size_ = 1;
     for (int64_t d : spec_.shape) raw_size_ *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
+    rule_.jpeg = spec_.kind == format::RecordKind::kJpeg;
+    rule_.raw_size = raw_size_;
+    rule_.resize_short = o.resize_short;
+    rule_.quality = o.quality;
   }
 
   Status Run();
@@ -177,7 +164,7 @@ class Packer : public SampleSink {
     if (spec_.source_order) {  // straight to the writer: nothing is kept
       sum_->bytes_in += bytes.size();
       PreparedImage p;
-      Status s = PrepareRecord(spec_, raw_size_, o_, std::move(bytes), &p);
+      Status s = PrepareNoThrow(std::move(bytes), rule_, &p);
       if (!s.ok()) return Skip(sample.name, s.message(), Unusable::kBadImage);
       return Write(sample, &p);
     }
@@ -234,26 +221,11 @@ class Packer : public SampleSink {
   Result<bool> AcceptShard(const std::vector<Sample>& samples, const ShardReader& shard);
   void Prepare(const Sample& s, Slot* slot) const;
   Status SkipUnprepared(const Sample& s, const Status& why);
-  void CountChange(PreparedImage::Change change) {
-    switch (change) {
-      case PreparedImage::Change::kCmyk:
-        sum_->converted_cmyk++;
-        break;
-      case PreparedImage::Change::kPng:
-        sum_->converted_png++;
-        break;
-      case PreparedImage::Change::kResized:
-        sum_->reencoded++;
-        break;
-      case PreparedImage::Change::kNone:
-        break;
-    }
-  }
   Manifest MakeManifest(const Listing& listing) const;
   Status CheckKeys(std::vector<Sample>* samples);
   Status WriteAll(std::vector<Sample>* samples, size_t first);
   Status Write(const Sample& s, PreparedImage* p) {
-    CountChange(p->change);
+    sum_->conversions.Count(p->change);
     SK_RETURN_IF_ERROR(writer_->Add(p->jpeg, s.label, s.key));
     sum_->packed++;
     return Status::OK();
@@ -267,6 +239,7 @@ class Packer : public SampleSink {
   Env* const env_;
   int threads_;
   uint64_t raw_size_;
+  RecordRule rule_;  // how a sample becomes its record
   std::string read_phase_;
   uint64_t read_done_ = 0, read_total_ = 0;  // the source's last Read()
   std::unique_ptr<DatasetWriter> writer_;
@@ -295,7 +268,7 @@ Status Packer::Flush() {
   std::vector<uint32_t> crc(n);
 #pragma omp parallel for num_threads(threads_) schedule(dynamic, 4)
   for (size_t i = 0; i < n; ++i) {
-    status[i] = PrepareRecord(spec_, raw_size_, o_, std::move(batch_[i].bytes), &prepared[i]);
+    status[i] = PrepareNoThrow(std::move(batch_[i].bytes), rule_, &prepared[i]);
     if (status[i].ok()) crc[i] = crc32c::Value(prepared[i].jpeg.data(), prepared[i].jpeg.size());
   }
   for (size_t i = 0; i < n; ++i) {
@@ -383,7 +356,7 @@ void Packer::Prepare(const Sample& s, Slot* slot) const {
   }
   if (!slot->status.ok()) return;
   slot->in_bytes = bytes.size();
-  slot->status = PrepareRecord(spec_, raw_size_, o_, std::move(bytes), &slot->image);
+  slot->status = PrepareNoThrow(std::move(bytes), rule_, &slot->image);
 }
 
 // A sample that could not be prepared: skipped, named. A reader's error is
@@ -603,7 +576,8 @@ Result<bool> Packer::AcceptShard(const std::vector<Sample>& samples, const Shard
   }
   for (const auto& [s, why] : skipped) SK_RETURN_IF_ERROR(SkipUnprepared(*s, why));
   for (size_t k = resume_cursor_; k < at; ++k) {
-    if (samples[k].held >= 0) CountChange(held_[static_cast<size_t>(samples[k].held)].change);
+    if (samples[k].held < 0) continue;
+    sum_->conversions.Count(held_[static_cast<size_t>(samples[k].held)].change);
   }
   resume_cursor_ = at;
   return true;

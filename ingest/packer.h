@@ -1,6 +1,7 @@
-// Packer: a SampleSource into a dataset directory. The one place that
-// validates and converts images (image/prepare), keeps streamed bytes in a
-// spill (a ScratchFile without a name), puts records in the seeded order, checks keys, applies
+// Packer: a SampleSource into a dataset directory. Makes each sample its
+// record by the rule the Python Writer follows too (PrepareRecord: images
+// validated and converted), keeps streamed bytes in a spill (a ScratchFile
+// without a name), puts records in the seeded order, checks keys, applies
 // --strict, counts, and writes shards through a DatasetWriter.
 //
 // Whatever way a pack ends short of success (an error, --strict, an
@@ -70,7 +71,7 @@ struct PackOptions {
 
 struct PackSummary {
   uint64_t packed = 0, classes = 0, shards = 0;
-  uint64_t converted_cmyk = 0, converted_png = 0, reencoded = 0;
+  ConversionCounts conversions;  // records stored other than as the source gave them
   uint64_t unusable[static_cast<int>(Unusable::kCount)] = {};
   uint64_t bytes_in = 0, bytes_out = 0;
   uint64_t resumed_shards = 0;  // kept from a killed run of the same settings (packed counts them)

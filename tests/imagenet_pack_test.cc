@@ -101,8 +101,8 @@ TEST_F(ImageNetTree, PacksEveryDecodableKindAndReportsTheRest) {
   EXPECT_EQ(sum.packed, 6u);
   EXPECT_EQ(Count(sum, Unusable::kBadImage), 2u);
   EXPECT_EQ(Count(sum, Unusable::kEmptyClass), 1u);
-  EXPECT_EQ(sum.converted_cmyk, 2u);
-  EXPECT_EQ(sum.converted_png, 1u);
+  EXPECT_EQ(sum.conversions.cmyk, 2u);
+  EXPECT_EQ(sum.conversions.png, 1u);
   const std::string all = testing::JoinLines(problems);
   EXPECT_NE(all.find("n03/truncated.JPEG"), std::string::npos) << all;
   EXPECT_NE(all.find("n03/readme.JPEG: not a JPEG or PNG"), std::string::npos) << all;

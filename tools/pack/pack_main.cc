@@ -107,8 +107,8 @@ int RunPack(SampleSource* source, PackOptions o, const std::string& hint_strict)
       FormatBytes(sum.bytes_in / std::max(sum.seconds, 1e-9)).c_str());
   if (spec.kind == format::RecordKind::kJpeg) {
     std::printf("  converted: %llu CMYK, %llu PNG; re-encoded: %llu\n",
-                (unsigned long long)sum.converted_cmyk, (unsigned long long)sum.converted_png,
-                (unsigned long long)sum.reencoded);
+                (unsigned long long)sum.conversions.cmyk, (unsigned long long)sum.conversions.png,
+                (unsigned long long)sum.conversions.resized);
   }
   std::string skipped;
   for (int k = 0; k < static_cast<int>(Unusable::kCount); ++k) {
