@@ -590,6 +590,8 @@ class PyWriter {
     manifest_.record.shape = std::move(shape);
     // Checked as WriteManifest checks it, before any record is written.
     Check(CheckRecordFormat(manifest_.record).WithContext(path));
+    rule_.jpeg = manifest_.record.kind == format::RecordKind::kJpeg;
+    rule_.raw_size = manifest_.record.raw_record_size();  // re-encoded: kDefaultJpegQuality
     CompressionMode mode;
     if (!ValueOf(kCompressionModeNames, compression, &mode))
       throw py::value_error("compression must be " + NameList(kCompressionModeNames));
@@ -618,8 +620,8 @@ class PyWriter {
       throw py::value_error(path_ + ": record data must be a C-contiguous bytes-like object");
     }
     std::unique_ptr<Py_buffer, void (*)(Py_buffer*)> held(&view, PyBuffer_Release);
-    size_t bytes = static_cast<size_t>(view.len);
-    std::string_view payload(static_cast<const char*>(view.buf), bytes);
+    const std::string_view payload(static_cast<const char*>(view.buf),
+                                   static_cast<size_t>(view.len));
     // Keys arrive as bytes (the package encodes str keys): any bytes a file name holds.
     std::string k = key.is_none() ? std::to_string(writer_->records()) : key.cast<std::string>();
     const std::string where = path_ + ": record '" + Printable(k) + "' (number " +
@@ -636,23 +638,18 @@ class PyWriter {
                             "); pass classes=[...], or relabel to 0..classes-1");
     }
     CheckShape(view, where);
-    PreparedImage prepared;
-    if (manifest_.record.kind == format::RecordKind::kJpeg) {
-      // What shardkit-pack does to each file: recognised by content,
-      // validated, PNG and CMYK converted to an RGB JPEG.
-      const Status s = WithoutGil([&] {
-        return PrepareImage(std::string(payload), /*resize_short=*/0, kDefaultJpegQuality,
-                            &prepared);
-      });
-      if (!s.ok())
-        throw py::value_error(where + ": not an image the loader can decode: " + s.message());
-      if (prepared.change != PreparedImage::Change::kNone) {
-        payload = prepared.jpeg;
-        bytes = payload.size();
-        ++converted_;
-      }
+    // What shardkit-pack does to each sample: an image recognised by
+    // content, validated, PNG and CMYK converted to an RGB JPEG; a raw
+    // record checked against the shape's size.
+    PreparedImage record;
+    const Status s =
+        WithoutGil([&] { return PrepareRecord(std::string(payload), rule_, &record); });
+    if (!s.ok()) {
+      throw py::value_error(where + (rule_.jpeg ? ": not an image the loader can decode: " : ": ") +
+                            s.message());
     }
-    Check(WithoutGil([&] { return writer_->Add(payload, static_cast<int32_t>(label), k); }));
+    Check(WithoutGil([&] { return writer_->Add(record.jpeg, static_cast<int32_t>(label), k); }));
+    conversions_.Count(record.change);
     max_label_ = std::max<int64_t>(max_label_, label);
   }
 
@@ -684,7 +681,7 @@ class PyWriter {
   }
 
   uint64_t records() const { return writer_ ? writer_->records() : 0; }
-  uint64_t converted() const { return converted_; }
+  uint64_t converted() const { return conversions_.converted(); }
 
  private:
   // An array (a buffer of more than one dimension) has a layout: for raw_u8
@@ -715,8 +712,9 @@ class PyWriter {
 
   std::string path_;
   Manifest manifest_;
-  uint64_t converted_ = 0;  // PNG or CMYK records stored as RGB JPEG
-  int64_t max_label_ = -1;  // the largest label added
+  RecordRule rule_;               // how an added sample becomes its record
+  ConversionCounts conversions_;  // of the records written
+  int64_t max_label_ = -1;        // the largest label added
   std::unique_ptr<DatasetWriter> writer_;
 };
 
