@@ -651,17 +651,19 @@ Status Packer::Run() {
   size_t first = 0;
   SK_RETURN_IF_ERROR(ResumeFromPlan(samples, &first));
   SK_RETURN_IF_ERROR(WriteAll(&samples, first));
-  if (sum_->packed == 0) {
-    return Status::InvalidArgument(source_->name() + ": no " +
-                                   (spec_.kind == format::RecordKind::kJpeg ? "image" : "record") +
-                                   " could be packed");
-  }
-  if (part_.count > 0 && sum_->packed != part_end_ - part_.first_record) {
+  // A part of no record is refused by Finish, as any pack of nothing.
+  if (part_.count > 0 && sum_->packed > 0 && sum_->packed != part_end_ - part_.first_record) {
     return Status::Corruption(source_->name() + ": part " + std::to_string(part_.index) +
                               " packed " + std::to_string(sum_->packed) + " records of " +
                               std::to_string(part_end_ - part_.first_record));
   }
-  SK_RETURN_IF_ERROR(writer_->Finish(MakeManifest(listing)));
+  const Status finished = writer_->Finish(MakeManifest(listing));
+  if (!finished.ok() && writer_->records() == 0) {  // Finish's refusal, naming the source
+    return Status::InvalidArgument(source_->name() + ": no " +
+                                   (spec_.kind == format::RecordKind::kJpeg ? "image" : "record") +
+                                   " could be packed");
+  }
+  SK_RETURN_IF_ERROR(finished);
   sum_->classes = listing.classes.size();
   sum_->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   sum_->shards = writer_->shards();

@@ -655,15 +655,12 @@ class PyWriter {
 
   void Close() {
     if (!writer_) return;
-    if (writer_->records() == 0) {  // as shardkit-pack: no dataset of nothing, none replaced
-      Abort();
-      throw py::value_error(path_ + ": no record was added; nothing written" +
-                            std::string(" (a dataset there is left as it was)"));
-    }
     Manifest m = manifest_;
     if (m.classes.empty()) {  // labels are class numbers: "0" up to the largest (none: unlabelled)
       m.classes = Take(NumberedClasses(max_label_, path_, "pass classes=[...]"));
     }
+    // Finish refuses a dataset of no record, as for shardkit-pack, and
+    // leaves a dataset being replaced whole; the writer goes either way.
     Check(WithoutGil([&] {
       Status s = writer_->Finish(m);
       writer_.reset();

@@ -362,6 +362,11 @@ Status DatasetWriter::AdoptShard(const std::string& path, const ShardInfo& expec
 Status DatasetWriter::Finish(Manifest manifest) {
   if (finished_) return Status::InvalidArgument(dir_ + ": Finish called twice");
   if (resume_pending_) return Status::InvalidArgument(dir_ + ": Finish before Resume");
+  if (records_ == 0) {  // no dataset of nothing, whoever writes it
+    return Status::InvalidArgument(dir_ +
+                                   ": no record was added; nothing written (a dataset there is "
+                                   "left as it was)");
+  }
   if (!manifest.shards.empty()) return Status::InvalidArgument("manifest.shards must be empty");
   if (!manifest.classes.empty() && max_label_ >= static_cast<int64_t>(manifest.classes.size())) {
     return Status::InvalidArgument(dir_ + ": labels go up to " + std::to_string(max_label_) +

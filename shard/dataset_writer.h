@@ -140,7 +140,9 @@ class DatasetWriter {
   // Closes the last shard and writes the manifest (part.json for a part:
   // manifest.part.count > 0, whose first_shard must be options.first_shard);
   // `manifest.shards` is filled in here and must be empty on entry. Refused,
-  // with no manifest written, if a label is beyond the manifest's classes.
+  // with no manifest written and a dataset being replaced left whole, when
+  // no record was added (every writer's rule: shardkit-pack, the Python
+  // Writer, a merge) or a label is beyond the manifest's classes.
   Status Finish(Manifest manifest);
 
   uint64_t records() const { return records_; }

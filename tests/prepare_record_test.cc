@@ -1,5 +1,6 @@
-// PrepareRecord: how shardkit-pack and the Python Writer make a sample into
-// the record they store, and the conversions they count.
+// What shardkit-pack and the Python Writer share when they write: how a
+// sample becomes its record (PrepareRecord), the conversions they count, and
+// the refusal of a dataset of no record (DatasetWriter::Finish).
 #include "image/prepare.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +8,9 @@
 #include <utility>
 
 #include "image/codec.h"
+#include "shard/dataset.h"
+#include "shard/dataset_writer.h"
+#include "storage/env.h"
 #include "tests/test_util.h"
 
 namespace shardkit {
@@ -16,6 +20,7 @@ using testing::JpegFlavor;
 using testing::MakeJpeg;
 using testing::MakePng;
 using testing::SyntheticImage;
+using testing::TempDir;
 
 JpegInfo HeaderOf(const std::string& jpeg) {
   JpegDecoder dec;
@@ -110,6 +115,30 @@ TEST(PrepareRecordTest, ConversionCountsTellConvertedFromResized) {
   EXPECT_EQ(counts.png, 2u);
   EXPECT_EQ(counts.resized, 1u);
   EXPECT_EQ(counts.converted(), 3u);
+}
+
+// A writer finished with no record added publishes nothing: a dataset it
+// was to replace stays whole, and a directory it made is gone.
+TEST(EmptyDatasetTest, AWriterOfNoRecordPublishesNothingAndReplacesNothing) {
+  TempDir dir;
+  testing::WriteRawDataset(dir / "kept", 5, 4, CompressionMode::kZstd, 1024, 1 << 20);
+  Manifest m;
+  m.record.kind = format::RecordKind::kRawU8;
+  m.record.shape = {4, 4, 3};
+  DatasetWriterOptions o;
+  o.overwrite = true;
+  for (const std::string& out : {dir / "kept", dir / "new"}) {
+    auto w = DatasetWriter::Create(out, o);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    const Status s = (*w)->Finish(m);
+    EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+    EXPECT_EQ(s.message(),
+              out + ": no record was added; nothing written (a dataset there is left as it was)");
+  }
+  auto kept = Dataset::Open(dir / "kept");
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ((*kept)->num_records(), 5u);
+  EXPECT_FALSE(Env::Default()->FileExists(dir / "new"));
 }
 
 }  // namespace
