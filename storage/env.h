@@ -5,7 +5,7 @@
 // disks, NFS, GPFS, Lustre); Env::ForPath picks the backend a path names:
 // object storage for s3:// and http(s):// URLs (storage/remote/object_store.h), POSIX
 // otherwise. Another backend (a test double that injects latency or faults:
-// tests/storage_double.h) implements these two classes and is passed to
+// tests/common/storage_double.h) implements these two classes and is passed to
 // Dataset::Open or in LoaderOptions::env; it must outlive every Dataset and
 // Loader opened through it.
 //
@@ -18,7 +18,7 @@
 // operations publishing needs (rename, remove, list, sync, a writer's lock):
 // a writer given an Env (PackOptions::env, DatasetWriterOptions::env) does
 // all of its writing through it, so a test double can fail any of it
-// (tests/storage_double.h: WriteFaultEnv, a disk that fills up). POSIX has them all
+// (tests/common/storage_double.h: WriteFaultEnv, a disk that fills up). POSIX has them all
 // (storage/posix_env.cc); object storage writes whole objects, each visible only once closed, and
 // has no renames or locks (its datasets are published by writing the manifest last: see
 // shardkit-pack push). storage/file_io.h keeps the POSIX helpers' names.

@@ -8,8 +8,8 @@ cuda_tests() {
   local build=$1 rc gdb
   local filter='CudaTest.*:LossScaleTest.*:DistEnvTest.*:FeederTest.*:TrainTest.EveryCollective*:TrainTest.Synthetic*'
   # Which libraries the tests load, in order (libstdc++ must come first).
-  { readelf -d "$build/tests/train_test" 2>/dev/null | grep NEEDED; } >>"$OUT_DIR/dependencies.txt"
-  timeout "$TEST_TIMEOUT" "$build/tests/train_test" --gtest_filter="$filter" >"$OUT_DIR/cuda_tests.log" 2>&1
+  { readelf -d "$build/tests/train/train_test" 2>/dev/null | grep NEEDED; } >>"$OUT_DIR/dependencies.txt"
+  timeout "$TEST_TIMEOUT" "$build/tests/train/train_test" --gtest_filter="$filter" >"$OUT_DIR/cuda_tests.log" 2>&1
   rc=$?
   tail -n 4 "$OUT_DIR/cuda_tests.log"
   [ "$rc" -eq 0 ] && return 0
@@ -18,7 +18,7 @@ cuda_tests() {
   gdb=$(command -v gdb || command -v cuda-gdb || ls /usr/local/cuda/bin/cuda-gdb 2>/dev/null) || return 1
   [ -n "$gdb" ] || return 1
   timeout "$TEST_TIMEOUT" "$gdb" -batch -ex run -ex bt -ex 'x/8a $sp' -ex 'info sharedlibrary' \
-    --args "$build/tests/train_test" --gtest_filter="$filter" >"$OUT_DIR/cuda_tests_backtrace.log" 2>&1
+    --args "$build/tests/train/train_test" --gtest_filter="$filter" >"$OUT_DIR/cuda_tests_backtrace.log" 2>&1
   grep -A14 -m1 '^#0 ' "$OUT_DIR/cuda_tests_backtrace.log"
   return 1
 }
