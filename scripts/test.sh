@@ -45,7 +45,7 @@ echo "== ThreadSanitizer: loader threads, prefetch ring, block cache, node cache
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDKIT_SANITIZE=thread -DSHARDKIT_ASSERTIONS=ON \
   -DSHARDKIT_WITH_TORCH=OFF -DSHARDKIT_WITH_PYTHON=OFF > /dev/null
 cmake --build build-tsan -j"$jobs" --target loader_test prefetch_ring_test block_cache_test read_queue_test worker_team_test \
-  loader_stages_test storage_test elastic_resume_test shared_index_test node_cache_test > /dev/null
+  batch_filler_test read_planner_test storage_test elastic_resume_test shared_index_test node_cache_test > /dev/null
 TSAN_OPTIONS="halt_on_error=1" ctest --test-dir build-tsan \
   -R '^(LoaderTest|JpegLoaderTest|PrefetchRingTest|BlockCacheTest|ReadQueueTest|WorkerTeamTest|BatchFillerTest|ReadPlannerTest|StorageTest|SharedIndexTest|NodeCacheTest|[A-Za-z]*/?ElasticResumeTest)\.' \
   --output-on-failure -j"$jobs"
