@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <cstring>
+#include <future>
 #include <thread>
+#include <vector>
 
 #include "loader/prefetch_ring.h"
 
@@ -151,13 +153,22 @@ TEST(PrefetchRingTest, ABatchErrorReachesTheConsumerAtThatBatch) {
 TEST(PrefetchRingTest, StopEndsTheProducersAndTheConsumersWaits) {
   PrefetchRing ring(2, 4, Shape(), nullptr);
   // The producer fills both slots and waits for a free one; the consumer
-  // waits for a batch nobody will produce.
-  std::thread producer([&] { Produce(&ring, 100); });
+  // waits for a batch nobody will produce. Stop comes once the ring is full:
+  // each wait ends whether it began before Stop or meets it (the ring reads
+  // its stop flag under the lock its waits take).
+  std::promise<void> full;
+  std::thread producer([&] {
+    Produce(&ring, 2);
+    full.set_value();
+    std::vector<PrefetchRing::Slot*> claimed;
+    EXPECT_FALSE(ring.Claim(2, 1, 100, &claimed));
+    EXPECT_TRUE(claimed.empty());
+  });
   std::thread consumer([&] {
     std::shared_ptr<const Batch> b;
     EXPECT_TRUE(ring.Take(1000, &b, nullptr).IsAborted());
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  full.get_future().wait();
   ring.Stop();
   producer.join();
   consumer.join();
