@@ -2,7 +2,7 @@
 // here rather than through curl's CURLOPT_AWS_SIGV4, which on Debian's curl
 // 7.88 neither sends x-amz-content-sha256 nor encodes keys and query strings
 // as S3 canonicalises them. Pure functions: no clock, no I/O; the caller
-// passes the time. Checked against botocore's signer (tests/sigv4_test.cc).
+// passes the time. Checked against botocore's signer (tests/storage/sigv4_test.cc).
 #pragma once
 
 #include <cstdint>
