@@ -68,7 +68,7 @@ cmake --install "$build" --prefix "$tmp/prefix" --component dev >/dev/null || fa
 [ -f "$tmp/prefix/lib/cmake/shardkit/shardkitConfig.cmake" ] || [ -f "$tmp/prefix/lib64/cmake/shardkit/shardkitConfig.cmake" ] ||
   fail "no shardkitConfig.cmake in the prefix"
 inc=$tmp/prefix/include/shardkit
-[ "$(cd "$inc/loader" && ls | tr '\n' ' ')" = "batch.h loader.h loader_state.h options.h " ] ||
+[ "$(cd "$inc/loader" && ls | tr '\n' ' ')" = "batch.h loader.h loader_state.h options.h resolution_schedule.h " ] ||
   fail "installed loader headers: $(ls "$inc/loader" | tr '\n' ' ') (only the public ones belong there)"
 # What is installed is the API, cmake/public_headers.txt, and nothing else.
 want=$(grep -E '^[a-z]' "$src/cmake/public_headers.txt" | sort)

@@ -18,6 +18,7 @@ using testing::WriteFile;
 
 const std::string kPack = SHARDKIT_PACK_TOOL;
 const std::string kBench = SHARDKIT_BENCH_TOOL;
+const std::string kReport = SHARDKIT_REPORT_TOOL;
 const std::string kAugment = SHARDKIT_AUGMENT_TOOL;
 #ifdef SHARDKIT_TRAIN_TOOL
 const std::string kTrain = SHARDKIT_TRAIN_TOOL;
@@ -162,7 +163,7 @@ TEST_F(CliRobustness, BenchRefusesEveryBadValueWithOneLine) {
       {kBench, "loader " + dir_ / "fifo-ds", 2, "named pipe"},
       {kBench, "reference " + ds_ + " --max-records 0", 2, "--max-records"},
       {kBench, "reference " + dir_ / "fifo-ds", 2, "named pipe"},
-      {kBench, "report " + dir_ / "nope", 2, "nope"},
+      {kReport, dir_ / "nope", 2, "nope"},
       {kBench, l + " --workers 1,1", 2, "listed twice"},
       {kBench, l + " --csv " + ds_ + "/manifest.json", 2, "is inside " + ds_},
       {kBench, l + " --plot " + dir_ / "idx", 2, "is a directory"},
@@ -173,7 +174,7 @@ TEST_F(CliRobustness, BenchRefusesEveryBadValueWithOneLine) {
 
 // Metrics lines with a field of the wrong type or out of range: one named
 // error, never an abort, a nan or an overflowed count.
-TEST_F(CliRobustness, BenchReportRefusesMetricsFieldsThatMakeNoSense) {
+TEST_F(CliRobustness, ReportRefusesMetricsFieldsThatMakeNoSense) {
   const std::string good =
       R"({"images_per_sec": 100, "world_size": 1, "batch_size": 8, "seconds": 2})";
   const struct {
@@ -193,17 +194,17 @@ TEST_F(CliRobustness, BenchReportRefusesMetricsFieldsThatMakeNoSense) {
     testing::MakeDirs(d);
     WriteFile(d + "/a.jsonl", good + "\n");
     WriteFile(d + "/b.jsonl", c.line + "\n");
-    Check({{kBench, "report " + d, 2, c.expect}});
+    Check({{kReport, d, 2, c.expect}});
     EXPECT_FALSE(Env::Default()->FileExists(d + "/report.md"));
   }
   // Outputs: not a file or device as --out, never over a metrics file read.
   const std::string d = dir_ / "met";
   testing::MakeDirs(d);
   WriteFile(d + "/a.jsonl", good + "\n");
-  Check({{kBench, "report " + d + " --out /dev/null", 2, "is not a directory"}});
+  Check({{kReport, d + " --out /dev/null", 2, "is not a directory"}});
   testing::MakeDirs(dir_ / "rep");
   ASSERT_EQ(symlink((d + "/a.jsonl").c_str(), (dir_ / "rep/report.csv").c_str()), 0);
-  Check({{kBench, "report " + d + " --out " + dir_ / "rep", 2, "is the same file as"}});
+  Check({{kReport, d + " --out " + dir_ / "rep", 2, "is the same file as"}});
   EXPECT_EQ(testing::ReadFile(d + "/a.jsonl"), good + "\n");
 }
 

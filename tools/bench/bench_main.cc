@@ -373,7 +373,7 @@ struct ReferenceFlags {
   bool json = false;
 };
 
-// `shardkit-bench report`'s flags.
+// `shardkit-bench loader`'s flags.
 CLI::App* AddLoaderCommand(CLI::App& app, LoaderFlags* f) {
   auto* cmd =
       app.add_subcommand("loader", "images/s of the loader per worker count, with stage breakdown");
