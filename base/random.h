@@ -4,6 +4,7 @@
 // SplitMix64(key, counter).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
