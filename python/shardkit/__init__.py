@@ -33,7 +33,8 @@ from ._dataset import Dataset
 from ._environment import distributed_defaults
 from ._loader import Loader
 from ._normalize import normalize
-from ._shardkit import CorruptionError, ResolutionSchedule, __version__
+from ._schedule import ResolutionSchedule
+from ._shardkit import CorruptionError, __version__
 from ._writer import Writer
 
 _said = set()  # one-time messages already given in this process (_messages._once)
