@@ -72,6 +72,8 @@ TEST(PartitionTest, EqualBatchesDisjointAndCovering) {
                 positions.insert(p.Position(b * batch + i));
               total += p.BatchLength(b);
             }
+            // Dropping keeps whole batches only; padding keeps every sample of the rank.
+            EXPECT_EQ(total, drop_last ? p.batches * batch : p.per_rank);
           }
           std::set<uint64_t> distinct(positions.begin(), positions.end());
           if (drop_last) {
