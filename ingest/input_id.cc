@@ -10,7 +10,7 @@ namespace shardkit {
 
 Result<nlohmann::json> InputIdByContent(const std::string& path) {
   SK_ASSIGN_OR_RETURN(const uint64_t bytes, FileSize(path));
-  SK_ASSIGN_OR_RETURN(const uint32_t crc, FileCrc32c(path));
+  SK_ASSIGN_OR_RETURN(const uint32_t crc, FileCrc32c(Env::Default(), path));
   return nlohmann::json{{"bytes", bytes}, {"crc32c", Crc32cHex(crc)}};
 }
 

@@ -31,7 +31,7 @@ namespace shardkit {
 
 Result<std::vector<std::pair<std::string, std::string>>> ReadValLabels(
     const std::string& csv_path) {
-  SK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(csv_path, 1ull << 30));
+  SK_ASSIGN_OR_RETURN(std::string text, Env::Default()->ReadFile(csv_path, 1ull << 30));
   std::vector<std::pair<std::string, std::string>> rows;
   std::unordered_map<std::string, size_t> row_of;
   std::vector<std::pair<int, std::string>> lines;  // each row's line and synset
@@ -563,7 +563,7 @@ class FolderTree : public SampleSource {
                         std::to_string(size) + " bytes, over the " +
                             std::to_string(max_bytes >> 20) + " MiB limit");
     }
-    SK_ASSIGN_OR_RETURN(*bytes, ReadFileToString(path, max_bytes));
+    SK_ASSIGN_OR_RETURN(*bytes, Env::Default()->ReadFile(path, max_bytes));
     return Status::OK();
   }
 

@@ -383,7 +383,7 @@ Result<Manifest> ReadPartManifest(const std::string& dir) {
     return Status::NotFound(dir + ": no " + kPartManifestName +
                             " (not a part, or preparing it did not finish)");
   }
-  SK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, 256ull << 20));
+  SK_ASSIGN_OR_RETURN(std::string text, Env::Default()->ReadFile(path, 256ull << 20));
   SK_ASSIGN_OR_RETURN(Manifest m, ParseManifest(text, path));
   if (m.part.count == 0) return Status::Corruption(path + ": has no \"part\"");
   return m;

@@ -139,7 +139,7 @@ Status PushDataset(const std::string& dir, const std::string& url, const PushOpt
   }
   SK_ASSIGN_OR_RETURN(Manifest m, ReadManifest(dir, Env::Default()));
   SK_ASSIGN_OR_RETURN(std::string text,
-                      ReadFileToString(JoinPath(dir, kManifestName), 256ull << 20));
+                      Env::Default()->ReadFile(JoinPath(dir, kManifestName), 256ull << 20));
   SK_ASSIGN_OR_RETURN(Env * env, Env::ForPath(url));
   bool same = false;
   SK_RETURN_IF_ERROR(PrepareRemote(env, url, text, options.force, &same));

@@ -36,7 +36,7 @@ bool Intact(const std::string& path, const ShardInfo& info) {
       static_cast<uint64_t>(st.st_size) != info.bytes) {
     return false;
   }
-  auto crc = FileCrc32c(path);
+  auto crc = FileCrc32c(Env::Default(), path);
   return crc.ok() && *crc == info.crc32c;
 }
 
@@ -234,7 +234,7 @@ Status FetchFile(const std::string& from, const std::string& to_path, const std:
     if (manifest.empty()) {
       m = ReadManifest(from_dir);
     } else {
-      auto text = ReadFileToString(manifest, 256ull << 20);
+      auto text = Env::Default()->ReadFile(manifest, 256ull << 20);
       m = text.ok() ? ParseManifest(*text, manifest) : Result<Manifest>(text.status());
       if (!m.ok()) return discard(m.status());
     }

@@ -9,10 +9,6 @@
 
 namespace shardkit {
 
-Result<std::string> ReadFileToString(const std::string& path, uint64_t max_size) {
-  return Env::Default()->ReadFile(path, max_size);
-}
-
 bool IsDirectory(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -29,7 +25,5 @@ std::string JoinPath(const std::string& a, const std::string& b) {
   if (a.back() == '/') return a + b;
   return a + "/" + b;
 }
-
-Result<uint32_t> FileCrc32c(const std::string& path) { return FileCrc32c(Env::Default(), path); }
 
 }  // namespace shardkit

@@ -19,7 +19,6 @@ namespace shardkit {
 // naming it and what it is (a FIFO, a directory, a device). Never opens it.
 // Every reader here refuses non-regular files this way before opening them.
 Status CheckRegularFile(const std::string& path);
-Result<std::string> ReadFileToString(const std::string& path, uint64_t max_size);
 bool IsDirectory(const std::string& path);
 Result<uint64_t> FileSize(const std::string& path);
 std::string JoinPath(const std::string& a, const std::string& b);
@@ -27,7 +26,5 @@ std::string JoinPath(const std::string& a, const std::string& b);
 // no root needed), so the next read comes from storage: cold-read benchmarks.
 // Pages that a process still maps stay.
 Status EvictFromPageCache(const std::string& path);
-// FileCrc32c(Env::Default(), path) (storage/env.h).
-Result<uint32_t> FileCrc32c(const std::string& path);
 
 }  // namespace shardkit

@@ -53,7 +53,7 @@ TEST(StatusTest, TheFilesystemLocatesItsErrorsAtThePath) {
   EXPECT_EQ(d.status().location()->file, dir.path());
   EXPECT_EQ(d.status().what(), "is a directory, not a regular file");
   testing::WriteFile(dir / "big", std::string(100, 'x'));
-  auto big = ReadFileToString(dir / "big", 10);
+  auto big = Env::Default()->ReadFile(dir / "big", 10);
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.status().location()->file, dir / "big");
 }

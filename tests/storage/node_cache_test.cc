@@ -172,7 +172,7 @@ class NodeCacheTest : public ::testing::Test {
 
 TEST_F(NodeCacheTest, WhatWasReadOnceIsReadFromDiskByEveryLaterReader) {
   const std::string path = Object("shard-00000.sks", 3 * kChunk + 12345, 1);
-  const std::string want = *ReadFileToString(path, 1 << 30);
+  const std::string want = *Env::Default()->ReadFile(path, 1 << 30);
   auto env = Cache();
   EXPECT_EQ(ReadAll(env.get(), path), want);
   EXPECT_EQ(storage_.reads(), 4u);  // a fetch per chunk, whatever the pieces
@@ -185,7 +185,7 @@ TEST_F(NodeCacheTest, WhatWasReadOnceIsReadFromDiskByEveryLaterReader) {
 
 TEST_F(NodeCacheTest, ReadersAtOnceFetchEachChunkOnce) {
   const std::string path = Object("shard-00000.sks", 6 * kChunk, 2);
-  const std::string want = *ReadFileToString(path, 1 << 30);
+  const std::string want = *Env::Default()->ReadFile(path, 1 << 30);
   storage_.set_latency_ns(2'000'000);  // fetches overlap
   // Separate caches over one directory: as separate processes (their own
   // descriptors, so their own locks), each reading every chunk.
@@ -204,12 +204,12 @@ TEST_F(NodeCacheTest, ReadersAtOnceFetchEachChunkOnce) {
 
 TEST_F(NodeCacheTest, ADamagedChunkOnDiskIsFetchedAgainNeverServed) {
   const std::string path = Object("shard-00000.sks", 3 * kChunk, 3);
-  const std::string want = *ReadFileToString(path, 1 << 30);
+  const std::string want = *Env::Default()->ReadFile(path, 1 << 30);
   ReadAll(Cache().get(), path);
   ASSERT_EQ(storage_.reads(), 3u);
   auto data = CacheFiles(cache_.path(), ".data");
   ASSERT_EQ(data.size(), 1u);
-  std::string bytes = *ReadFileToString(data[0], 1 << 30);
+  std::string bytes = *Env::Default()->ReadFile(data[0], 1 << 30);
   bytes[kChunk + 17] ^= 0x20;  // chunk 1
   WriteBytes(data[0], bytes);
   EXPECT_EQ(ReadAll(Cache().get(), path), want);
@@ -218,7 +218,7 @@ TEST_F(NodeCacheTest, ADamagedChunkOnDiskIsFetchedAgainNeverServed) {
 
 TEST_F(NodeCacheTest, ACacheFileTruncatedByAKillIsFetchedAgain) {
   const std::string path = Object("shard-00000.sks", 4 * kChunk, 4);
-  const std::string want = *ReadFileToString(path, 1 << 30);
+  const std::string want = *Env::Default()->ReadFile(path, 1 << 30);
   ReadAll(Cache().get(), path);
   auto data = CacheFiles(cache_.path(), ".data");
   ASSERT_EQ(data.size(), 1u);
@@ -238,7 +238,7 @@ TEST_F(NodeCacheTest, TheLimitEvictsTheLeastRecentlyUsedObjectNobodyHasOpen) {
   auto env = Cache(3 * kChunk + 2 * 4096 + 8192);  // one object and a half
   ReadAll(env.get(), a);
   ASSERT_EQ(CacheFiles(cache_.path(), ".data").size(), 1u);
-  EXPECT_EQ(ReadAll(env.get(), b), *ReadFileToString(b, 1 << 30));  // a goes
+  EXPECT_EQ(ReadAll(env.get(), b), *Env::Default()->ReadFile(b, 1 << 30));  // a goes
   EXPECT_EQ(CacheFiles(cache_.path(), ".data").size(), 1u);
   EXPECT_LE(*NodeCacheBytes(cache_.path()), 3 * kChunk + 2 * 4096 + 8192);
   EXPECT_TRUE(Env::Default()->FileExists(JoinPath(cache_.path(), "notes.txt")));
@@ -255,13 +255,13 @@ TEST_F(NodeCacheTest, WhatIsInUseIsNeverEvictedAndTheRestIsReadUncached) {
   std::string first(2 * kChunk, '\0');
   ASSERT_TRUE((*held)->Read(0, first.size(), first.data()).ok());
   auto other = Cache(3 * kChunk);  // another process with the same limit
-  EXPECT_EQ(ReadAll(other.get(), b), *ReadFileToString(b, 1 << 30));
+  EXPECT_EQ(ReadAll(other.get(), b), *Env::Default()->ReadFile(b, 1 << 30));
   EXPECT_LE(*NodeCacheBytes(cache_.path()), 3 * kChunk + kChunk);
   // a is whole and still read from disk.
   const uint64_t before = storage_.reads();
   std::string again(2 * kChunk, '\0');
   ASSERT_TRUE((*held)->Read(0, again.size(), again.data()).ok());
-  EXPECT_EQ(again, *ReadFileToString(a, 1 << 30));
+  EXPECT_EQ(again, *Env::Default()->ReadFile(a, 1 << 30));
   EXPECT_EQ(storage_.reads(), before);
 }
 
@@ -283,7 +283,7 @@ TEST_F(NodeCacheTest, ARangeAheadIsOneRequestForItsWholeChunksEachInOneRun) {
   EXPECT_EQ(storage_.TakeHinted(),
             (Hints{{kChunk, kChunk}, {2 * kChunk, kChunk}, {3 * kChunk, 2 * kChunk - 100}}));
   f->reset();
-  EXPECT_EQ(ReadAll(env.get(), b), *ReadFileToString(b, 1 << 30));
+  EXPECT_EQ(ReadAll(env.get(), b), *Env::Default()->ReadFile(b, 1 << 30));
   storage_.TakeHinted();
   auto again = env->OpenForReads(b);  // all on disk: nothing asked of storage
   ASSERT_TRUE(again.ok());
@@ -310,7 +310,7 @@ TEST_F(NodeCacheTest, WhileFullARangeAcrossChunkEndsIsOneRequestAheadAsWithoutAC
   EXPECT_EQ(storage_.hints(), hints + 1);
   std::string got(kChunk + 200, '\0');
   ASSERT_TRUE((*f)->Read(kChunk - 100, got.size(), got.data()).ok());
-  EXPECT_EQ(got, ReadFileToString(b, 1 << 30)->substr(kChunk - 100, kChunk + 200));
+  EXPECT_EQ(got, Env::Default()->ReadFile(b, 1 << 30)->substr(kChunk - 100, kChunk + 200));
   EXPECT_EQ(CacheFiles(cache_.path(), ".data").size(), 2u);
   EXPECT_LE(*NodeCacheBytes(cache_.path()), 2 * kChunk + 3 * 8192);
 }
@@ -321,7 +321,8 @@ TEST_F(NodeCacheTest, ViewsSeeTheChunksOnDiskInPlaceAndAskForAReadOfTheRest) {
   // keeps out is Unsupported (the shard reader reads it instead), and reads
   // of it still give the bytes.
   const std::string a = Object("a.sks", 2 * kChunk, 12), b = Object("b.sks", 2 * kChunk, 13);
-  const std::string want_a = *ReadFileToString(a, 1 << 30), want_b = *ReadFileToString(b, 1 << 30);
+  const std::string want_a = *Env::Default()->ReadFile(a, 1 << 30),
+                    want_b = *Env::Default()->ReadFile(b, 1 << 30);
   auto env = Cache(2 * kChunk + 3 * 8192);
   AccessHints views;
   views.views = true;
@@ -348,7 +349,7 @@ TEST_F(NodeCacheTest, ViewsSeeTheChunksOnDiskInPlaceAndAskForAReadOfTheRest) {
   // limit leaves room for it).
   std::string data;  // a's (b's is there too, empty: the limit kept it out)
   for (const std::string& f : CacheFiles(cache_.path(), ".data")) {
-    if (*ReadFileToString(f, 1 << 30) == want_a) data = f;
+    if (*Env::Default()->ReadFile(f, 1 << 30) == want_a) data = f;
   }
   ASSERT_FALSE(data.empty());
   fa->reset();
@@ -376,7 +377,7 @@ TEST_F(NodeCacheTest, FetchesInFlightCountAgainstTheLimit) {
   std::vector<std::thread> readers;
   for (const auto& o : objects) {
     readers.emplace_back(
-        [&, o] { EXPECT_EQ(ReadAll(env.get(), o), *ReadFileToString(o, 1 << 30)); });
+        [&, o] { EXPECT_EQ(ReadAll(env.get(), o), *Env::Default()->ReadFile(o, 1 << 30)); });
   }
   for (auto& t : readers) t.join();
   EXPECT_LE(*NodeCacheBytes(cache_.path()), limit);
@@ -404,7 +405,7 @@ TEST_F(NodeCacheTest, AFullDiskIsReadAsAFullCacheUntilItHasRoomAgain) {
   const std::string junk = JoinPath(disk, "junk");
   WriteBytes(junk, std::string(7 * kChunk + kChunk / 2, 'j'));
   const std::string path = Object("big.sks", 20 * kChunk, 30);
-  const std::string want = *ReadFileToString(path, 1 << 30);
+  const std::string want = *Env::Default()->ReadFile(path, 1 << 30);
   auto env = NewCachingEnv(&storage_, NodeCacheOptions{disk, 0});
   ASSERT_TRUE(env.ok()) << env.status().ToString();
   auto f = (*env)->OpenForReads(path);
@@ -442,7 +443,7 @@ TEST_F(NodeCacheTest, AChunkWhoseFillerIsStoppedIsReadFromStorage) {
   // and reads the bytes asked from storage; with that process gone the
   // chunks are cached as ever.
   const std::string path = Object("shard.sks", 2 * kChunk, 31);
-  const std::string want = *ReadFileToString(path, 1 << 30);
+  const std::string want = *Env::Default()->ReadFile(path, 1 << 30);
   auto env = Cache(0, std::chrono::milliseconds(100));
   auto f = env->OpenForReads(path);  // its cache files exist from here on
   ASSERT_TRUE(f.ok());
@@ -499,7 +500,7 @@ TEST_F(NodeCacheTest, AStoppedProcessHoldingAnObjectsHeaderLeavesItUncached) {
   // in-use lock taken exclusively (an evictor stopped before it removes the
   // object): an open gives up on them and reads the object uncached.
   const std::string path = Object("shard.sks", 2 * kChunk, 33);
-  const std::string want = *ReadFileToString(path, 1 << 30);
+  const std::string want = *Env::Default()->ReadFile(path, 1 << 30);
   auto env = Cache(0, std::chrono::milliseconds(100));
   ASSERT_TRUE(env->OpenForReads(path).ok());
   const auto map = CacheFiles(cache_.path(), ".map");
@@ -520,7 +521,7 @@ TEST_F(NodeCacheTest, ASymlinkOrAnotherUsersFileAtACacheFilesNameIsNeverReadFrom
   // data file's name, one at the map file's, the files given to another
   // user. None is read from: every byte comes from storage.
   const std::string path = Object("shard.sks", 2 * kChunk, 34);
-  const std::string want = *ReadFileToString(path, 1 << 30);
+  const std::string want = *Env::Default()->ReadFile(path, 1 << 30);
   EXPECT_EQ(ReadAll(Cache().get(), path), want);
   const auto maps = CacheFiles(cache_.path(), ".map"), datas = CacheFiles(cache_.path(), ".data");
   ASSERT_EQ(maps.size(), 1u);
@@ -548,7 +549,7 @@ TEST_F(NodeCacheTest, ASymlinkOrAnotherUsersFileAtACacheFilesNameIsNeverReadFrom
   ASSERT_EQ(::chown(map.c_str(), 12345, 12345), 0);
   ASSERT_EQ(::chown(data.c_str(), 12345, 12345), 0);
   read_uncached("another user's files");
-  EXPECT_EQ(*ReadFileToString(data, 1 << 30), want) << "left as they were";
+  EXPECT_EQ(*Env::Default()->ReadFile(data, 1 << 30), want) << "left as they were";
 }
 
 TEST_F(NodeCacheTest, EvictionNeverRemovesAnotherUsersFilesNorASymlink) {
@@ -563,7 +564,8 @@ TEST_F(NodeCacheTest, EvictionNeverRemovesAnotherUsersFilesNorASymlink) {
   WriteBytes(outside, "not the cache's");
   const std::string link = JoinPath(cache_.path(), std::string(32, 'a') + ".map");
   ASSERT_EQ(::symlink(outside.c_str(), link.c_str()), 0);
-  EXPECT_EQ(ReadAll(env.get(), b), *ReadFileToString(b, 1 << 30));  // room for a chunk of it
+  EXPECT_EQ(ReadAll(env.get(), b),
+            *Env::Default()->ReadFile(b, 1 << 30));  // room for a chunk of it
   struct stat st;
   for (const std::string& file : theirs) {
     ASSERT_EQ(::lstat(file.c_str(), &st), 0) << file << " was removed";
@@ -571,7 +573,7 @@ TEST_F(NodeCacheTest, EvictionNeverRemovesAnotherUsersFilesNorASymlink) {
   }
   ASSERT_EQ(::lstat(link.c_str(), &st), 0) << "the symlink was removed";
   EXPECT_TRUE(S_ISLNK(st.st_mode));
-  EXPECT_EQ(*ReadFileToString(outside, 1 << 10), "not the cache's");
+  EXPECT_EQ(*Env::Default()->ReadFile(outside, 1 << 10), "not the cache's");
 }
 
 TEST_F(NodeCacheTest, ADirectoryOtherUsersCouldWriteIsRefusedByName) {
@@ -597,7 +599,7 @@ TEST_F(NodeCacheTest, ObjectsAreNamedByWhereAndWhichVersionTheyAre) {
   // one of the same size is another; one whose storage names no versions
   // (identity() empty) is read uncached.
   const std::string path = Object("shard.sks", 2 * kChunk, 37);
-  const std::string want = *ReadFileToString(path, 1 << 30);
+  const std::string want = *Env::Default()->ReadFile(path, 1 << 30);
   storage_.set_location("https://west.example/");
   StorageDouble east;
   east.set_location("https://east.example/");

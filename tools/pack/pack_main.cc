@@ -211,7 +211,7 @@ int RunListShards(const std::string& dir) {
 int RunChecksum(const std::vector<std::string>& files) {
   int rc = 0;
   for (const auto& f : files) {
-    auto crc = FileCrc32c(f);
+    auto crc = FileCrc32c(Env::Default(), f);
     auto size = FileSize(f);
     if (!crc.ok() || !size.ok()) {
       rc = Fail(crc.ok() ? size.status() : crc.status());

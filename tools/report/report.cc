@@ -31,7 +31,8 @@ struct Run {
 // One run's metrics file: a JSON line per epoch, averaged over the epochs.
 // A file with no epochs (a run that has not finished one) has epochs == 0.
 Result<Run> ReadRun(const std::string& metrics_dir, const std::string& name) {
-  SK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(JoinPath(metrics_dir, name), 64 << 20));
+  SK_ASSIGN_OR_RETURN(std::string text,
+                      Env::Default()->ReadFile(JoinPath(metrics_dir, name), 64 << 20));
   Run r;
   r.name = name.substr(0, name.size() - 6);
   std::istringstream lines(text);
