@@ -15,8 +15,9 @@
 namespace shardkit::cli {
 
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitBadData = 1;  // verify found bad data; nothing else uses it
-inline constexpr int kExitError = 2;    // usage, I/O or any other error
+inline constexpr int kExitBadData = 1;        // verify found bad data; nothing else uses it
+inline constexpr int kExitError = 2;          // usage, I/O or any other error
+inline constexpr int kExitInterrupted = 130;  // Ctrl-C or SIGTERM stopped it (128 + SIGINT)
 
 // Threads of a tool (0: all cores) at most: more is a typo, not a machine.
 inline constexpr int kMaxThreads = 256;

@@ -84,7 +84,7 @@ int RunPack(SampleSource* source, PackOptions o, const std::string& hint_strict)
   if (!s.ok()) {
     if (s.IsAborted()) {
       cli::Fail("shardkit-pack", s);
-      return 130;
+      return cli::kExitInterrupted;
     }
     return Fail(s, o.strict ? hint_strict : "");
   }
@@ -148,7 +148,7 @@ int RunMerge(MergeOptions o, const std::string& argv_json) {
       &sum);
   if (!s.ok()) {
     cli::Fail("shardkit-pack", s);
-    return s.IsAborted() ? 130 : kExitError;
+    return s.IsAborted() ? cli::kExitInterrupted : kExitError;
   }
   std::printf(
       "merged %llu parts into %s: %llu records in %llu shard(s), %s (%llu hard-linked, %llu "
@@ -222,32 +222,43 @@ int RunChecksum(const std::vector<std::string>& files) {
   return rc;
 }
 
+// A transfer (push, stage) with a bytes progress bar, stopped by Ctrl-C and
+// SIGTERM as a pack is: `run(progress)` starts it and returns its Status.
+template <typename Run>
+Status Transfer(const char* what, Run run) {
+  CatchInterrupts();
+  Progress bar(what, 0, "bytes");
+  const Status s = run([&](uint64_t done, uint64_t total) {
+    bar.SetTotal(total);
+    bar.Update(done, done);
+  });
+  bar.Finish(s.ok());
+  return s;
+}
+
+// The exit code of a failed transfer: 130 when a signal stopped it, else
+// the error with `hint`.
+int TransferFailed(const Status& s, const std::string& hint) {
+  if (s.IsAborted() && g_interrupted.load()) {
+    cli::Fail("shardkit-pack", s);
+    return cli::kExitInterrupted;
+  }
+  return Fail(s, hint);
+}
+
 // push: the dataset to s3://, shards first, the manifest last. Ctrl-C and
 // SIGTERM abort the uploads under way (nothing is left unfinished on the
 // server) and exit 130, as a pack does.
 int RunPush(const std::string& dir, const std::string& url, PushOptions o) {
   o.cancel = &g_interrupted;
-  CatchInterrupts();
-  Progress bar("push", 0, "bytes");
   PushReport r;
-  Status s = PushDataset(
-      dir, url, o,
-      [&](uint64_t done, uint64_t total) {
-        bar.SetTotal(total);
-        bar.Update(done, done);
-      },
-      &r);
-  bar.Finish(s.ok());
-  if (s.IsAborted() && g_interrupted.load()) {
-    cli::Fail("shardkit-pack", s);
-    return 130;
+  const Status s =
+      Transfer("push", [&](auto progress) { return PushDataset(dir, url, o, progress, &r); });
+  if (!s.ok()) {
+    return TransferFailed(s, s.transient() ? "rerun to resume: shards already there whole are "
+                                             "not sent again; no manifest was published"
+                                           : "");
   }
-  if (!s.ok() && s.transient()) {
-    return Fail(s,
-                "rerun to resume: shards already there whole are not sent again; no manifest "
-                "was published");
-  }
-  if (!s.ok()) return Fail(s);
   std::printf("pushed %s to %s: uploaded %llu of %llu shards (%s), %llu already there whole (%s)%s",
               dir.c_str(), url.c_str(), (unsigned long long)r.uploaded,
               (unsigned long long)r.shards, FormatBytes(double(r.bytes_uploaded)).c_str(),
@@ -278,23 +289,12 @@ int RunStage(const std::string& from, const std::string& to, int jobs) {
   StageOptions o;
   o.jobs = jobs;
   o.cancel = &g_interrupted;
-  CatchInterrupts();
-  Progress bar("stage", 0, "bytes");
   StageReport r;
-  Status s = StageDataset(
-      from, to, o,
-      [&](uint64_t done, uint64_t total) {
-        bar.SetTotal(total);
-        bar.Update(done, done);
-      },
-      &r);
-  bar.Finish(s.ok());
-  if (s.IsAborted() && g_interrupted.load()) {
-    cli::Fail("shardkit-pack", s);
-    return 130;
-  }
+  const Status s =
+      Transfer("stage", [&](auto progress) { return StageDataset(from, to, o, progress, &r); });
   if (!s.ok()) {
-    return Fail(s, s.transient() ? "rerun to resume: shards already staged intact are kept" : "");
+    return TransferFailed(
+        s, s.transient() ? "rerun to resume: shards already staged intact are kept" : "");
   }
   if (r.source_itself) {
     std::printf("%s is the source dataset itself: nothing to stage (source left untouched)\n",
