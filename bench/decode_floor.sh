@@ -26,10 +26,8 @@ shardkit_install_deps mate-backgrounds python3-skimage
 [ -x "$PROBE" ] && [ -x "$PACK" ] || shardkit_build build
 mkdir -p "$OUT"
 
-if [ ! -f "$OUT/jpeg-shards/manifest.json" ]; then
-  $PY scripts/make_jpeg_set.py "$OUT/jpeg-tree" --per-class "$PER_CLASS"
-  $PACK imagenet "$OUT/jpeg-tree" "$OUT/jpeg-shards" --force > /dev/null
-fi
+source bench/jpeg_set.sh
+bench_jpeg_shards "$OUT/jpeg-tree" "$OUT/jpeg-shards" "$PER_CLASS"
 echo "== machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for t in train val; do
   echo "== $t transform"
@@ -38,10 +36,7 @@ done
 
 [ "${PROFILE:-0}" = 1 ] || exit 0
 command -v valgrind > /dev/null || shardkit_install_deps valgrind
-if [ ! -f "$OUT/jpeg-small/manifest.json" ]; then
-  $PY scripts/make_jpeg_set.py "$OUT/jpeg-small-tree" --per-class 12
-  $PACK imagenet "$OUT/jpeg-small-tree" "$OUT/jpeg-small" --force > /dev/null
-fi
+bench_jpeg_shards "$OUT/jpeg-small-tree" "$OUT/jpeg-small" 12
 for t in train val; do
   for side in floor decode loader; do
     f="$OUT/callgrind.$t.$side"

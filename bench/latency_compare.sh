@@ -20,8 +20,7 @@ BATCHES=${BATCHES:-20}
 REPEAT=${REPEAT:-2}
 PY=${PYTHON:-/usr/bin/python3}
 BENCH=build/tools/bench/shardkit-bench
-PACK=build/tools/pack/shardkit-pack
-[ -x "$BENCH" ] || { echo "latency_compare: build first (cmake --build build)" >&2; exit 2; }
+[ -x "$BENCH" ] && [ -x build/tools/pack/shardkit-pack ] || { echo "latency_compare: build first (cmake --build build)" >&2; exit 2; }
 command -v pkg-config >/dev/null && pkg-config --exists fuse3 ||
   { echo "latency_compare: needs fuse3 and libfuse3-dev (apt-get install fuse3 libfuse3-dev)" >&2; exit 2; }
 mkdir -p "$OUT"
@@ -31,10 +30,8 @@ mkdir -p "$data" "$mnt"
 cc -O2 -o "$OUT/delayfs" bench/delayfs.c $(pkg-config --cflags --libs fuse3)
 cleanup() { mountpoint -q "$mnt" && fusermount3 -u "$mnt" || true; }
 trap cleanup EXIT
-if [ ! -f "$data/shards/manifest.json" ]; then
-  "$PY" scripts/make_jpeg_set.py "$data/jpeg" --per-class "$PER_CLASS" >/dev/null
-  "$PACK" imagenet "$data/jpeg" "$data/shards" >/dev/null 2>&1
-fi
+source bench/jpeg_set.sh
+bench_jpeg_shards "$data/jpeg" "$data/shards" "$PER_CLASS"
 echo "storage,delay_ms,loader,workers,shuffle,reads,read_depth,images_per_sec,reads_in_flight,read_ms" >"$OUT/latency.csv"
 
 # One shardkit configuration: images/s (best of REPEAT cold rounds), reads in flight, ms per read.

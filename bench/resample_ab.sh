@@ -36,10 +36,8 @@ side() {  # name include-dir sources...
 }
 side old "$OUT/old" "$OUT"/old/image/*.cc
 side new . image/image.cc image/resample_gather.cc
-if [ ! -f "$OUT/jpeg-shards/manifest.json" ]; then
-  /usr/bin/python3 scripts/make_jpeg_set.py "$OUT/jpeg-tree" --per-class "${PER_CLASS:-150}"
-  build/tools/pack/shardkit-pack imagenet "$OUT/jpeg-tree" "$OUT/jpeg-shards" --force > /dev/null
-fi
+source bench/jpeg_set.sh
+bench_jpeg_shards "$OUT/jpeg-tree" "$OUT/jpeg-shards" "${PER_CLASS:-150}"
 echo "== resample: $OLD ($(git rev-parse --short "$OLD")) against this tree ($(git rev-parse --short HEAD)$(git diff --quiet HEAD -- image || echo ', changed')), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 status=0
 for t in train val; do

@@ -23,10 +23,8 @@ shardkit_install_deps mate-backgrounds python3-skimage
 [ -x "$PROBE" ] && [ -x "$PACK" ] || shardkit_build build
 mkdir -p "$OUT"
 
-if [ ! -f "$OUT/jpeg-shards/manifest.json" ]; then
-  $PY scripts/make_jpeg_set.py "$OUT/jpeg-tree" --per-class "$PER_CLASS"
-  $PACK imagenet "$OUT/jpeg-tree" "$OUT/jpeg-shards" --force > /dev/null
-fi
+source bench/jpeg_set.sh
+bench_jpeg_shards "$OUT/jpeg-tree" "$OUT/jpeg-shards" "$PER_CLASS"
 echo "== machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for t in train val; do
   for s in $SIZES; do
