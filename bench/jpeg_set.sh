@@ -7,6 +7,6 @@
 bench_jpeg_shards() {
   local tree=$1 shards=$2 per_class=$3
   [ -f "$shards/manifest.json" ] && return 0
-  /usr/bin/python3 scripts/make_jpeg_set.py "$tree" --per-class "$per_class" > /dev/null
+  /usr/bin/python3 scripts/make_jpeg_set.py "$tree" --per-class "$per_class"
   build/tools/pack/shardkit-pack imagenet "$tree" "$shards" --force > /dev/null
 }
